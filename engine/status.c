@@ -1,0 +1,51 @@
+/*
+ * status.c - status names and the per-thread last-error buffer.
+ */
+#include "status.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static _Thread_local char last_error[512];
+
+const char *ddp_status_str(ddp_status s)
+{
+    switch (s) {
+    case DDP_OK: return "ok";
+    case DDP_ERR_INVALID: return "invalid argument";
+    case DDP_ERR_NOMEM: return "out of memory";
+    case DDP_ERR_SYSTEM: return "system error";
+    case DDP_ERR_ABORTED: return "aborted";
+    case DDP_ERR_TIMEOUT: return "timeout";
+    case DDP_ERR_RANK_FAILED: return "rank failed";
+    case DDP_ERR_INTERRUPTED: return "interrupted";
+    case DDP_ERR_MISMATCH: return "mismatch";
+    case DDP_ERR_BACKEND: return "backend error";
+    }
+    return "unknown status";
+}
+
+ddp_status ddp_error_at(ddp_status s, const char *file, int line, const char *fmt, ...)
+{
+    /* Keep only the base name: the full build path is noise in a report. */
+    const char *slash = strrchr(file, '/');
+    int n = snprintf(last_error, sizeof last_error, "%s:%d: ", slash ? slash + 1 : file, line);
+    if (n < 0 || (size_t)n >= sizeof last_error)
+        return s;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error + n, sizeof last_error - (size_t)n, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+const char *ddp_error_last(void)
+{
+    return last_error;
+}
+
+void ddp_error_clear(void)
+{
+    last_error[0] = '\0';
+}
