@@ -1,0 +1,248 @@
+/*
+ * coll.c - the shared-memory collectives and their reduction orders (coll.h).
+ *
+ * Every collective starts the same way: publish a descriptor, meet at a
+ * barrier, and check that all ranks called the same thing. That first barrier
+ * also guarantees that no rank is still reading the previous collective's
+ * buffers when this one overwrites them, so no trailing barrier is needed.
+ * Vectors larger than a slot go through in pieces; the reduction order of
+ * every element depends only on its global index, never on the piece size.
+ */
+#include "coll.h"
+
+#include <string.h>
+
+#include "exactsum.h"
+
+enum { KIND_ALLREDUCE = 1, KIND_BROADCAST, KIND_ALLGATHER, KIND_BARRIER };
+enum { BLOCK = 2048 }; /* elements per cache block of the sum loops */
+
+static const char *const algo_names[COLL_NALGOS] = {"ordered", "ring", "exact"};
+
+ddp_status coll_algo_parse(const char *name, coll_algo *out)
+{
+    for (int a = 0; a < COLL_NALGOS; a++)
+        if (strcmp(name, algo_names[a]) == 0) {
+            *out = (coll_algo)a;
+            return DDP_OK;
+        }
+    return ddp_error(DDP_ERR_INVALID, "unknown algorithm '%s' (choose ordered, ring or exact)", name);
+}
+
+const char *coll_algo_name(coll_algo a) { return (unsigned)a < COLL_NALGOS ? algo_names[a] : "?"; }
+const char *coll_dtype_name(coll_dtype t) { return t == COLL_FLOAT ? "float" : t == COLL_DOUBLE ? "double" : "?"; }
+const char *coll_op_name(coll_op op) { return op == COLL_SUM ? "sum" : op == COLL_AVG ? "avg" : "?"; }
+size_t coll_dtype_size(coll_dtype t) { return t == COLL_DOUBLE ? sizeof(double) : sizeof(float); }
+
+static const char *kind_name(uint64_t k)
+{
+    switch (k) {
+    case KIND_ALLREDUCE: return "allreduce";
+    case KIND_BROADCAST: return "broadcast";
+    case KIND_ALLGATHER: return "allgather";
+    case KIND_BARRIER: return "barrier";
+    }
+    return "?";
+}
+
+/*
+ * Enter a collective: publish what this rank calls, meet, and compare with
+ * rank 0. Every rank sees the same descriptors, so all fail together.
+ */
+static ddp_status coll_begin(world_rank *wr, uint64_t kind, uint64_t a, uint64_t b, uint64_t c)
+{
+    world_enter_coll(wr, kind_name(kind));
+    uint64_t *mine = world_coll_desc(wr, world_rank_id(wr));
+    mine[0] = kind;
+    mine[1] = a;
+    mine[2] = b;
+    mine[3] = c;
+    DDP_CHECK(world_barrier(wr));
+    const uint64_t *d0 = world_coll_desc(wr, 0);
+    for (int r = 1; r < world_size(wr); r++) {
+        const uint64_t *dr = world_coll_desc(wr, r);
+        if (memcmp(dr, d0, WORLD_DESC_WORDS * sizeof *dr) != 0)
+            return ddp_error(DDP_ERR_INVALID,
+                             "ranks disagree on a collective: rank 0 called %s(%llu, %llu, %llu), "
+                             "rank %d called %s(%llu, %llu, %llu)",
+                             kind_name(d0[0]), (unsigned long long)d0[1], (unsigned long long)d0[2],
+                             (unsigned long long)d0[3], r, kind_name(dr[0]), (unsigned long long)dr[1],
+                             (unsigned long long)dr[2], (unsigned long long)dr[3]);
+    }
+    return DDP_OK;
+}
+
+/* dst[i] = sum over k of src[(first + k) % n][i], added in that order. */
+#define DEFINE_REDUCE_ROTATED(NAME, T)                                                       \
+    static void NAME(T *restrict dst, T *const *src, int n, int first, size_t lo, size_t hi) \
+    {                                                                                        \
+        for (size_t b = lo; b < hi; b += BLOCK) {                                            \
+            size_t e = hi - b < BLOCK ? hi : b + BLOCK;                                      \
+            const T *restrict s0 = src[first];                                               \
+            for (size_t i = b; i < e; i++)                                                   \
+                dst[i] = s0[i];                                                              \
+            for (int k = 1; k < n; k++) {                                                    \
+                const T *restrict sk = src[(first + k) % n];                                 \
+                for (size_t i = b; i < e; i++)                                               \
+                    dst[i] += sk[i];                                                         \
+            }                                                                                \
+        }                                                                                    \
+    }
+DEFINE_REDUCE_ROTATED(reduce_rotated_f, float)
+DEFINE_REDUCE_ROTATED(reduce_rotated_d, double)
+
+/* Index of the ring chunk holding global element g of a count-element vector. */
+static int ring_chunk_of(size_t g, size_t count, int n)
+{
+    int c = (int)(((unsigned __int128)g * (unsigned)n) / count);
+    size_t lo, hi;
+    for (;;) {
+        coll_split(count, n, c, &lo, &hi);
+        if (g < lo)
+            c--;
+        else if (g >= hi)
+            c++;
+        else
+            return c;
+    }
+}
+
+/*
+ * Reduce elements [lo, hi) of the current piece (global offset `off`) of
+ * the slots into dst, in the order `algo` defines.
+ */
+static void reduce_slice(void *dst, void **src, int n, coll_dtype type, coll_algo algo, size_t off,
+                         size_t count, size_t lo, size_t hi)
+{
+    if (algo == COLL_EXACT) {
+        if (type == COLL_FLOAT)
+            for (size_t i = lo; i < hi; i++)
+                ((float *)dst)[i] = exactsum_f((const float *const *)src, n, i);
+        else
+            for (size_t i = lo; i < hi; i++)
+                ((double *)dst)[i] = exactsum_d((const double *const *)src, n, i);
+        return;
+    }
+    size_t i = lo;
+    while (i < hi) {
+        int first = 0;
+        size_t run_end = hi;
+        if (algo == COLL_RING) {
+            int c = ring_chunk_of(off + i, count, n);
+            size_t clo, chi;
+            coll_split(count, n, c, &clo, &chi);
+            first = (c + 1) % n;
+            if (chi - off < run_end)
+                run_end = chi - off;
+        }
+        if (type == COLL_FLOAT)
+            reduce_rotated_f(dst, (float *const *)src, n, first, i, run_end);
+        else
+            reduce_rotated_d(dst, (double *const *)src, n, first, i, run_end);
+        i = run_end;
+    }
+}
+
+static void divide_slice(void *dst, coll_dtype type, int n, size_t lo, size_t hi)
+{
+    if (type == COLL_FLOAT) {
+        float *d = dst, fn = (float)n;
+        for (size_t i = lo; i < hi; i++)
+            d[i] /= fn;
+    } else {
+        double *d = dst, dn = (double)n;
+        for (size_t i = lo; i < hi; i++)
+            d[i] /= dn;
+    }
+}
+
+ddp_status coll_allreduce(world_rank *wr, void *buf, size_t count, coll_dtype type, coll_op op,
+                          coll_algo algo)
+{
+    if (count == 0)
+        return ddp_error(DDP_ERR_INVALID, "allreduce of 0 elements");
+    if ((unsigned)type > COLL_DOUBLE || (unsigned)op > COLL_AVG || (unsigned)algo >= COLL_NALGOS)
+        return ddp_error(DDP_ERR_INVALID, "allreduce: unknown type %d, op %d or algorithm %d", (int)type,
+                         (int)op, (int)algo);
+    if (!buf)
+        return ddp_error(DDP_ERR_INVALID, "allreduce: NULL buffer");
+    DDP_CHECK(coll_begin(wr, KIND_ALLREDUCE, count, (uint64_t)type | (uint64_t)op << 8, (uint64_t)algo));
+
+    int n = world_size(wr), me = world_rank_id(wr);
+    size_t esz = coll_dtype_size(type), piece = world_slot_bytes(wr) / esz;
+    void *src[WORLD_MAX_RANKS];
+    for (int r = 0; r < n; r++)
+        src[r] = world_slot(wr, r);
+    void *res = world_result(wr);
+    unsigned char *p = buf;
+
+    for (size_t off = 0; off < count; off += piece) {
+        size_t len = count - off < piece ? count - off : piece;
+        memcpy(src[me], p + off * esz, len * esz);
+        DDP_CHECK(world_barrier(wr));
+        size_t lo, hi;
+        coll_split(len, n, me, &lo, &hi);
+        reduce_slice(res, src, n, type, algo, off, count, lo, hi);
+        if (op == COLL_AVG)
+            divide_slice(res, type, n, lo, hi);
+        DDP_CHECK(world_barrier(wr));
+        memcpy(p + off * esz, res, len * esz);
+        /* The next piece's first barrier (after its slot copy) precedes any overwrite of res. */
+    }
+    world_leave_coll(wr);
+    return DDP_OK;
+}
+
+ddp_status coll_broadcast(world_rank *wr, void *buf, size_t bytes, int root)
+{
+    if (bytes == 0 || !buf)
+        return ddp_error(DDP_ERR_INVALID, "broadcast of %zu bytes from %p", bytes, buf);
+    if (root < 0 || root >= world_size(wr))
+        return ddp_error(DDP_ERR_INVALID, "broadcast root %d is not a rank (0..%d)", root,
+                         world_size(wr) - 1);
+    DDP_CHECK(coll_begin(wr, KIND_BROADCAST, bytes, (uint64_t)root, 0));
+    int me = world_rank_id(wr);
+    size_t piece = world_slot_bytes(wr);
+    unsigned char *slot = world_slot(wr, root), *p = buf;
+    for (size_t off = 0; off < bytes; off += piece) {
+        size_t len = bytes - off < piece ? bytes - off : piece;
+        if (off > 0)
+            DDP_CHECK(world_barrier(wr)); /* everyone copied the previous piece out */
+        if (me == root)
+            memcpy(slot, p + off, len);
+        DDP_CHECK(world_barrier(wr));
+        if (me != root)
+            memcpy(p + off, slot, len);
+    }
+    world_leave_coll(wr);
+    return DDP_OK;
+}
+
+ddp_status coll_allgather(world_rank *wr, const void *send, void *recv, size_t bytes)
+{
+    if (bytes == 0 || !send || !recv)
+        return ddp_error(DDP_ERR_INVALID, "allgather of %zu bytes", bytes);
+    DDP_CHECK(coll_begin(wr, KIND_ALLGATHER, bytes, 0, 0));
+    int n = world_size(wr), me = world_rank_id(wr);
+    size_t piece = world_slot_bytes(wr);
+    const unsigned char *s = send;
+    unsigned char *out = recv;
+    for (size_t off = 0; off < bytes; off += piece) {
+        size_t len = bytes - off < piece ? bytes - off : piece;
+        if (off > 0)
+            DDP_CHECK(world_barrier(wr));
+        memcpy(world_slot(wr, me), s + off, len);
+        DDP_CHECK(world_barrier(wr));
+        for (int r = 0; r < n; r++)
+            memcpy(out + (size_t)r * bytes + off, world_slot(wr, r), len);
+    }
+    world_leave_coll(wr);
+    return DDP_OK;
+}
+
+ddp_status coll_barrier(world_rank *wr)
+{
+    DDP_CHECK(coll_begin(wr, KIND_BARRIER, 0, 0, 0));
+    world_leave_coll(wr);
+    return DDP_OK;
+}
