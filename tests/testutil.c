@@ -1,0 +1,86 @@
+/*
+ * testutil.c - shared test helpers (testutil.h).
+ */
+#include "testutil.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+int test_run_suite(const char *suite, const test_entry *tests)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS) {
+        fprintf(stderr, "CUnit: %s\n", CU_get_error_msg());
+        return 1;
+    }
+    CU_pSuite s = CU_add_suite(suite, NULL, NULL);
+    if (!s) {
+        fprintf(stderr, "CUnit: %s\n", CU_get_error_msg());
+        CU_cleanup_registry();
+        return 1;
+    }
+    int ntests = 0;
+    for (const test_entry *t = tests; t->name; t++, ntests++)
+        if (!CU_add_test(s, t->name, t->fn)) {
+            fprintf(stderr, "CUnit: %s\n", CU_get_error_msg());
+            CU_cleanup_registry();
+            return 1;
+        }
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    unsigned failures = CU_get_number_of_failures();
+    unsigned ran = CU_get_number_of_tests_run();
+    CU_cleanup_registry();
+    if (ran != (unsigned)ntests) {
+        fprintf(stderr, "%s: ran %u of %d tests\n", suite, ran, ntests);
+        return 1;
+    }
+    return failures ? 1 : 0;
+}
+
+int test_count_ddpsim_segments(void)
+{
+    DIR *d = opendir("/dev/shm");
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (strncmp(e->d_name, "ddpsim-", 7) == 0)
+            n++;
+    closedir(d);
+    return n;
+}
+
+int test_pid_gone(pid_t pid)
+{
+    if (kill(pid, 0) != 0 && errno == ESRCH)
+        return 1;
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    /* "pid (comm) S ...": the state follows the last ')'. */
+    char *p = strrchr(buf, ')');
+    return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+}
+
+uint32_t test_bits_f(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+uint64_t test_bits_d(double x)
+{
+    uint64_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
