@@ -1,0 +1,221 @@
+/*
+ * npy.c - the .npy reader and writer (npy.h).
+ *
+ * Header: magic "\x93NUMPY", major, minor, header length (2 bytes in 1.0,
+ * 4 in 2.0/3.0, little-endian), then a Python dict literal such as
+ * {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), } padded with
+ * spaces and a newline so the data starts on a 64-byte boundary.
+ */
+#include "npy.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NPY_MAX_HEADER 65536
+#define NPY_MAX_BYTES ((size_t)1 << 36)
+
+static const char *const descr_of[] = {"<f4", "<f8", "<i4"};
+
+size_t npy_dtype_size(npy_dtype t)
+{
+    return t == NPY_F8 ? 8 : 4;
+}
+
+ddp_status npy_write(const char *path, npy_dtype dtype, const size_t *shape, int ndim, const void *data)
+{
+    if (ndim < 0 || ndim > NPY_MAX_DIMS || (unsigned)dtype > NPY_I4)
+        return ddp_error(DDP_ERR_INVALID, "npy_write(%s): %d dimensions, dtype %d", path, ndim, (int)dtype);
+    char dict[512];
+    int n = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr_of[dtype]);
+    size_t count = 1;
+    for (int i = 0; i < ndim; i++) {
+        n += snprintf(dict + n, sizeof dict - (size_t)n, "%zu,%s", shape[i], (i + 1 < ndim) ? " " : "");
+        count *= shape[i];
+    }
+    /* A 1-d tuple needs its trailing comma, "(8,)"; longer ones read "(2, 3)". */
+    if (ndim > 1)
+        n--;
+    n += snprintf(dict + n, sizeof dict - (size_t)n, "), }");
+    size_t total = 10 + (size_t)n + 1; /* preamble, dict, newline */
+    size_t pad = (64 - total % 64) % 64;
+    unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, 0, 0};
+    size_t hlen = (size_t)n + pad + 1;
+    pre[8] = (unsigned char)(hlen & 0xff);
+    pre[9] = (unsigned char)(hlen >> 8);
+
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return ddp_error(DDP_ERR_SYSTEM, "cannot create %s: %s", path, strerror(errno));
+    int ok = fwrite(pre, 1, 10, f) == 10 && fwrite(dict, 1, (size_t)n, f) == (size_t)n;
+    for (size_t i = 0; ok && i < pad; i++)
+        ok = fputc(' ', f) != EOF;
+    ok = ok && fputc('\n', f) != EOF;
+    size_t bytes = count * npy_dtype_size(dtype);
+    ok = ok && (bytes == 0 || fwrite(data, 1, bytes, f) == bytes);
+    int e = errno;
+    if (fclose(f) != 0 && ok) {
+        ok = 0;
+        e = errno;
+    }
+    if (!ok)
+        return ddp_error(DDP_ERR_SYSTEM, "cannot write %s: %s", path, strerror(e));
+    return DDP_OK;
+}
+
+/* The value text after 'key': in the dict, or NULL. */
+static const char *dict_value(const char *dict, const char *key)
+{
+    char pat[32];
+    snprintf(pat, sizeof pat, "'%s'", key);
+    const char *p = strstr(dict, pat);
+    if (!p)
+        return NULL;
+    p += strlen(pat);
+    while (*p == ' ')
+        p++;
+    if (*p != ':')
+        return NULL;
+    p++;
+    while (*p == ' ')
+        p++;
+    return p;
+}
+
+static ddp_status parse_shape(const char *p, npy_array *out)
+{
+    if (*p++ != '(')
+        return ddp_error(DDP_ERR_INVALID, "npy: shape is not a tuple");
+    out->ndim = 0;
+    out->count = 1;
+    for (;;) {
+        while (*p == ' ')
+            p++;
+        if (*p == ')')
+            return DDP_OK;
+        if (!isdigit((unsigned char)*p))
+            return ddp_error(DDP_ERR_INVALID, "npy: bad shape entry near '%.10s'", p);
+        if (out->ndim == NPY_MAX_DIMS)
+            return ddp_error(DDP_ERR_INVALID, "npy: more than %d dimensions", NPY_MAX_DIMS);
+        errno = 0;
+        char *end;
+        unsigned long long v = strtoull(p, &end, 10);
+        if (errno || v > NPY_MAX_BYTES)
+            return ddp_error(DDP_ERR_INVALID, "npy: dimension too large");
+        out->shape[out->ndim++] = (size_t)v;
+        if (v && out->count > NPY_MAX_BYTES / v)
+            return ddp_error(DDP_ERR_INVALID, "npy: array too large");
+        out->count *= (size_t)v;
+        p = end;
+        while (*p == ' ')
+            p++;
+        if (*p == ',')
+            p++;
+        else if (*p != ')')
+            return ddp_error(DDP_ERR_INVALID, "npy: expected ',' or ')' in shape");
+    }
+}
+
+ddp_status npy_parse(const unsigned char *buf, size_t len, npy_array *out)
+{
+    memset(out, 0, sizeof *out);
+    if (len < 10 || memcmp(buf, "\x93NUMPY", 6) != 0)
+        return ddp_error(DDP_ERR_INVALID, "npy: not a .npy file (bad magic)");
+    int major = buf[6];
+    size_t hlen, start;
+    if (major == 1) {
+        hlen = (size_t)buf[8] | (size_t)buf[9] << 8;
+        start = 10;
+    } else if (major == 2 || major == 3) {
+        if (len < 12)
+            return ddp_error(DDP_ERR_INVALID, "npy: truncated header");
+        hlen = (size_t)buf[8] | (size_t)buf[9] << 8 | (size_t)buf[10] << 16 | (size_t)buf[11] << 24;
+        start = 12;
+    } else {
+        return ddp_error(DDP_ERR_INVALID, "npy: unsupported format version %d.%d", major, buf[7]);
+    }
+    if (hlen > NPY_MAX_HEADER || start + hlen > len)
+        return ddp_error(DDP_ERR_INVALID, "npy: header of %zu bytes does not fit the file", hlen);
+    char dict[NPY_MAX_HEADER + 1];
+    memcpy(dict, buf + start, hlen);
+    dict[hlen] = '\0';
+    if (strlen(dict) != hlen)
+        return ddp_error(DDP_ERR_INVALID, "npy: NUL byte in the header");
+
+    const char *d = dict_value(dict, "descr");
+    int found = -1;
+    for (int t = 0; d && t < 3; t++) {
+        size_t l = strlen(descr_of[t]);
+        if (d[0] == '\'' && strncmp(d + 1, descr_of[t], l) == 0 && d[1 + l] == '\'')
+            found = t;
+    }
+    if (found < 0)
+        return ddp_error(DDP_ERR_INVALID, "npy: unsupported or missing descr (need '<f4', '<f8' or '<i4')");
+    out->dtype = (npy_dtype)found;
+    const char *fo = dict_value(dict, "fortran_order");
+    if (!fo || strncmp(fo, "False", 5) != 0)
+        return ddp_error(DDP_ERR_INVALID, "npy: only C order (fortran_order False) is supported");
+    const char *sh = dict_value(dict, "shape");
+    if (!sh)
+        return ddp_error(DDP_ERR_INVALID, "npy: no shape in the header");
+    DDP_CHECK(parse_shape(sh, out));
+
+    size_t bytes = out->count * npy_dtype_size(out->dtype);
+    if (len - start - hlen != bytes)
+        return ddp_error(DDP_ERR_INVALID, "npy: %zu data bytes for a shape that needs %zu", len - start - hlen,
+                         bytes);
+    out->data = malloc(bytes ? bytes : 1);
+    if (!out->data)
+        return ddp_error(DDP_ERR_NOMEM, "npy: %zu bytes", bytes);
+    memcpy(out->data, buf + start + hlen, bytes);
+    return DDP_OK;
+}
+
+ddp_status npy_read(const char *path, npy_array *out)
+{
+    memset(out, 0, sizeof *out);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return ddp_error(DDP_ERR_SYSTEM, "cannot open %s: %s", path, strerror(errno));
+    size_t cap = 4096, len = 0;
+    unsigned char *buf = malloc(cap);
+    while (buf) {
+        len += fread(buf + len, 1, cap - len, f);
+        if (len < cap || len >= NPY_MAX_BYTES)
+            break;
+        unsigned char *nb = realloc(buf, cap * 2);
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (!buf)
+        return ddp_error(DDP_ERR_NOMEM, "reading %s", path);
+    if (err) {
+        free(buf);
+        return ddp_error(DDP_ERR_SYSTEM, "cannot read %s", path);
+    }
+    ddp_status s = npy_parse(buf, len, out);
+    free(buf);
+    if (s != DDP_OK) {
+        char why[512]; /* copy: the message buffer is about to be rewritten */
+        const char *space = strchr(ddp_error_last(), ' ');
+        snprintf(why, sizeof why, "%s", space ? space + 1 : ddp_error_last());
+        return ddp_error(s, "%s: %s", path, why);
+    }
+    return DDP_OK;
+}
+
+void npy_free(npy_array *a)
+{
+    free(a->data);
+    a->data = NULL;
+}
