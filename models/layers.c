@@ -1,0 +1,347 @@
+/*
+ * layers.c - forward and backward of every layer (layers.h).
+ *
+ * The matrix products go through OpenBLAS; everything else is plain loops,
+ * which are small next to the products for the models ddpsim trains.
+ */
+#include "layers.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+void layers_blas_single_thread(void)
+{
+    openblas_set_num_threads(1);
+}
+
+void linear_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int In, int Out)
+{
+    /* As PyTorch's addmm: the bias is in the output before the product is added to it. */
+    if (bias)
+        for (int n = 0; n < N; n++)
+            memcpy(out + (size_t)n * Out, bias, (size_t)Out * sizeof *out);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, Out, In, 1.0f, inp, In, weight, In, bias ? 1.0f : 0.0f,
+                out, Out);
+}
+
+void linear_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                     const float *weight, int N, int In, int Out)
+{
+    if (dinp) /* dinp[N,In] += dout[N,Out] * W[Out,In] */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, In, Out, 1.0f, dout, Out, weight, In, 1.0f, dinp, In);
+    /* dweight[Out,In] += dout^T[Out,N] * inp[N,In] */
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Out, In, N, 1.0f, dout, Out, inp, In, 1.0f, dweight, In);
+    if (dbias)
+        for (int o = 0; o < Out; o++) {
+            float s = 0.0f;
+            for (int n = 0; n < N; n++)
+                s += dout[(size_t)n * Out + o];
+            dbias[o] += s;
+        }
+}
+
+void linear_forward_naive(float *out, const float *inp, const float *weight, const float *bias, int N, int In,
+                          int Out)
+{
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < Out; o++) {
+            float s = bias ? bias[o] : 0.0f;
+            for (int i = 0; i < In; i++)
+                s += inp[(size_t)n * In + i] * weight[(size_t)o * In + i];
+            out[(size_t)n * Out + o] = s;
+        }
+}
+
+void linear_backward_naive(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                           const float *weight, int N, int In, int Out)
+{
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < Out; o++) {
+            float d = dout[(size_t)n * Out + o];
+            for (int i = 0; i < In; i++) {
+                if (dinp)
+                    dinp[(size_t)n * In + i] += d * weight[(size_t)o * In + i];
+                dweight[(size_t)o * In + i] += d * inp[(size_t)n * In + i];
+            }
+            if (dbias)
+                dbias[o] += d;
+        }
+}
+
+void relu_forward(float *out, const float *inp, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
+}
+
+void relu_backward(float *dinp, const float *dout, const float *inp, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dinp[i] += inp[i] > 0.0f ? dout[i] : 0.0f;
+}
+
+void tanh_forward(float *out, const float *inp, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = tanhf(inp[i]);
+}
+
+void tanh_backward(float *dinp, const float *dout, const float *out, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dinp[i] += dout[i] * (1.0f - out[i] * out[i]);
+}
+
+#define INV_SQRT2 0.70710678118654752440f
+#define INV_SQRT_2PI 0.39894228040143267794f
+#define SQRT_2_OVER_PI 0.79788456080286535588f
+#define GELU_TANH_COEF 0.044715f
+
+void gelu_erf_forward(float *out, const float *inp, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = 0.5f * inp[i] * (1.0f + erff(inp[i] * INV_SQRT2));
+}
+
+void gelu_erf_backward(float *dinp, const float *dout, const float *inp, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        float cdf = 0.5f * (1.0f + erff(x * INV_SQRT2));
+        float pdf = INV_SQRT_2PI * expf(-0.5f * x * x);
+        dinp[i] += dout[i] * (cdf + x * pdf);
+    }
+}
+
+void gelu_tanh_forward(float *out, const float *inp, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        out[i] = 0.5f * x * (1.0f + tanhf(SQRT_2_OVER_PI * (x + GELU_TANH_COEF * x * x * x)));
+    }
+}
+
+void gelu_tanh_backward(float *dinp, const float *dout, const float *inp, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        float t = tanhf(SQRT_2_OVER_PI * (x + GELU_TANH_COEF * x * x * x));
+        float du = SQRT_2_OVER_PI * (1.0f + 3.0f * GELU_TANH_COEF * x * x);
+        dinp[i] += dout[i] * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du);
+    }
+}
+
+void residual_forward(float *out, const float *a, const float *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = a[i] + b[i];
+}
+
+void residual_backward(float *da, float *db, const float *dout, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        da[i] += dout[i];
+        db[i] += dout[i];
+    }
+}
+
+#define LN_EPS 1e-5
+
+void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *weight,
+                       const float *bias, int N, int C)
+{
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * C;
+        double m = 0, v = 0;
+        for (int c = 0; c < C; c++)
+            m += x[c];
+        m /= C;
+        for (int c = 0; c < C; c++)
+            v += (x[c] - m) * (x[c] - m);
+        v /= C; /* biased, as PyTorch's layer_norm */
+        float r = (float)(1.0 / sqrt(v + LN_EPS));
+        float *y = out + (size_t)n * C;
+        for (int c = 0; c < C; c++)
+            y[c] = ((x[c] - (float)m) * r) * weight[c] + bias[c];
+        mean[n] = (float)m;
+        rstd[n] = r;
+    }
+}
+
+void layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                        const float *weight, const float *mean, const float *rstd, int N, int C)
+{
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
+        float *dx = dinp + (size_t)n * C;
+        float m = mean[n], r = rstd[n];
+        /* dx = r * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)), dnorm = dy * w */
+        double dmean = 0, dnm = 0;
+        for (int c = 0; c < C; c++) {
+            float norm = (x[c] - m) * r, dnorm = dy[c] * weight[c];
+            dmean += dnorm;
+            dnm += dnorm * norm;
+        }
+        float a = (float)(dmean / C), b = (float)(dnm / C);
+        for (int c = 0; c < C; c++) {
+            float norm = (x[c] - m) * r, dnorm = dy[c] * weight[c];
+            dweight[c] += norm * dy[c];
+            dbias[c] += dy[c];
+            dx[c] += (dnorm - a - norm * b) * r;
+        }
+    }
+}
+
+void embedding_forward(float *out, const int *tokens, const float *wte, const float *wpe, int B, int T, int C)
+{
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            float *o = out + ((size_t)b * T + t) * C;
+            const float *e = wte + (size_t)tokens[b * T + t] * C;
+            for (int c = 0; c < C; c++)
+                o[c] = wpe ? e[c] + wpe[(size_t)t * C + c] : e[c];
+        }
+}
+
+void embedding_backward(float *dwte, float *dwpe, const float *dout, const int *tokens, int B, int T, int C)
+{
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const float *d = dout + ((size_t)b * T + t) * C;
+            float *de = dwte + (size_t)tokens[b * T + t] * C;
+            for (int c = 0; c < C; c++) {
+                de[c] += d[c];
+                if (dwpe)
+                    dwpe[(size_t)t * C + c] += d[c];
+            }
+        }
+}
+
+void attention_forward(float *out, float *att, const float *q, const float *k, const float *v, int B, int T,
+                       int C)
+{
+    float scale = 1.0f / sqrtf((float)C);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const float *qt = q + ((size_t)b * T + t) * C;
+            float *a = att + ((size_t)b * T + t) * T;
+            float mx = -INFINITY;
+            for (int s = 0; s <= t; s++) {
+                const float *ks = k + ((size_t)b * T + s) * C;
+                float dot = 0.0f;
+                for (int c = 0; c < C; c++)
+                    dot += qt[c] * ks[c];
+                a[s] = dot * scale;
+                if (a[s] > mx)
+                    mx = a[s];
+            }
+            float sum = 0.0f;
+            for (int s = 0; s <= t; s++) {
+                a[s] = expf(a[s] - mx);
+                sum += a[s];
+            }
+            for (int s = 0; s < T; s++)
+                a[s] = s <= t ? a[s] / sum : 0.0f; /* the causal mask */
+            float *o = out + ((size_t)b * T + t) * C;
+            for (int c = 0; c < C; c++)
+                o[c] = 0.0f;
+            for (int s = 0; s <= t; s++) {
+                const float *vs = v + ((size_t)b * T + s) * C;
+                for (int c = 0; c < C; c++)
+                    o[c] += a[s] * vs[c];
+            }
+        }
+}
+
+void attention_backward(float *dq, float *dk, float *dv, float *datt, const float *dout, const float *att,
+                        const float *q, const float *k, const float *v, int B, int T, int C)
+{
+    float scale = 1.0f / sqrtf((float)C);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const float *a = att + ((size_t)b * T + t) * T;
+            float *da = datt + ((size_t)b * T + t) * T;
+            const float *dot_ = dout + ((size_t)b * T + t) * C;
+            /* out = att v: datt = dout v^T, dv += att^T dout */
+            for (int s = 0; s <= t; s++) {
+                const float *vs = v + ((size_t)b * T + s) * C;
+                float *dvs = dv + ((size_t)b * T + s) * C;
+                float d = 0.0f;
+                for (int c = 0; c < C; c++) {
+                    d += dot_[c] * vs[c];
+                    dvs[c] += a[s] * dot_[c];
+                }
+                da[s] = d;
+            }
+            /* softmax: dpre = att * (datt - sum(att * datt)) */
+            float inner = 0.0f;
+            for (int s = 0; s <= t; s++)
+                inner += a[s] * da[s];
+            const float *qt = q + ((size_t)b * T + t) * C;
+            float *dqt = dq + ((size_t)b * T + t) * C;
+            for (int s = 0; s <= t; s++) {
+                float dpre = a[s] * (da[s] - inner) * scale;
+                const float *ks = k + ((size_t)b * T + s) * C;
+                float *dks = dk + ((size_t)b * T + s) * C;
+                for (int c = 0; c < C; c++) {
+                    dqt[c] += dpre * ks[c];
+                    dks[c] += dpre * qt[c];
+                }
+            }
+        }
+}
+
+double mse_forward(const float *pred, const float *target, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)pred[i] - (double)target[i];
+        s += d * d;
+    }
+    return s / (double)n;
+}
+
+void mse_backward(float *dpred, const float *pred, const float *target, size_t n)
+{
+    /* PyTorch: grad = (input - target) * (2 / numel), the factor rounded to float once. */
+    float norm = (float)(2.0 / (double)n);
+    for (size_t i = 0; i < n; i++)
+        dpred[i] = (pred[i] - target[i]) * norm;
+}
+
+double crossentropy_forward(float *probs, const float *logits, const int *targets, int N, int V)
+{
+    double loss = 0;
+    for (int n = 0; n < N; n++) {
+        const float *l = logits + (size_t)n * V;
+        float *p = probs + (size_t)n * V;
+        int t = targets[n];
+        if (t < 0 || t >= V)
+            return NAN;
+        float mx = l[0];
+        for (int v = 1; v < V; v++)
+            if (l[v] > mx)
+                mx = l[v];
+        double sum = 0;
+        for (int v = 0; v < V; v++) {
+            p[v] = expf(l[v] - mx);
+            sum += p[v];
+        }
+        float inv = (float)(1.0 / sum);
+        for (int v = 0; v < V; v++)
+            p[v] *= inv;
+        loss -= (double)(l[t] - mx) - log(sum);
+    }
+    return loss / N;
+}
+
+void crossentropy_backward(float *dlogits, const float *probs, const int *targets, int N, int V)
+{
+    float invn = 1.0f / (float)N;
+    for (int n = 0; n < N; n++)
+        for (int v = 0; v < V; v++) {
+            float onehot = v == targets[n] ? 1.0f : 0.0f;
+            dlogits[(size_t)n * V + v] = (probs[(size_t)n * V + v] - onehot) * invn;
+        }
+}

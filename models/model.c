@@ -1,0 +1,258 @@
+/*
+ * model.c - spec parsing, parameter registry, rank-distinct init and data,
+ * and the dispatch to the model families.
+ */
+#include "model_impl.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "layers.h"
+#include "rng.h"
+
+/* Stream names folded into rng keys, so init, data and branches never share values. */
+enum { STREAM_INIT = 0x696e6974, STREAM_DATA = 0x64617461 };
+
+static const model_family_ops *const families[] = {&model_mlp_ops, &model_branchy_ops, &model_attn_ops};
+
+static ddp_status parse_dims(model *m, const char *text, const char *spec)
+{
+    const char *p = text;
+    m->ndims = 0;
+    for (;;) {
+        if (!isdigit((unsigned char)*p))
+            return ddp_error(DDP_ERR_INVALID, "model '%s': expected a size at '%s'", spec, p);
+        errno = 0;
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (errno || v < 1 || v > MODEL_MAX_DIM)
+            return ddp_error(DDP_ERR_INVALID, "model '%s': size %.*s is out of range 1..%d", spec, (int)(end - p), p,
+                             MODEL_MAX_DIM);
+        if (m->ndims == MODEL_MAX_DIMS)
+            return ddp_error(DDP_ERR_INVALID, "model '%s': more than %d sizes", spec, MODEL_MAX_DIMS);
+        m->dims[m->ndims++] = (int)v;
+        p = end;
+        if (*p == '\0')
+            return DDP_OK;
+        if (*p != '-')
+            return ddp_error(DDP_ERR_INVALID, "model '%s': expected '-' between sizes at '%s'", spec, p);
+        p++;
+    }
+}
+
+static void canonical_spec(model *m)
+{
+    int n = snprintf(m->spec, sizeof m->spec, "%s:", m->ops->name);
+    for (int i = 0; i < m->ndims && n > 0 && (size_t)n < sizeof m->spec; i++)
+        n += snprintf(m->spec + n, sizeof m->spec - (size_t)n, i ? "-%d" : "%d", m->dims[i]);
+}
+
+ddp_status model_create(const char *spec, int batch, model **out)
+{
+    *out = NULL;
+    if (!spec || !*spec)
+        return ddp_error(DDP_ERR_INVALID, "empty model spec (examples: %s, branchy, attn)", MODEL_DEFAULT_SPEC);
+    if (batch < 1 || batch > MODEL_MAX_DIM)
+        return ddp_error(DDP_ERR_INVALID, "batch size %d is out of range 1..%d", batch, MODEL_MAX_DIM);
+    const char *colon = strchr(spec, ':');
+    size_t flen = colon ? (size_t)(colon - spec) : strlen(spec);
+    const model_family_ops *ops = NULL;
+    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
+        if (strlen(families[i]->name) == flen && strncmp(spec, families[i]->name, flen) == 0)
+            ops = families[i];
+    if (!ops)
+        return ddp_error(DDP_ERR_INVALID, "unknown model '%.*s' (choose mlp:IN-H-...-OUT, branchy[:IN-H-OUT], "
+                                          "attn[:V-T-C])", (int)flen, spec);
+    model *m = calloc(1, sizeof *m);
+    if (!m)
+        return ddp_error(DDP_ERR_NOMEM, "model");
+    m->ops = ops;
+    m->B = batch;
+    const char *dims = colon ? colon + 1 : ops->default_dims;
+    ddp_status s = DDP_OK;
+    if (!dims)
+        s = ddp_error(DDP_ERR_INVALID, "model '%s' needs sizes, e.g. %s", spec, MODEL_DEFAULT_SPEC);
+    if (s == DDP_OK)
+        s = parse_dims(m, dims, spec);
+    if (s == DDP_OK && (m->ndims < ops->min_dims || m->ndims > ops->max_dims))
+        s = ops->min_dims == ops->max_dims
+                ? ddp_error(DDP_ERR_INVALID, "model '%s': %s takes %d sizes, got %d", spec, ops->name, ops->min_dims,
+                            m->ndims)
+                : ddp_error(DDP_ERR_INVALID, "model '%s': %s takes %d to %d sizes, got %d", spec, ops->name,
+                            ops->min_dims, ops->max_dims, m->ndims);
+    if (s == DDP_OK)
+        s = ops->build(m);
+    if (s == DDP_OK && m->size > MODEL_MAX_FLOATS)
+        s = ddp_error(DDP_ERR_INVALID, "model '%s' has %zu parameters, more than %zu", spec, m->size,
+                      MODEL_MAX_FLOATS);
+    if (s == DDP_OK) {
+        m->w = calloc(m->size, sizeof *m->w);
+        m->g = calloc(m->size, sizeof *m->g);
+        if (!m->w || !m->g)
+            s = ddp_error(DDP_ERR_NOMEM, "model '%s': %zu parameters", spec, m->size);
+    }
+    if (s == DDP_OK)
+        s = ops->alloc(m);
+    if (s != DDP_OK) {
+        model_destroy(m);
+        return s;
+    }
+    canonical_spec(m);
+    layers_blas_single_thread();
+    *out = m;
+    return DDP_OK;
+}
+
+void model_destroy(model *m)
+{
+    if (!m)
+        return;
+    if (m->ops && m->ops->free_state)
+        m->ops->free_state(m);
+    free(m->w);
+    free(m->g);
+    free(m);
+}
+
+int model_add_param(model *m, const char *name, int rows, int cols, init_kind init, int fan_in)
+{
+    if (m->nparams == MODEL_MAX_PARAMS)
+        return -1;
+    int i = m->nparams++;
+    model_param *p = &m->params[i];
+    snprintf(p->name, sizeof p->name, "%s", name);
+    p->ndim = cols ? 2 : 1;
+    p->shape[0] = rows;
+    p->shape[1] = cols ? cols : 1;
+    p->offset = m->size;
+    p->count = (size_t)rows * (size_t)(cols ? cols : 1);
+    m->size += p->count;
+    m->init[i] = init;
+    m->fan_in[i] = fan_in;
+    return i;
+}
+
+const char *model_spec(const model *m) { return m->spec; }
+const char *model_family(const model *m) { return m->ops->name; }
+int model_batch_rows(const model *m) { return m->B; }
+int model_nparams(const model *m) { return m->nparams; }
+const model_param *model_param_at(const model *m, int i) { return &m->params[i]; }
+size_t model_size(const model *m) { return m->size; }
+float *model_weights(model *m) { return m->w; }
+float *model_grads(model *m) { return m->g; }
+const unsigned char *model_used(const model *m) { return m->used; }
+double model_flops(const model *m) { return m->flops; }
+
+int model_param_find(const model *m, const char *name)
+{
+    for (int i = 0; i < m->nparams; i++)
+        if (strcmp(m->params[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+void model_init(model *m, uint64_t seed, int rank)
+{
+    uint64_t rank_key = rng_key(rng_key(seed, STREAM_INIT), (uint64_t)rank);
+    for (int i = 0; i < m->nparams; i++) {
+        uint64_t key = rng_key(rank_key, (uint64_t)i);
+        float *w = model_w(m, i);
+        float bound = m->init[i] == INIT_LINEAR      ? 1.0f / sqrtf((float)m->fan_in[i])
+                      : m->init[i] == INIT_EMBEDDING ? 1.0f
+                                                     : 0.1f;
+        float base = m->init[i] == INIT_NORM_GAIN ? 1.0f : 0.0f;
+        for (size_t j = 0; j < m->params[i].count; j++)
+            w[j] = base + bound * (2.0f * rng_uniform_f(key, j) - 1.0f);
+    }
+}
+
+ddp_status model_batch_alloc(const model *m, model_batch *b)
+{
+    memset(b, 0, sizeof *b);
+    b->B = m->B;
+    size_t rows = (size_t)m->B;
+    if (m->x_cols) {
+        b->x = calloc(rows * (size_t)m->x_cols, sizeof *b->x);
+        b->y = calloc(rows * (size_t)m->y_cols, sizeof *b->y);
+        if (!b->x || !b->y)
+            goto nomem;
+    }
+    if (m->seq_len) {
+        b->tokens = calloc(rows * (size_t)m->seq_len, sizeof *b->tokens);
+        b->targets = calloc(rows * (size_t)m->seq_len, sizeof *b->targets);
+        if (!b->tokens || !b->targets)
+            goto nomem;
+    }
+    return DDP_OK;
+nomem:
+    model_batch_free(b);
+    return ddp_error(DDP_ERR_NOMEM, "batch of %d rows", m->B);
+}
+
+void model_batch_free(model_batch *b)
+{
+    free(b->x);
+    free(b->y);
+    free(b->tokens);
+    free(b->targets);
+    memset(b, 0, sizeof *b);
+}
+
+void model_batch_fill(const model *m, model_batch *b, uint64_t seed, int rank, uint64_t micro)
+{
+    uint64_t key = rng_key(rng_key(rng_key(seed, STREAM_DATA), (uint64_t)rank), micro);
+    m->ops->fill(m, b, key);
+}
+
+ddp_status model_forward(model *m, const model_batch *b, double *loss)
+{
+    if (b->B != m->B)
+        return ddp_error(DDP_ERR_INVALID, "batch of %d rows for a model built for %d", b->B, m->B);
+    memset(m->used, 0, sizeof m->used);
+    m->batch = b;
+    double l = m->ops->forward(m, b);
+    if (loss)
+        *loss = l;
+    if (!isfinite(l))
+        return ddp_error(DDP_ERR_INVALID, "model %s: the loss is not finite (%g)", m->spec, l);
+    return DDP_OK;
+}
+
+void model_backward(model *m)
+{
+    m->ops->backward(m);
+}
+
+void model_zero_grad(model *m)
+{
+    memset(m->g, 0, m->size * sizeof *m->g);
+}
+
+int model_gemms(const model *m, model_gemm *out, int max)
+{
+    return m->ops->gemms(m, out, max);
+}
+
+int model_gemm_add(model_gemm *out, int n, int max, int M, int N, int K, int transA, int transB)
+{
+    if (n < max)
+        out[n] = (model_gemm){M, N, K, transA, transB};
+    return n + 1;
+}
+
+int model_linear_gemms(model_gemm *out, int n, int max, int rows, int in, int outf, int with_dinp)
+{
+    n = model_gemm_add(out, n, max, rows, outf, in, 0, 1); /* forward: x W^T */
+    if (with_dinp)
+        n = model_gemm_add(out, n, max, rows, in, outf, 0, 0); /* dinp = dout W */
+    return model_gemm_add(out, n, max, outf, in, rows, 1, 0);  /* dW = dout^T x */
+}
+
+double model_linear_flops(int rows, int in, int outf, int with_dinp)
+{
+    return 2.0 * rows * in * outf * (with_dinp ? 3 : 2);
+}

@@ -1,0 +1,105 @@
+/*
+ * model.h - the CPU models ddpsim trains, selected by a spec string:
+ *
+ *   mlp:IN-H1-...-OUT  nn.Sequential(Linear, ReLU, Linear, ..., Linear), mse loss
+ *   branchy[:IN-H-OUT] a trunk and two heads; each micro-step uses head_a,
+ *                      head_b or both (chosen by seed, rank, micro-step); a
+ *                      fourth linear, "unused", is never called
+ *   attn[:V-T-C]       a transformer block on a vocabulary of V tokens,
+ *                      sequences of T, width C, cross-entropy loss
+ *
+ * All parameters live in one contiguous float buffer and all gradients in
+ * another, in registration order, each with a PyTorch-style name and shape
+ * (model_param), so a gradient can be matched one to one with a torch run.
+ * backward ACCUMULATES into the gradients; zero_grad is separate.
+ *
+ * Init and data are pure functions of (seed, rank, micro-step, tensor)
+ * through rng.h; "rank" here is only a stream number: models know nothing
+ * of processes or communication.
+ */
+#ifndef DDPSIM_MODEL_H
+#define DDPSIM_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+
+#define MODEL_MAX_PARAMS 64
+#define MODEL_NAME_LEN 48
+#define MODEL_DEFAULT_SPEC "mlp:32-64-64-16"
+#define MODEL_MAX_DIM 65536
+#define MODEL_MAX_FLOATS ((size_t)1 << 30) /* 4 GiB of parameters */
+
+typedef struct model model;
+
+typedef struct model_param {
+    char name[MODEL_NAME_LEN]; /* "0.weight", "head_a.bias", "attn.q.weight", ... */
+    int ndim;                  /* 1 or 2 */
+    int shape[2];              /* [out, in] for a linear weight, as PyTorch */
+    size_t offset;             /* first element in the weight / gradient buffers */
+    size_t count;              /* elements */
+} model_param;
+
+/*
+ * One micro-batch. Which fields a model uses: mlp and branchy read x [B, IN]
+ * and y [B, OUT]; attn reads tokens and targets [B, T]; branchy reads branch
+ * (bit 0: head_a runs, bit 1: head_b runs).
+ */
+typedef struct model_batch {
+    int B;
+    float *x, *y;
+    int *tokens, *targets;
+    int branch;
+} model_batch;
+
+/*
+ * Parse spec and build a model for micro-batches of `batch` rows.
+ * DDP_ERR_INVALID with a message naming the problem for a bad spec or size;
+ * DDP_ERR_NOMEM.
+ */
+ddp_status model_create(const char *spec, int batch, model **out);
+void model_destroy(model *m);
+
+/* The spec in canonical form ("mlp:4-8-3", "branchy:8-16-4", "attn:32-8-16"). */
+const char *model_spec(const model *m);
+/* The model family: "mlp", "branchy" or "attn". */
+const char *model_family(const model *m);
+int model_batch_rows(const model *m);
+
+int model_nparams(const model *m);
+const model_param *model_param_at(const model *m, int i);
+/* Index of the parameter with this name, or -1. */
+int model_param_find(const model *m, const char *name);
+size_t model_size(const model *m); /* total parameter elements */
+float *model_weights(model *m);
+float *model_grads(model *m);
+
+/* Rank-distinct initialization (PyTorch's default ranges; see model.c). */
+void model_init(model *m, uint64_t seed, int rank);
+
+/* Allocate the fields this model's batches use; free them. */
+ddp_status model_batch_alloc(const model *m, model_batch *b);
+void model_batch_free(model_batch *b);
+/* Fill a batch with the data of (seed, rank, micro-step): rank- and step-distinct. */
+void model_batch_fill(const model *m, model_batch *b, uint64_t seed, int rank, uint64_t micro);
+
+/* Forward on a batch; the loss (mean, as PyTorch) is computed in double. */
+ddp_status model_forward(model *m, const model_batch *b, double *loss);
+/* Backward of the last forward: ACCUMULATES into the gradient buffer. */
+void model_backward(model *m);
+void model_zero_grad(model *m);
+/* used[i] is 1 when parameter i took part in the last forward. */
+const unsigned char *model_used(const model *m);
+
+/* Floating-point operations of one forward + backward (for GFLOP/s). */
+double model_flops(const model *m);
+
+/* Shapes of the matrix products one forward + backward runs: the sgemm baseline of `bench model`. */
+typedef struct model_gemm {
+    int M, N, K;
+    int transA, transB;
+} model_gemm;
+int model_gemms(const model *m, model_gemm *out, int max);
+
+#endif

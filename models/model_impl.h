@@ -1,0 +1,73 @@
+/*
+ * model_impl.h - what the model families (mlp.c, branchy.c, attn.c) share
+ * with model.c: the model struct, the family table entry, and the helpers to
+ * register parameters. Not part of the models' public interface.
+ */
+#ifndef DDPSIM_MODEL_IMPL_H
+#define DDPSIM_MODEL_IMPL_H
+
+#include "model.h"
+
+#define MODEL_MAX_DIMS 32
+
+/* How model_init fills a parameter. */
+typedef enum init_kind {
+    INIT_LINEAR,    /* U(-1/sqrt(fan_in), 1/sqrt(fan_in)): nn.Linear's weight and bias */
+    INIT_NORM_GAIN, /* 1 + U(-0.1, 0.1): a LayerNorm weight, made rank-distinct */
+    INIT_NORM_BIAS, /* U(-0.1, 0.1) */
+    INIT_EMBEDDING, /* U(-1, 1) */
+} init_kind;
+
+typedef struct model_family_ops {
+    const char *name;
+    const char *default_dims; /* used when the spec has no ":dims" (NULL: dims required) */
+    int min_dims, max_dims;
+    /* Register parameters (model_add_param) and size the batch; allocate m->state. */
+    ddp_status (*build)(model *m);
+    /* Allocate activations once the parameter buffers exist. */
+    ddp_status (*alloc)(model *m);
+    double (*forward)(model *m, const model_batch *b);
+    void (*backward)(model *m);
+    void (*free_state)(model *m);
+    void (*fill)(const model *m, model_batch *b, uint64_t key);
+    int (*gemms)(const model *m, model_gemm *out, int max);
+} model_family_ops;
+
+struct model {
+    const model_family_ops *ops;
+    char spec[160];
+    int B;
+    int dims[MODEL_MAX_DIMS];
+    int ndims;
+    /* batch layout, set by build */
+    int x_cols, y_cols, seq_len;
+    model_param params[MODEL_MAX_PARAMS];
+    init_kind init[MODEL_MAX_PARAMS];
+    int fan_in[MODEL_MAX_PARAMS];
+    int nparams;
+    size_t size;
+    float *w, *g;
+    unsigned char used[MODEL_MAX_PARAMS];
+    const model_batch *batch; /* of the last forward, for backward */
+    double flops;
+    void *state;
+};
+
+/* Register a parameter (cols 0: 1-D of `rows`). Returns its index, or -1 past MODEL_MAX_PARAMS. */
+int model_add_param(model *m, const char *name, int rows, int cols, init_kind init, int fan_in);
+
+static inline float *model_w(model *m, int i) { return m->w + m->params[i].offset; }
+static inline float *model_g(model *m, int i) { return m->g + m->params[i].offset; }
+
+/* Record a gemm shape into out[n] if n < max; returns n + 1. */
+int model_gemm_add(model_gemm *out, int n, int max, int M, int N, int K, int transA, int transB);
+
+/* The gemms of a linear forward + backward over rows x in -> out (with_dinp: the input gradient too). */
+int model_linear_gemms(model_gemm *out, int n, int max, int rows, int in, int outf, int with_dinp);
+
+/* FLOPs of a linear forward + backward. */
+double model_linear_flops(int rows, int in, int outf, int with_dinp);
+
+extern const model_family_ops model_mlp_ops, model_branchy_ops, model_attn_ops;
+
+#endif
