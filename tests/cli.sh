@@ -49,6 +49,12 @@ expect 2 "not a number of seconds" "--timeout abc" -- --timeout abc
 expect 2 "unexpected argument" "stray argument" -- --ranks 2 extra
 expect 2 "Try 'ddpsim --help'" "errors point to --help" -- --iters 0
 
+expect 0 "mlp:4-8-3 " "bench model runs" -- bench model --model mlp:4-8-3 --model attn:8-4-8 --iters 2 --warmup 0
+expect 2 "unknown model 'resnet'" "bench model: bad spec" -- bench model --model resnet
+expect 2 "out of range 1..65536" "bench model: bad batch" -- bench model --batch 0
+expect 2 "unknown benchmark" "bench: unknown kind" -- bench nothing
+expect 2 "Usage: ddpsim bench" "bench without a kind" -- bench
+
 # Interrupt a long run: exit 128+signal, and nothing left behind. Job control
 # (set -m) so the background job does not start with SIGINT ignored.
 set -m

@@ -1,0 +1,361 @@
+/*
+ * test_models.c - the models: names and layout as PyTorch gives them,
+ * spec errors, finite differences of every model's loss, accumulation,
+ * reproducibility and rank-distinct init and data, which parameters
+ * branchy uses, and gradients against real PyTorch (tests/data, the golden
+ * run of nn.Sequential(Linear(4, 8), ReLU(), Linear(8, 3)) on 3 ranks).
+ */
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fdcheck.h"
+#include "model.h"
+#include "npy.h"
+#include "testutil.h"
+
+#ifndef TEST_DATA_DIR
+#define TEST_DATA_DIR "tests/data"
+#endif
+#define GOLDEN TEST_DATA_DIR "/pytorch-ddp-mlp-3ranks"
+
+static void test_mlp_layout(void)
+{
+    model *m = NULL;
+    CU_ASSERT_EQUAL_FATAL(model_create("mlp:4-8-3", 2, &m), DDP_OK);
+    static const struct {
+        const char *name;
+        int ndim, s0, s1;
+    } want[] = {{"0.weight", 2, 8, 4}, {"0.bias", 1, 8, 1}, {"2.weight", 2, 3, 8}, {"2.bias", 1, 3, 1}};
+    CU_ASSERT_EQUAL(model_nparams(m), 4);
+    size_t off = 0;
+    for (int i = 0; i < 4; i++) {
+        const model_param *p = model_param_at(m, i);
+        CU_ASSERT_STRING_EQUAL(p->name, want[i].name);
+        CU_ASSERT_EQUAL(p->ndim, want[i].ndim);
+        CU_ASSERT_EQUAL(p->shape[0], want[i].s0);
+        CU_ASSERT_EQUAL(p->shape[1], want[i].s1);
+        CU_ASSERT_EQUAL(p->offset, off); /* contiguous, in registration order */
+        off += p->count;
+    }
+    CU_ASSERT_EQUAL(model_size(m), 67);
+    CU_ASSERT_EQUAL(model_param_find(m, "2.weight"), 2);
+    CU_ASSERT_EQUAL(model_param_find(m, "1.weight"), -1);
+    CU_ASSERT_STRING_EQUAL(model_spec(m), "mlp:4-8-3");
+    CU_ASSERT_EQUAL(openblas_get_num_threads(), 1);
+    model_destroy(m);
+
+    CU_ASSERT_EQUAL_FATAL(model_create("attn", 2, &m), DDP_OK);
+    CU_ASSERT_STRING_EQUAL(model_spec(m), "attn:32-8-16");
+    CU_ASSERT_EQUAL(model_nparams(m), 21);
+    CU_ASSERT_STRING_EQUAL(model_param_at(m, 4)->name, "attn.q.weight");
+    CU_ASSERT_STRING_EQUAL(model_param_at(m, 20)->name, "head.weight");
+    model_destroy(m);
+    CU_ASSERT_EQUAL_FATAL(model_create("branchy", 2, &m), DDP_OK);
+    CU_ASSERT_STRING_EQUAL(model_spec(m), "branchy:8-16-4");
+    CU_ASSERT_STRING_EQUAL(model_param_at(m, 6)->name, "unused.weight");
+    model_destroy(m);
+}
+
+static void test_bad_specs(void)
+{
+    static const struct {
+        const char *spec, *msg;
+    } bad[] = {
+        {"", "empty model spec"},
+        {"mlp:4", "takes 2 to 32 sizes"},
+        {"mlp:4-0-3", "out of range 1..65536"},
+        {"mlp:4-x", "expected a size"},
+        {"mlp:4--3", "expected a size"},
+        {"mlp:4-3-", "expected a size"},
+        {"mlp:4_3", "expected '-'"},
+        {"mlp:99999-2", "out of range"},
+        {"resnet", "unknown model 'resnet'"},
+        {"branchy:1-2", "takes 3 sizes"},
+        {"attn:32-8", "takes 3 sizes"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        model *m = (model *)1;
+        CU_ASSERT_EQUAL(model_create(bad[i].spec, 2, &m), DDP_ERR_INVALID);
+        CU_ASSERT_PTR_NULL(m);
+        if (!strstr(ddp_error_last(), bad[i].msg))
+            fprintf(stderr, "  spec '%s': message '%s' lacks '%s'\n", bad[i].spec, ddp_error_last(), bad[i].msg);
+        CU_ASSERT(strstr(ddp_error_last(), bad[i].msg) != NULL);
+    }
+    model *m = NULL;
+    CU_ASSERT_EQUAL(model_create("mlp:4-3", 0, &m), DDP_ERR_INVALID);
+}
+
+typedef struct model_ctx {
+    model *m;
+    model_batch *b;
+} model_ctx;
+
+static double model_loss(void *p)
+{
+    model_ctx *c = p;
+    double loss = NAN;
+    model_forward(c->m, c->b, &loss);
+    return loss;
+}
+
+/*
+ * Finite differences of the real (mean-reduced) loss. Tolerance per tensor:
+ * 1e-2 * max|grad| + 1e-4 + 2e-2 * |grad|. The 1e-4 floor: activations are
+ * float, so the loss carries ~1e-7 relative error, which a step of 2e-3
+ * turns into up to ~1e-4; a wrong backward is off by O(max|grad|).
+ */
+static void check_model_fd(const char *spec, int batch, int branch)
+{
+    model *m = NULL;
+    CU_ASSERT_EQUAL_FATAL(model_create(spec, batch, &m), DDP_OK);
+    model_batch b;
+    CU_ASSERT_EQUAL_FATAL(model_batch_alloc(m, &b), DDP_OK);
+    model_init(m, 3, 0);
+    model_batch_fill(m, &b, 3, 0, 0);
+    if (branch)
+        b.branch = branch;
+    double loss;
+    CU_ASSERT_EQUAL_FATAL(model_forward(m, &b, &loss), DDP_OK);
+    model_zero_grad(m);
+    model_backward(m);
+    model_ctx c = {m, &b};
+    for (int i = 0; i < model_nparams(m); i++) {
+        const model_param *p = model_param_at(m, i);
+        fd_result r = fd_check(model_weights(m) + p->offset, model_grads(m) + p->offset, p->count, model_loss, &c,
+                               60, 1e-2, 1e-4, 2e-2);
+        if (r.failed)
+            fprintf(stderr, "  %s %s (branch %d): %zu of %zu off, worst %g at %zu\n", spec, p->name, b.branch,
+                    r.failed, r.checked, r.worst_err, r.worst_index);
+        CU_ASSERT_EQUAL(r.failed, 0);
+    }
+    model_batch_free(&b);
+    model_destroy(m);
+}
+
+static void test_models_fd(void)
+{
+    check_model_fd("mlp:5-7-6-3", 4, 0);
+    check_model_fd("mlp:3-2", 1, 0);
+    for (int branch = 1; branch <= 3; branch++)
+        check_model_fd("branchy:4-6-3", 3, branch);
+    check_model_fd("attn:11-5-8", 2, 0);
+}
+
+/* Two backwards without zero_grad give the sum of the two gradients. */
+static void test_accumulation(void)
+{
+    static const char *const specs[] = {"mlp:6-5-4", "branchy:5-4-3", "attn:9-4-8"};
+    for (int s = 0; s < 3; s++) {
+        model *m = NULL;
+        CU_ASSERT_EQUAL_FATAL(model_create(specs[s], 3, &m), DDP_OK);
+        size_t n = model_size(m);
+        float *g1 = malloc(n * 4), *g2 = malloc(n * 4);
+        model_batch b;
+        CU_ASSERT_EQUAL_FATAL(model_batch_alloc(m, &b), DDP_OK);
+        model_init(m, 1, 0);
+        for (int step = 0; step < 2; step++) {
+            model_zero_grad(m);
+            model_batch_fill(m, &b, 1, 0, (uint64_t)step);
+            b.branch = 3;
+            CU_ASSERT_EQUAL(model_forward(m, &b, NULL), DDP_OK);
+            model_backward(m);
+            memcpy(step ? g2 : g1, model_grads(m), n * 4);
+        }
+        model_zero_grad(m);
+        for (int step = 0; step < 2; step++) {
+            model_batch_fill(m, &b, 1, 0, (uint64_t)step);
+            b.branch = 3;
+            CU_ASSERT_EQUAL(model_forward(m, &b, NULL), DDP_OK);
+            model_backward(m);
+        }
+        /* 1e-6 relative: per-row sums inside a backward add onto g1 instead of onto 0 (one reassociation). */
+        int bad = 0;
+        const float *g = model_grads(m);
+        for (size_t i = 0; i < n; i++)
+            bad += !(fabsf(g[i] - (g1[i] + g2[i])) <= 1e-6f * (fabsf(g1[i]) + fabsf(g2[i])) + 1e-9f);
+        CU_ASSERT_EQUAL(bad, 0);
+        model_zero_grad(m);
+        int nonzero = 0;
+        for (size_t i = 0; i < n; i++)
+            nonzero += model_grads(m)[i] != 0.0f;
+        CU_ASSERT_EQUAL(nonzero, 0);
+        model_batch_free(&b);
+        free(g1), free(g2);
+        model_destroy(m);
+    }
+}
+
+static uint64_t hash_floats(const float *x, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ test_bits_f(x[i])) * 1099511628211ull;
+    return h;
+}
+
+/* Hash of (init, data, grads) for one (seed, rank, micro). */
+static void run_hashes(const char *spec, uint64_t seed, int rank, uint64_t micro, uint64_t out[3])
+{
+    model *m = NULL;
+    model_batch b;
+    if (model_create(spec, 4, &m) != DDP_OK || model_batch_alloc(m, &b) != DDP_OK) {
+        out[0] = out[1] = out[2] = 0;
+        return;
+    }
+    model_init(m, seed, rank);
+    out[0] = hash_floats(model_weights(m), model_size(m));
+    model_batch_fill(m, &b, seed, rank, micro);
+    out[1] = b.x ? hash_floats(b.x, (size_t)4 * (size_t)model_param_at(m, 0)->shape[1])
+                 : hash_floats((const float *)b.tokens, 4 * 8);
+    model_forward(m, &b, NULL);
+    model_backward(m);
+    out[2] = hash_floats(model_grads(m), model_size(m));
+    model_batch_free(&b);
+    model_destroy(m);
+}
+
+static void test_reproducible_and_distinct(void)
+{
+    static const char *const specs[] = {"mlp:8-16-4", "branchy", "attn"};
+    for (int s = 0; s < 3; s++) {
+        uint64_t a[3], b[3], r1[3], m1[3], s2[3];
+        run_hashes(specs[s], 5, 0, 0, a);
+        run_hashes(specs[s], 5, 0, 0, b);
+        run_hashes(specs[s], 5, 1, 0, r1);
+        run_hashes(specs[s], 5, 0, 1, m1);
+        run_hashes(specs[s], 6, 0, 0, s2);
+        for (int k = 0; k < 3; k++)
+            CU_ASSERT_EQUAL(a[k], b[k]); /* same seed: same bits */
+        CU_ASSERT(a[0] != r1[0]);        /* init differs per rank (so a missing broadcast shows) */
+        CU_ASSERT(a[1] != r1[1]);        /* data differs per rank */
+        CU_ASSERT(a[0] == m1[0]);        /* init does not depend on the micro-step */
+        CU_ASSERT(a[1] != m1[1]);        /* data differs per micro-step */
+        CU_ASSERT(a[0] != s2[0] && a[1] != s2[1]);
+    }
+}
+
+/* branchy: exactly the parameters of the heads that ran get gradients; "unused" never does. */
+static void test_branchy_usage(void)
+{
+    model *m = NULL;
+    CU_ASSERT_EQUAL_FATAL(model_create("branchy", 4, &m), DDP_OK);
+    model_batch b;
+    CU_ASSERT_EQUAL_FATAL(model_batch_alloc(m, &b), DDP_OK);
+    model_init(m, 9, 0);
+    int seen[4] = {0};
+    for (int rank = 0; rank < 4; rank++)
+        for (uint64_t micro = 0; micro < 8; micro++) {
+            model_batch_fill(m, &b, 9, rank, micro);
+            CU_ASSERT(b.branch >= 1 && b.branch <= 3);
+            seen[b.branch & 3]++;
+            model_zero_grad(m);
+            CU_ASSERT_EQUAL(model_forward(m, &b, NULL), DDP_OK);
+            model_backward(m);
+            const unsigned char *used = model_used(m);
+            for (int i = 0; i < model_nparams(m); i++) {
+                const model_param *p = model_param_at(m, i);
+                int expect_used = strncmp(p->name, "trunk", 5) == 0 ||
+                                  (strncmp(p->name, "head_a", 6) == 0 && (b.branch & 1)) ||
+                                  (strncmp(p->name, "head_b", 6) == 0 && (b.branch & 2));
+                CU_ASSERT_EQUAL(used[i], expect_used);
+                size_t nonzero = 0;
+                for (size_t j = 0; j < p->count; j++)
+                    nonzero += model_grads(m)[p->offset + j] != 0.0f;
+                if (expect_used) {
+                    CU_ASSERT(nonzero > 0);
+                } else {
+                    CU_ASSERT_EQUAL(nonzero, 0);
+                }
+            }
+        }
+    /* Over 4 ranks x 8 micro-steps every branch occurs. */
+    CU_ASSERT(seen[1] > 0 && seen[2] > 0 && seen[3] > 0);
+    model_batch_free(&b);
+    model_destroy(m);
+}
+
+static int load(const char *rel, npy_array *a)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", GOLDEN, rel);
+    if (npy_read(path, a) != DDP_OK) {
+        fprintf(stderr, "  %s\n", ddp_error_last());
+        return -1;
+    }
+    return 0;
+}
+
+/*
+ * PyTorch's gradients for the golden run's first two micro-steps (grab 0:
+ * one local backward under no_sync; grab 1: two accumulated). Tolerance is
+ * PyTorch's own float32 default, rtol 1.3e-6 and atol 1e-5: bits differ only
+ * through the order of the sums inside the matrix products.
+ */
+static void test_matches_pytorch(void)
+{
+    model *m = NULL;
+    CU_ASSERT_EQUAL_FATAL(model_create("mlp:4-8-3", 2, &m), DDP_OK);
+    model_batch b;
+    CU_ASSERT_EQUAL_FATAL(model_batch_alloc(m, &b), DDP_OK);
+    int checked = 0, bad = 0;
+    for (int rank = 0; rank < 3; rank++) {
+        for (int i = 0; i < model_nparams(m); i++) {
+            const model_param *p = model_param_at(m, i);
+            char rel[128];
+            snprintf(rel, sizeof rel, "init/%s.npy", p->name);
+            npy_array a;
+            CU_ASSERT_EQUAL_FATAL(load(rel, &a), 0);
+            CU_ASSERT_EQUAL_FATAL(a.count, p->count);
+            memcpy(model_weights(m) + p->offset, a.data, p->count * 4);
+            npy_free(&a);
+        }
+        model_zero_grad(m);
+        for (int grab = 0; grab < 2; grab++) {
+            npy_array x, y;
+            char rel[128];
+            snprintf(rel, sizeof rel, "rank%d/batch%d.x.npy", rank, grab);
+            CU_ASSERT_EQUAL_FATAL(load(rel, &x), 0);
+            snprintf(rel, sizeof rel, "rank%d/batch%d.y.npy", rank, grab);
+            CU_ASSERT_EQUAL_FATAL(load(rel, &y), 0);
+            CU_ASSERT_FATAL(x.count == 8 && y.count == 6);
+            memcpy(b.x, x.data, 8 * 4);
+            memcpy(b.y, y.data, 6 * 4);
+            npy_free(&x), npy_free(&y);
+            CU_ASSERT_EQUAL(model_forward(m, &b, NULL), DDP_OK);
+            model_backward(m);
+            for (int i = 0; i < model_nparams(m); i++) {
+                const model_param *p = model_param_at(m, i);
+                npy_array g;
+                snprintf(rel, sizeof rel, "reference/rank%d/grab%d/%s.npy", rank, grab, p->name);
+                CU_ASSERT_EQUAL_FATAL(load(rel, &g), 0);
+                CU_ASSERT_EQUAL_FATAL(g.count, p->count);
+                const float *want = g.data, *got = model_grads(m) + p->offset;
+                for (size_t j = 0; j < p->count; j++, checked++)
+                    bad += !(fabsf(got[j] - want[j]) <= 1e-5f + 1.3e-6f * fabsf(want[j]));
+                npy_free(&g);
+            }
+        }
+    }
+    CU_ASSERT_EQUAL(checked, 3 * 2 * 67);
+    CU_ASSERT_EQUAL(bad, 0);
+    model_batch_free(&b);
+    model_destroy(m);
+}
+
+int main(void)
+{
+    static const test_entry tests[] = {
+        {"mlp, attn, branchy: PyTorch names, shapes, contiguous layout", test_mlp_layout},
+        {"bad specs are errors that say why", test_bad_specs},
+        {"every model: finite differences of the loss", test_models_fd},
+        {"backward accumulates, zero_grad zeroes", test_accumulation},
+        {"same seed same bits; rank, micro-step and seed change what they should", test_reproducible_and_distinct},
+        {"branchy: gradients exactly where a head ran", test_branchy_usage},
+        {"mlp:4-8-3 gradients match PyTorch's (golden data)", test_matches_pytorch},
+        TEST_END,
+    };
+    return test_run_suite("models", tests);
+}
