@@ -6,7 +6,9 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "bench.h"
 #include "collcheck.h"
 #include "config.h"
 #include "options.h"
@@ -91,6 +93,8 @@ static int run_selfcheck(const ddpsim_options *opt)
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "bench") == 0)
+        return bench_main(argc - 1, argv + 1);
     ddpsim_options opt;
     int r = options_parse(argc, argv, &opt);
     if (r == OPTIONS_EXIT_OK)

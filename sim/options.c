@@ -66,6 +66,17 @@ static int usage_error(const char *opt, const char *msg)
     return OPTIONS_ERROR;
 }
 
+const char *options_getopt_message(int c, char **argv, char *msg, size_t len)
+{
+    if (c == ':')
+        snprintf(msg, len, "option '%s' needs a value", argv[optind - 1]);
+    else if (c == 0)
+        snprintf(msg, len, "unexpected argument '%s'", argv[optind]);
+    else
+        snprintf(msg, len, "unknown option '%s'", argv[optind - 1]);
+    return msg;
+}
+
 int options_parse(int argc, char **argv, ddpsim_options *opt)
 {
     enum { OPT_SLOT = 256, OPT_JITTER, OPT_JITTER_SEED };
@@ -148,18 +159,11 @@ int options_parse(int argc, char **argv, ddpsim_options *opt)
         case 'q': opt->quiet = 1; break;
         case 'h': options_usage(stdout); return OPTIONS_EXIT_OK;
         case 'V': print_version(); return OPTIONS_EXIT_OK;
-        case ':':
-            snprintf(msg, sizeof msg, "option '%s' needs a value", argv[optind - 1]);
-            return usage_error(NULL, msg);
-        default:
-            snprintf(msg, sizeof msg, "unknown option '%s'", argv[optind - 1]);
-            return usage_error(NULL, msg);
+        default: return usage_error(NULL, options_getopt_message(c, argv, msg, sizeof msg));
         }
     }
-    if (optind < argc) {
-        snprintf(msg, sizeof msg, "unexpected argument '%s'", argv[optind]);
-        return usage_error(NULL, msg);
-    }
+    if (optind < argc)
+        return usage_error(NULL, options_getopt_message(0, argv, msg, sizeof msg));
     /* Combinations: the segment holds one slot per rank plus a result slot. */
     if ((uint64_t)opt->ranks * opt->slot_bytes > ((uint64_t)16 << 30))
         return usage_error("--slot-bytes", "ranks x slot bytes exceeds 16 GiB of shared memory");

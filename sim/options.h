@@ -43,4 +43,10 @@ int options_parse(int argc, char **argv, ddpsim_options *opt);
 
 void options_usage(FILE *out);
 
+/*
+ * The user's message after getopt_long returned c: ':' (a value is missing),
+ * anything else unknown; c = 0 for a stray argument at argv[optind].
+ */
+const char *options_getopt_message(int c, char **argv, char *msg, size_t len);
+
 #endif
