@@ -1,0 +1,261 @@
+/*
+ * schedule.c - a recursive-descent parser for the schedule language
+ * (schedule.h), expanding as it goes, then one validating pass.
+ */
+#include "schedule.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const op_names[] = {"fwd", "bwd", "grab", "zero", "step", "enter", "exit"};
+
+const char *sched_op_name(sched_op op)
+{
+    return (unsigned)op < sizeof op_names / sizeof op_names[0] ? op_names[op] : "?";
+}
+
+typedef struct parser {
+    const char *text, *p;
+    sched *s;
+    size_t cap;
+} parser;
+
+static void where(const parser *ps, const char *at, int *line, int *col)
+{
+    *line = 1;
+    *col = 1;
+    for (const char *q = ps->text; q < at; q++) {
+        if (*q == '\n') {
+            (*line)++;
+            *col = 1;
+        } else {
+            (*col)++;
+        }
+    }
+}
+
+/* An error at `at`: "line L, column C: <what> (found '<token>')". */
+static ddp_status fail_at(const parser *ps, const char *at, const char *what)
+{
+    int line, col;
+    where(ps, at, &line, &col);
+    int n = 0;
+    while (at[n] && !isspace((unsigned char)at[n]) && n < 12)
+        n++;
+    if (!*at)
+        return ddp_error(DDP_ERR_INVALID, "schedule line %d, column %d: %s (found the end)", line, col, what);
+    return ddp_error(DDP_ERR_INVALID, "schedule line %d, column %d: %s (found '%.*s')", line, col, what, n, at);
+}
+
+static void skip_space(parser *ps)
+{
+    for (;;) {
+        while (isspace((unsigned char)*ps->p) || *ps->p == ',')
+            ps->p++;
+        if (*ps->p != '#')
+            return;
+        while (*ps->p && *ps->p != '\n')
+            ps->p++;
+    }
+}
+
+static ddp_status emit(parser *ps, sched_op op, const char *at)
+{
+    if (ps->s->nops == SCHED_MAX_OPS)
+        return fail_at(ps, at, "the schedule expands to more than 1000000 ops");
+    if (ps->s->nops == ps->cap) {
+        size_t ncap = ps->cap ? ps->cap * 2 : 64;
+        sched_op *n = realloc(ps->s->ops, ncap * sizeof *n);
+        if (!n)
+            return ddp_error(DDP_ERR_NOMEM, "schedule of %zu ops", ncap);
+        ps->s->ops = n;
+        ps->cap = ncap;
+    }
+    ps->s->ops[ps->s->nops++] = op;
+    return DDP_OK;
+}
+
+static int word_is(const char *p, const char *w)
+{
+    size_t n = strlen(w);
+    return strncmp(p, w, n) == 0 && !isalnum((unsigned char)p[n]) && p[n] != '_';
+}
+
+/* Parse items until `close` (or the end when close is 0). */
+static ddp_status parse_seq(parser *ps, char close, int depth)
+{
+    if (depth > SCHED_MAX_DEPTH)
+        return fail_at(ps, ps->p, "brackets nested deeper than 64");
+    for (;;) {
+        skip_space(ps);
+        const char *at = ps->p;
+        if (*at == '\0') {
+            if (close)
+                return fail_at(ps, at, close == ')' ? "expected ')'" : "expected '}'");
+            return DDP_OK;
+        }
+        if (*at == close) {
+            ps->p++;
+            return DDP_OK;
+        }
+        if (*at == ')' || *at == '}')
+            return fail_at(ps, at, "unbalanced bracket");
+        if (isdigit((unsigned char)*at)) {
+            errno = 0;
+            char *end;
+            unsigned long long count = strtoull(at, &end, 10);
+            if (errno || count < 1 || count > SCHED_MAX_COUNT)
+                return fail_at(ps, at, "a repeat count must be 1..100000");
+            ps->p = end;
+            skip_space(ps);
+            if (*ps->p != '*')
+                return fail_at(ps, ps->p, "expected '*' after a repeat count");
+            ps->p++;
+            skip_space(ps);
+            if (*ps->p != '(')
+                return fail_at(ps, ps->p, "expected '(' after 'N*'");
+            ps->p++;
+            size_t first = ps->s->nops;
+            DDP_CHECK(parse_seq(ps, ')', depth + 1));
+            size_t len = ps->s->nops - first;
+            if (len == 0)
+                return fail_at(ps, at, "a repeated group is empty");
+            for (unsigned long long r = 1; r < count; r++)
+                for (size_t i = 0; i < len; i++)
+                    DDP_CHECK(emit(ps, ps->s->ops[first + i], at));
+            continue;
+        }
+        if (word_is(at, "nosync")) {
+            ps->p += 6;
+            skip_space(ps);
+            if (*ps->p != '{')
+                return fail_at(ps, ps->p, "expected '{' after 'nosync'");
+            ps->p++;
+            DDP_CHECK(emit(ps, OP_ENTER, at));
+            DDP_CHECK(parse_seq(ps, '}', depth + 1));
+            DDP_CHECK(emit(ps, OP_EXIT, at));
+            continue;
+        }
+        int found = -1;
+        for (int k = 0; k < (int)(sizeof op_names / sizeof op_names[0]); k++)
+            if (word_is(at, op_names[k]))
+                found = k;
+        if (found < 0)
+            return fail_at(ps, at, "expected an op (fwd bwd grab zero step enter exit), 'nosync{' or 'N*('");
+        ps->p += strlen(op_names[found]);
+        DDP_CHECK(emit(ps, (sched_op)found, at));
+    }
+}
+
+/* One pass over the expanded ops: the rules that make a schedule meaningful. */
+static ddp_status validate(sched *s)
+{
+    int in_nosync = 0, fwd_pending = 0;
+    for (size_t i = 0; i < s->nops; i++) {
+        switch (s->ops[i]) {
+        case OP_FWD:
+            if (fwd_pending)
+                return ddp_error(DDP_ERR_INVALID, "schedule op %zu (fwd): the previous forward has no backward yet",
+                                 i);
+            fwd_pending = 1;
+            s->nfwd++;
+            break;
+        case OP_BWD:
+            if (!fwd_pending)
+                return ddp_error(DDP_ERR_INVALID, "schedule op %zu (bwd): no forward to run backward for", i);
+            fwd_pending = 0;
+            break;
+        case OP_ENTER:
+            if (in_nosync)
+                return ddp_error(DDP_ERR_INVALID, "schedule op %zu (enter): already inside no_sync (no nesting)",
+                                 i);
+            in_nosync = 1;
+            break;
+        case OP_EXIT:
+            if (!in_nosync)
+                return ddp_error(DDP_ERR_INVALID, "schedule op %zu (exit): not inside no_sync", i);
+            in_nosync = 0;
+            break;
+        case OP_GRAB: s->ngrabs++; break;
+        case OP_STEP:
+            /* PyTorch's autograd refuses a backward after its parameters changed in place. */
+            if (fwd_pending)
+                return ddp_error(DDP_ERR_INVALID,
+                                 "schedule op %zu (step): a forward still waits for its backward", i);
+            break;
+        case OP_ZERO: break;
+        }
+    }
+    if (s->nops == 0)
+        return ddp_error(DDP_ERR_INVALID, "the schedule is empty");
+    return DDP_OK;
+}
+
+ddp_status sched_parse(const char *text, sched *s)
+{
+    memset(s, 0, sizeof *s);
+    if (!text)
+        return ddp_error(DDP_ERR_INVALID, "no schedule");
+    parser ps = {text, text, s, 0};
+    ddp_status st = parse_seq(&ps, 0, 0);
+    if (st == DDP_OK)
+        st = validate(s);
+    if (st != DDP_OK)
+        sched_free(s);
+    return st;
+}
+
+void sched_grab_labels(const sched *s, char (*labels)[SCHED_LABEL_LEN])
+{
+    enum { NONE, AFTER_BWD, AFTER_ZERO } last = NONE;
+    int in_nosync = 0, fwd_in = 0, bwd_in = 0, stepped = 0;
+    unsigned acc = 0;
+    size_t k = 0;
+    for (size_t i = 0; i < s->nops; i++) {
+        switch (s->ops[i]) {
+        case OP_ENTER: in_nosync = 1; break;
+        case OP_EXIT: in_nosync = 0; break;
+        case OP_FWD: fwd_in = in_nosync; break;
+        case OP_BWD:
+            bwd_in = in_nosync;
+            last = AFTER_BWD;
+            acc++;
+            stepped = 0;
+            break;
+        case OP_ZERO:
+            last = AFTER_ZERO;
+            acc = 0;
+            break;
+        case OP_STEP: stepped = 1; break;
+        case OP_GRAB: {
+            char *l = labels[k++];
+            if (last == NONE) {
+                snprintf(l, SCHED_LABEL_LEN, "before any backward");
+                break;
+            }
+            if (last == AFTER_ZERO) {
+                snprintf(l, SCHED_LABEL_LEN, "after zero_grad");
+                break;
+            }
+            const char *what = fwd_in && bwd_in ? "no_sync fwd+bwd"
+                               : fwd_in        ? "no_sync fwd, bwd outside"
+                               : bwd_in        ? "fwd, bwd in no_sync"
+                                               : "fwd+bwd";
+            char accs[24] = "";
+            if (acc > 1)
+                snprintf(accs, sizeof accs, " (%u acc)", acc);
+            snprintf(l, SCHED_LABEL_LEN, "after %s%s%s", what, accs, stepped ? ", step" : "");
+            break;
+        }
+        }
+    }
+}
+
+void sched_free(sched *s)
+{
+    free(s->ops);
+    memset(s, 0, sizeof *s);
+}

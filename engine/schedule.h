@@ -1,0 +1,60 @@
+/*
+ * schedule.h - the schedule language: what each rank does, in order.
+ *
+ *   schedule := item*
+ *   item     := op | INT '*' '(' schedule ')' | 'nosync' '{' schedule '}'
+ *   op       := fwd | bwd | grab | zero | step | enter | exit
+ *
+ * Items are separated by whitespace or commas; '#' starts a comment that
+ * runs to the end of the line (for schedule files). nosync{...} is
+ * enter ... exit; enter/exit alone let a forward run inside no_sync and its
+ * backward outside, or the reverse.
+ *
+ * Parsing expands repetitions into a flat list of ops and validates it:
+ * bwd needs a forward without a backward yet, fwd needs the previous forward
+ * to have had its backward, step cannot come between a forward and its
+ * backward, exit needs enter, enter cannot nest, counts are
+ * 1..SCHED_MAX_COUNT and the expansion at most SCHED_MAX_OPS ops. Every
+ * error names the line, column and what was expected.
+ */
+#ifndef DDPSIM_SCHEDULE_H
+#define DDPSIM_SCHEDULE_H
+
+#include <stddef.h>
+
+#include "status.h"
+
+#define SCHED_MAX_COUNT 100000
+#define SCHED_MAX_OPS 1000000
+#define SCHED_MAX_DEPTH 64
+#define SCHED_DEFAULT "2*( 2*( nosync{fwd bwd} grab ) fwd bwd grab step zero fwd bwd grab step zero )"
+
+typedef enum sched_op { OP_FWD, OP_BWD, OP_GRAB, OP_ZERO, OP_STEP, OP_ENTER, OP_EXIT } sched_op;
+
+typedef struct sched {
+    sched_op *ops;
+    size_t nops;
+    size_t nfwd;   /* forwards: batches are numbered 0..nfwd-1 in order */
+    size_t ngrabs; /* grabs: numbered 0..ngrabs-1 */
+} sched;
+
+/* Parse text into s. DDP_ERR_INVALID with "line L, column C: ..." on any error. */
+ddp_status sched_parse(const char *text, sched *s);
+void sched_free(sched *s);
+
+#define SCHED_LABEL_LEN 48
+
+/*
+ * Describe every grab by what came before it, for reports: "after fwd+bwd",
+ * "after no_sync fwd+bwd", "after no_sync fwd, bwd outside", "after fwd, bwd
+ * in no_sync", with " (k acc)" when k backwards accumulated since the last
+ * zero_grad and ", step" after a step; "after zero_grad"; "before any
+ * backward". Descriptive only: whether a grab is synced is the reference's
+ * to say. labels has s->ngrabs entries.
+ */
+void sched_grab_labels(const sched *s, char (*labels)[SCHED_LABEL_LEN]);
+
+/* "fwd", "bwd", ... as written in the language. */
+const char *sched_op_name(sched_op op);
+
+#endif
