@@ -1,0 +1,216 @@
+/*
+ * ddp_ref.c - the reference DDP (ddp_ref.h).
+ *
+ * Every bucket is a run of consecutive parameter indices (one dtype, one
+ * device), and the gradients of consecutive parameters are contiguous in the
+ * model's gradient buffer, so a bucket is a slice of that buffer: scaling
+ * and reducing in place there gives exactly the values PyTorch's copy into a
+ * separate bucket and copy back would give, without the extra memory.
+ */
+#include "ddp_ref.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct ddp_ref {
+    ddp_config cfg;
+    model *m;
+    world_rank *wr;
+    int nbuckets;
+    int bucket_first[MODEL_MAX_PARAMS], bucket_count[MODEL_MAX_PARAMS];
+    int no_sync;            /* inside no_sync now */
+    int fwd_pending;        /* a forward waits for its backward */
+    int fwd_will_sync;      /* decided at that forward */
+    int last_synced;
+    float window_used[MODEL_MAX_PARAMS]; /* used by a forward since the last sync (1/0), allreduced at sync */
+    float *saved;           /* local gradients of globally unused parameters, kept across the allreduce */
+    unsigned char reduced[MODEL_MAX_PARAMS]; /* which parameters the last sync reduced */
+};
+
+int ddp_assign_buckets(const model *m, size_t first_cap, size_t cap, int *bucket_first, int *bucket_count, int max)
+{
+    /* Fill in registration order, limits first_cap then cap ... */
+    int n = 0, open_first = 0;
+    size_t size = 0, limit = first_cap;
+    int first[MODEL_MAX_PARAMS], count[MODEL_MAX_PARAMS];
+    for (int i = 0; i < model_nparams(m); i++) {
+        size += model_param_at(m, i)->count * sizeof(float);
+        if (size >= limit) {
+            first[n] = open_first;
+            count[n++] = i + 1 - open_first;
+            open_first = i + 1;
+            size = 0;
+            limit = cap;
+        }
+    }
+    if (open_first < model_nparams(m)) {
+        first[n] = open_first;
+        count[n++] = model_nparams(m) - open_first;
+    }
+    /* ... then reversed: bucket 0 holds the last-registered parameters. */
+    for (int k = 0; k < n && k < max; k++) {
+        bucket_first[k] = first[n - 1 - k];
+        bucket_count[k] = count[n - 1 - k];
+    }
+    return n;
+}
+
+ddp_status ddp_ref_create(const ddp_config *cfg, model *m, world_rank *wr, ddp_ref **out)
+{
+    *out = NULL;
+    if (cfg->bucket_cap == 0 || cfg->first_bucket_cap == 0)
+        return ddp_error(DDP_ERR_INVALID, "bucket caps must be positive");
+    ddp_ref *d = calloc(1, sizeof *d);
+    if (!d)
+        return ddp_error(DDP_ERR_NOMEM, "reference DDP");
+    d->cfg = *cfg;
+    d->m = m;
+    d->wr = wr;
+    d->nbuckets = ddp_assign_buckets(m, cfg->first_bucket_cap, cfg->bucket_cap, d->bucket_first, d->bucket_count,
+                                     MODEL_MAX_PARAMS);
+    if (cfg->find_unused) {
+        d->saved = malloc(model_size(m) * sizeof(float));
+        if (!d->saved) {
+            free(d);
+            return ddp_error(DDP_ERR_NOMEM, "reference DDP scratch of %zu floats", model_size(m));
+        }
+    }
+    *out = d;
+    return DDP_OK;
+}
+
+void ddp_ref_destroy(ddp_ref *d)
+{
+    if (!d)
+        return;
+    free(d->saved);
+    free(d);
+}
+
+ddp_status ddp_ref_broadcast_params(ddp_ref *d)
+{
+    return coll_broadcast(d->wr, model_weights(d->m), model_size(d->m) * sizeof(float), 0);
+}
+
+ddp_status ddp_ref_no_sync_enter(ddp_ref *d)
+{
+    if (d->no_sync)
+        return ddp_error(DDP_ERR_INVALID, "no_sync entered twice");
+    d->no_sync = 1;
+    return DDP_OK;
+}
+
+ddp_status ddp_ref_no_sync_exit(ddp_ref *d)
+{
+    if (!d->no_sync)
+        return ddp_error(DDP_ERR_INVALID, "no_sync exited without being entered");
+    d->no_sync = 0; /* and nothing else: exiting no_sync does not sync */
+    return DDP_OK;
+}
+
+ddp_status ddp_ref_forward(ddp_ref *d, const model_batch *b)
+{
+    DDP_CHECK(model_forward(d->m, b, NULL));
+    d->fwd_pending = 1;
+    d->fwd_will_sync = !d->no_sync; /* the decision is taken here, at forward */
+    const unsigned char *used = model_used(d->m);
+    for (int i = 0; i < model_nparams(d->m); i++)
+        if (used[i])
+            d->window_used[i] = 1.0f;
+    return DDP_OK;
+}
+
+/* Scale bucket k's gradients by 1/N (or divide in place), then sum-allreduce them. */
+static ddp_status reduce_bucket(ddp_ref *d, int k)
+{
+    int n = world_size(d->wr);
+    const model_param *p0 = model_param_at(d->m, d->bucket_first[k]);
+    const model_param *pl = model_param_at(d->m, d->bucket_first[k] + d->bucket_count[k] - 1);
+    float *g = model_grads(d->m) + p0->offset;
+    size_t count = pl->offset + pl->count - p0->offset;
+    if (d->cfg.bucket_view) {
+        float fn = (float)n;
+        for (size_t i = 0; i < count; i++)
+            g[i] /= fn;
+    } else {
+        /* PyTorch: mul_out(bucket_view, grad, 1.0 / N), the factor rounded to float once. */
+        float inv = (float)(1.0 / n);
+        for (size_t i = 0; i < count; i++)
+            g[i] *= inv;
+    }
+    return coll_allreduce(d->wr, g, count, COLL_FLOAT, COLL_SUM, d->cfg.algo);
+}
+
+static ddp_status sync_gradients(ddp_ref *d)
+{
+    int np = model_nparams(d->m);
+    float global_used[MODEL_MAX_PARAMS];
+    const unsigned char *used_now = model_used(d->m);
+    if (d->cfg.find_unused) {
+        /* Which parameters did any rank use in this window? (sums of 0/1: exact) */
+        memcpy(global_used, d->window_used, (size_t)np * sizeof(float));
+        DDP_CHECK(coll_allreduce(d->wr, global_used, (size_t)np, COLL_FLOAT, COLL_SUM, COLL_ORDERED));
+        for (int i = 0; i < np; i++)
+            if (global_used[i] == 0.0f) {
+                /* Unused everywhere: its slot reduces as zero and its local gradient stays. */
+                const model_param *p = model_param_at(d->m, i);
+                memcpy(d->saved + p->offset, model_grads(d->m) + p->offset, p->count * sizeof(float));
+                memset(model_grads(d->m) + p->offset, 0, p->count * sizeof(float));
+            }
+    } else {
+        for (int i = 0; i < np; i++)
+            if (!used_now[i])
+                return ddp_error(DDP_ERR_INVALID,
+                                 "parameter '%s' was not used by the forward of a syncing backward on rank %d; "
+                                 "PyTorch DDP fails here unless find_unused_parameters=True (--find-unused)",
+                                 model_param_at(d->m, i)->name, world_rank_id(d->wr));
+    }
+    for (int i = 0; i < np; i++)
+        d->reduced[i] = !d->cfg.find_unused || global_used[i] != 0.0f;
+    for (int k = 0; k < d->nbuckets; k++)
+        DDP_CHECK(reduce_bucket(d, k));
+    if (d->cfg.find_unused)
+        for (int i = 0; i < np; i++)
+            if (global_used[i] == 0.0f) {
+                const model_param *p = model_param_at(d->m, i);
+                memcpy(model_grads(d->m) + p->offset, d->saved + p->offset, p->count * sizeof(float));
+            }
+    memset(d->window_used, 0, sizeof d->window_used);
+    return DDP_OK;
+}
+
+ddp_status ddp_ref_backward(ddp_ref *d)
+{
+    if (!d->fwd_pending)
+        return ddp_error(DDP_ERR_INVALID, "backward without a forward");
+    d->fwd_pending = 0;
+    model_backward(d->m); /* accumulates into .grad */
+    d->last_synced = d->fwd_will_sync;
+    if (d->fwd_will_sync)
+        DDP_CHECK(sync_gradients(d));
+    return DDP_OK;
+}
+
+void ddp_ref_zero_grad(ddp_ref *d)
+{
+    model_zero_grad(d->m);
+}
+
+void ddp_ref_step(ddp_ref *d)
+{
+    float *w = model_weights(d->m);
+    const float *g = model_grads(d->m);
+    float neg_lr = -d->cfg.lr;
+    for (size_t i = 0; i < model_size(d->m); i++)
+        w[i] = w[i] + neg_lr * g[i];
+}
+
+int ddp_ref_last_synced(const ddp_ref *d) { return d->last_synced; }
+int ddp_ref_nbuckets(const ddp_ref *d) { return d->nbuckets; }
+const unsigned char *ddp_ref_reduced_params(const ddp_ref *d) { return d->reduced; }
+
+void ddp_ref_bucket(const ddp_ref *d, int k, int *first, int *count)
+{
+    *first = d->bucket_first[k];
+    *count = d->bucket_count[k];
+}
