@@ -205,12 +205,8 @@ ddp_status npy_read(const char *path, npy_array *out)
     }
     ddp_status s = npy_parse(buf, len, out);
     free(buf);
-    if (s != DDP_OK) {
-        char why[512]; /* copy: the message buffer is about to be rewritten */
-        const char *space = strchr(ddp_error_last(), ' ');
-        snprintf(why, sizeof why, "%s", space ? space + 1 : ddp_error_last());
-        return ddp_error(s, "%s: %s", path, why);
-    }
+    if (s != DDP_OK)
+        return ddp_error_prefix(s, path);
     return DDP_OK;
 }
 

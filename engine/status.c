@@ -49,3 +49,17 @@ void ddp_error_clear(void)
 {
     last_error[0] = '\0';
 }
+
+const char *ddp_error_text(void)
+{
+    /* "file.c:123: text": the text starts after the first ": " (file names have no ": "). */
+    const char *p = strstr(last_error, ": ");
+    return p ? p + 2 : last_error;
+}
+
+ddp_status ddp_error_prefix_at(ddp_status s, const char *file, int line, const char *prefix)
+{
+    char text[sizeof last_error];
+    snprintf(text, sizeof text, "%s", ddp_error_text());
+    return ddp_error_at(s, file, line, "%s: %s", prefix, text);
+}

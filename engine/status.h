@@ -36,6 +36,17 @@ ddp_status ddp_error_at(ddp_status s, const char *file, int line, const char *fm
     __attribute__((format(printf, 4, 5)));
 #define ddp_error(s, ...) ddp_error_at((s), __FILE__, __LINE__, __VA_ARGS__)
 
+/*
+ * Put "prefix: " in front of the current message's text (keeping the
+ * file:line of where it is called) and return s: a caller adds context
+ * ("--inputs DIR") to an error from below.
+ */
+ddp_status ddp_error_prefix_at(ddp_status s, const char *file, int line, const char *prefix);
+#define ddp_error_prefix(s, prefix) ddp_error_prefix_at((s), __FILE__, __LINE__, (prefix))
+
+/* The text of the current message without its "file:line: " ("" if none). */
+const char *ddp_error_text(void);
+
 /* The message of the most recent ddp_error() in this thread ("" if none). */
 const char *ddp_error_last(void);
 

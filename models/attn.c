@@ -11,6 +11,7 @@
  * Parameter names follow a PyTorch module with those attribute names
  * (wte, wpe, ln1, attn.q/k/v/proj, ln2, mlp.fc/proj, lnf, head).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -221,6 +222,23 @@ static int attn_gemms(const model *m, model_gemm *out, int max)
     return model_linear_gemms(out, n, max, N, C, V, 1);
 }
 
+static void attn_describe(const model *m, char *buf, size_t len)
+{
+    int V = m->dims[0], T = m->dims[1], C = m->dims[2];
+    snprintf(buf, len,
+             "[{\"type\": \"embedding\", \"name\": \"wte\", \"num\": %d, \"dim\": %d}, "
+             "{\"type\": \"embedding\", \"name\": \"wpe\", \"num\": %d, \"dim\": %d}, "
+             "{\"type\": \"layernorm\", \"name\": \"ln1\", \"dim\": %d, \"eps\": 1e-05}, "
+             "{\"type\": \"causal_self_attention\", \"name\": \"attn\", \"dim\": %d, \"heads\": 1, "
+             "\"linears\": [\"q\", \"k\", \"v\", \"proj\"], \"residual\": true}, "
+             "{\"type\": \"layernorm\", \"name\": \"ln2\", \"dim\": %d, \"eps\": 1e-05}, "
+             "{\"type\": \"mlp\", \"name\": \"mlp\", \"fc\": [%d, %d], \"activation\": \"gelu_tanh\", "
+             "\"proj\": [%d, %d], \"residual\": true}, "
+             "{\"type\": \"layernorm\", \"name\": \"lnf\", \"dim\": %d, \"eps\": 1e-05}, "
+             "{\"type\": \"linear\", \"name\": \"head\", \"in\": %d, \"out\": %d, \"bias\": false}]",
+             V, C, T, C, C, C, C, C, 4 * C, 4 * C, C, C, C, V);
+}
+
 const model_family_ops model_attn_ops = {
     .name = "attn",
     .default_dims = "32-8-16",
@@ -233,4 +251,6 @@ const model_family_ops model_attn_ops = {
     .free_state = attn_free,
     .fill = attn_fill,
     .gemms = attn_gemms,
+    .describe = attn_describe,
+    .loss = "cross_entropy",
 };

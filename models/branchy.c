@@ -12,6 +12,7 @@
  * the forward never calls (a module defined but not called). Names follow a
  * PyTorch module with attributes trunk, head_a, head_b, unused.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -132,6 +133,18 @@ static int branchy_gemms(const model *m, model_gemm *out, int max)
     return model_linear_gemms(out, n, max, m->B, m->dims[1], m->dims[2], 1);
 }
 
+static void branchy_describe(const model *m, char *buf, size_t len)
+{
+    int I = m->dims[0], H = m->dims[1], O = m->dims[2];
+    snprintf(buf, len,
+             "[{\"type\": \"linear\", \"name\": \"trunk\", \"in\": %d, \"out\": %d}, {\"type\": \"tanh\"}, "
+             "{\"type\": \"linear\", \"name\": \"head_a\", \"in\": %d, \"out\": %d, \"when\": \"branch & 1\"}, "
+             "{\"type\": \"linear\", \"name\": \"head_b\", \"in\": %d, \"out\": %d, \"when\": \"branch & 2\"}, "
+             "{\"type\": \"sum\", \"of\": [\"head_a\", \"head_b\"]}, "
+             "{\"type\": \"linear\", \"name\": \"unused\", \"in\": %d, \"out\": %d, \"when\": \"never\"}]",
+             I, H, H, O, H, O, H, O);
+}
+
 const model_family_ops model_branchy_ops = {
     .name = "branchy",
     .default_dims = "8-16-4",
@@ -144,4 +157,6 @@ const model_family_ops model_branchy_ops = {
     .free_state = branchy_free,
     .fill = branchy_fill,
     .gemms = branchy_gemms,
+    .describe = branchy_describe,
+    .loss = "mse",
 };

@@ -134,6 +134,19 @@ static int mlp_gemms(const model *m, model_gemm *out, int max)
     return n;
 }
 
+static void mlp_describe(const model *m, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "[");
+    for (int l = 0; l + 1 < m->ndims && n > 0 && (size_t)n < len; l++) {
+        n += snprintf(buf + n, len - (size_t)n, "%s{\"type\": \"linear\", \"in\": %d, \"out\": %d}", l ? ", " : "",
+                      m->dims[l], m->dims[l + 1]);
+        if (l + 2 < m->ndims && (size_t)n < len)
+            n += snprintf(buf + n, len - (size_t)n, ", {\"type\": \"relu\"}");
+    }
+    if (n > 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, "]");
+}
+
 const model_family_ops model_mlp_ops = {
     .name = "mlp",
     .default_dims = "32-64-64-16",
@@ -146,4 +159,6 @@ const model_family_ops model_mlp_ops = {
     .free_state = mlp_free,
     .fill = mlp_fill,
     .gemms = mlp_gemms,
+    .describe = mlp_describe,
+    .loss = "mse",
 };

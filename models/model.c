@@ -51,7 +51,7 @@ static void canonical_spec(model *m)
         n += snprintf(m->spec + n, sizeof m->spec - (size_t)n, i ? "-%d" : "%d", m->dims[i]);
 }
 
-ddp_status model_create(const char *spec, int batch, model **out)
+static ddp_status create(const char *spec, int batch, int with_buffers, model **out)
 {
     *out = NULL;
     if (!spec || !*spec)
@@ -89,13 +89,13 @@ ddp_status model_create(const char *spec, int batch, model **out)
     if (s == DDP_OK && m->size > MODEL_MAX_FLOATS)
         s = ddp_error(DDP_ERR_INVALID, "model '%s' has %zu parameters, more than %zu", spec, m->size,
                       MODEL_MAX_FLOATS);
-    if (s == DDP_OK) {
+    if (s == DDP_OK && with_buffers) {
         m->w = calloc(m->size, sizeof *m->w);
         m->g = calloc(m->size, sizeof *m->g);
         if (!m->w || !m->g)
             s = ddp_error(DDP_ERR_NOMEM, "model '%s': %zu parameters", spec, m->size);
     }
-    if (s == DDP_OK)
+    if (s == DDP_OK && with_buffers)
         s = ops->alloc(m);
     if (s != DDP_OK) {
         model_destroy(m);
@@ -105,6 +105,21 @@ ddp_status model_create(const char *spec, int batch, model **out)
     layers_blas_single_thread();
     *out = m;
     return DDP_OK;
+}
+
+ddp_status model_create(const char *spec, int batch, model **out)
+{
+    return create(spec, batch, 1, out);
+}
+
+ddp_status model_create_layout(const char *spec, int batch, model **out)
+{
+    return create(spec, batch, 0, out);
+}
+
+void model_describe(const model *m, char *buf, size_t len)
+{
+    m->ops->describe(m, buf, len);
 }
 
 void model_destroy(model *m)
@@ -138,6 +153,7 @@ int model_add_param(model *m, const char *name, int rows, int cols, init_kind in
 
 const char *model_spec(const model *m) { return m->spec; }
 const char *model_family(const model *m) { return m->ops->name; }
+const char *model_loss_name(const model *m) { return m->ops->loss; }
 int model_batch_rows(const model *m) { return m->B; }
 int model_nparams(const model *m) { return m->nparams; }
 const model_param *model_param_at(const model *m, int i) { return &m->params[i]; }

@@ -61,6 +61,21 @@ typedef struct model_batch {
 ddp_status model_create(const char *spec, int batch, model **out);
 void model_destroy(model *m);
 
+/*
+ * The same model's names, shapes and sizes without any buffers (for
+ * reports and manifests): only the layout queries may be used on it.
+ */
+ddp_status model_create_layout(const char *spec, int batch, model **out);
+
+/*
+ * The layers as a JSON array for a dump manifest, e.g. for an mlp
+ * [{"type": "linear", "in": 4, "out": 8}, {"type": "relu"}, ...]; other
+ * families name each module as their parameters do.
+ */
+void model_describe(const model *m, char *buf, size_t len);
+/* The loss: "mse" or "cross_entropy". */
+const char *model_loss_name(const model *m);
+
 /* The spec in canonical form ("mlp:4-8-3", "branchy:8-16-4", "attn:32-8-16"). */
 const char *model_spec(const model *m);
 /* The model family: "mlp", "branchy" or "attn". */

@@ -31,6 +31,8 @@ typedef struct model_family_ops {
     void (*free_state)(model *m);
     void (*fill)(const model *m, model_batch *b, uint64_t key);
     int (*gemms)(const model *m, model_gemm *out, int max);
+    void (*describe)(const model *m, char *buf, size_t len);
+    const char *loss;
 } model_family_ops;
 
 struct model {

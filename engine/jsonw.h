@@ -1,0 +1,14 @@
+/*
+ * jsonw.h - the few JSON writing helpers ddpsim's reports and manifests
+ * need: escaped strings and numbers that stay valid JSON when they are not
+ * finite (written as the strings "nan", "inf", "-inf").
+ */
+#ifndef DDPSIM_JSONW_H
+#define DDPSIM_JSONW_H
+
+#include <stdio.h>
+
+void jsonw_string(FILE *f, const char *s);
+void jsonw_number(FILE *f, double x);
+
+#endif
