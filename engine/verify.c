@@ -1,0 +1,347 @@
+/*
+ * verify.c - the rank side of a verification run and its setup (verify.h).
+ */
+#include "verify.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "dump.h"
+
+/* One DDP under test or reference: a model replica and its DDP state. */
+typedef struct side {
+    model *m;
+    ddp_ref *ddp;
+} side;
+
+typedef struct rank_ctx {
+    const verify_config *cfg;
+    world_rank *wr;
+    int rank, n;
+    side ref, impl;
+    int impl_is_ref_name;
+    model *global;        /* rank 0: the single-process replica */
+    model_batch batch, gbatch;
+    uint64_t next_batch, pending_batch;
+    int params_in_sync;   /* every rank's parameters are equal */
+    int grads_agree;      /* every rank's gradients are equal */
+    int last_was_synced_bwd;
+    int bwd_since_zero;   /* a backward ran since the start or the last zero_grad */
+    verify_record *records;
+} rank_ctx;
+
+static ddp_status side_create(rank_ctx *c, side *s)
+{
+    DDP_CHECK(model_create(c->cfg->model_spec, c->cfg->batch, &s->m));
+    if (c->cfg->inputs_dir)
+        DDP_CHECK(dump_read_init(c->cfg->inputs_dir, s->m));
+    else
+        model_init(s->m, c->cfg->seed, c->rank); /* rank-distinct: the broadcast must fix it */
+    DDP_CHECK(ddp_ref_create(&c->cfg->ddp, s->m, c->wr, &s->ddp));
+    return ddp_ref_broadcast_params(s->ddp);
+}
+
+static void side_destroy(side *s)
+{
+    ddp_ref_destroy(s->ddp);
+    model_destroy(s->m);
+}
+
+/* The batch of forward b on `rank`: seeded, or read from the inputs directory. */
+static ddp_status get_batch(rank_ctx *c, int rank, uint64_t b, model *m, model_batch *out)
+{
+    model_batch_fill(m, out, c->cfg->seed, rank, b);
+    if (c->cfg->inputs_dir)
+        DDP_CHECK(dump_read_batch(c->cfg->inputs_dir, rank, b, m, out));
+    return DDP_OK;
+}
+
+static uint64_t hash_bits(const float *x, size_t n)
+{
+    uint64_t h = UINT64_C(0xcbf29ce484222325);
+    const uint32_t *u = (const uint32_t *)x;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ u[i]) * UINT64_C(0x100000001b3);
+    return h;
+}
+
+/* Compare the implementation's gradients with the reference's, element by element. */
+static void compare(rank_ctx *c, verify_record *rec)
+{
+    const model *m = c->ref.m;
+    const float *e = model_grads(c->ref.m), *a = model_grads(c->impl.m);
+    for (int p = 0; p < model_nparams(m); p++) {
+        const model_param *par = model_param_at(m, p);
+        for (size_t j = 0; j < par->count; j++) {
+            float ev = e[par->offset + j], av = a[par->offset + j];
+            int finite = isfinite(ev) && isfinite(av);
+            if (!finite)
+                rec->nonfinite++;
+            uint32_t ulp = tol_ulp_distance(ev, av);
+            if (finite) {
+                double d = fabs((double)av - ev);
+                if (d > rec->max_abs)
+                    rec->max_abs = d;
+                if (ulp > rec->max_ulp)
+                    rec->max_ulp = ulp;
+            }
+            if (!tol_match(&c->cfg->tol, ev, av)) {
+                if (!rec->has_first) {
+                    rec->has_first = 1;
+                    rec->first_param = p;
+                    rec->first_index = j;
+                    rec->first_expected = ev;
+                    rec->first_actual = av;
+                    rec->first_ulp = ulp;
+                }
+                rec->ndiff++;
+            }
+        }
+    }
+}
+
+/*
+ * Rank 0's reference against the single-process replica: the replica's
+ * gradient buffer holds S, the sum over ranks and micro-steps of local
+ * gradients since zero_grad, so the synced reference must equal S / N.
+ * Parameters that the last sync left local (unused everywhere) are skipped.
+ */
+static void global_check(rank_ctx *c, verify_record *rec)
+{
+    const unsigned char *reduced = ddp_ref_reduced_params(c->ref.ddp);
+    const float *g = model_grads(c->ref.m), *S = model_grads(c->global);
+    double err = 0, scale = 0;
+    for (int p = 0; p < model_nparams(c->ref.m); p++) {
+        if (!reduced[p])
+            continue;
+        const model_param *par = model_param_at(c->ref.m, p);
+        for (size_t j = par->offset; j < par->offset + par->count; j++) {
+            double want = (double)S[j] / c->n, d = fabs(g[j] - want);
+            if (!(d <= err))
+                err = d; /* NaN propagates into err and fails the check */
+            if (fabs(want) > scale)
+                scale = fabs(want);
+        }
+    }
+    rec->global_checked = 1;
+    rec->global_err = err;
+    rec->global_scale = scale;
+}
+
+static ddp_status do_grab(rank_ctx *c, size_t k)
+{
+    verify_record *rec = &c->records[k * (size_t)c->n + (size_t)c->rank];
+    memset(rec, 0, sizeof *rec);
+    rec->synced = c->bwd_since_zero ? ddp_ref_last_synced(c->ref.ddp) : -1;
+    compare(c, rec);
+    rec->ref_hash = hash_bits(model_grads(c->ref.m), model_size(c->ref.m));
+    if (c->global && c->params_in_sync && c->last_was_synced_bwd)
+        global_check(c, rec);
+    if (c->cfg->dump_dir) {
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof dir, "%s/reference/rank%d/grab%zu", c->cfg->dump_dir, c->rank, k);
+        DDP_CHECK(dump_mkdirs(dir));
+        DDP_CHECK(dump_write_tensors(dir, c->ref.m, model_grads(c->ref.m)));
+        if (!c->impl_is_ref_name) {
+            snprintf(dir, sizeof dir, "%s/%s/rank%d/grab%zu", c->cfg->dump_dir, c->cfg->impl, c->rank, k);
+            DDP_CHECK(dump_mkdirs(dir));
+            DDP_CHECK(dump_write_tensors(dir, c->impl.m, model_grads(c->impl.m)));
+        }
+    }
+    rec->done = 1;
+    return DDP_OK;
+}
+
+/* The single-process replica runs the same micro-step on every rank's batch, accumulating. */
+static ddp_status global_backward(rank_ctx *c)
+{
+    for (int r = 0; r < c->n; r++) {
+        DDP_CHECK(get_batch(c, r, c->pending_batch, c->global, &c->gbatch));
+        DDP_CHECK(model_forward(c->global, &c->gbatch, NULL));
+        model_backward(c->global);
+    }
+    return DDP_OK;
+}
+
+static ddp_status run_op(rank_ctx *c, sched_op op, size_t *grab)
+{
+    switch (op) {
+    case OP_ENTER:
+        DDP_CHECK(ddp_ref_no_sync_enter(c->ref.ddp));
+        return ddp_ref_no_sync_enter(c->impl.ddp);
+    case OP_EXIT:
+        DDP_CHECK(ddp_ref_no_sync_exit(c->ref.ddp));
+        return ddp_ref_no_sync_exit(c->impl.ddp);
+    case OP_FWD:
+        DDP_CHECK(get_batch(c, c->rank, c->next_batch, c->ref.m, &c->batch));
+        if (c->cfg->dump_dir)
+            DDP_CHECK(dump_write_batch(c->cfg->dump_dir, c->rank, c->next_batch, c->ref.m, &c->batch));
+        c->pending_batch = c->next_batch++;
+        DDP_CHECK(ddp_ref_forward(c->ref.ddp, &c->batch));
+        return ddp_ref_forward(c->impl.ddp, &c->batch);
+    case OP_BWD:
+        DDP_CHECK(ddp_ref_backward(c->ref.ddp));
+        DDP_CHECK(ddp_ref_backward(c->impl.ddp));
+        c->grads_agree = c->last_was_synced_bwd = ddp_ref_last_synced(c->ref.ddp);
+        c->bwd_since_zero = 1;
+        if (c->global && c->params_in_sync)
+            DDP_CHECK(global_backward(c));
+        return DDP_OK;
+    case OP_GRAB: return do_grab(c, (*grab)++);
+    case OP_ZERO:
+        ddp_ref_zero_grad(c->ref.ddp);
+        ddp_ref_zero_grad(c->impl.ddp);
+        if (c->global)
+            model_zero_grad(c->global);
+        c->grads_agree = 1;
+        c->last_was_synced_bwd = c->bwd_since_zero = 0;
+        return DDP_OK;
+    case OP_STEP:
+        ddp_ref_step(c->ref.ddp);
+        ddp_ref_step(c->impl.ddp);
+        if (!c->grads_agree)
+            c->params_in_sync = 0; /* local gradients moved the ranks apart for good */
+        if (c->global && c->params_in_sync)
+            memcpy(model_weights(c->global), model_weights(c->ref.m), model_size(c->ref.m) * sizeof(float));
+        return DDP_OK;
+    }
+    return ddp_error(DDP_ERR_INVALID, "unknown op %d", (int)op);
+}
+
+static ddp_status rank_main(world_rank *wr, void *arg)
+{
+    const verify_config *cfg = arg;
+    rank_ctx c;
+    memset(&c, 0, sizeof c);
+    c.cfg = cfg;
+    c.wr = wr;
+    c.rank = world_rank_id(wr);
+    c.n = world_size(wr);
+    c.records = world_rank_user_area(wr);
+    c.impl_is_ref_name = strcmp(cfg->impl, "reference") == 0;
+    c.params_in_sync = c.grads_agree = 1;
+    ddp_status s = DDP_OK;
+    world_set_op(wr, -1, "setup");
+    s = side_create(&c, &c.ref);
+    if (s == DDP_OK)
+        s = side_create(&c, &c.impl);
+    if (s == DDP_OK)
+        s = model_batch_alloc(c.ref.m, &c.batch);
+    if (s == DDP_OK && c.rank == 0) {
+        s = model_create(cfg->model_spec, cfg->batch, &c.global);
+        if (s == DDP_OK)
+            s = model_batch_alloc(c.global, &c.gbatch);
+        if (s == DDP_OK)
+            memcpy(model_weights(c.global), model_weights(c.ref.m), model_size(c.ref.m) * sizeof(float));
+        if (s == DDP_OK && cfg->dump_dir) {
+            char dir[PATH_MAX];
+            snprintf(dir, sizeof dir, "%s/init", cfg->dump_dir);
+            s = dump_write_tensors(dir, c.ref.m, model_weights(c.ref.m));
+        }
+    }
+    size_t grab = 0;
+    for (size_t i = 0; s == DDP_OK && i < cfg->schedule->nops; i++) {
+        world_set_op(wr, (int)i, sched_op_name(cfg->schedule->ops[i]));
+        s = run_op(&c, cfg->schedule->ops[i], &grab);
+    }
+    model_batch_free(&c.batch);
+    model_batch_free(&c.gbatch);
+    model_destroy(c.global);
+    side_destroy(&c.impl);
+    side_destroy(&c.ref);
+    return s;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/*
+ * Check the inputs directory before any rank starts, so a missing or
+ * misshapen file is a usage error with its path rather than a failed rank:
+ * every init tensor, and the first and last batch of every rank.
+ */
+static ddp_status check_inputs(const verify_config *cfg)
+{
+    model *m = NULL;
+    model_batch b;
+    DDP_CHECK(model_create(cfg->model_spec, cfg->batch, &m));
+    ddp_status s = model_batch_alloc(m, &b);
+    if (s == DDP_OK)
+        s = dump_read_init(cfg->inputs_dir, m);
+    for (int r = 0; s == DDP_OK && r < cfg->nranks && cfg->schedule->nfwd > 0; r++) {
+        s = dump_read_batch(cfg->inputs_dir, r, 0, m, &b);
+        if (s == DDP_OK)
+            s = dump_read_batch(cfg->inputs_dir, r, cfg->schedule->nfwd - 1, m, &b);
+    }
+    model_batch_free(&b);
+    model_destroy(m);
+    if (s != DDP_OK)
+        return ddp_error_prefix(DDP_ERR_INVALID, "--inputs");
+    return DDP_OK;
+}
+
+ddp_status verify_check_config(const verify_config *cfg)
+{
+    model *layout = NULL;
+    DDP_CHECK(model_create_layout(cfg->model_spec, cfg->batch, &layout));
+    model_destroy(layout);
+    if (cfg->nranks < 1 || cfg->nranks > WORLD_MAX_RANKS)
+        return ddp_error(DDP_ERR_INVALID, "number of ranks %d is out of range 1..%d", cfg->nranks, WORLD_MAX_RANKS);
+    size_t nrec = cfg->schedule->ngrabs * (size_t)cfg->nranks;
+    if (nrec > VERIFY_MAX_RECORDS)
+        return ddp_error(DDP_ERR_INVALID, "%zu grabs on %d ranks is more than %zu records; grab less often",
+                         cfg->schedule->ngrabs, cfg->nranks, VERIFY_MAX_RECORDS);
+    if (cfg->inputs_dir)
+        DDP_CHECK(check_inputs(cfg));
+    if (cfg->dump_dir) {
+        const char *impls[2] = {"reference", cfg->impl};
+        if (dump_prepare(cfg->dump_dir, cfg->nranks, impls, strcmp(cfg->impl, "reference") ? 2 : 1) != DDP_OK)
+            return ddp_error_prefix(DDP_ERR_INVALID, "--dump");
+    }
+    return DDP_OK;
+}
+
+ddp_status verify_run(const verify_config *cfg, verify_result *out)
+{
+    memset(out, 0, sizeof *out);
+    DDP_CHECK(verify_check_config(cfg));
+    size_t nrec = cfg->schedule->ngrabs * (size_t)cfg->nranks;
+    world_config wc = {
+        .nranks = cfg->nranks,
+        .timeout_s = cfg->timeout_s,
+        .user_bytes = nrec * sizeof(verify_record),
+    };
+    DDP_CHECK(world_create(&wc, &out->w));
+    out->nranks = cfg->nranks;
+    out->ngrabs = cfg->schedule->ngrabs;
+    out->records = calloc(nrec ? nrec : 1, sizeof *out->records);
+    if (!out->records)
+        return ddp_error(DDP_ERR_NOMEM, "%zu grab records", nrec);
+    memset(world_user_area(out->w), 0, wc.user_bytes);
+    double t0 = now_s();
+    ddp_status s = world_run(out->w, rank_main, (void *)cfg);
+    out->wall_s = now_s() - t0;
+    memcpy(out->records, world_user_area(out->w), nrec * sizeof *out->records);
+    struct rusage ru;
+    if (getrusage(RUSAGE_CHILDREN, &ru) == 0)
+        out->rank_peak_kib = ru.ru_maxrss;
+    if (getrusage(RUSAGE_SELF, &ru) == 0)
+        out->parent_peak_kib = ru.ru_maxrss;
+    return s;
+}
+
+void verify_result_free(verify_result *r)
+{
+    free(r->records);
+    world_destroy(r->w);
+    memset(r, 0, sizeof *r);
+}
