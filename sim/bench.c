@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "bench_model.h"
-#include "options.h"
+#include "cli.h"
 #include "units.h"
 
 #define BENCH_MAX_MODELS 16
@@ -38,9 +38,7 @@ static void bench_usage(FILE *out)
 
 static int bench_error(const char *opt, const char *msg)
 {
-    fprintf(stderr, "ddpsim bench: %s%s%s\n", opt ? opt : "", opt ? ": " : "", msg);
-    fprintf(stderr, "Try 'ddpsim bench model --help'.\n");
-    return DDPSIM_EXIT_USAGE;
+    return cli_usage_error("bench model", opt, msg);
 }
 
 static int bench_model_main(int argc, char **argv)
@@ -77,11 +75,11 @@ static int bench_model_main(int argc, char **argv)
                 return bench_error("--warmup", msg);
             break;
         case 'h': bench_usage(stdout); return DDPSIM_EXIT_PASS;
-        default: return bench_error(NULL, options_getopt_message(c, argv, msg, sizeof msg));
+        default: return bench_error(NULL, cli_getopt_message(c, argv, msg, sizeof msg));
         }
     }
     if (optind < argc)
-        return bench_error(NULL, options_getopt_message(0, argv, msg, sizeof msg));
+        return bench_error(NULL, cli_getopt_message(0, argv, msg, sizeof msg));
     if (nmodels == 0)
         for (size_t i = 0; i < sizeof default_models / sizeof default_models[0]; i++)
             models[nmodels++] = default_models[i];

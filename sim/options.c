@@ -1,171 +1,234 @@
 /*
- * options.c - getopt_long parsing and validation of ddpsim's options.
+ * options.c - getopt_long parsing and validation of a verification run.
  */
 #include "options.h"
 
 #include <getopt.h>
-#include <stdio.h>
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "gpu_probe.h"
+#include "cli.h"
+#include "model.h"
 #include "units.h"
 #include "world.h"
 
 #define DEFAULT_RANKS 2
+#define DEFAULT_BATCH 4
 #define DEFAULT_TIMEOUT_S 60.0
-#define DEFAULT_COUNT 100003 /* a prime: slices and ring chunks never divide it evenly */
-#define DEFAULT_ITERS 5
+#define DEFAULT_LR 0.1
+#define MAX_SCHEDULE_FILE ((size_t)1 << 20)
 
-void options_usage(FILE *out)
+static void usage(FILE *out)
 {
     fprintf(out,
             "Usage: ddpsim [OPTIONS]\n"
-            "Deterministic verification of data-parallel gradient synchronization on one machine.\n"
+            "       ddpsim selfcheck [OPTIONS]   the collectives self-check\n"
+            "       ddpsim bench model [OPTIONS] model speed against plain sgemm\n"
             "\n"
-            "Runs N rank processes over shared memory. This build runs the collectives\n"
-            "self-check: every algorithm, type and op is allreduced on inputs whose sums\n"
-            "are exact, and every element and every rank's bits are checked.\n"
+            "Runs N rank processes over shared memory. Each trains the model through the\n"
+            "schedule with a reference DDP (PyTorch's semantics) and with the implementation\n"
+            "under test, and at every grab compares their gradients on every rank.\n"
             "\n"
             "Options (default in brackets):\n"
-            "  -n, --ranks N          rank processes, 1..%d [%d]\n"
-            "  -a, --algo NAME        reduction order: ordered | ring | exact [all three]\n"
-            "  -c, --count N          elements per allreduce, K/M/G allowed [%d]\n"
-            "  -i, --iters K          repetitions of each allreduce, 1..10000 [%d]\n"
-            "      --slot-bytes SIZE  per-rank staging buffer in the shared segment [1M]\n"
-            "      --jitter US        random delay of up to US microseconds before every\n"
-            "                         barrier arrival, to shake the arrival order [0]\n"
-            "      --jitter-seed S    seed of those delays [1]\n"
-            "  -t, --timeout SEC      watchdog: stop when no rank progresses for SEC seconds,\n"
-            "                         0 disables [%.0f]\n"
-            "  -q, --quiet            print only the verdict line\n"
-            "  -h, --help             this help\n"
-            "  -V, --version          version and build configuration\n"
+            "  -n, --ranks N            rank processes, 1..%d [%d]\n"
+            "  -I, --impl NAME          implementation under test: reference [reference]\n"
+            "  -m, --model SPEC         mlp:IN-H-...-OUT | branchy[:IN-H-OUT] | attn[:V-T-C]\n"
+            "                           [%s]\n"
+            "  -s, --schedule SPEC      ops: fwd bwd grab zero step enter exit, nosync{...},\n"
+            "                           N*(...); or @FILE to read it from a file\n"
+            "                           [%s]\n"
+            "  -b, --batch B            rows per micro-batch (sequences for attn), 1..65536 [%d]\n"
+            "  -S, --seed S             seed of init, data and every random choice [1]\n"
+            "  -T, --tolerance TOL      bitwise | ulp:N | rtol=X,atol=Y [bitwise]\n"
+            "  -a, --algo NAME          reduction order: ordered | ring | exact [ordered]\n"
+            "      --bucket-cap SIZE    DDP bucket size limit in bytes, K/M/G [25M]\n"
+            "      --first-bucket-cap SIZE  limit of the first-filled bucket [1M]\n"
+            "      --find-unused        find_unused_parameters=True (needed by branchy)\n"
+            "      --bucket-view        gradient_as_bucket_view=True: divide by N in place\n"
+            "      --lr X               SGD learning rate of step [%g]\n"
+            "      --inputs DIR         initial parameters and batches from a dump directory\n"
+            "                           (DIR/init, DIR/rank<r>/batch<b>.{x,y}.npy)\n"
+            "      --dump DIR           write parameters, batches and every grab's gradients\n"
+            "      --json FILE          write the report as JSON\n"
+            "  -t, --timeout SEC        watchdog: stop when no rank progresses for SEC s, 0 off [%.0f]\n"
+            "  -q, --quiet              print only the verdict (and the first divergence)\n"
+            "  -h, --help               this help\n"
+            "  -V, --version            version and build configuration\n"
             "\n"
             "Exit status:\n"
-            "  0  every check passed\n"
-            "  1  a check found a difference\n"
+            "  0  every grab matched on every rank\n"
+            "  1  a divergence (or the reference failed its own sanity checks)\n"
             "  2  bad usage or input\n"
             "  3  runtime fault: a rank died, the watchdog fired, a backend failed\n"
             "  130/143  interrupted by SIGINT/SIGTERM (all ranks are stopped first)\n",
-            WORLD_MAX_RANKS, DEFAULT_RANKS, DEFAULT_COUNT, DEFAULT_ITERS, DEFAULT_TIMEOUT_S);
+            WORLD_MAX_RANKS, DEFAULT_RANKS, MODEL_DEFAULT_SPEC, SCHED_DEFAULT, DEFAULT_BATCH, DEFAULT_LR,
+            DEFAULT_TIMEOUT_S);
 }
 
-static void print_version(void)
-{
-    char gpu[256];
-    gpu_probe_describe(gpu, sizeof gpu);
-    printf("ddpsim %s\n", PACKAGE_VERSION);
-    printf("NCCL backend: %s\n", gpu);
-}
+#define ERR(opt, msg) cli_usage_error(NULL, (opt), (msg))
 
-static int usage_error(const char *opt, const char *msg)
+static void record_command(ddpsim_options *opt, int argc, char **argv)
 {
-    fprintf(stderr, "ddpsim: %s%s%s\n", opt ? opt : "", opt ? ": " : "", msg);
-    fprintf(stderr, "Try 'ddpsim --help' for the options and their defaults.\n");
-    return OPTIONS_ERROR;
-}
-
-const char *options_getopt_message(int c, char **argv, char *msg, size_t len)
-{
-    if (c == ':')
-        snprintf(msg, len, "option '%s' needs a value", argv[optind - 1]);
-    else if (c == 0)
-        snprintf(msg, len, "unexpected argument '%s'", argv[optind]);
-    else
-        snprintf(msg, len, "unknown option '%s'", argv[optind - 1]);
-    return msg;
+    size_t n = 0;
+    opt->command[0] = '\0';
+    for (int i = 0; i < argc && n + 4 < sizeof opt->command; i++) {
+        const char *a = i == 0 ? "ddpsim" : argv[i];
+        int plain = *a != '\0';
+        for (const char *p = a; *p; p++)
+            if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=:./,@+", *p))
+                plain = 0;
+        int w = snprintf(opt->command + n, sizeof opt->command - n, plain ? "%s%s" : "%s'%s'", i ? " " : "", a);
+        if (w < 0)
+            break;
+        n += (size_t)w;
+    }
+    if (n >= sizeof opt->command)
+        strcpy(opt->command + sizeof opt->command - 5, " ...");
 }
 
 int options_parse(int argc, char **argv, ddpsim_options *opt)
 {
-    enum { OPT_SLOT = 256, OPT_JITTER, OPT_JITTER_SEED };
+    enum { OPT_BUCKET = 256, OPT_FIRST_BUCKET, OPT_FIND_UNUSED, OPT_BUCKET_VIEW, OPT_LR, OPT_INPUTS, OPT_DUMP,
+           OPT_JSON };
     static const struct option longopts[] = {
         {"ranks", required_argument, NULL, 'n'},
+        {"impl", required_argument, NULL, 'I'},
+        {"model", required_argument, NULL, 'm'},
+        {"schedule", required_argument, NULL, 's'},
+        {"batch", required_argument, NULL, 'b'},
+        {"seed", required_argument, NULL, 'S'},
+        {"tolerance", required_argument, NULL, 'T'},
         {"algo", required_argument, NULL, 'a'},
-        {"count", required_argument, NULL, 'c'},
-        {"iters", required_argument, NULL, 'i'},
-        {"slot-bytes", required_argument, NULL, OPT_SLOT},
-        {"jitter", required_argument, NULL, OPT_JITTER},
-        {"jitter-seed", required_argument, NULL, OPT_JITTER_SEED},
+        {"bucket-cap", required_argument, NULL, OPT_BUCKET},
+        {"first-bucket-cap", required_argument, NULL, OPT_FIRST_BUCKET},
+        {"find-unused", no_argument, NULL, OPT_FIND_UNUSED},
+        {"bucket-view", no_argument, NULL, OPT_BUCKET_VIEW},
+        {"lr", required_argument, NULL, OPT_LR},
+        {"inputs", required_argument, NULL, OPT_INPUTS},
+        {"dump", required_argument, NULL, OPT_DUMP},
+        {"json", required_argument, NULL, OPT_JSON},
         {"timeout", required_argument, NULL, 't'},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
-    *opt = (ddpsim_options){
-        .ranks = DEFAULT_RANKS,
-        .timeout_s = DEFAULT_TIMEOUT_S,
-        .algo = -1,
-        .count = DEFAULT_COUNT,
-        .iters = DEFAULT_ITERS,
-        .slot_bytes = WORLD_DEFAULT_SLOT_BYTES,
-        .jitter_seed = 1,
-    };
-    char msg[256];
+    memset(opt, 0, sizeof *opt);
+    verify_config *run = &opt->run;
+    run->nranks = DEFAULT_RANKS;
+    run->impl = "reference";
+    run->model_spec = MODEL_DEFAULT_SPEC;
+    run->batch = DEFAULT_BATCH;
+    run->seed = 1;
+    run->timeout_s = DEFAULT_TIMEOUT_S;
+    run->ddp = (ddp_config){COLL_ORDERED, DDP_DEFAULT_BUCKET_CAP, DDP_DEFAULT_FIRST_BUCKET_CAP, 0, 0, DEFAULT_LR};
+    opt->lr = DEFAULT_LR;
+    const char *schedule_arg = SCHED_DEFAULT;
+    record_command(opt, argc, argv);
+
+    char msg[512];
     long v;
     uint64_t u;
     opterr = 0;
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, ":n:a:c:i:t:qhV", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":n:I:m:s:b:S:T:a:t:qhV", longopts, NULL)) != -1) {
         switch (c) {
         case 'n':
             if (units_parse_long(optarg, 1, WORLD_MAX_RANKS, &v, msg, sizeof msg))
-                return usage_error("--ranks", msg);
-            opt->ranks = (int)v;
+                return ERR("--ranks", msg);
+            run->nranks = (int)v;
             break;
-        case 'a': {
-            coll_algo a;
-            if (coll_algo_parse(optarg, &a) != DDP_OK)
-                return usage_error("--algo", strchr(ddp_error_last(), ' ') + 1);
-            opt->algo = (int)a;
+        case 'I': run->impl = optarg; break;
+        case 'm': run->model_spec = optarg; break;
+        case 's': schedule_arg = optarg; break;
+        case 'b':
+            if (units_parse_long(optarg, 1, MODEL_MAX_DIM, &v, msg, sizeof msg))
+                return ERR("--batch", msg);
+            run->batch = (int)v;
+            break;
+        case 'S':
+            if (units_parse_u64(optarg, &u, msg, sizeof msg))
+                return ERR("--seed", msg);
+            run->seed = u;
+            break;
+        case 'T':
+            if (tol_parse(optarg, &run->tol) != DDP_OK)
+                return ERR("--tolerance", ddp_error_text());
+            break;
+        case 'a':
+            if (coll_algo_parse(optarg, &run->ddp.algo) != DDP_OK)
+                return ERR("--algo", ddp_error_text());
+            break;
+        case OPT_BUCKET:
+        case OPT_FIRST_BUCKET:
+            if (units_parse_size(optarg, &u, msg, sizeof msg))
+                return ERR(c == OPT_BUCKET ? "--bucket-cap" : "--first-bucket-cap", msg);
+            if (u == 0 || u > ((uint64_t)1 << 40))
+                return ERR(c == OPT_BUCKET ? "--bucket-cap" : "--first-bucket-cap", "must be 1 byte .. 1T");
+            if (c == OPT_BUCKET)
+                run->ddp.bucket_cap = u;
+            else
+                run->ddp.first_bucket_cap = u;
+            break;
+        case OPT_FIND_UNUSED: run->ddp.find_unused = 1; break;
+        case OPT_BUCKET_VIEW: run->ddp.bucket_view = 1; break;
+        case OPT_LR: {
+            char *end;
+            double lr = strtod(optarg, &end);
+            if (end == optarg || *end || !isfinite(lr) || fabs(lr) > 1e6)
+                return ERR("--lr", "expected a finite number (|lr| <= 1e6)");
+            run->ddp.lr = (float)lr;
+            opt->lr = lr;
             break;
         }
-        case 'c':
-            if (units_parse_size(optarg, &u, msg, sizeof msg))
-                return usage_error("--count", msg);
-            if (u == 0 || u > ((uint64_t)1 << 31))
-                return usage_error("--count", "must be between 1 and 2G elements");
-            opt->count = u;
-            break;
-        case 'i':
-            if (units_parse_long(optarg, 1, 10000, &v, msg, sizeof msg))
-                return usage_error("--iters", msg);
-            opt->iters = (int)v;
-            break;
-        case OPT_SLOT:
-            if (units_parse_size(optarg, &u, msg, sizeof msg))
-                return usage_error("--slot-bytes", msg);
-            if (u < 64 || u > ((uint64_t)1 << 30))
-                return usage_error("--slot-bytes", "must be between 64 and 1G bytes");
-            opt->slot_bytes = u;
-            break;
-        case OPT_JITTER:
-            if (units_parse_long(optarg, 0, 1000000, &v, msg, sizeof msg))
-                return usage_error("--jitter", msg);
-            opt->jitter_us = (unsigned)v;
-            break;
-        case OPT_JITTER_SEED:
-            if (units_parse_size(optarg, &u, msg, sizeof msg))
-                return usage_error("--jitter-seed", msg);
-            opt->jitter_seed = u;
-            break;
+        case OPT_INPUTS: run->inputs_dir = optarg; break;
+        case OPT_DUMP: run->dump_dir = optarg; break;
+        case OPT_JSON: opt->json_path = optarg; break;
         case 't':
-            if (units_parse_seconds(optarg, &opt->timeout_s, msg, sizeof msg))
-                return usage_error("--timeout", msg);
+            if (units_parse_seconds(optarg, &run->timeout_s, msg, sizeof msg))
+                return ERR("--timeout", msg);
             break;
         case 'q': opt->quiet = 1; break;
-        case 'h': options_usage(stdout); return OPTIONS_EXIT_OK;
-        case 'V': print_version(); return OPTIONS_EXIT_OK;
-        default: return usage_error(NULL, options_getopt_message(c, argv, msg, sizeof msg));
+        case 'h': usage(stdout); return DDPSIM_EXIT_PASS;
+        case 'V': cli_print_version(); return DDPSIM_EXIT_PASS;
+        default: return ERR(NULL, cli_getopt_message(c, argv, msg, sizeof msg));
         }
     }
     if (optind < argc)
-        return usage_error(NULL, options_getopt_message(0, argv, msg, sizeof msg));
-    /* Combinations: the segment holds one slot per rank plus a result slot. */
-    if ((uint64_t)opt->ranks * opt->slot_bytes > ((uint64_t)16 << 30))
-        return usage_error("--slot-bytes", "ranks x slot bytes exceeds 16 GiB of shared memory");
+        return ERR(NULL, cli_getopt_message(0, argv, msg, sizeof msg));
+
+    /* ---- combinations and inputs ---- */
+    if (strcmp(run->impl, "reference") != 0) {
+        snprintf(msg, sizeof msg, "unknown implementation '%s' (available: reference)", run->impl);
+        return ERR("--impl", msg);
+    }
+    model *layout = NULL;
+    if (model_create_layout(run->model_spec, run->batch, &layout) != DDP_OK)
+        return ERR("--model", ddp_error_text());
+    int branchy = strcmp(model_family(layout), "branchy") == 0;
+    model_destroy(layout);
+    if (branchy && !run->ddp.find_unused)
+        return ERR("--model", "branchy has parameters that some forwards do not use; PyTorch DDP needs "
+                              "find_unused_parameters=True for it: add --find-unused");
+    if (schedule_arg[0] == '@') {
+        opt->schedule_text = cli_read_file(schedule_arg + 1, MAX_SCHEDULE_FILE, msg, sizeof msg);
+        if (!opt->schedule_text)
+            return ERR("--schedule", msg);
+    } else {
+        opt->schedule_text = strdup(schedule_arg);
+    }
+    if (!opt->schedule_text || sched_parse(opt->schedule_text, &opt->schedule) != DDP_OK)
+        return ERR("--schedule", opt->schedule_text ? ddp_error_text() : "out of memory");
+    run->schedule = &opt->schedule;
+    if (run->ddp.first_bucket_cap > run->ddp.bucket_cap && run->ddp.first_bucket_cap != DDP_DEFAULT_FIRST_BUCKET_CAP)
+        return ERR("--first-bucket-cap", "is larger than --bucket-cap");
     return OPTIONS_RUN;
+}
+
+void options_free(ddpsim_options *opt)
+{
+    sched_free(&opt->schedule);
+    free(opt->schedule_text);
 }

@@ -48,6 +48,27 @@ int units_parse_size(const char *s, uint64_t *out, char *msg, size_t msglen)
     return 0;
 }
 
+int units_parse_u64(const char *s, uint64_t *out, char *msg, size_t msglen)
+{
+    if (!s || !isdigit((unsigned char)s[0])) {
+        snprintf(msg, msglen, "'%s' is not a non-negative integer", s ? s : "");
+        return -1;
+    }
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*end != '\0') {
+        snprintf(msg, msglen, "'%s' is not a non-negative integer", s);
+        return -1;
+    }
+    if (errno == ERANGE) {
+        snprintf(msg, msglen, "'%s' does not fit in 64 bits", s);
+        return -1;
+    }
+    *out = (uint64_t)v;
+    return 0;
+}
+
 int units_parse_long(const char *s, long min, long max, long *out, char *msg, size_t msglen)
 {
     errno = 0;

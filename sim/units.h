@@ -12,6 +12,9 @@
 /* "4096", "64K", "16M", "1G" (powers of 1024; an optional trailing B/iB). 0 on success, -1 on error. */
 int units_parse_size(const char *s, uint64_t *out, char *msg, size_t msglen);
 
+/* A decimal unsigned 64-bit integer (a seed). */
+int units_parse_u64(const char *s, uint64_t *out, char *msg, size_t msglen);
+
 /* A decimal integer in [min, max]. */
 int units_parse_long(const char *s, long min, long max, long *out, char *msg, size_t msglen);
 

@@ -1,0 +1,82 @@
+/*
+ * cli.c - shared command-line helpers (cli.h).
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "gpu_probe.h"
+
+int cli_usage_error(const char *sub, const char *opt, const char *msg)
+{
+    fprintf(stderr, "ddpsim%s%s: %s%s%s\n", sub ? " " : "", sub ? sub : "", opt ? opt : "", opt ? ": " : "", msg);
+    fprintf(stderr, "Try 'ddpsim%s%s --help' for the options and their defaults.\n", sub ? " " : "", sub ? sub : "");
+    return DDPSIM_EXIT_USAGE;
+}
+
+const char *cli_getopt_message(int c, char **argv, char *msg, size_t len)
+{
+    if (c == ':')
+        snprintf(msg, len, "option '%s' needs a value", argv[optind - 1]);
+    else if (c == 0)
+        snprintf(msg, len, "unexpected argument '%s'", argv[optind]);
+    else
+        snprintf(msg, len, "unknown option '%s'", argv[optind - 1]);
+    return msg;
+}
+
+int cli_fault_exit(const world *w, ddp_status s)
+{
+    fprintf(stderr, "ddpsim: %s\n", ddp_error_last());
+    if (w) {
+        static char detail[WORLD_MAX_RANKS * 400];
+        world_describe(w, detail, sizeof detail);
+        fputs(detail, stderr);
+    }
+    if (s == DDP_ERR_INTERRUPTED && w)
+        return 128 + world_interrupt_signal(w);
+    return DDPSIM_EXIT_FAULT;
+}
+
+char *cli_read_file(const char *path, size_t max, char *msg, size_t msglen)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(msg, msglen, "cannot open %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    char *buf = malloc(max + 1);
+    size_t n = buf ? fread(buf, 1, max + 1, f) : 0;
+    int err = ferror(f);
+    fclose(f);
+    if (!buf || err) {
+        snprintf(msg, msglen, "cannot read %s", path);
+        free(buf);
+        return NULL;
+    }
+    if (n > max) {
+        snprintf(msg, msglen, "%s is larger than %zu bytes", path, max);
+        free(buf);
+        return NULL;
+    }
+    buf[n] = '\0';
+    if (strlen(buf) != n) {
+        snprintf(msg, msglen, "%s contains a NUL byte", path);
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+void cli_print_version(void)
+{
+    char gpu[256];
+    gpu_probe_describe(gpu, sizeof gpu);
+    printf("ddpsim %s\n", PACKAGE_VERSION);
+    printf("NCCL backend: %s\n", gpu);
+}

@@ -1,0 +1,44 @@
+/*
+ * cli.h - what every ddpsim subcommand shares on the command line: exit
+ * codes, the one-line error with a hint, getopt's messages, turning a
+ * runtime fault into its report and exit code, and --version.
+ */
+#ifndef DDPSIM_CLI_H
+#define DDPSIM_CLI_H
+
+#include <stddef.h>
+
+#include "status.h"
+#include "world.h"
+
+/* Exit codes: the verdict travels in the exit status. */
+enum {
+    DDPSIM_EXIT_PASS = 0,     /* every check matched */
+    DDPSIM_EXIT_MISMATCH = 1, /* a check found a difference */
+    DDPSIM_EXIT_USAGE = 2,    /* bad options or input */
+    DDPSIM_EXIT_FAULT = 3,    /* a rank died, the watchdog fired, a backend failed */
+    /* interrupted by signal S: 128 + S (130 for SIGINT, 143 for SIGTERM) */
+};
+
+/* "ddpsim[ sub]: OPT: MSG" and "Try 'ddpsim[ sub] --help' ..." on stderr; returns DDPSIM_EXIT_USAGE. */
+int cli_usage_error(const char *sub, const char *opt, const char *msg);
+
+/*
+ * The user's message after getopt_long returned c: ':' (a value is missing),
+ * anything else unknown; c = 0 for a stray argument at argv[optind].
+ */
+const char *cli_getopt_message(int c, char **argv, char *msg, size_t len);
+
+/*
+ * Report a failed world run on stderr (the error, then one line per rank)
+ * and return its exit code: 128 + signal when interrupted, else
+ * DDPSIM_EXIT_FAULT. w may be NULL.
+ */
+int cli_fault_exit(const world *w, ddp_status s);
+
+/* Read a whole text file (at most max bytes) into a NUL-terminated buffer; NULL with msg filled on error. */
+char *cli_read_file(const char *path, size_t max, char *msg, size_t msglen);
+
+void cli_print_version(void);
+
+#endif

@@ -1,0 +1,257 @@
+/*
+ * report.c - the verification report (report.h).
+ *
+ * Verdict rules: a grab fails on a rank when any element is outside the
+ * tolerance or not finite. Besides, the reference must pass its own sanity
+ * checks: after a syncing backward every rank holds the same bits, and where
+ * checked it equals the single-process computation of the global batch
+ * within VERIFY_GLOBAL_RTOL. Ranks holding identical gradients under no_sync
+ * only draw a warning: the data could not reveal a missing sync there.
+ */
+#include "report.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "config.h"
+#include "jsonw.h"
+#include "model.h"
+#include "units.h"
+
+typedef struct summary {
+    size_t grabs_failed, first_grab;
+    int first_rank;
+    const verify_record *first;
+    size_t synced_grabs, synced_disagree, local_grabs, local_identical;
+    size_t global_checked, global_failed;
+    double global_worst; /* largest err / scale */
+} summary;
+
+static int record_ok(const verify_record *r)
+{
+    return r->done && r->ndiff == 0 && r->nonfinite == 0;
+}
+
+static int global_ok(const verify_record *r)
+{
+    return r->global_err <= VERIFY_GLOBAL_RTOL * r->global_scale;
+}
+
+static summary summarize(const verify_result *res)
+{
+    summary s;
+    memset(&s, 0, sizeof s);
+    s.first_rank = -1;
+    for (size_t k = 0; k < res->ngrabs; k++) {
+        int failed = 0, agree = 1;
+        for (int r = 0; r < res->nranks; r++) {
+            const verify_record *rec = verify_at(res, k, r);
+            if (!record_ok(rec)) {
+                failed = 1;
+                if (!s.first) {
+                    s.first = rec;
+                    s.first_grab = k;
+                    s.first_rank = r;
+                }
+            }
+            agree &= rec->ref_hash == verify_at(res, k, 0)->ref_hash;
+            if (rec->global_checked) {
+                s.global_checked++;
+                double ratio = rec->global_scale > 0 ? rec->global_err / rec->global_scale : rec->global_err;
+                if (!(ratio <= s.global_worst))
+                    s.global_worst = ratio;
+                s.global_failed += !global_ok(rec);
+            }
+        }
+        s.grabs_failed += failed;
+        int synced = verify_at(res, k, 0)->synced;
+        if (synced == 1) {
+            s.synced_grabs++;
+            s.synced_disagree += !agree;
+        } else if (synced == 0 && res->nranks > 1) {
+            s.local_grabs++;
+            s.local_identical += agree;
+        }
+    }
+    return s;
+}
+
+static const char *synced_text(int synced)
+{
+    return synced == 1 ? "yes" : synced == 0 ? "no" : "-";
+}
+
+void report_header(const ddpsim_options *opt)
+{
+    if (opt->quiet)
+        return;
+    const verify_config *run = &opt->run;
+    model *m = NULL;
+    if (model_create_layout(run->model_spec, run->batch, &m) != DDP_OK)
+        return;
+    int bf[MODEL_MAX_PARAMS], bc[MODEL_MAX_PARAMS];
+    int nb = ddp_assign_buckets(m, run->ddp.first_bucket_cap, run->ddp.bucket_cap, bf, bc, MODEL_MAX_PARAMS);
+    char tol[64], cap[32], fcap[32];
+    printf("# ddpsim %s: %s DDP under test against the reference DDP (PyTorch semantics)\n", PACKAGE_VERSION,
+           run->impl);
+    printf("# ranks %d, model %s (%zu parameters in %d tensors, %d bucket%s), batch %d, seed %llu%s\n", run->nranks,
+           model_spec(m), model_size(m), model_nparams(m), nb, nb == 1 ? "" : "s", run->batch,
+           (unsigned long long)run->seed, run->inputs_dir ? ", inputs from a dump" : "");
+    printf("# schedule: %s\n", opt->schedule_text);
+    printf("#   %zu ops, %zu forwards, %zu grabs\n", run->schedule->nops, run->schedule->nfwd, run->schedule->ngrabs);
+    printf("# algo %s, tolerance %s, bucket cap %s (first %s), find_unused %s, bucket_view %s, lr %g\n",
+           coll_algo_name(run->ddp.algo), tol_format(&run->tol, tol, sizeof tol),
+           units_format_size(run->ddp.bucket_cap, cap, sizeof cap),
+           units_format_size(run->ddp.first_bucket_cap, fcap, sizeof fcap), run->ddp.find_unused ? "yes" : "no",
+           run->ddp.bucket_view ? "yes" : "no", (double)run->ddp.lr);
+    printf("# replay: %s\n", opt->command);
+    fflush(stdout);
+    model_destroy(m);
+}
+
+static void print_first(const ddpsim_options *opt, const summary *s, const char (*labels)[SCHED_LABEL_LEN])
+{
+    const verify_record *f = s->first;
+    if (!f->done) {
+        printf("# first divergence: grab %zu, rank %d: never reached\n", s->first_grab, s->first_rank);
+        return;
+    }
+    model *m = NULL;
+    const char *pname = "?";
+    if (model_create_layout(opt->run.model_spec, opt->run.batch, &m) == DDP_OK && f->has_first)
+        pname = model_param_at(m, f->first_param)->name;
+    if (f->has_first)
+        printf("# first divergence: grab %zu (%s), rank %d, parameter %s, element %llu: expected %.9g, actual %.9g, "
+               "%u ulp\n",
+               s->first_grab, labels[s->first_grab], s->first_rank, pname, (unsigned long long)f->first_index,
+               (double)f->first_expected, (double)f->first_actual, f->first_ulp);
+    model_destroy(m);
+}
+
+static int write_json(const ddpsim_options *opt, const verify_result *res, const summary *s,
+                      const char (*labels)[SCHED_LABEL_LEN], int pass)
+{
+    FILE *f = fopen(opt->json_path, "w");
+    if (!f) {
+        fprintf(stderr, "ddpsim: cannot write --json %s: %s\n", opt->json_path, strerror(errno));
+        return -1;
+    }
+    char tol[64];
+    fprintf(f, "{\"result\": \"%s\", \"ranks\": %d, \"impl\": ", pass ? "pass" : "fail", res->nranks);
+    jsonw_string(f, opt->run.impl);
+    fprintf(f, ", \"reference\": \"reference\", \"seed\": %llu, \"tolerance\": ", (unsigned long long)opt->run.seed);
+    jsonw_string(f, tol_format(&opt->run.tol, tol, sizeof tol));
+    fprintf(f, ", \"model\": ");
+    jsonw_string(f, opt->run.model_spec);
+    fprintf(f, ", \"algo\": \"%s\", \"command\": ", coll_algo_name(opt->run.ddp.algo));
+    jsonw_string(f, opt->command);
+    fprintf(f, ",\n \"grabs\": [");
+    for (size_t k = 0; k < res->ngrabs; k++)
+        for (int r = 0; r < res->nranks; r++) {
+            const verify_record *rec = verify_at(res, k, r);
+            fprintf(f, "%s\n  {\"grab\": %zu, \"label\": ", k || r ? "," : "", k);
+            jsonw_string(f, labels[k]);
+            fprintf(f, ", \"synced\": %s, \"rank\": %d, \"max_abs_diff\": ", rec->synced == 1 ? "true" : "false", r);
+            jsonw_number(f, rec->max_abs);
+            fprintf(f, ", \"max_ulp\": %u, \"nonfinite\": %llu, \"match\": %s}", rec->max_ulp,
+                    (unsigned long long)rec->nonfinite, record_ok(rec) ? "true" : "false");
+        }
+    fprintf(f, "\n ],\n \"first_divergence\": ");
+    model *m = NULL;
+    if (s->first && s->first->has_first && model_create_layout(opt->run.model_spec, opt->run.batch, &m) == DDP_OK) {
+        const verify_record *fr = s->first;
+        fprintf(f, "{\"grab\": %zu, \"rank\": %d, \"param\": ", s->first_grab, s->first_rank);
+        jsonw_string(f, model_param_at(m, fr->first_param)->name);
+        fprintf(f, ", \"index\": %llu, \"expected\": ", (unsigned long long)fr->first_index);
+        jsonw_number(f, fr->first_expected);
+        fprintf(f, ", \"actual\": ");
+        jsonw_number(f, fr->first_actual);
+        fprintf(f, ", \"ulp\": %u}", fr->first_ulp);
+        model_destroy(m);
+    } else {
+        fprintf(f, "null");
+    }
+    fprintf(f, ",\n \"sanity\": {\"synced_grabs\": %zu, \"synced_disagree\": %zu, \"local_grabs\": %zu, "
+               "\"local_identical\": %zu, \"global_checked\": %zu, \"global_failed\": %zu, \"global_worst\": ",
+            s->synced_grabs, s->synced_disagree, s->local_grabs, s->local_identical, s->global_checked,
+            s->global_failed);
+    jsonw_number(f, s->global_worst);
+    fprintf(f, "},\n \"wall_s\": ");
+    jsonw_number(f, res->wall_s);
+    fprintf(f, ", \"rank_peak_kib\": %ld, \"parent_peak_kib\": %ld}\n", res->rank_peak_kib, res->parent_peak_kib);
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad) {
+        fprintf(stderr, "ddpsim: cannot write --json %s\n", opt->json_path);
+        return -1;
+    }
+    return 0;
+}
+
+int report_verification(const ddpsim_options *opt, const verify_result *res)
+{
+    summary s = summarize(res);
+    static char (*labels)[SCHED_LABEL_LEN];
+    labels = calloc(res->ngrabs ? res->ngrabs : 1, sizeof *labels);
+    if (!labels) {
+        fprintf(stderr, "ddpsim: out of memory for the report\n");
+        return DDPSIM_EXIT_FAULT;
+    }
+    sched_grab_labels(opt->run.schedule, labels);
+    if (!opt->quiet) {
+        printf("#%5s  %-34s %6s %14s %9s  %s\n", "grab", "label", "synced", "max_abs_diff", "max_ulp", "status");
+        for (size_t k = 0; k < res->ngrabs; k++) {
+            double max_abs = 0;
+            uint32_t max_ulp = 0;
+            int ok = 1;
+            uint64_t nonfinite = 0;
+            for (int r = 0; r < res->nranks; r++) {
+                const verify_record *rec = verify_at(res, k, r);
+                if (rec->max_abs > max_abs)
+                    max_abs = rec->max_abs;
+                if (rec->max_ulp > max_ulp)
+                    max_ulp = rec->max_ulp;
+                ok &= record_ok(rec);
+                nonfinite += rec->nonfinite;
+            }
+            printf("%6zu  %-34s %6s %14.6g %9u  %s\n", k, labels[k], synced_text(verify_at(res, k, 0)->synced),
+                   max_abs, max_ulp, ok ? "ok" : nonfinite ? "NONFINITE" : "DIFF");
+        }
+        printf("# sanity: ranks agree after every syncing backward: %s (%zu grabs)\n",
+               s.synced_disagree ? "NO" : "yes", s.synced_grabs);
+        if (res->nranks > 1)
+            printf("# sanity: ranks differ under no_sync: %s (%zu grabs)%s\n", s.local_identical ? "NOT ALWAYS" : "yes",
+                   s.local_grabs,
+                   s.local_identical ? " -- the data cannot reveal a missing sync at those grabs" : "");
+        printf("# sanity: reference vs single-process global batch: %s (%zu grabs, worst %.2g of the largest "
+               "gradient, allowed %.0e)\n",
+               s.global_failed ? "FAIL" : s.global_checked ? "ok" : "not checked", s.global_checked, s.global_worst,
+               VERIFY_GLOBAL_RTOL);
+        printf("# time %.3f s; peak memory: %.1f MiB in the largest rank (at most %.1f MiB over %d ranks), %.1f MiB "
+               "in the parent\n",
+               res->wall_s, (double)res->rank_peak_kib / 1024, (double)res->rank_peak_kib * res->nranks / 1024,
+               res->nranks, (double)res->parent_peak_kib / 1024);
+    }
+    int sane = s.synced_disagree == 0 && s.global_failed == 0;
+    int pass = s.grabs_failed == 0 && sane;
+    char tol[64];
+    tol_format(&opt->run.tol, tol, sizeof tol);
+    if (pass)
+        printf("# verdict: PASS (%zu grabs x %d ranks match, %s)\n", res->ngrabs, res->nranks, tol);
+    else if (s.grabs_failed)
+        printf("# verdict: FAIL (%zu of %zu grabs diverge, %s)\n", s.grabs_failed, res->ngrabs, tol);
+    else
+        printf("# verdict: FAIL (the reference failed its sanity checks: a bug in ddpsim)\n");
+    if (s.first)
+        print_first(opt, &s, labels);
+    if (!pass)
+        printf("# replay: %s\n", opt->command);
+    int code = pass ? DDPSIM_EXIT_PASS : DDPSIM_EXIT_MISMATCH;
+    if (opt->json_path && write_json(opt, res, &s, labels, pass) != 0)
+        code = DDPSIM_EXIT_USAGE;
+    free(labels);
+    return code;
+}
