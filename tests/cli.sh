@@ -28,14 +28,23 @@ expect() {
     fi
 }
 
+golden=${TEST_DATA_DIR:-$(dirname "$0")/data}/pytorch-ddp-mlp-3ranks
+sched_file=$(mktemp) || exit 99
+printf '# accumulate, then sync\n2*( nosync{fwd bwd} grab )\nfwd bwd grab\n' >"$sched_file"
+trap 'rm -f "$out" "$err" "$sched_file"' EXIT
+
 segments() { ls /dev/shm 2>/dev/null | grep -c '^ddpsim-'; }
 shm_before=$(segments)
 
 expect 0 "verdict: PASS" "ddpsim --ranks 4 passes" -- --ranks 4
-expect 0 "verdict: PASS" "single rank" -- --ranks 1 --count 17
-expect 0 "verdict: PASS" "ring, pieces and jitter" -- --ranks 3 --algo ring --count 1000 --slot-bytes 256 --jitter 200 --jitter-seed 5
-expect 0 "^# verdict: PASS" "quiet prints the verdict" -- --ranks 2 --quiet --count 100
-expect 0 "--slot-bytes" "help lists the options" -- --help
+expect 0 "ranks differ under no_sync: yes" "sanity lines" -- --ranks 3
+expect 0 "verdict: PASS" "single rank" -- --ranks 1
+expect 0 "verdict: PASS" "branchy with find-unused, ring, tiny buckets" -- --ranks 3 --model branchy --find-unused --algo ring --bucket-cap 1 --first-bucket-cap 1
+expect 0 "verdict: PASS" "attn, exact, bucket view, ulp tolerance" -- --ranks 2 --model attn --algo exact --bucket-view --tolerance ulp:0
+expect 0 "^# verdict: PASS" "quiet" -- --ranks 2 --quiet
+expect 0 "verdict: PASS" "schedule from a file" -- --schedule "@$sched_file"
+expect 0 "after no_sync fwd, bwd outside" "golden inputs" -- --ranks 3 --model mlp:4-8-3 --batch 2 --inputs "$golden" --schedule "2*(nosync{fwd bwd} grab) fwd bwd grab enter fwd exit bwd grab"
+expect 0 "--find-unused" "help lists the options" -- --help
 expect 0 "ddpsim " "version" -- --version
 expect 2 "out of range 1..256" "--ranks 0" -- --ranks 0
 expect 2 "out of range 1..256" "--ranks 257" -- --ranks 257
@@ -43,12 +52,43 @@ expect 2 "not an integer" "--ranks four" -- --ranks four
 expect 2 "ordered, ring or exact" "unknown algorithm" -- --algo tree
 expect 2 "unknown option" "unknown option" -- --bogus
 expect 2 "needs a value" "missing value" -- --ranks
-expect 2 "between 1 and 2G" "--count 0" -- --count 0
-expect 2 "not a size" "--count 1.5M" -- --count 1.5M
-expect 2 "not a number of seconds" "--timeout abc" -- --timeout abc
 expect 2 "unexpected argument" "stray argument" -- --ranks 2 extra
-expect 2 "Try 'ddpsim --help'" "errors point to --help" -- --iters 0
+expect 2 "unknown implementation 'mine'" "unknown implementation" -- --impl mine
+expect 2 "unknown model 'resnet'" "unknown model" -- --model resnet
+expect 2 "add --find-unused" "branchy needs --find-unused" -- --model branchy
+expect 2 "column 9: expected an op" "schedule: unknown op" -- --schedule "fwd bwd jump"
+expect 2 "expected ')'" "schedule: unbalanced" -- --schedule "2*(fwd bwd"
+expect 2 "no forward to run backward for" "schedule: bwd without fwd" -- --schedule "bwd"
+expect 2 "not inside no_sync" "schedule: exit without enter" -- --schedule "exit"
+expect 2 "already inside no_sync" "schedule: nested enter" -- --schedule "enter enter"
+expect 2 "repeat count must be 1..100000" "schedule: count 0" -- --schedule "0*(fwd bwd)"
+expect 2 "cannot open" "schedule file missing" -- --schedule @/nonexistent/schedule
+expect 2 "expected bitwise, ulp:N or rtol=X,atol=Y" "bad tolerance" -- --tolerance close
+expect 2 "--inputs: cannot open" "missing inputs" -- --inputs /nonexistent/dump
+expect 2 "--dump: cannot create directory" "unwritable dump" -- --dump /proc/ddpsim/x
+expect 2 "finite number" "bad lr" -- --lr nan
+expect 2 "Try 'ddpsim --help'" "errors point to --help" -- --batch 0
 
+# The JSON report and the dump manifest.
+tmpd=$(mktemp -d) || exit 99
+expect 0 "verdict: PASS" "json and dump" -- --ranks 2 --json "$tmpd/r.json" --dump "$tmpd/d" --schedule "nosync{fwd bwd} grab fwd bwd grab"
+if grep -q '"result": "pass"' "$tmpd/r.json" && grep -q '"first_divergence": null' "$tmpd/r.json" &&
+    [ "$(grep -c '"grab": ' "$tmpd/r.json")" -eq 4 ] && grep -q '"format": "ddpsim-dump"' "$tmpd/d/manifest.json" &&
+    [ -f "$tmpd/d/reference/rank1/grab1/4.bias.npy" ] && [ -f "$tmpd/d/rank0/batch1.y.npy" ] && [ -f "$tmpd/d/init/0.weight.npy" ]; then
+    ok "json report and dump layout"
+else
+    bad "json report and dump layout"
+fi
+expect 2 "cannot write --json" "unwritable json" -- --ranks 2 --json /proc/ddpsim/r.json --schedule "fwd bwd grab"
+rm -rf "$tmpd"
+
+# The collectives self-check.
+expect 0 "verdict: PASS" "selfcheck" -- selfcheck --ranks 4
+expect 0 "verdict: PASS" "selfcheck: ring, pieces and jitter" -- selfcheck --ranks 3 --algo ring --count 1000 --slot-bytes 256 --jitter 200 --jitter-seed 5
+expect 2 "between 1 and 2G" "selfcheck --count 0" -- selfcheck --count 0
+expect 2 "not a size" "selfcheck --count 1.5M" -- selfcheck --count 1.5M
+expect 2 "not a number of seconds" "selfcheck --timeout abc" -- selfcheck --timeout abc
+expect 2 "Try 'ddpsim selfcheck --help'" "selfcheck errors point to its help" -- selfcheck --iters 0
 expect 0 "mlp:4-8-3 " "bench model runs" -- bench model --model mlp:4-8-3 --model attn:8-4-8 --iters 2 --warmup 0
 expect 2 "unknown model 'resnet'" "bench model: bad spec" -- bench model --model resnet
 expect 2 "out of range 1..65536" "bench model: bad batch" -- bench model --batch 0
@@ -60,7 +100,7 @@ expect 2 "Usage: ddpsim bench" "bench without a kind" -- bench
 set -m
 for sig in TERM INT; do
     marker=$((900000 + $$ % 1000))
-    "$DDPSIM" --ranks 4 --count 4M --iters 10000 --jitter-seed "$marker" >"$out" 2>"$err" &
+    "$DDPSIM" selfcheck --ranks 4 --count 4M --iters 10000 --jitter-seed "$marker" >"$out" 2>"$err" &
     pid=$!
     sleep 1
     kill -s "$sig" "$pid"

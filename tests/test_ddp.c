@@ -1,0 +1,446 @@
+/*
+ * test_ddp.c - the reference DDP's semantic rules, each with expectations
+ * computed by hand (tiny models, values whose sums are exact) or from the
+ * rule's own definition:
+ *   the initial broadcast; the sync decision taken at forward; the
+ *   accumulated gradient is what a syncing backward reduces; 1/N before the
+ *   sum (and in-place division with gradient_as_bucket_view); unused
+ *   parameters with find_unused (across ranks and across the window, and
+ *   untouched when unused everywhere); the error without find_unused; the
+ *   bucket assignment; zero_grad and step.
+ * Ranks write what they see into the shared area; the parent asserts.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll.h"
+#include "ddp_ref.h"
+#include "model.h"
+#include "rng.h"
+#include "testutil.h"
+#include "world.h"
+
+#define SLOTS 64 /* floats per rank per checkpoint */
+#define CHECKPOINTS 16
+
+typedef struct results {
+    int status[WORLD_MAX_RANKS];
+    char error[WORLD_MAX_RANKS][200];
+    float v[CHECKPOINTS][8][SLOTS];
+} results;
+
+typedef ddp_status (*scenario_fn)(world_rank *wr, results *res);
+
+static ddp_status scenario_rank(world_rank *wr, void *arg)
+{
+    results *res = world_rank_user_area(wr);
+    ddp_status s = ((scenario_fn)arg)(wr, res);
+    res->status[world_rank_id(wr)] = s;
+    if (s != DDP_OK)
+        snprintf(res->error[world_rank_id(wr)], sizeof res->error[0], "%s", ddp_error_last());
+    return DDP_OK; /* the parent judges the status */
+}
+
+/* Run a scenario on n ranks; returns the results (static storage, valid until the next call). */
+static results *run_scenario(int n, scenario_fn fn)
+{
+    static results copy;
+    world_config cfg = {.nranks = n, .timeout_s = 30, .user_bytes = sizeof(results)};
+    world *w = NULL;
+    memset(&copy, 0, sizeof copy);
+    if (world_create(&cfg, &w) != DDP_OK)
+        return NULL;
+    memset(world_user_area(w), 0, sizeof(results));
+    ddp_status s = world_run(w, scenario_rank, (void *)fn);
+    memcpy(&copy, world_user_area(w), sizeof copy);
+    world_destroy(w);
+    if (s != DDP_OK) {
+        fprintf(stderr, "  world: %s\n", ddp_error_last());
+        return NULL;
+    }
+    return &copy;
+}
+
+static ddp_config cfg_default(void)
+{
+    return (ddp_config){COLL_ORDERED, DDP_DEFAULT_BUCKET_CAP, DDP_DEFAULT_FIRST_BUCKET_CAP, 0, 0, 0.5f};
+}
+
+/*
+ * The linear model y = w x + b (mlp:1-1), batch 1, target 0, w = 1, b = 0:
+ * pred = x, so dL/dw = 2 x^2 and dL/db = 2 x. Rank r's micro-step m uses
+ * x = r + 1 + m.
+ */
+typedef struct lin {
+    model *m;
+    ddp_ref *d;
+    model_batch b;
+    int rank;
+} lin;
+
+static ddp_status lin_setup(world_rank *wr, lin *l, ddp_config cfg)
+{
+    l->rank = world_rank_id(wr);
+    DDP_CHECK(model_create("mlp:1-1", 1, &l->m));
+    DDP_CHECK(model_batch_alloc(l->m, &l->b));
+    /* Rank 0 holds w = 1, b = 0; the others hold junk the broadcast must replace. */
+    model_weights(l->m)[0] = l->rank == 0 ? 1.0f : 7.0f + (float)l->rank;
+    model_weights(l->m)[1] = l->rank == 0 ? 0.0f : -3.0f;
+    DDP_CHECK(ddp_ref_create(&cfg, l->m, wr, &l->d));
+    return ddp_ref_broadcast_params(l->d);
+}
+
+static ddp_status lin_fwd(lin *l, int micro)
+{
+    l->b.x[0] = (float)(l->rank + 1 + micro);
+    l->b.y[0] = 0.0f;
+    return ddp_ref_forward(l->d, &l->b);
+}
+
+static void lin_save(lin *l, results *res, int cp)
+{
+    float *out = res->v[cp][l->rank];
+    out[0] = model_grads(l->m)[0];
+    out[1] = model_grads(l->m)[1];
+    out[2] = model_weights(l->m)[0];
+    out[3] = model_weights(l->m)[1];
+    out[4] = (float)ddp_ref_last_synced(l->d);
+}
+
+static void lin_free(lin *l)
+{
+    ddp_ref_destroy(l->d);
+    model_batch_free(&l->b);
+    model_destroy(l->m);
+}
+
+/* Each checkpoint starts from zero gradients on a fresh window. */
+static ddp_status decisions(world_rank *wr, results *res)
+{
+    lin l;
+    DDP_CHECK(lin_setup(wr, &l, cfg_default()));
+    lin_save(&l, res, 0); /* after the broadcast */
+    /* 1: fwd bwd -> synced */
+    DDP_CHECK(lin_fwd(&l, 0));
+    DDP_CHECK(ddp_ref_backward(l.d));
+    lin_save(&l, res, 1);
+    ddp_ref_zero_grad(l.d);
+    /* 2: nosync{fwd bwd} -> local */
+    DDP_CHECK(ddp_ref_no_sync_enter(l.d));
+    DDP_CHECK(lin_fwd(&l, 0));
+    DDP_CHECK(ddp_ref_backward(l.d));
+    DDP_CHECK(ddp_ref_no_sync_exit(l.d));
+    lin_save(&l, res, 2); /* exiting no_sync did not sync */
+    ddp_ref_zero_grad(l.d);
+    /* 3: enter fwd exit bwd -> local: decided at forward */
+    DDP_CHECK(ddp_ref_no_sync_enter(l.d));
+    DDP_CHECK(lin_fwd(&l, 0));
+    DDP_CHECK(ddp_ref_no_sync_exit(l.d));
+    DDP_CHECK(ddp_ref_backward(l.d));
+    lin_save(&l, res, 3);
+    ddp_ref_zero_grad(l.d);
+    /* 4: fwd enter bwd exit -> synced: decided at forward */
+    DDP_CHECK(lin_fwd(&l, 0));
+    DDP_CHECK(ddp_ref_no_sync_enter(l.d));
+    DDP_CHECK(ddp_ref_backward(l.d));
+    DDP_CHECK(ddp_ref_no_sync_exit(l.d));
+    lin_save(&l, res, 4);
+    ddp_ref_zero_grad(l.d);
+    /* 5: nosync{fwd bwd} fwd bwd -> the accumulated gradient of both micro-steps is averaged */
+    DDP_CHECK(ddp_ref_no_sync_enter(l.d));
+    DDP_CHECK(lin_fwd(&l, 0));
+    DDP_CHECK(ddp_ref_backward(l.d));
+    DDP_CHECK(ddp_ref_no_sync_exit(l.d));
+    DDP_CHECK(lin_fwd(&l, 1));
+    DDP_CHECK(ddp_ref_backward(l.d));
+    lin_save(&l, res, 5);
+    /* 6: step with lr 0.5 on those averaged gradients, then 7: zero_grad */
+    ddp_ref_step(l.d);
+    lin_save(&l, res, 6);
+    ddp_ref_zero_grad(l.d);
+    lin_save(&l, res, 7);
+    /* Misuse is an error, not a crash. */
+    if (ddp_ref_backward(l.d) != DDP_ERR_INVALID || ddp_ref_no_sync_exit(l.d) != DDP_ERR_INVALID)
+        res->v[8][l.rank][0] = 1.0f;
+    DDP_CHECK(ddp_ref_no_sync_enter(l.d));
+    if (ddp_ref_no_sync_enter(l.d) != DDP_ERR_INVALID)
+        res->v[8][l.rank][1] = 1.0f;
+    lin_free(&l);
+    return DDP_OK;
+}
+
+static void expect_pair(const results *r, int cp, int rank, float gw, float gb)
+{
+    const float *v = r->v[cp][rank];
+    if (v[0] != gw || v[1] != gb)
+        fprintf(stderr, "  checkpoint %d rank %d: grads (%g, %g), expected (%g, %g)\n", cp, rank, (double)v[0],
+                (double)v[1], (double)gw, (double)gb);
+    CU_ASSERT_EQUAL(test_bits_f(v[0]), test_bits_f(gw));
+    CU_ASSERT_EQUAL(test_bits_f(v[1]), test_bits_f(gb));
+}
+
+static void test_decisions(void)
+{
+    /* Two ranks. Micro-step 0: rank 0 x = 1 -> (2, 2); rank 1 x = 2 -> (8, 4).
+     * Micro-step 1: rank 0 x = 2 -> (8, 4); rank 1 x = 3 -> (18, 6). */
+    results *r = run_scenario(2, decisions);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    for (int k = 0; k < 2; k++) {
+        CU_ASSERT_EQUAL(r->status[k], DDP_OK);
+        if (r->status[k] != DDP_OK)
+            fprintf(stderr, "  rank %d: %s\n", k, r->error[k]);
+        /* broadcast: everyone holds rank 0's w = 1, b = 0 */
+        CU_ASSERT(r->v[0][k][2] == 1.0f && r->v[0][k][3] == 0.0f);
+        expect_pair(r, 1, k, 5.0f, 3.0f); /* (2 + 8) / 2, (2 + 4) / 2 */
+        CU_ASSERT_EQUAL(r->v[1][k][4], 1.0f);
+        expect_pair(r, 4, k, 5.0f, 3.0f);
+        CU_ASSERT_EQUAL(r->v[4][k][4], 1.0f);
+        expect_pair(r, 5, k, 18.0f, 8.0f); /* ((2 + 8) + (8 + 18)) / 2, ((2 + 4) + (4 + 6)) / 2 */
+        CU_ASSERT(r->v[6][k][2] == 1.0f - 0.5f * 18.0f && r->v[6][k][3] == -4.0f);
+        expect_pair(r, 7, k, 0.0f, 0.0f);
+        CU_ASSERT(r->v[8][k][0] == 0.0f && r->v[8][k][1] == 0.0f);
+    }
+    expect_pair(r, 2, 0, 2.0f, 2.0f);
+    expect_pair(r, 2, 1, 8.0f, 4.0f);
+    CU_ASSERT_EQUAL(r->v[2][0][4], 0.0f);
+    expect_pair(r, 3, 0, 2.0f, 2.0f);
+    expect_pair(r, 3, 1, 8.0f, 4.0f);
+}
+
+/*
+ * 1/N before the sum. Each rank's gradient is set to a chosen value and a
+ * syncing step with zero local gradient (x = 0, target = b = 0) reduces it.
+ */
+static float chosen_grad(int rank, int which)
+{
+    uint64_t key = rng_key(77, (uint64_t)which);
+    return (rng_uniform_f(key, (uint64_t)rank) + 0.5f) * (rank == 1 ? 3.0f : 1.0f);
+}
+
+static ddp_status scale_order(world_rank *wr, results *res)
+{
+    for (int view = 0; view < 2; view++) {
+        ddp_config cfg = cfg_default();
+        cfg.bucket_view = view;
+        lin l;
+        DDP_CHECK(lin_setup(wr, &l, cfg));
+        for (int which = 0; which < SLOTS; which++) {
+            model_grads(l.m)[0] = chosen_grad(l.rank, which);
+            model_grads(l.m)[1] = 0.0f;
+            l.b.x[0] = 0.0f;
+            l.b.y[0] = 0.0f;
+            DDP_CHECK(ddp_ref_forward(l.d, &l.b));
+            DDP_CHECK(ddp_ref_backward(l.d));
+            res->v[view][l.rank][which] = model_grads(l.m)[0];
+        }
+        lin_free(&l);
+    }
+    return DDP_OK;
+}
+
+static void test_scale_before_sum(void)
+{
+    results *r = run_scenario(3, scale_order);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    float inv = (float)(1.0 / 3);
+    int differs_from_sum_then_divide = 0, view_differs = 0;
+    for (int which = 0; which < SLOTS; which++) {
+        float g0 = chosen_grad(0, which), g1 = chosen_grad(1, which), g2 = chosen_grad(2, which);
+        float mul = (g0 * inv + g1 * inv) + g2 * inv;      /* PyTorch: multiply while copying into the bucket */
+        float div = (g0 / 3.0f + g1 / 3.0f) + g2 / 3.0f;   /* gradient_as_bucket_view: divide in place */
+        float later = ((g0 + g1) + g2) / 3.0f;             /* what a sum-then-average would give */
+        differs_from_sum_then_divide += test_bits_f(mul) != test_bits_f(later);
+        view_differs += test_bits_f(mul) != test_bits_f(div);
+        for (int k = 0; k < 3; k++) {
+            CU_ASSERT_EQUAL(test_bits_f(r->v[0][k][which]), test_bits_f(mul));
+            CU_ASSERT_EQUAL(test_bits_f(r->v[1][k][which]), test_bits_f(div));
+        }
+    }
+    /* The chosen values must tell the orders apart, or the test shows nothing. */
+    CU_ASSERT(differs_from_sum_then_divide > 0);
+    CU_ASSERT(view_differs > 0);
+}
+
+/*
+ * find_unused on branchy. Expected values come from a plain local replica
+ * (no DDP) whose gradients all ranks share with allgather:
+ *   window A: one micro-step, rank 0 runs head_a only, rank 1 head_b only;
+ *   window B: micro-step 1 (no_sync) as A, micro-step 2 both run head_b only,
+ *             so head_a was used only in an earlier micro-step, on rank 0.
+ * "unused" never runs: each rank plants its own value in its gradient first,
+ * and the sync must leave it untouched.
+ */
+static ddp_status unused_params(world_rank *wr, results *res)
+{
+    int rank = world_rank_id(wr), n = world_size(wr);
+    ddp_config cfg = cfg_default();
+    cfg.find_unused = 1;
+    model *m = NULL, *plain = NULL;
+    DDP_CHECK(model_create("branchy:3-4-2", 2, &m));
+    DDP_CHECK(model_create("branchy:3-4-2", 2, &plain));
+    model_init(m, 5, rank);
+    ddp_ref *d = NULL;
+    DDP_CHECK(ddp_ref_create(&cfg, m, wr, &d));
+    DDP_CHECK(ddp_ref_broadcast_params(d));
+    memcpy(model_weights(plain), model_weights(m), model_size(m) * sizeof(float));
+    size_t P = model_size(m);
+    float *all = malloc((size_t)n * P * sizeof(float));
+    model_batch b;
+    DDP_CHECK(model_batch_alloc(m, &b));
+    int ua = model_param_find(m, "unused.weight"), ha = model_param_find(m, "head_a.weight");
+    int hb = model_param_find(m, "head_b.weight"), tr = model_param_find(m, "trunk.weight");
+    for (int window = 0; window < 2; window++) {
+        ddp_ref_zero_grad(d);
+        model_zero_grad(plain);
+        const model_param *up = model_param_at(m, ua);
+        for (size_t j = 0; j < up->count; j++)
+            model_grads(m)[up->offset + j] = model_grads(plain)[up->offset + j] = (float)(rank + 1) * 0.25f;
+        int micro_steps = window == 0 ? 1 : 2;
+        for (int micro = 0; micro < micro_steps; micro++) {
+            model_batch_fill(m, &b, 5, rank, (uint64_t)(window * 10 + micro));
+            b.branch = micro == 0 ? (rank == 0 ? 1 : 2) : 2;
+            int last = micro == micro_steps - 1;
+            if (!last)
+                DDP_CHECK(ddp_ref_no_sync_enter(d));
+            DDP_CHECK(ddp_ref_forward(d, &b));
+            DDP_CHECK(ddp_ref_backward(d));
+            if (!last)
+                DDP_CHECK(ddp_ref_no_sync_exit(d));
+            DDP_CHECK(model_forward(plain, &b, NULL));
+            model_backward(plain);
+        }
+        DDP_CHECK(coll_allgather(wr, model_grads(plain), all, P * sizeof(float)));
+        /* For each checked tensor: the first element, DDP's value and the expectation. */
+        const int checked[4] = {tr, ha, hb, ua};
+        float inv = (float)(1.0 / n);
+        for (int c = 0; c < 4; c++) {
+            size_t off = model_param_at(m, checked[c])->offset;
+            float want = 0.0f;
+            for (int k = 0; k < n; k++)
+                want = k == 0 ? all[off] * inv : want + all[(size_t)k * P + off] * inv;
+            if (checked[c] == ua)
+                want = model_grads(plain)[off]; /* unused everywhere: the local value stays */
+            res->v[window][rank][2 * c] = model_grads(m)[off];
+            res->v[window][rank][2 * c + 1] = want;
+        }
+    }
+    /* Without find_unused the same step is PyTorch's error. */
+    ddp_ref_destroy(d);
+    cfg.find_unused = 0;
+    DDP_CHECK(ddp_ref_create(&cfg, m, wr, &d));
+    b.branch = 1;
+    DDP_CHECK(ddp_ref_forward(d, &b));
+    ddp_status s = ddp_ref_backward(d);
+    res->v[2][rank][0] = s == DDP_ERR_INVALID && strstr(ddp_error_last(), "find_unused") ? 1.0f : 0.0f;
+    free(all);
+    model_batch_free(&b);
+    ddp_ref_destroy(d);
+    model_destroy(m);
+    model_destroy(plain);
+    return DDP_OK;
+}
+
+static void test_unused_parameters(void)
+{
+    results *r = run_scenario(2, unused_params);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    for (int k = 0; k < 2; k++) {
+        CU_ASSERT_EQUAL(r->status[k], DDP_OK);
+        if (r->status[k] != DDP_OK)
+            fprintf(stderr, "  rank %d: %s\n", k, r->error[k]);
+        for (int window = 0; window < 2; window++)
+            for (int c = 0; c < 4; c++) {
+                float got = r->v[window][k][2 * c], want = r->v[window][k][2 * c + 1];
+                if (test_bits_f(got) != test_bits_f(want))
+                    fprintf(stderr, "  window %d rank %d tensor %d: %g, expected %g\n", window, k, c, (double)got,
+                            (double)want);
+                CU_ASSERT_EQUAL(test_bits_f(got), test_bits_f(want));
+            }
+        /* The planted value survived on each rank: unused everywhere is never averaged. */
+        CU_ASSERT_EQUAL(r->v[0][k][6], (float)(k + 1) * 0.25f);
+        CU_ASSERT_EQUAL(r->v[2][k][0], 1.0f);
+    }
+    /* head_a was used by rank 0 only: both ranks hold half of rank 0's gradient, non-zero. */
+    CU_ASSERT(r->v[0][0][2] != 0.0f && r->v[0][0][2] == r->v[0][1][2]);
+    CU_ASSERT(r->v[1][0][2] != 0.0f && r->v[1][0][2] == r->v[1][1][2]);
+}
+
+static void test_bucket_assignment(void)
+{
+    model *m = NULL;
+    CU_ASSERT_EQUAL_FATAL(model_create_layout("mlp:4-8-3", 2, &m), DDP_OK);
+    /* 0.weight 128 B, 0.bias 32 B, 2.weight 96 B, 2.bias 12 B */
+    int f[8], c[8];
+    CU_ASSERT_EQUAL(ddp_assign_buckets(m, DDP_DEFAULT_FIRST_BUCKET_CAP, DDP_DEFAULT_BUCKET_CAP, f, c, 8), 1);
+    CU_ASSERT(f[0] == 0 && c[0] == 4);
+    /* limits 100, 100: {0.weight} closes at 128; {0.bias, 2.weight} at 128; {2.bias} is left; then reversed */
+    CU_ASSERT_EQUAL(ddp_assign_buckets(m, 100, 100, f, c, 8), 3);
+    CU_ASSERT(f[0] == 3 && c[0] == 1);
+    CU_ASSERT(f[1] == 1 && c[1] == 2);
+    CU_ASSERT(f[2] == 0 && c[2] == 1);
+    /* the first limit applies to the first-registered parameters only */
+    CU_ASSERT_EQUAL(ddp_assign_buckets(m, 1 << 20, 1, f, c, 8), 1);
+    CU_ASSERT_EQUAL(ddp_assign_buckets(m, 1, 1, f, c, 8), 4);
+    CU_ASSERT(f[0] == 3 && f[1] == 2 && f[2] == 1 && f[3] == 0);
+    model_destroy(m);
+}
+
+/* With the ordered algorithm, bucket sizes change no value: one bucket or one per parameter, same bits. */
+static ddp_status buckets_values(world_rank *wr, results *res)
+{
+    int rank = world_rank_id(wr);
+    for (int variant = 0; variant < 3; variant++) {
+        ddp_config cfg = cfg_default();
+        if (variant == 1)
+            cfg.bucket_cap = cfg.first_bucket_cap = 1;
+        if (variant == 2)
+            cfg.bucket_cap = cfg.first_bucket_cap = 130; /* {0.weight, 0.bias}, {2.weight, 2.bias} */
+        model *m = NULL;
+        DDP_CHECK(model_create("mlp:5-6-4", 3, &m));
+        model_init(m, 8, rank);
+        ddp_ref *d = NULL;
+        DDP_CHECK(ddp_ref_create(&cfg, m, wr, &d));
+        DDP_CHECK(ddp_ref_broadcast_params(d));
+        model_batch b;
+        DDP_CHECK(model_batch_alloc(m, &b));
+        model_batch_fill(m, &b, 8, rank, 0);
+        DDP_CHECK(ddp_ref_forward(d, &b));
+        DDP_CHECK(ddp_ref_backward(d));
+        size_t n = model_size(m) < SLOTS ? model_size(m) : SLOTS;
+        memcpy(res->v[variant][rank], model_grads(m), n * sizeof(float));
+        res->v[3][rank][variant] = (float)ddp_ref_nbuckets(d);
+        model_batch_free(&b);
+        ddp_ref_destroy(d);
+        model_destroy(m);
+    }
+    return DDP_OK;
+}
+
+static void test_buckets_change_no_value(void)
+{
+    results *r = run_scenario(3, buckets_values);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    for (int k = 0; k < 3; k++) {
+        CU_ASSERT_EQUAL(r->v[3][k][0], 1.0f);
+        CU_ASSERT_EQUAL(r->v[3][k][1], 4.0f);
+        CU_ASSERT(r->v[3][k][2] > 1.0f && r->v[3][k][2] < 4.0f);
+        CU_ASSERT_EQUAL(memcmp(r->v[0][k], r->v[1][k], sizeof r->v[0][k]), 0);
+        CU_ASSERT_EQUAL(memcmp(r->v[0][k], r->v[2][k], sizeof r->v[0][k]), 0);
+        CU_ASSERT_EQUAL(memcmp(r->v[0][k], r->v[0][0], sizeof r->v[0][k]), 0);
+    }
+}
+
+int main(void)
+{
+    static const test_entry tests[] = {
+        {"broadcast, decision at forward, accumulation, step, zero_grad (hand values)", test_decisions},
+        {"1/N before the sum; gradient_as_bucket_view divides", test_scale_before_sum},
+        {"find_unused: across ranks, across the window, unused everywhere; error without it",
+         test_unused_parameters},
+        {"bucket assignment", test_bucket_assignment},
+        {"bucket sizes change no value (ordered)", test_buckets_change_no_value},
+        TEST_END,
+    };
+    return test_run_suite("ddp reference", tests);
+}

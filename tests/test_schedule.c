@@ -1,0 +1,188 @@
+/*
+ * test_schedule.c - the schedule language (expansion, every error with its
+ * position) and the tolerances (parsing, ULP distance, NaN never passing).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "schedule.h"
+#include "testutil.h"
+#include "tolerance.h"
+
+static int ops_equal(const sched *s, const char *want)
+{
+    /* want: one letter per op, f b g z s e x */
+    static const char letters[] = "fbgzsex";
+    if (strlen(want) != s->nops)
+        return 0;
+    for (size_t i = 0; i < s->nops; i++)
+        if (letters[s->ops[i]] != want[i])
+            return 0;
+    return 1;
+}
+
+static void test_expansion(void)
+{
+    static const struct {
+        const char *text, *ops;
+    } ok[] = {
+        {"fwd bwd grab", "fbg"},
+        {"fwd,bwd,grab,zero,step", "fbgzs"},
+        {"nosync{fwd bwd} grab", "efbxg"},
+        {"2*(fwd bwd) grab", "fbfbg"},
+        {"2 * ( nosync { fwd bwd } )", "efbxefbx"},
+        {"enter fwd exit bwd", "efxb"},
+        {"fwd enter bwd exit", "febx"},
+        {"# a comment\nfwd   # trailing\n bwd\n", "fb"},
+        {"3*(2*(grab))", "gggggg"},
+        {"grab", "g"},
+        {"zero step", "zs"},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        sched s;
+        CU_ASSERT_EQUAL_FATAL(sched_parse(ok[i].text, &s), DDP_OK);
+        if (!ops_equal(&s, ok[i].ops))
+            fprintf(stderr, "  '%s' did not expand to %s\n", ok[i].text, ok[i].ops);
+        CU_ASSERT(ops_equal(&s, ok[i].ops));
+        sched_free(&s);
+    }
+}
+
+static void test_default(void)
+{
+    sched s;
+    CU_ASSERT_EQUAL_FATAL(sched_parse(SCHED_DEFAULT, &s), DDP_OK);
+    /* 2 x (2 x (enter fwd bwd exit grab) + fwd bwd grab step zero + fwd bwd grab step zero) */
+    CU_ASSERT_EQUAL(s.nops, 40);
+    CU_ASSERT_EQUAL(s.nfwd, 8);
+    CU_ASSERT_EQUAL(s.ngrabs, 8);
+    char labels[8][SCHED_LABEL_LEN];
+    sched_grab_labels(&s, labels);
+    CU_ASSERT_STRING_EQUAL(labels[0], "after no_sync fwd+bwd");
+    CU_ASSERT_STRING_EQUAL(labels[1], "after no_sync fwd+bwd (2 acc)");
+    CU_ASSERT_STRING_EQUAL(labels[2], "after fwd+bwd (3 acc)");
+    CU_ASSERT_STRING_EQUAL(labels[3], "after fwd+bwd");
+    sched_free(&s);
+}
+
+static void test_labels(void)
+{
+    sched s;
+    CU_ASSERT_EQUAL_FATAL(
+        sched_parse("grab enter fwd exit bwd grab fwd enter bwd exit grab step grab zero grab", &s), DDP_OK);
+    char l[5][SCHED_LABEL_LEN];
+    sched_grab_labels(&s, l);
+    CU_ASSERT_STRING_EQUAL(l[0], "before any backward");
+    CU_ASSERT_STRING_EQUAL(l[1], "after no_sync fwd, bwd outside");
+    CU_ASSERT_STRING_EQUAL(l[2], "after fwd, bwd in no_sync (2 acc)");
+    CU_ASSERT_STRING_EQUAL(l[3], "after fwd, bwd in no_sync (2 acc), step");
+    CU_ASSERT_STRING_EQUAL(l[4], "after zero_grad");
+    sched_free(&s);
+}
+
+static void test_errors(void)
+{
+    static const struct {
+        const char *text, *msg;
+    } bad[] = {
+        {"", "the schedule is empty"},
+        {"   # nothing\n", "the schedule is empty"},
+        {"fwd bwd jump", "line 1, column 9: expected an op"},
+        {"fwd\n  bwd grabb", "line 2, column 7: expected an op"},
+        {"2*(fwd bwd", "expected ')' (found the end)"},
+        {"nosync{fwd bwd", "expected '}'"},
+        {"fwd bwd)", "column 8: unbalanced bracket"},
+        {"nosync{fwd bwd)", "unbalanced bracket"},
+        {"bwd", "op 0 (bwd): no forward"},
+        {"fwd bwd bwd", "op 2 (bwd): no forward"},
+        {"fwd fwd", "op 1 (fwd): the previous forward has no backward"},
+        {"exit", "op 0 (exit): not inside no_sync"},
+        {"enter enter", "op 1 (enter): already inside no_sync"},
+        {"nosync{nosync{fwd bwd}}", "already inside no_sync"},
+        {"nosync{exit}", "not inside no_sync"},
+        {"0*(fwd bwd)", "a repeat count must be 1..100000"},
+        {"100001*(grab)", "a repeat count must be 1..100000"},
+        {"99999999999999999999*(grab)", "a repeat count must be 1..100000"},
+        {"2(fwd bwd)", "expected '*'"},
+        {"2*fwd", "expected '(' after 'N*'"},
+        {"2*()", "a repeated group is empty"},
+        {"nosync fwd", "expected '{' after 'nosync'"},
+        {"100000*(100000*(grab))", "more than 1000000 ops"},
+        {"fwd step bwd", "op 1 (step): a forward still waits"},
+        {"fwdbwd", "expected an op"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        sched s;
+        ddp_error_clear();
+        CU_ASSERT_EQUAL(sched_parse(bad[i].text, &s), DDP_ERR_INVALID);
+        CU_ASSERT_PTR_NULL(s.ops);
+        if (!strstr(ddp_error_last(), bad[i].msg))
+            fprintf(stderr, "  '%s': got '%s', wanted '%s'\n", bad[i].text, ddp_error_last(), bad[i].msg);
+        CU_ASSERT(strstr(ddp_error_last(), bad[i].msg) != NULL);
+    }
+    /* Deep nesting is bounded, not a stack overflow. */
+    char deep[400] = "";
+    for (int i = 0; i < 70; i++)
+        strcat(deep, "1*(");
+    sched s;
+    CU_ASSERT_EQUAL(sched_parse(deep, &s), DDP_ERR_INVALID);
+    CU_ASSERT(strstr(ddp_error_last(), "deeper than 64") != NULL);
+}
+
+static void test_tolerance_parse(void)
+{
+    tolerance t;
+    char buf[64];
+    CU_ASSERT_EQUAL(tol_parse("bitwise", &t), DDP_OK);
+    CU_ASSERT_EQUAL(t.kind, TOL_BITWISE);
+    CU_ASSERT_EQUAL(tol_parse("ulp:4", &t), DDP_OK);
+    CU_ASSERT(t.kind == TOL_ULP && t.ulps == 4);
+    CU_ASSERT_STRING_EQUAL(tol_format(&t, buf, sizeof buf), "ulp:4");
+    CU_ASSERT_EQUAL(tol_parse("rtol=1e-5,atol=1e-8", &t), DDP_OK);
+    CU_ASSERT(t.kind == TOL_CLOSE && t.rtol == 1e-5 && t.atol == 1e-8);
+    CU_ASSERT_EQUAL(tol_parse("atol=0.5", &t), DDP_OK);
+    CU_ASSERT(t.rtol == 0 && t.atol == 0.5);
+    static const char *const bad[] = {"", "bits", "ulp:", "ulp:-1", "ulp:x", "rtol=-1", "rtol=nan", "rtol=1,", "tol=1",
+                                      "rtol=1,atol=", "rtol=inf"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CU_ASSERT_EQUAL(tol_parse(bad[i], &t), DDP_ERR_INVALID);
+}
+
+static void test_tolerance_match(void)
+{
+    tolerance bit = {TOL_BITWISE, 0, 0, 0}, ulp2 = {TOL_ULP, 2, 0, 0}, close = {TOL_CLOSE, 0, 1e-3, 1e-6};
+    float one = 1.0f, up1 = nextafterf(1.0f, 2.0f), up3 = nextafterf(nextafterf(up1, 2.0f), 2.0f);
+    CU_ASSERT(tol_match(&bit, one, one));
+    CU_ASSERT(!tol_match(&bit, one, up1));
+    CU_ASSERT(!tol_match(&bit, 0.0f, -0.0f)); /* bitwise means the bits */
+    CU_ASSERT_EQUAL(tol_ulp_distance(one, up3), 3);
+    CU_ASSERT_EQUAL(tol_ulp_distance(0.0f, -0.0f), 0);
+    CU_ASSERT_EQUAL(tol_ulp_distance(-1e-45f, 1e-45f), 2); /* across zero: -min, 0, +min */
+    CU_ASSERT(tol_match(&ulp2, one, nextafterf(up1, 2.0f)));
+    CU_ASSERT(!tol_match(&ulp2, one, up3));
+    CU_ASSERT(tol_match(&close, 1000.0f, 1000.9f));
+    CU_ASSERT(!tol_match(&close, 1000.0f, 1001.1f));
+    /* Non-finite values never pass, in any mode, even against themselves. */
+    const tolerance *all[] = {&bit, &ulp2, &close};
+    for (int i = 0; i < 3; i++) {
+        CU_ASSERT(!tol_match(all[i], NAN, NAN));
+        CU_ASSERT(!tol_match(all[i], 1.0f, NAN));
+        CU_ASSERT(!tol_match(all[i], INFINITY, INFINITY));
+        CU_ASSERT(!tol_match(all[i], 1.0f, -INFINITY));
+    }
+    CU_ASSERT_EQUAL(tol_ulp_distance(NAN, 1.0f), UINT32_MAX);
+}
+
+int main(void)
+{
+    static const test_entry tests[] = {
+        {"expansion of ops, repeats, nosync, comments", test_expansion},
+        {"the default schedule", test_default},
+        {"grab labels", test_labels},
+        {"every error names where and what", test_errors},
+        {"tolerance parsing", test_tolerance_parse},
+        {"tolerance matching; NaN and Inf never pass", test_tolerance_match},
+        TEST_END,
+    };
+    return test_run_suite("schedule", tests);
+}
