@@ -22,6 +22,7 @@ struct ddp_ref {
     int fwd_pending;        /* a forward waits for its backward */
     int fwd_will_sync;      /* decided at that forward */
     int last_synced;
+    unsigned char used_now[MODEL_MAX_PARAMS]; /* got a gradient in the current backward */
     float window_used[MODEL_MAX_PARAMS]; /* used by a forward since the last sync (1/0), allreduced at sync */
     float *saved;           /* local gradients of globally unused parameters, kept across the allreduce */
     unsigned char reduced[MODEL_MAX_PARAMS]; /* which parameters the last sync reduced */
@@ -29,12 +30,19 @@ struct ddp_ref {
 
 int ddp_assign_buckets(const model *m, size_t first_cap, size_t cap, int *bucket_first, int *bucket_count, int max)
 {
-    /* Fill in registration order, limits first_cap then cap ... */
+    size_t bytes[MODEL_MAX_PARAMS];
+    for (int i = 0; i < model_nparams(m); i++)
+        bytes[i] = model_param_at(m, i)->count * sizeof(float);
+    return ddp_assign_buckets_bytes(bytes, model_nparams(m), first_cap, cap, bucket_first, bucket_count, max);
+}
+
+int ddp_fill_buckets(const size_t *bytes, int nparams, size_t first_cap, size_t cap, int *first, int *count)
+{
+    /* A parameter joins the open bucket first; the bucket closes once it holds at least its limit. */
     int n = 0, open_first = 0;
     size_t size = 0, limit = first_cap;
-    int first[MODEL_MAX_PARAMS], count[MODEL_MAX_PARAMS];
-    for (int i = 0; i < model_nparams(m); i++) {
-        size += model_param_at(m, i)->count * sizeof(float);
+    for (int i = 0; i < nparams; i++) {
+        size += bytes[i];
         if (size >= limit) {
             first[n] = open_first;
             count[n++] = i + 1 - open_first;
@@ -43,11 +51,19 @@ int ddp_assign_buckets(const model *m, size_t first_cap, size_t cap, int *bucket
             limit = cap;
         }
     }
-    if (open_first < model_nparams(m)) {
+    if (open_first < nparams) {
         first[n] = open_first;
-        count[n++] = model_nparams(m) - open_first;
+        count[n++] = nparams - open_first;
     }
-    /* ... then reversed: bucket 0 holds the last-registered parameters. */
+    return n;
+}
+
+int ddp_assign_buckets_bytes(const size_t *bytes, int nparams, size_t first_cap, size_t cap, int *bucket_first,
+                             int *bucket_count, int max)
+{
+    int first[MODEL_MAX_PARAMS], count[MODEL_MAX_PARAMS];
+    int n = ddp_fill_buckets(bytes, nparams, first_cap, cap, first, count);
+    /* Reversed: bucket 0 holds the last-registered parameters. */
     for (int k = 0; k < n && k < max; k++) {
         bucket_first[k] = first[n - 1 - k];
         bucket_count[k] = count[n - 1 - k];
@@ -108,16 +124,23 @@ ddp_status ddp_ref_no_sync_exit(ddp_ref *d)
     return DDP_OK;
 }
 
-ddp_status ddp_ref_forward(ddp_ref *d, const model_batch *b)
+void ddp_ref_forward_begin(ddp_ref *d)
 {
-    DDP_CHECK(model_forward(d->m, b, NULL));
     d->fwd_pending = 1;
     d->fwd_will_sync = !d->no_sync; /* the decision is taken here, at forward */
-    const unsigned char *used = model_used(d->m);
-    for (int i = 0; i < model_nparams(d->m); i++)
-        if (used[i])
-            d->window_used[i] = 1.0f;
-    return DDP_OK;
+    memset(d->used_now, 0, sizeof d->used_now);
+}
+
+ddp_status ddp_ref_forward(ddp_ref *d, const model_batch *b)
+{
+    ddp_ref_forward_begin(d);
+    return model_forward(d->m, b, NULL);
+}
+
+void ddp_ref_grad_ready(ddp_ref *d, int p)
+{
+    d->used_now[p] = 1;
+    d->window_used[p] = 1.0f;
 }
 
 /* Scale bucket k's gradients by 1/N (or divide in place), then sum-allreduce them. */
@@ -145,7 +168,7 @@ static ddp_status sync_gradients(ddp_ref *d)
 {
     int np = model_nparams(d->m);
     float global_used[MODEL_MAX_PARAMS];
-    const unsigned char *used_now = model_used(d->m);
+    const unsigned char *used_now = d->used_now;
     if (d->cfg.find_unused) {
         /* Which parameters did any rank use in this window? (sums of 0/1: exact) */
         memcpy(global_used, d->window_used, (size_t)np * sizeof(float));
@@ -179,16 +202,27 @@ static ddp_status sync_gradients(ddp_ref *d)
     return DDP_OK;
 }
 
-ddp_status ddp_ref_backward(ddp_ref *d)
+ddp_status ddp_ref_backward_end(ddp_ref *d)
 {
     if (!d->fwd_pending)
         return ddp_error(DDP_ERR_INVALID, "backward without a forward");
     d->fwd_pending = 0;
-    model_backward(d->m); /* accumulates into .grad */
     d->last_synced = d->fwd_will_sync;
     if (d->fwd_will_sync)
         DDP_CHECK(sync_gradients(d));
     return DDP_OK;
+}
+
+ddp_status ddp_ref_backward(ddp_ref *d)
+{
+    if (!d->fwd_pending)
+        return ddp_error(DDP_ERR_INVALID, "backward without a forward");
+    model_backward(d->m); /* accumulates into .grad */
+    const unsigned char *used = model_used(d->m);
+    for (int p = model_nparams(d->m) - 1; p >= 0; p--)
+        if (used[p])
+            ddp_ref_grad_ready(d, p);
+    return ddp_ref_backward_end(d);
 }
 
 void ddp_ref_zero_grad(ddp_ref *d)
@@ -196,13 +230,18 @@ void ddp_ref_zero_grad(ddp_ref *d)
     model_zero_grad(d->m);
 }
 
+void ddp_sgd_step(model *m, float lr)
+{
+    float *w = model_weights(m);
+    const float *g = model_grads(m);
+    float neg_lr = -lr;
+    for (size_t i = 0; i < model_size(m); i++)
+        w[i] = w[i] + neg_lr * g[i];
+}
+
 void ddp_ref_step(ddp_ref *d)
 {
-    float *w = model_weights(d->m);
-    const float *g = model_grads(d->m);
-    float neg_lr = -d->cfg.lr;
-    for (size_t i = 0; i < model_size(d->m); i++)
-        w[i] = w[i] + neg_lr * g[i];
+    ddp_sgd_step(d->m, d->cfg.lr);
 }
 
 int ddp_ref_last_synced(const ddp_ref *d) { return d->last_synced; }

@@ -62,8 +62,15 @@ ddp_status ddp_ref_broadcast_params(ddp_ref *d);
 
 ddp_status ddp_ref_no_sync_enter(ddp_ref *d); /* DDP_ERR_INVALID when already inside */
 ddp_status ddp_ref_no_sync_exit(ddp_ref *d);  /* DDP_ERR_INVALID when not inside */
+/* A forward: the sync decision, then the model's forward. */
 ddp_status ddp_ref_forward(ddp_ref *d, const model_batch *b);
+/* A backward: the model's backward, a ready event per used parameter (last first), backward_end. */
 ddp_status ddp_ref_backward(ddp_ref *d);      /* DDP_ERR_INVALID without a forward */
+
+/* The same as events, for a caller that runs the model itself. */
+void ddp_ref_forward_begin(ddp_ref *d);
+void ddp_ref_grad_ready(ddp_ref *d, int param);
+ddp_status ddp_ref_backward_end(ddp_ref *d);  /* DDP_ERR_INVALID without a forward */
 void ddp_ref_zero_grad(ddp_ref *d);
 void ddp_ref_step(ddp_ref *d);
 
@@ -79,5 +86,13 @@ void ddp_ref_bucket(const ddp_ref *d, int k, int *first, int *count);
 
 /* Compute a bucket assignment without a world (same rule as above). Returns the number of buckets. */
 int ddp_assign_buckets(const model *m, size_t first_cap, size_t cap, int *bucket_first, int *bucket_count, int max);
+/* Fill buckets over parameter sizes in bytes, in the order given, without reversing (positions, not indices). */
+int ddp_fill_buckets(const size_t *bytes, int nparams, size_t first_cap, size_t cap, int *first, int *count);
+/* The constructor rule over parameter sizes in bytes, in the order they are given. */
+int ddp_assign_buckets_bytes(const size_t *bytes, int nparams, size_t first_cap, size_t cap, int *bucket_first,
+                             int *bucket_count, int max);
+
+/* SGD: p = p + (-lr) * grad over every parameter, PyTorch's add_(grad, alpha=-lr). */
+void ddp_sgd_step(model *m, float lr);
 
 #endif

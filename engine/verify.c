@@ -12,18 +12,31 @@
 #include <time.h>
 
 #include "dump.h"
+#include "impl.h"
 
-/* One DDP under test or reference: a model replica and its DDP state. */
+/* The reference: a model replica and its DDP state. */
 typedef struct side {
     model *m;
     ddp_ref *ddp;
 } side;
 
+/* The implementation under test: its replica, driven through ddpsim_impl.h. */
+typedef struct impl_side {
+    model *m;
+    const ddpsim_impl_ops *ops;
+    void *state;
+    impl_env env;
+    ddpsim_services svc;
+    ddpsim_param_view views[MODEL_MAX_PARAMS];
+    int no_sync;
+} impl_side;
+
 typedef struct rank_ctx {
     const verify_config *cfg;
     world_rank *wr;
     int rank, n;
-    side ref, impl;
+    side ref;
+    impl_side impl;
     int impl_is_ref_name;
     model *global;        /* rank 0: the single-process replica */
     model_batch batch, gbatch;
@@ -35,13 +48,18 @@ typedef struct rank_ctx {
     verify_record *records;
 } rank_ctx;
 
+static ddp_status replica_create(rank_ctx *c, model **m)
+{
+    DDP_CHECK(model_create(c->cfg->model_spec, c->cfg->batch, m));
+    if (c->cfg->inputs_dir)
+        return dump_read_init(c->cfg->inputs_dir, *m);
+    model_init(*m, c->cfg->seed, c->rank); /* rank-distinct: the broadcast must fix it */
+    return DDP_OK;
+}
+
 static ddp_status side_create(rank_ctx *c, side *s)
 {
-    DDP_CHECK(model_create(c->cfg->model_spec, c->cfg->batch, &s->m));
-    if (c->cfg->inputs_dir)
-        DDP_CHECK(dump_read_init(c->cfg->inputs_dir, s->m));
-    else
-        model_init(s->m, c->cfg->seed, c->rank); /* rank-distinct: the broadcast must fix it */
+    DDP_CHECK(replica_create(c, &s->m));
     DDP_CHECK(ddp_ref_create(&c->cfg->ddp, s->m, c->wr, &s->ddp));
     return ddp_ref_broadcast_params(s->ddp);
 }
@@ -50,6 +68,42 @@ static void side_destroy(side *s)
 {
     ddp_ref_destroy(s->ddp);
     model_destroy(s->m);
+}
+
+/* A callback of the implementation returned non-zero: say which and why. */
+static ddp_status impl_failed(rank_ctx *c, const char *callback)
+{
+    return ddp_error(DDP_ERR_BACKEND, "implementation '%s' failed in %s: %s", c->cfg->impl, callback,
+                     c->impl.env.error[0] ? c->impl.env.error : "(no message)");
+}
+#define IMPL_CALL(c, call, name) ((call) == 0 ? DDP_OK : impl_failed((c), (name)))
+
+static ddp_status impl_create(rank_ctx *c)
+{
+    impl_side *s = &c->impl;
+    DDP_CHECK(replica_create(c, &s->m));
+    s->ops = c->cfg->impl_ops;
+    s->env = (impl_env){.wr = c->wr, .m = s->m, .cfg = c->cfg->ddp};
+    impl_services_init(&s->svc, s->views, &s->env);
+    return IMPL_CALL(c, s->ops->create(&s->svc, &s->state), "create");
+}
+
+static void impl_destroy(impl_side *s)
+{
+    if (s->ops && s->state)
+        s->ops->destroy(s->state);
+    model_destroy(s->m);
+}
+
+static ddp_status impl_backward(rank_ctx *c)
+{
+    impl_side *s = &c->impl;
+    model_backward(s->m);
+    const unsigned char *used = model_used(s->m);
+    for (int p = model_nparams(s->m) - 1; p >= 0; p--) /* the order backward produces gradients */
+        if (used[p])
+            DDP_CHECK(IMPL_CALL(c, s->ops->grad_ready(s->state, p), "grad_ready"));
+    return IMPL_CALL(c, s->ops->backward_end(s->state), "backward_end");
 }
 
 /* The batch of forward b on `rank`: seeded, or read from the inputs directory. */
@@ -170,23 +224,27 @@ static ddp_status global_backward(rank_ctx *c)
 
 static ddp_status run_op(rank_ctx *c, sched_op op, size_t *grab)
 {
+    impl_side *im = &c->impl;
     switch (op) {
     case OP_ENTER:
         DDP_CHECK(ddp_ref_no_sync_enter(c->ref.ddp));
-        return ddp_ref_no_sync_enter(c->impl.ddp);
+        im->no_sync = 1;
+        return IMPL_CALL(c, im->ops->no_sync_enter(im->state), "no_sync_enter");
     case OP_EXIT:
         DDP_CHECK(ddp_ref_no_sync_exit(c->ref.ddp));
-        return ddp_ref_no_sync_exit(c->impl.ddp);
+        im->no_sync = 0;
+        return IMPL_CALL(c, im->ops->no_sync_exit(im->state), "no_sync_exit");
     case OP_FWD:
         DDP_CHECK(get_batch(c, c->rank, c->next_batch, c->ref.m, &c->batch));
         if (c->cfg->dump_dir)
             DDP_CHECK(dump_write_batch(c->cfg->dump_dir, c->rank, c->next_batch, c->ref.m, &c->batch));
         c->pending_batch = c->next_batch++;
         DDP_CHECK(ddp_ref_forward(c->ref.ddp, &c->batch));
-        return ddp_ref_forward(c->impl.ddp, &c->batch);
+        DDP_CHECK(IMPL_CALL(c, im->ops->forward_begin(im->state, im->no_sync), "forward_begin"));
+        return model_forward(im->m, &c->batch, NULL);
     case OP_BWD:
         DDP_CHECK(ddp_ref_backward(c->ref.ddp));
-        DDP_CHECK(ddp_ref_backward(c->impl.ddp));
+        DDP_CHECK(impl_backward(c));
         c->grads_agree = c->last_was_synced_bwd = ddp_ref_last_synced(c->ref.ddp);
         c->bwd_since_zero = 1;
         if (c->global && c->params_in_sync)
@@ -195,15 +253,16 @@ static ddp_status run_op(rank_ctx *c, sched_op op, size_t *grab)
     case OP_GRAB: return do_grab(c, (*grab)++);
     case OP_ZERO:
         ddp_ref_zero_grad(c->ref.ddp);
-        ddp_ref_zero_grad(c->impl.ddp);
+        model_zero_grad(im->m);
         if (c->global)
             model_zero_grad(c->global);
         c->grads_agree = 1;
         c->last_was_synced_bwd = c->bwd_since_zero = 0;
-        return DDP_OK;
+        return IMPL_CALL(c, im->ops->zero_grad(im->state), "zero_grad");
     case OP_STEP:
         ddp_ref_step(c->ref.ddp);
-        ddp_ref_step(c->impl.ddp);
+        ddp_sgd_step(im->m, c->cfg->ddp.lr);
+        DDP_CHECK(IMPL_CALL(c, im->ops->step(im->state), "step"));
         if (!c->grads_agree)
             c->params_in_sync = 0; /* local gradients moved the ranks apart for good */
         if (c->global && c->params_in_sync)
@@ -229,7 +288,7 @@ static ddp_status rank_main(world_rank *wr, void *arg)
     world_set_op(wr, -1, "setup");
     s = side_create(&c, &c.ref);
     if (s == DDP_OK)
-        s = side_create(&c, &c.impl);
+        s = impl_create(&c);
     if (s == DDP_OK)
         s = model_batch_alloc(c.ref.m, &c.batch);
     if (s == DDP_OK && c.rank == 0) {
@@ -252,7 +311,7 @@ static ddp_status rank_main(world_rank *wr, void *arg)
     model_batch_free(&c.batch);
     model_batch_free(&c.gbatch);
     model_destroy(c.global);
-    side_destroy(&c.impl);
+    impl_destroy(&c.impl);
     side_destroy(&c.ref);
     return s;
 }
@@ -291,6 +350,8 @@ static ddp_status check_inputs(const verify_config *cfg)
 
 ddp_status verify_check_config(const verify_config *cfg)
 {
+    if (!cfg->impl_ops || !cfg->impl)
+        return ddp_error(DDP_ERR_INVALID, "no implementation under test");
     model *layout = NULL;
     DDP_CHECK(model_create_layout(cfg->model_spec, cfg->batch, &layout));
     model_destroy(layout);

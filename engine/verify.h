@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "ddp_ref.h"
+#include "ddpsim_impl.h"
 #include "schedule.h"
 #include "status.h"
 #include "tolerance.h"
@@ -36,7 +37,8 @@ typedef struct verify_config {
     const sched *schedule;
     ddp_config ddp;
     tolerance tol;
-    const char *impl;       /* the implementation under test: "reference" */
+    const char *impl;       /* the implementation under test: its name (or plugin path) ... */
+    const ddpsim_impl_ops *impl_ops; /* ... and its callbacks (impl_open) */
     const char *dump_dir;   /* NULL: no dump */
     const char *inputs_dir; /* NULL: seeded init and data; else init and batches from this dump layout */
     double timeout_s;

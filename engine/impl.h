@@ -1,0 +1,65 @@
+/*
+ * impl.h - implementations under test inside ddpsim: the registry of
+ * built-ins (reference, bucketed and the catalogue of real DDP bugs), the
+ * loading of plugins, and the services ddpsim gives an implementation.
+ * Every one of them, built in or not, is driven through ddpsim_impl.h.
+ */
+#ifndef DDPSIM_IMPL_INTERNAL_H
+#define DDPSIM_IMPL_INTERNAL_H
+
+#include "ddp_ref.h"
+#include "ddpsim_impl.h"
+#include "model.h"
+#include "status.h"
+#include "world.h"
+
+#define IMPL_NAME_LEN 256
+#define IMPL_ERROR_LEN 256
+
+/* A built-in implementation and what the catalogue says of it. */
+typedef struct impl_entry {
+    const ddpsim_impl_ops *ops;
+    const char *source;   /* where the bug was reported ("" for correct implementations) */
+    int is_mutant;        /* a known-wrong implementation the checker must catch */
+    int bitwise_only;     /* its results are right in real arithmetic: only a bitwise comparison can tell */
+} impl_entry;
+
+int impl_builtin_count(void);
+const impl_entry *impl_builtin_at(int i);
+
+typedef struct impl_handle {
+    const ddpsim_impl_ops *ops;
+    const impl_entry *entry; /* NULL for a plugin */
+    void *dl;                /* dlopen handle of a plugin */
+    char name[IMPL_NAME_LEN];
+} impl_handle;
+
+/*
+ * A built-in by name, or a plugin when name contains a '/' (dlopen). For a
+ * plugin: DDP_ERR_INVALID with dlerror's text when it does not load, lacks
+ * ddpsim_impl_get, returns NULL, has another api_version or misses a
+ * callback. Unknown names list the built-ins.
+ */
+ddp_status impl_open(const char *name, impl_handle *out);
+void impl_close(impl_handle *h);
+
+/* What stands behind services->env for every implementation on a rank. */
+typedef struct impl_env {
+    world_rank *wr;
+    model *m;
+    ddp_config cfg;
+    char error[IMPL_ERROR_LEN];
+} impl_env;
+
+/* Fill views (model_nparams entries) and svc for the implementation's replica m. */
+void impl_services_init(ddpsim_services *svc, ddpsim_param_view *views, impl_env *env);
+
+/* Built-ins reach the engine's world and model through the services' env. */
+static inline impl_env *impl_env_of(const ddpsim_services *svc) { return svc->env; }
+
+extern const ddpsim_impl_ops impl_reference_ops, impl_bucketed_ops;
+/* The mutants' tables (impl_mutants.c), in catalogue order. */
+int impl_mutant_count(void);
+const impl_entry *impl_mutant_at(int i);
+
+#endif

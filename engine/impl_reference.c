@@ -1,0 +1,97 @@
+/*
+ * impl_reference.c - the reference DDP (ddp_ref.h) as an implementation
+ * under test: `--impl reference` checks ddpsim against itself, which is
+ * what the sanity of the pipeline rests on.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "impl.h"
+
+typedef struct ref_state {
+    const ddpsim_services *svc;
+    ddp_ref *d;
+} ref_state;
+
+static int fail(const ddpsim_services *svc)
+{
+    return svc->set_error(svc->env, ddp_error_text());
+}
+
+static int ref_create(const ddpsim_services *svc, void **state)
+{
+    ref_state *st = calloc(1, sizeof *st);
+    if (!st)
+        return svc->set_error(svc->env, "out of memory");
+    st->svc = svc;
+    impl_env *env = impl_env_of(svc);
+    if (ddp_ref_create(&env->cfg, env->m, env->wr, &st->d) != DDP_OK || ddp_ref_broadcast_params(st->d) != DDP_OK) {
+        int r = fail(svc);
+        ddp_ref_destroy(st->d);
+        free(st);
+        return r;
+    }
+    *state = st;
+    return 0;
+}
+
+static void ref_destroy(void *state)
+{
+    ref_state *st = state;
+    if (!st)
+        return;
+    ddp_ref_destroy(st->d);
+    free(st);
+}
+
+static int ref_forward_begin(void *state, int no_sync_active)
+{
+    (void)no_sync_active; /* the reference tracks no_sync from enter/exit itself */
+    ddp_ref_forward_begin(((ref_state *)state)->d);
+    return 0;
+}
+
+static int ref_enter(void *state)
+{
+    ref_state *st = state;
+    return ddp_ref_no_sync_enter(st->d) == DDP_OK ? 0 : fail(st->svc);
+}
+
+static int ref_exit(void *state)
+{
+    ref_state *st = state;
+    return ddp_ref_no_sync_exit(st->d) == DDP_OK ? 0 : fail(st->svc);
+}
+
+static int ref_ready(void *state, int param)
+{
+    ddp_ref_grad_ready(((ref_state *)state)->d, param);
+    return 0;
+}
+
+static int ref_backward_end(void *state)
+{
+    ref_state *st = state;
+    return ddp_ref_backward_end(st->d) == DDP_OK ? 0 : fail(st->svc);
+}
+
+static int ref_nothing(void *state)
+{
+    (void)state; /* ddpsim already zeroed the gradients / took the SGD step */
+    return 0;
+}
+
+const ddpsim_impl_ops impl_reference_ops = {
+    .api_version = DDPSIM_IMPL_API_VERSION,
+    .name = "reference",
+    .description = "the reference DDP itself (PyTorch semantics): checks ddpsim against itself",
+    .create = ref_create,
+    .destroy = ref_destroy,
+    .forward_begin = ref_forward_begin,
+    .no_sync_enter = ref_enter,
+    .no_sync_exit = ref_exit,
+    .grad_ready = ref_ready,
+    .backward_end = ref_backward_end,
+    .zero_grad = ref_nothing,
+    .step = ref_nothing,
+};
