@@ -198,8 +198,9 @@ static void attn_free(model *m)
 }
 
 /* Random tokens; the target of a position is a fixed function of the next token, so there is something to learn. */
-static void attn_fill(const model *m, model_batch *b, uint64_t key)
+static void attn_fill(const model *m, model_batch *b, uint64_t key, uint64_t micro)
 {
+    (void)micro;
     int V = m->dims[0], T = m->dims[1];
     uint64_t kt = rng_key(key, 't');
     for (int i = 0; i < m->B * T; i++)

@@ -8,7 +8,9 @@
  *   loss = mse(out, y)
  *
  * branch is 1, 2 or 3, drawn from (seed, rank, micro-step), so ranks and
- * micro-steps differ in which head runs. "unused" is a registered Linear
+ * micro-steps differ in which head runs; every third micro-step (m % 3 == 2)
+ * runs head_b alone on every rank, so that in an accumulation window of
+ * three head_a is used only in earlier micro-steps. "unused" is a registered Linear
  * the forward never calls (a module defined but not called). Names follow a
  * PyTorch module with attributes trunk, head_a, head_b, unused.
  */
@@ -120,10 +122,13 @@ static void branchy_free(model *m)
     m->state = NULL;
 }
 
-static void branchy_fill(const model *m, model_batch *b, uint64_t key)
+static void branchy_fill(const model *m, model_batch *b, uint64_t key, uint64_t micro)
 {
-    model_mlp_ops.fill(m, b, key); /* same x, y layout as an mlp */
-    b->branch = 1 + (int)rng_below(rng_key(key, 'b'), 0, 3);
+    model_mlp_ops.fill(m, b, key, micro); /* same x, y layout as an mlp */
+    /* Every third micro-step runs head_b alone on every rank, so in a window of
+     * three head_a is used only in earlier micro-steps; otherwise the branch
+     * is drawn per (seed, rank, micro-step). */
+    b->branch = micro % 3 == 2 ? 2 : 1 + (int)rng_below(rng_key(key, 'b'), 0, 3);
 }
 
 static int branchy_gemms(const model *m, model_gemm *out, int max)

@@ -116,8 +116,9 @@ static void mlp_free(model *m)
 }
 
 /* Inputs and targets uniform in [-1, 1). */
-static void mlp_fill(const model *m, model_batch *b, uint64_t key)
+static void mlp_fill(const model *m, model_batch *b, uint64_t key, uint64_t micro)
 {
+    (void)micro;
     uint64_t kx = rng_key(key, 'x'), ky = rng_key(key, 'y');
     for (size_t i = 0; i < (size_t)m->B * (size_t)m->x_cols; i++)
         b->x[i] = 2.0f * rng_uniform_f(kx, i) - 1.0f;

@@ -221,7 +221,7 @@ void model_batch_free(model_batch *b)
 void model_batch_fill(const model *m, model_batch *b, uint64_t seed, int rank, uint64_t micro)
 {
     uint64_t key = rng_key(rng_key(rng_key(seed, STREAM_DATA), (uint64_t)rank), micro);
-    m->ops->fill(m, b, key);
+    m->ops->fill(m, b, key, micro);
 }
 
 ddp_status model_forward(model *m, const model_batch *b, double *loss)

@@ -29,7 +29,7 @@ typedef struct model_family_ops {
     double (*forward)(model *m, const model_batch *b);
     void (*backward)(model *m);
     void (*free_state)(model *m);
-    void (*fill)(const model *m, model_batch *b, uint64_t key);
+    void (*fill)(const model *m, model_batch *b, uint64_t key, uint64_t micro);
     int (*gemms)(const model *m, model_gemm *out, int max);
     void (*describe)(const model *m, char *buf, size_t len);
     const char *loss;
