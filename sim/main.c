@@ -9,6 +9,7 @@
 #include "bench.h"
 #include "cli.h"
 #include "dump.h"
+#include "mutants.h"
 #include "options.h"
 #include "report.h"
 #include "selfcheck.h"
@@ -55,6 +56,20 @@ static int run_verification(ddpsim_options *opt)
     return code;
 }
 
+static int list_impls(void)
+{
+    printf("# built-in implementations (--impl NAME); a plugin is given by its path\n");
+    printf("#%-25s %-8s %s\n", "name", "kind", "description [source]");
+    for (int i = 0; i < impl_builtin_count(); i++) {
+        const impl_entry *e = impl_builtin_at(i);
+        printf(" %-25s %-8s %s", e->ops->name, e->is_mutant ? "bug" : "correct", e->ops->description);
+        if (e->source[0])
+            printf(" [%s]", e->source);
+        printf("%s\n", e->bitwise_only ? " (visible only bitwise)" : "");
+    }
+    return DDPSIM_EXIT_PASS;
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "bench") == 0)
@@ -63,7 +78,11 @@ int main(int argc, char **argv)
         return selfcheck_main(argc - 1, argv + 1);
     ddpsim_options opt;
     int r = options_parse(argc, argv, &opt);
-    if (r == OPTIONS_RUN)
+    if (opt.list)
+        r = list_impls();
+    else if (r == OPTIONS_RUN && opt.mutants)
+        r = mutants_main(&opt);
+    else if (r == OPTIONS_RUN)
         r = run_verification(&opt);
     options_free(&opt);
     return r;

@@ -32,7 +32,10 @@ static void usage(FILE *out)
             "\n"
             "Options (default in brackets):\n"
             "  -n, --ranks N            rank processes, 1..%d [%d]\n"
-            "  -I, --impl NAME          implementation under test: reference [reference]\n"
+            "  -I, --impl NAME|PATH     implementation under test: a built-in (see --list) or a\n"
+            "                           plugin's path, e.g. ./libmine.so [reference]\n"
+            "      --list               list the built-in implementations and the bug catalogue\n"
+            "      --mutants            run every catalogued bug and report which were caught\n"
             "  -m, --model SPEC         mlp:IN-H-...-OUT | branchy[:IN-H-OUT] | attn[:V-T-C]\n"
             "                           [%s]\n"
             "  -s, --schedule SPEC      ops: fwd bwd grab zero step enter exit, nosync{...},\n"
@@ -90,7 +93,7 @@ static void record_command(ddpsim_options *opt, int argc, char **argv)
 int options_parse(int argc, char **argv, ddpsim_options *opt)
 {
     enum { OPT_BUCKET = 256, OPT_FIRST_BUCKET, OPT_FIND_UNUSED, OPT_BUCKET_VIEW, OPT_LR, OPT_INPUTS, OPT_DUMP,
-           OPT_JSON };
+           OPT_JSON, OPT_LIST, OPT_MUTANTS };
     static const struct option longopts[] = {
         {"ranks", required_argument, NULL, 'n'},
         {"impl", required_argument, NULL, 'I'},
@@ -108,6 +111,8 @@ int options_parse(int argc, char **argv, ddpsim_options *opt)
         {"inputs", required_argument, NULL, OPT_INPUTS},
         {"dump", required_argument, NULL, OPT_DUMP},
         {"json", required_argument, NULL, OPT_JSON},
+        {"list", no_argument, NULL, OPT_LIST},
+        {"mutants", no_argument, NULL, OPT_MUTANTS},
         {"timeout", required_argument, NULL, 't'},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
@@ -186,6 +191,8 @@ int options_parse(int argc, char **argv, ddpsim_options *opt)
         case OPT_INPUTS: run->inputs_dir = optarg; break;
         case OPT_DUMP: run->dump_dir = optarg; break;
         case OPT_JSON: opt->json_path = optarg; break;
+        case OPT_LIST: opt->list = 1; return DDPSIM_EXIT_PASS;
+        case OPT_MUTANTS: opt->mutants = 1; break;
         case 't':
             if (units_parse_seconds(optarg, &run->timeout_s, msg, sizeof msg))
                 return ERR("--timeout", msg);
@@ -200,10 +207,9 @@ int options_parse(int argc, char **argv, ddpsim_options *opt)
         return ERR(NULL, cli_getopt_message(0, argv, msg, sizeof msg));
 
     /* ---- combinations and inputs ---- */
-    if (strcmp(run->impl, "reference") != 0) {
-        snprintf(msg, sizeof msg, "unknown implementation '%s' (available: reference)", run->impl);
-        return ERR("--impl", msg);
-    }
+    if (impl_open(run->impl, &opt->impl) != DDP_OK)
+        return ERR("--impl", ddp_error_text());
+    run->impl_ops = opt->impl.ops;
     model *layout = NULL;
     if (model_create_layout(run->model_spec, run->batch, &layout) != DDP_OK)
         return ERR("--model", ddp_error_text());
@@ -229,6 +235,7 @@ int options_parse(int argc, char **argv, ddpsim_options *opt)
 
 void options_free(ddpsim_options *opt)
 {
+    impl_close(&opt->impl);
     sched_free(&opt->schedule);
     free(opt->schedule_text);
 }

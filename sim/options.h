@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "impl.h"
 #include "schedule.h"
 #include "verify.h"
 
@@ -17,6 +18,9 @@ typedef struct ddpsim_options {
     char *schedule_text;     /* owned: the text parsed (from --schedule or its @FILE) */
     const char *json_path;   /* --json FILE */
     int quiet;
+    int list;                /* --list */
+    int mutants;             /* --mutants */
+    impl_handle impl;        /* the opened --impl */
     double lr;               /* --lr as typed (the engine gets it as float) */
     char command[1024];      /* the command line, quoted, to print and to replay */
 } ddpsim_options;
