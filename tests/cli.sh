@@ -69,6 +69,26 @@ expect 2 "--dump: cannot create directory" "unwritable dump" -- --dump /proc/ddp
 expect 2 "finite number" "bad lr" -- --lr nan
 expect 2 "Try 'ddpsim --help'" "errors point to --help" -- --batch 0
 
+# Implementations: a catalogued bug is a divergence (exit 1) with its first divergence; plugins.
+plugins=${PLUGIN_DIR:-$(dirname "$0")/plugin}
+expect 1 "first divergence: grab 0 (after no_sync fwd+bwd), rank 0, parameter 0.weight" "sync-on-exit is caught" -- --impl sync-on-exit --ranks 2
+expect 1 "verdict: FAIL" "post-divide is caught bitwise" -- --impl post-divide --ranks 3
+expect 0 "verdict: PASS" "post-divide passes a loose tolerance" -- --impl post-divide --ranks 3 --tolerance rtol=1e-4,atol=1e-6
+expect 3 "no rank made progress" "rank-never-syncs ends by the watchdog" -- --impl rank-never-syncs --ranks 3 --timeout 1
+expect 0 "verdict: PASS" "bucketed passes" -- --impl bucketed --ranks 4 --bucket-cap 100 --first-bucket-cap 100
+expect 0 "self-add-each-microstep" "--list shows the catalogue" -- --list
+expect 0 "mutation score: 17 of 17 caught" "--mutants catches every bug" -- --mutants
+expect 0 "verdict: PASS" "the example plugin runs" -- --impl "$plugins/libexample_impl.so" --ranks 3
+expect 2 "interface version 99" "a plugin of another version" -- --impl "$plugins/libbad_version.so"
+expect 2 "does not export ddpsim_impl_get" "a plugin without the entry" -- --impl "$plugins/libno_entry.so"
+expect 2 "cannot load plugin" "a missing plugin" -- --impl ./no-such-plugin.so
+expect 3 "does not support find_unused" "a plugin failing at create" -- --impl "$plugins/libexample_impl.so" --model branchy --find-unused
+tmpj=$(mktemp) || exit 99
+expect 1 "verdict: FAIL" "json of a failing run" -- --impl never-sync --ranks 2 --json "$tmpj" --schedule "fwd bwd grab"
+if grep -q '"result": "fail"' "$tmpj" && grep -q '"first_divergence": {"grab": 0, "rank": 0, "param": "0.weight", "index": 0' "$tmpj" &&
+    grep -q '"match": false' "$tmpj"; then ok "json names the first divergence"; else bad "json names the first divergence"; fi
+rm -f "$tmpj"
+
 # The JSON report and the dump manifest.
 tmpd=$(mktemp -d) || exit 99
 expect 0 "verdict: PASS" "json and dump" -- --ranks 2 --json "$tmpd/r.json" --dump "$tmpd/d" --schedule "nosync{fwd bwd} grab fwd bwd grab"

@@ -1,0 +1,94 @@
+/*
+ * example_impl.c - an example ddpsim plugin: the smallest correct DDP.
+ *
+ * Build it as a shared object against ddpsim's installed header:
+ *
+ *     cc -shared -fPIC -I/usr/local/include -o libexample_impl.so example_impl.c
+ *     ddpsim --ranks 4 --impl ./libexample_impl.so
+ *
+ * What it does: broadcasts the parameters at create; remembers at every
+ * forward whether no_sync was active (PyTorch decides there); at the end of
+ * a backward whose forward ran outside no_sync it multiplies every
+ * gradient by 1/N and sum-allreduces the whole gradient buffer at once. One
+ * allreduce instead of DDP's buckets changes no value with ddpsim's ordered
+ * or exact reduction, so it matches the reference bit for bit. It does not
+ * model find_unused_parameters and says so.
+ */
+#include <ddpsim_impl.h>
+#include <stdlib.h>
+
+typedef struct example {
+    const ddpsim_services *svc;
+    int sync_this_backward;
+} example;
+
+static int ex_create(const ddpsim_services *svc, void **state)
+{
+    if (svc->find_unused)
+        return svc->set_error(svc->env, "the example plugin does not support find_unused_parameters");
+    example *ex = calloc(1, sizeof *ex);
+    if (!ex)
+        return svc->set_error(svc->env, "out of memory");
+    ex->svc = svc;
+    *state = ex;
+    for (int p = 0; p < svc->nparams; p++)
+        if (svc->broadcast(svc->env, svc->params[p].data, svc->params[p].count * sizeof(float), 0))
+            return -1;
+    return 0;
+}
+
+static void ex_destroy(void *state)
+{
+    free(state);
+}
+
+static int ex_forward_begin(void *state, int no_sync_active)
+{
+    ((example *)state)->sync_this_backward = !no_sync_active;
+    return 0;
+}
+
+static int ex_ignore(void *state)
+{
+    (void)state;
+    return 0;
+}
+
+static int ex_grad_ready(void *state, int param)
+{
+    (void)state;
+    (void)param;
+    return 0;
+}
+
+static int ex_backward_end(void *state)
+{
+    example *ex = state;
+    const ddpsim_services *svc = ex->svc;
+    if (!ex->sync_this_backward)
+        return 0;
+    float inv = (float)(1.0 / svc->world_size);
+    for (size_t i = 0; i < svc->total_count; i++)
+        svc->all_grads[i] *= inv;
+    return svc->allreduce_sum(svc->env, svc->all_grads, svc->total_count);
+}
+
+static const ddpsim_impl_ops example_ops = {
+    .api_version = DDPSIM_IMPL_API_VERSION,
+    .name = "example",
+    .description = "the example plugin: one allreduce of all gradients after a syncing backward",
+    .create = ex_create,
+    .destroy = ex_destroy,
+    .forward_begin = ex_forward_begin,
+    .no_sync_enter = ex_ignore,
+    .no_sync_exit = ex_ignore,
+    .grad_ready = ex_grad_ready,
+    .backward_end = ex_backward_end,
+    .zero_grad = ex_ignore,
+    .step = ex_ignore,
+};
+
+const ddpsim_impl_ops *ddpsim_impl_get(void)
+{
+    return &example_ops;
+}
