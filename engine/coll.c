@@ -179,6 +179,11 @@ ddp_status coll_allreduce(world_rank *wr, void *buf, size_t count, coll_dtype ty
     for (size_t off = 0; off < count; off += piece) {
         size_t len = count - off < piece ? count - off : piece;
         memcpy(src[me], p + off * esz, len * esz);
+        if (off == 0 && world_take_flip(wr)) {
+            /* Injected fault: one bit of this rank's contribution (element 0, a high mantissa bit). */
+            unsigned char *b0 = src[me];
+            b0[esz == 4 ? 2 : 6] ^= 0x40;
+        }
         DDP_CHECK(world_barrier(wr));
         size_t lo, hi;
         coll_split(len, n, me, &lo, &hi);

@@ -67,9 +67,16 @@ void sync_barrier_init(sync_barrier *b, uint32_t n)
 
 ddp_status sync_barrier_wait(sync_barrier *b, _Atomic uint32_t *abort_word)
 {
+    uint32_t pos;
+    return sync_barrier_wait_pos(b, abort_word, &pos);
+}
+
+ddp_status sync_barrier_wait_pos(sync_barrier *b, _Atomic uint32_t *abort_word, uint32_t *pos)
+{
     /* Read the generation before arriving: the last arrival bumps it. */
     uint32_t gen = atomic_load_explicit(&b->generation, memory_order_acquire);
-    if (atomic_fetch_add_explicit(&b->arrived, 1, memory_order_acq_rel) + 1 == b->n) {
+    *pos = atomic_fetch_add_explicit(&b->arrived, 1, memory_order_acq_rel);
+    if (*pos + 1 == b->n) {
         atomic_store_explicit(&b->arrived, 0, memory_order_relaxed);
         atomic_fetch_add_explicit(&b->generation, 1, memory_order_release);
         sync_wake_all(&b->generation);

@@ -36,5 +36,7 @@ void sync_barrier_init(sync_barrier *b, uint32_t n);
 
 /* Returns DDP_OK once all n arrived, or DDP_ERR_ABORTED. */
 ddp_status sync_barrier_wait(sync_barrier *b, _Atomic uint32_t *abort_word);
+/* The same, telling how many had arrived before the caller (0 = first). */
+ddp_status sync_barrier_wait_pos(sync_barrier *b, _Atomic uint32_t *abort_word, uint32_t *pos);
 
 #endif

@@ -76,6 +76,13 @@ struct world_rank {
     rank_state *st;
     uint64_t jitter_key;
     uint64_t jitter_count;
+    int flip_pending;
+    /* arrival positions at barriers: recorded (trace) and/or forced (replay) */
+    int recording, rec_lost;
+    uint32_t *rec;
+    size_t nrec, rec_cap;
+    const uint32_t *forced;
+    size_t nforced, next_forced;
 };
 
 static double now_s(void)
@@ -274,9 +281,65 @@ ddp_status world_barrier(world_rank *wr)
         nanosleep(&ts, NULL);
     }
     atomic_fetch_add_explicit(&wr->st->progress, 1, memory_order_relaxed);
-    ddp_status s = sync_barrier_wait(&w->hdr->barrier, &w->hdr->abort_word);
+    if (wr->forced && wr->next_forced < wr->nforced) {
+        /* Replay: arrive only when exactly as many ranks are in as arrived before us when recorded. */
+        uint32_t want = wr->forced[wr->next_forced++];
+        while (atomic_load_explicit(&w->hdr->barrier.arrived, memory_order_acquire) != want) {
+            if (atomic_load_explicit(&w->hdr->abort_word, memory_order_relaxed))
+                return ddp_error(DDP_ERR_ABORTED, "world aborted while waiting for a replayed arrival");
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    uint32_t pos = 0;
+    ddp_status s = sync_barrier_wait_pos(&w->hdr->barrier, &w->hdr->abort_word, &pos);
+    if (wr->recording) {
+        if (wr->nrec == wr->rec_cap) {
+            size_t cap = wr->rec_cap ? wr->rec_cap * 2 : 256;
+            uint32_t *n = realloc(wr->rec, cap * sizeof *n);
+            if (n) {
+                wr->rec = n;
+                wr->rec_cap = cap;
+            }
+        }
+        if (wr->nrec < wr->rec_cap)
+            wr->rec[wr->nrec++] = pos;
+        else
+            wr->rec_lost = 1;
+    }
     atomic_fetch_add_explicit(&wr->st->progress, 1, memory_order_relaxed);
     return s;
+}
+
+void world_inject_flip(world_rank *wr) { wr->flip_pending = 1; }
+
+int world_take_flip(world_rank *wr)
+{
+    int f = wr->flip_pending;
+    wr->flip_pending = 0;
+    return f;
+}
+
+void world_record_arrivals(world_rank *wr, int on)
+{
+    wr->recording = on;
+    wr->nrec = 0;
+}
+
+size_t world_take_arrivals(world_rank *wr, const uint32_t **pos, int *lost)
+{
+    size_t n = wr->nrec;
+    *pos = wr->rec;
+    *lost = wr->rec_lost;
+    wr->nrec = 0;
+    return n;
+}
+
+void world_force_arrivals(world_rank *wr, const uint32_t *pos, size_t n)
+{
+    wr->forced = pos;
+    wr->nforced = n;
+    wr->next_forced = 0;
 }
 
 /* ---- the supervisor ---- */

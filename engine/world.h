@@ -119,6 +119,23 @@ void world_leave_coll(world_rank *wr);
 /* All ranks meet. Returns DDP_OK or DDP_ERR_ABORTED when the world was aborted. */
 ddp_status world_barrier(world_rank *wr);
 
+/* Fault injection: the next allreduce contribution of this rank gets one bit flipped. */
+void world_inject_flip(world_rank *wr);
+/* For the collectives: 1 once after world_inject_flip, then 0. */
+int world_take_flip(world_rank *wr);
+
+/*
+ * Trace and replay of arrival order. Recording: every barrier appends the
+ * number of ranks that had arrived before this one (0 = first);
+ * world_take_arrivals hands over what was appended since the last call
+ * (valid until the next barrier; *lost is set if memory ran out). Forcing:
+ * the i-th barrier of this rank waits until exactly pos[i] ranks have
+ * arrived, so a recorded order happens again (pos must outlive the run).
+ */
+void world_record_arrivals(world_rank *wr, int on);
+size_t world_take_arrivals(world_rank *wr, const uint32_t **pos, int *lost);
+void world_force_arrivals(world_rank *wr, const uint32_t *pos, size_t n);
+
 /* Rank r's staging buffer (slot_bytes, 64-byte aligned) and the shared result buffer. */
 void *world_slot(world_rank *wr, int r);
 void *world_result(world_rank *wr);
