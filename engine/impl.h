@@ -48,6 +48,8 @@ typedef struct impl_env {
     world_rank *wr;
     model *m;
     ddp_config cfg;
+    int chaos;            /* built-ins may shake their own timing-only choices with it */
+    uint64_t chaos_seed;
     char error[IMPL_ERROR_LEN];
 } impl_env;
 

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "impl.h"
+#include "rng.h"
 
 #define MAXP MODEL_MAX_PARAMS
 
@@ -46,6 +47,8 @@ typedef struct bstate {
     float window_used[MAXP];
     int rebuilt, order[MAXP], norder;
     int next_launch;
+    int launch[MAXP];  /* launch order: 0, 1, ... or, under chaos, a permutation shared by every rank */
+    uint64_t nsync;
     /* the communication thread */
     pthread_t thread;
     int thread_started;
@@ -195,6 +198,24 @@ static int b_forward_begin(void *state, int no_sync_active)
 {
     bstate *s = state;
     s->fwd_sync = !no_sync_active; /* decided here, at forward */
+    if (s->fwd_sync) {
+        /* Buckets go out in index order; chaos shuffles the order the communication thread takes
+         * them in, the same way on every rank (seeded by the chaos seed and the sync count), so the
+         * ranks' collectives still pair up. Values do not change: each bucket is reduced alone. */
+        impl_env *env = impl_env_of(s->svc);
+        for (int k = 0; k < s->nb; k++)
+            s->launch[k] = k;
+        if (env->chaos) {
+            uint64_t key = rng_key(rng_key(env->chaos_seed, 0x6275636b /* "buck" */), s->nsync);
+            for (int k = s->nb - 1; k > 0; k--) {
+                int j = (int)rng_below(key, (uint64_t)k, (uint32_t)k + 1);
+                int t = s->launch[k];
+                s->launch[k] = s->launch[j];
+                s->launch[j] = t;
+            }
+        }
+        s->nsync++;
+    }
     memset(s->ready, 0, sizeof s->ready);
     s->norder = 0;
     return 0;
@@ -230,8 +251,8 @@ static void fill_slot(bstate *s, int p)
     }
     bk->pending--;
     pthread_mutex_lock(&s->mu);
-    while (s->next_launch < s->nb && s->b[s->next_launch].pending == 0) {
-        s->queue[s->qtail++ % MAXP] = s->next_launch++;
+    while (s->next_launch < s->nb && s->b[s->launch[s->next_launch]].pending == 0) {
+        s->queue[s->qtail++ % MAXP] = s->launch[s->next_launch++];
         pthread_cond_signal(&s->cv);
     }
     pthread_mutex_unlock(&s->mu);

@@ -8,11 +8,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "dump.h"
 #include "impl.h"
+#include "rng.h"
 
 /* The reference: a model replica and its DDP state. */
 typedef struct side {
@@ -46,6 +49,14 @@ typedef struct rank_ctx {
     int last_was_synced_bwd;
     int bwd_since_zero;   /* a backward ran since the start or the last zero_grad */
     verify_record *records;
+    /* chaos, trace, replay */
+    uint64_t chaos_key;
+    int straggler;
+    uint64_t nbwd;
+    FILE *trace;
+    uint64_t t;           /* logical time: this rank's event counter */
+    size_t op;            /* the op being executed */
+    size_t next_ready;    /* replay: next recorded ready event of this rank */
 } rank_ctx;
 
 static ddp_status replica_create(rank_ctx *c, model **m)
@@ -83,7 +94,8 @@ static ddp_status impl_create(rank_ctx *c)
     impl_side *s = &c->impl;
     DDP_CHECK(replica_create(c, &s->m));
     s->ops = c->cfg->impl_ops;
-    s->env = (impl_env){.wr = c->wr, .m = s->m, .cfg = c->cfg->ddp};
+    s->env = (impl_env){.wr = c->wr, .m = s->m, .cfg = c->cfg->ddp, .chaos = c->cfg->chaos,
+                        .chaos_seed = c->cfg->chaos_seed};
     impl_services_init(&s->svc, s->views, &s->env);
     return IMPL_CALL(c, s->ops->create(&s->svc, &s->state), "create");
 }
@@ -95,15 +107,130 @@ static void impl_destroy(impl_side *s)
     model_destroy(s->m);
 }
 
+/*
+ * The ready events of one backward: every used parameter once, last
+ * registered first, as backward produces them; under chaos in a seeded
+ * random order (every gradient is complete when the events are delivered,
+ * so any order is one a backward could produce); under replay in the
+ * recorded order.
+ */
+static ddp_status ready_order(rank_ctx *c, int *order, int *n)
+{
+    const unsigned char *used = model_used(c->impl.m);
+    *n = 0;
+    for (int p = model_nparams(c->impl.m) - 1; p >= 0; p--)
+        if (used[p])
+            order[(*n)++] = p;
+    if (c->cfg->replay) {
+        const verify_replay *rp = c->cfg->replay;
+        unsigned char seen[MODEL_MAX_PARAMS] = {0};
+        for (int i = 0; i < *n; i++) {
+            if (c->next_ready >= rp->nready[c->rank])
+                return ddp_error(DDP_ERR_INVALID, "replay: the trace has fewer ready events than this run on rank %d",
+                                 c->rank);
+            int p = rp->ready[c->rank][c->next_ready++];
+            if (p < 0 || p >= model_nparams(c->impl.m) || !used[p] || seen[p])
+                return ddp_error(DDP_ERR_INVALID, "replay: ready event %zu of rank %d does not fit this run",
+                                 c->next_ready - 1, c->rank);
+            seen[p] = 1;
+            order[i] = p;
+        }
+    } else if (c->cfg->chaos) {
+        uint64_t key = rng_key(rng_key(c->chaos_key, 'r'), c->nbwd);
+        for (int i = *n - 1; i > 0; i--) {
+            int j = (int)rng_below(key, (uint64_t)i, (uint32_t)i + 1);
+            int t = order[i];
+            order[i] = order[j];
+            order[j] = t;
+        }
+    }
+    return DDP_OK;
+}
+
+static void trace_event(rank_ctx *c, const char *ev, const char *extra)
+{
+    if (c->trace)
+        fprintf(c->trace, "{\"t\": %llu, \"rank\": %d, \"op\": %zu, \"ev\": \"%s\"%s%s}\n",
+                (unsigned long long)c->t++, c->rank, c->op, ev, extra ? ", " : "", extra ? extra : "");
+}
+
 static ddp_status impl_backward(rank_ctx *c)
 {
     impl_side *s = &c->impl;
     model_backward(s->m);
-    const unsigned char *used = model_used(s->m);
-    for (int p = model_nparams(s->m) - 1; p >= 0; p--) /* the order backward produces gradients */
-        if (used[p])
-            DDP_CHECK(IMPL_CALL(c, s->ops->grad_ready(s->state, p), "grad_ready"));
+    int order[MODEL_MAX_PARAMS], n;
+    DDP_CHECK(ready_order(c, order, &n));
+    for (int i = 0; i < n; i++) {
+        if (c->trace) {
+            char extra[128];
+            snprintf(extra, sizeof extra, "\"param\": %d, \"name\": \"%s\"", order[i],
+                     model_param_at(s->m, order[i])->name);
+            trace_event(c, "ready", extra);
+        }
+        DDP_CHECK(IMPL_CALL(c, s->ops->grad_ready(s->state, order[i]), "grad_ready"));
+    }
+    c->nbwd++;
     return IMPL_CALL(c, s->ops->backward_end(s->state), "backward_end");
+}
+
+/* Write the barrier arrivals of the op just run into the trace. */
+static ddp_status trace_arrivals(rank_ctx *c)
+{
+    const uint32_t *pos;
+    int lost;
+    size_t n = world_take_arrivals(c->wr, &pos, &lost);
+    if (lost)
+        return ddp_error(DDP_ERR_NOMEM, "trace: out of memory recording arrivals");
+    for (size_t i = 0; i < n; i++) {
+        char extra[64];
+        snprintf(extra, sizeof extra, "\"pos\": %u", pos[i]);
+        trace_event(c, "arrive", extra);
+    }
+    return DDP_OK;
+}
+
+static void sleep_us(unsigned us)
+{
+    struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
+/* Faults that strike rank c->rank before op i, and the chaos delays. */
+static void before_op(rank_ctx *c, size_t i)
+{
+    const verify_config *cfg = c->cfg;
+    for (int f = 0; f < cfg->nfaults; f++) {
+        const verify_fault *ft = &cfg->faults[f];
+        if (ft->rank != c->rank)
+            continue;
+        if (ft->kind == FAULT_SLOW) {
+            sleep_us(ft->ms * 1000u);
+            continue;
+        }
+        if (ft->op != (long)i)
+            continue;
+        switch (ft->kind) {
+        case FAULT_CRASH: raise(SIGKILL); break;
+        case FAULT_ABORT: {
+            struct rlimit none = {0, 0}; /* no core file left behind */
+            setrlimit(RLIMIT_CORE, &none);
+            abort();
+        }
+        case FAULT_HANG:
+            for (;;)
+                pause(); /* no progress, not in a collective: the watchdog's case */
+        case FAULT_FLIP: world_inject_flip(c->wr); break;
+        case FAULT_SLOW: break;
+        }
+    }
+    if (cfg->chaos) {
+        /* Every rank a little late, the straggler a lot, all seeded. */
+        uint32_t us = rng_below(rng_key(c->chaos_key, 'd'), i, 200);
+        if (c->rank == c->straggler)
+            us += 500 + rng_below(rng_key(c->chaos_key, 'D'), i, 1500);
+        sleep_us(us);
+    }
 }
 
 /* The batch of forward b on `rank`: seeded, or read from the inputs directory. */
@@ -194,6 +321,7 @@ static ddp_status do_grab(rank_ctx *c, size_t k)
     rec->synced = c->bwd_since_zero ? ddp_ref_last_synced(c->ref.ddp) : -1;
     compare(c, rec);
     rec->ref_hash = hash_bits(model_grads(c->ref.m), model_size(c->ref.m));
+    rec->impl_hash = hash_bits(model_grads(c->impl.m), model_size(c->impl.m));
     if (c->global && c->params_in_sync && c->last_was_synced_bwd)
         global_check(c, rec);
     if (c->cfg->dump_dir) {
@@ -286,6 +414,18 @@ static ddp_status rank_main(world_rank *wr, void *arg)
     c.params_in_sync = c.grads_agree = 1;
     ddp_status s = DDP_OK;
     world_set_op(wr, -1, "setup");
+    c.chaos_key = rng_key(rng_key(cfg->chaos_seed, 0x6368616f /* "chao" */), (uint64_t)c.rank);
+    c.straggler = (int)rng_below(rng_key(cfg->chaos_seed, 's'), 0, (uint32_t)c.n);
+    if (cfg->trace_path) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s.rank%d", cfg->trace_path, c.rank);
+        c.trace = fopen(path, "w");
+        if (!c.trace)
+            return ddp_error(DDP_ERR_SYSTEM, "cannot create %s", path);
+        world_record_arrivals(wr, 1);
+    }
+    if (cfg->replay && c.rank < cfg->replay->nranks)
+        world_force_arrivals(wr, cfg->replay->arrivals[c.rank], cfg->replay->narrivals[c.rank]);
     s = side_create(&c, &c.ref);
     if (s == DDP_OK)
         s = impl_create(&c);
@@ -303,11 +443,20 @@ static ddp_status rank_main(world_rank *wr, void *arg)
             s = dump_write_tensors(dir, c.ref.m, model_weights(c.ref.m));
         }
     }
+    if (s == DDP_OK)
+        s = trace_arrivals(&c); /* the constructor's broadcasts */
     size_t grab = 0;
     for (size_t i = 0; s == DDP_OK && i < cfg->schedule->nops; i++) {
         world_set_op(wr, (int)i, sched_op_name(cfg->schedule->ops[i]));
+        c.op = i;
+        before_op(&c, i);
+        trace_event(&c, sched_op_name(cfg->schedule->ops[i]), NULL);
         s = run_op(&c, cfg->schedule->ops[i], &grab);
+        if (s == DDP_OK)
+            s = trace_arrivals(&c);
     }
+    if (c.trace && fclose(c.trace) != 0 && s == DDP_OK)
+        s = ddp_error(DDP_ERR_SYSTEM, "cannot write the trace of rank %d", c.rank);
     model_batch_free(&c.batch);
     model_batch_free(&c.gbatch);
     model_destroy(c.global);
@@ -380,6 +529,8 @@ ddp_status verify_run(const verify_config *cfg, verify_result *out)
         .nranks = cfg->nranks,
         .timeout_s = cfg->timeout_s,
         .user_bytes = nrec * sizeof(verify_record),
+        .jitter_seed = cfg->chaos_seed,
+        .jitter_max_us = cfg->chaos ? 100 : 0, /* seeded delays before barrier arrivals */
     };
     DDP_CHECK(world_create(&wc, &out->w));
     out->nranks = cfg->nranks;

@@ -29,6 +29,25 @@
 #define VERIFY_GLOBAL_RTOL 1e-5
 #define VERIFY_MAX_RECORDS ((size_t)1 << 22)
 
+/* Faults injected into a run (--fault). */
+typedef enum fault_kind { FAULT_CRASH, FAULT_ABORT, FAULT_HANG, FAULT_SLOW, FAULT_FLIP } fault_kind;
+typedef struct verify_fault {
+    fault_kind kind;
+    int rank;
+    long op;     /* the op index it strikes before (crash, abort, hang, flip) */
+    unsigned ms; /* slow: added before every op of the rank */
+} verify_fault;
+#define VERIFY_MAX_FAULTS 16
+
+/* A recorded interleaving to force (--replay): per rank, ready-event order and barrier arrival positions. */
+typedef struct verify_replay {
+    int nranks;
+    int32_t *ready[WORLD_MAX_RANKS];
+    size_t nready[WORLD_MAX_RANKS];
+    uint32_t *arrivals[WORLD_MAX_RANKS];
+    size_t narrivals[WORLD_MAX_RANKS];
+} verify_replay;
+
 typedef struct verify_config {
     int nranks;
     const char *model_spec;
@@ -42,6 +61,12 @@ typedef struct verify_config {
     const char *dump_dir;   /* NULL: no dump */
     const char *inputs_dir; /* NULL: seeded init and data; else init and batches from this dump layout */
     double timeout_s;
+    verify_fault faults[VERIFY_MAX_FAULTS];
+    int nfaults;
+    int chaos;              /* shake timing with chaos_seed (never semantics) */
+    uint64_t chaos_seed;
+    const char *trace_path; /* write the JSON-lines event log here */
+    const verify_replay *replay;
 } verify_config;
 
 /* What rank r found at grab k. */
@@ -58,6 +83,7 @@ typedef struct verify_record {
     float first_expected, first_actual;
     uint32_t first_ulp;
     uint64_t ref_hash;      /* of the reference's gradient bits */
+    uint64_t impl_hash;     /* of the implementation's (to see order dependence across chaos seeds) */
     int global_checked;     /* rank 0 only */
     double global_err, global_scale;
 } verify_record;
