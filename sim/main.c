@@ -10,6 +10,8 @@
 #include "cli.h"
 #include "dump.h"
 #include "mutants.h"
+#include "repeat.h"
+#include "trace.h"
 #include "options.h"
 #include "report.h"
 #include "selfcheck.h"
@@ -24,6 +26,20 @@ static int run_verification(ddpsim_options *opt)
     report_header(opt);
     verify_result res;
     ddp_status s = verify_run(&opt->run, &res);
+    if (opt->run.trace_path && res.w) {
+        /* Keep the log of a failed run too: that is the one to debug. */
+        char extra[1400];
+        snprintf(extra, sizeof extra, "\"chaos\": %llu, \"command\": \"%s\"",
+                 (unsigned long long)(opt->run.chaos ? opt->run.chaos_seed : 0), opt->command);
+        for (char *q = extra; *q; q++)
+            if (*q == '\\')
+                *q = '/'; /* the command is quoted for a shell; keep the JSON simple */
+        if (trace_merge(opt->run.trace_path, opt->run.nranks, opt->run_key, extra) != DDP_OK && s == DDP_OK) {
+            fprintf(stderr, "ddpsim: %s\n", ddp_error_text());
+            verify_result_free(&res);
+            return DDPSIM_EXIT_USAGE;
+        }
+    }
     int code;
     if (s == DDP_ERR_INVALID && !res.w) {
         fprintf(stderr, "ddpsim: %s\n", ddp_error_last());
@@ -82,6 +98,8 @@ int main(int argc, char **argv)
         r = list_impls();
     else if (r == OPTIONS_RUN && opt.mutants)
         r = mutants_main(&opt);
+    else if (r == OPTIONS_RUN && opt.repeat_mode)
+        r = repeat_main(&opt);
     else if (r == OPTIONS_RUN)
         r = run_verification(&opt);
     options_free(&opt);

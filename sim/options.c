@@ -54,6 +54,14 @@ static void usage(FILE *out)
             "                           (DIR/init, DIR/rank<r>/batch<b>.{x,y}.npy)\n"
             "      --dump DIR           write parameters, batches and every grab's gradients\n"
             "      --json FILE          write the report as JSON\n"
+            "      --chaos C|A..B       shake timing with chaos seed C (delays before collectives, a\n"
+            "                           straggler, ready-event and bucket orders); a range repeats\n"
+            "      --repeat K           K runs with consecutive chaos seeds (from --chaos or 1)\n"
+            "      --fail-fast          stop repeating at the first failing seed\n"
+            "      --trace FILE         write a JSON-lines event log (ready events, arrivals)\n"
+            "      --replay FILE        force the ready-event and arrival order a trace recorded\n"
+            "      --fault SPEC         inject a fault, repeatable: crash:rank=R,op=K  abort:rank=R,op=K\n"
+            "                           hang:rank=R,op=K  slow:rank=R,ms=M  flip:rank=R,op=K\n"
             "  -t, --timeout SEC        watchdog: stop when no rank progresses for SEC s, 0 off [%.0f]\n"
             "  -q, --quiet              print only the verdict (and the first divergence)\n"
             "  -h, --help               this help\n"
@@ -90,10 +98,128 @@ static void record_command(ddpsim_options *opt, int argc, char **argv)
         strcpy(opt->command + sizeof opt->command - 5, " ...");
 }
 
+/* "C" or "A..B" (A <= B, at most a million seeds). */
+static int parse_chaos(const char *text, ddpsim_options *opt, char *msg, size_t len)
+{
+    char first[32];
+    const char *dots = strstr(text, "..");
+    if (!dots) {
+        if (units_parse_u64(text, &opt->chaos_first, msg, len))
+            return -1;
+        opt->chaos_last = opt->chaos_first;
+    } else {
+        size_t n = (size_t)(dots - text);
+        if (n == 0 || n >= sizeof first) {
+            snprintf(msg, len, "'%s' is not a seed or a range A..B", text);
+            return -1;
+        }
+        memcpy(first, text, n);
+        first[n] = '\0';
+        if (units_parse_u64(first, &opt->chaos_first, msg, len) || units_parse_u64(dots + 2, &opt->chaos_last, msg, len))
+            return -1;
+        if (opt->chaos_last < opt->chaos_first || opt->chaos_last - opt->chaos_first >= 1000000) {
+            snprintf(msg, len, "the range %s must run upward over at most 1000000 seeds", text);
+            return -1;
+        }
+    }
+    opt->chaos_given = 1;
+    return 0;
+}
+
+/* crash:rank=R,op=K | abort:... | hang:... | flip:... | slow:rank=R,ms=M */
+static int parse_fault(const char *text, verify_fault *f, char *msg, size_t len)
+{
+    static const char *const kinds[] = {"crash", "abort", "hang", "slow", "flip"};
+    memset(f, 0, sizeof *f);
+    f->rank = -1;
+    f->op = -1;
+    const char *colon = strchr(text, ':');
+    int k = -1;
+    for (int i = 0; colon && i < 5; i++)
+        if ((size_t)(colon - text) == strlen(kinds[i]) && strncmp(text, kinds[i], strlen(kinds[i])) == 0)
+            k = i;
+    if (k < 0) {
+        snprintf(msg, len, "'%s': expected crash|abort|hang|flip:rank=R,op=K or slow:rank=R,ms=M", text);
+        return -1;
+    }
+    f->kind = (fault_kind)k;
+    long ms = -1;
+    for (const char *p = colon + 1; *p;) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        char item[64], val[64];
+        if (n >= sizeof item) {
+            snprintf(msg, len, "'%s': an item is too long", text);
+            return -1;
+        }
+        memcpy(item, p, n);
+        item[n] = '\0';
+        char *eq = strchr(item, '=');
+        long v;
+        if (!eq) {
+            snprintf(msg, len, "'%s': expected key=value, found '%s'", text, item);
+            return -1;
+        }
+        *eq = '\0';
+        snprintf(val, sizeof val, "%s", eq + 1);
+        if (units_parse_long(val, 0, 100000000, &v, msg, len))
+            return -1;
+        if (strcmp(item, "rank") == 0)
+            f->rank = (int)v;
+        else if (strcmp(item, "op") == 0 && f->kind != FAULT_SLOW)
+            f->op = v;
+        else if (strcmp(item, "ms") == 0 && f->kind == FAULT_SLOW)
+            ms = v;
+        else {
+            snprintf(msg, len, "'%s': unexpected '%s'", text, item);
+            return -1;
+        }
+        p = comma ? comma + 1 : p + n;
+    }
+    if (f->rank < 0 || (f->kind == FAULT_SLOW ? ms < 0 || ms > 60000 : f->op < 0)) {
+        snprintf(msg, len, "'%s': needs rank= and %s", text, f->kind == FAULT_SLOW ? "ms= (0..60000)" : "op=");
+        return -1;
+    }
+    f->ms = (unsigned)(ms < 0 ? 0 : ms);
+    return 0;
+}
+
+static uint64_t schedule_hash(const sched *s)
+{
+    uint64_t h = UINT64_C(0xcbf29ce484222325);
+    for (size_t i = 0; i < s->nops; i++)
+        h = (h ^ (uint64_t)s->ops[i]) * UINT64_C(0x100000001b3);
+    return h;
+}
+
+/* The command without --chaos, --repeat and --fail-fast: a failing seed's replay line appends "--chaos S". */
+static void build_replay_base(ddpsim_options *opt, int argc, char **argv)
+{
+    char *keep[256];
+    int n = 0;
+    for (int i = 0; i < argc && n < 256; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--fail-fast") == 0)
+            continue;
+        if (strcmp(a, "--chaos") == 0 || strcmp(a, "--repeat") == 0) {
+            i++;
+            continue;
+        }
+        if (strncmp(a, "--chaos=", 8) == 0 || strncmp(a, "--repeat=", 9) == 0)
+            continue;
+        keep[n++] = argv[i];
+    }
+    char saved[sizeof opt->command];
+    memcpy(saved, opt->command, sizeof saved);
+    record_command(opt, n, keep);
+    memcpy(opt->replay_base, opt->command, sizeof opt->replay_base);
+    memcpy(opt->command, saved, sizeof saved);
+}
+
 int options_parse(int argc, char **argv, ddpsim_options *opt)
 {
     enum { OPT_BUCKET = 256, OPT_FIRST_BUCKET, OPT_FIND_UNUSED, OPT_BUCKET_VIEW, OPT_LR, OPT_INPUTS, OPT_DUMP,
-           OPT_JSON, OPT_LIST, OPT_MUTANTS };
+           OPT_JSON, OPT_LIST, OPT_MUTANTS, OPT_CHAOS, OPT_REPEAT, OPT_FAIL_FAST, OPT_TRACE, OPT_REPLAY, OPT_FAULT };
     static const struct option longopts[] = {
         {"ranks", required_argument, NULL, 'n'},
         {"impl", required_argument, NULL, 'I'},
@@ -113,6 +239,12 @@ int options_parse(int argc, char **argv, ddpsim_options *opt)
         {"json", required_argument, NULL, OPT_JSON},
         {"list", no_argument, NULL, OPT_LIST},
         {"mutants", no_argument, NULL, OPT_MUTANTS},
+        {"chaos", required_argument, NULL, OPT_CHAOS},
+        {"repeat", required_argument, NULL, OPT_REPEAT},
+        {"fail-fast", no_argument, NULL, OPT_FAIL_FAST},
+        {"trace", required_argument, NULL, OPT_TRACE},
+        {"replay", required_argument, NULL, OPT_REPLAY},
+        {"fault", required_argument, NULL, OPT_FAULT},
         {"timeout", required_argument, NULL, 't'},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
@@ -133,7 +265,7 @@ int options_parse(int argc, char **argv, ddpsim_options *opt)
     record_command(opt, argc, argv);
 
     char msg[512];
-    long v;
+    long v, repeat = 0;
     uint64_t u;
     opterr = 0;
     optind = 1;
@@ -193,6 +325,25 @@ int options_parse(int argc, char **argv, ddpsim_options *opt)
         case OPT_JSON: opt->json_path = optarg; break;
         case OPT_LIST: opt->list = 1; return DDPSIM_EXIT_PASS;
         case OPT_MUTANTS: opt->mutants = 1; break;
+        case OPT_CHAOS:
+            if (parse_chaos(optarg, opt, msg, sizeof msg))
+                return ERR("--chaos", msg);
+            break;
+        case OPT_REPEAT:
+            if (units_parse_long(optarg, 1, 1000000, &v, msg, sizeof msg))
+                return ERR("--repeat", msg);
+            repeat = v;
+            break;
+        case OPT_FAIL_FAST: opt->fail_fast = 1; break;
+        case OPT_TRACE: run->trace_path = optarg; break;
+        case OPT_REPLAY: opt->replay_path = optarg; break;
+        case OPT_FAULT:
+            if (run->nfaults == VERIFY_MAX_FAULTS)
+                return ERR("--fault", "at most 16 faults");
+            if (parse_fault(optarg, &run->faults[run->nfaults], msg, sizeof msg))
+                return ERR("--fault", msg);
+            run->nfaults++;
+            break;
         case 't':
             if (units_parse_seconds(optarg, &run->timeout_s, msg, sizeof msg))
                 return ERR("--timeout", msg);
@@ -230,12 +381,49 @@ int options_parse(int argc, char **argv, ddpsim_options *opt)
     run->schedule = &opt->schedule;
     if (run->ddp.first_bucket_cap > run->ddp.bucket_cap && run->ddp.first_bucket_cap != DDP_DEFAULT_FIRST_BUCKET_CAP)
         return ERR("--first-bucket-cap", "is larger than --bucket-cap");
+    for (int f = 0; f < run->nfaults; f++) {
+        const verify_fault *ft = &run->faults[f];
+        if (ft->rank >= run->nranks) {
+            snprintf(msg, sizeof msg, "rank %d does not exist (--ranks %d)", ft->rank, run->nranks);
+            return ERR("--fault", msg);
+        }
+        if (ft->kind != FAULT_SLOW && (size_t)ft->op >= run->schedule->nops) {
+            snprintf(msg, sizeof msg, "op %ld is past the schedule's %zu ops", ft->op, run->schedule->nops);
+            return ERR("--fault", msg);
+        }
+    }
+    /* Chaos and repetition. */
+    if (repeat) {
+        if (opt->chaos_given && opt->chaos_first != opt->chaos_last)
+            return ERR("--repeat", "give either --repeat K or a --chaos A..B range, not both");
+        if (!opt->chaos_given)
+            opt->chaos_first = 1;
+        opt->chaos_last = opt->chaos_first + (uint64_t)repeat - 1;
+        opt->chaos_given = 1;
+    }
+    opt->repeat_mode = opt->chaos_given && opt->chaos_last != opt->chaos_first;
+    run->chaos = opt->chaos_given;
+    run->chaos_seed = opt->chaos_first;
+    if (opt->fail_fast && !opt->repeat_mode)
+        return ERR("--fail-fast", "goes with --repeat K or --chaos A..B");
+    if (opt->repeat_mode && (run->trace_path || opt->replay_path || run->dump_dir || opt->json_path))
+        return ERR("--repeat", "--trace, --replay, --dump and --json belong to single runs: replay one seed");
+    snprintf(opt->run_key, sizeof opt->run_key, "ranks=%d seed=%llu model=%s batch=%d impl=%s ops=%zu hash=%016llx",
+             run->nranks, (unsigned long long)run->seed, run->model_spec, run->batch, run->impl,
+             run->schedule->nops, (unsigned long long)schedule_hash(run->schedule));
+    if (opt->replay_path) {
+        if (trace_load(opt->replay_path, opt->run_key, run->nranks, &opt->replay) != DDP_OK)
+            return ERR(NULL, ddp_error_text());
+        run->replay = &opt->replay;
+    }
+    build_replay_base(opt, argc, argv);
     return OPTIONS_RUN;
 }
 
 void options_free(ddpsim_options *opt)
 {
     impl_close(&opt->impl);
+    trace_free(&opt->replay);
     sched_free(&opt->schedule);
     free(opt->schedule_text);
 }

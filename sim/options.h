@@ -10,6 +10,7 @@
 
 #include "impl.h"
 #include "schedule.h"
+#include "trace.h"
 #include "verify.h"
 
 typedef struct ddpsim_options {
@@ -21,6 +22,13 @@ typedef struct ddpsim_options {
     int list;                /* --list */
     int mutants;             /* --mutants */
     impl_handle impl;        /* the opened --impl */
+    /* chaos, repeat, replay */
+    int chaos_given, repeat_mode, fail_fast;
+    uint64_t chaos_first, chaos_last; /* --chaos C (first = last) or A..B, or --repeat K from --chaos or 1 */
+    const char *replay_path;
+    verify_replay replay;    /* loaded from --replay */
+    char run_key[512];       /* what a trace belongs to */
+    char replay_base[1024];  /* the command line without --chaos/--repeat/--fail-fast */
     double lr;               /* --lr as typed (the engine gets it as float) */
     char command[1024];      /* the command line, quoted, to print and to replay */
 } ddpsim_options;

@@ -108,6 +108,22 @@ void report_header(const ddpsim_options *opt)
            units_format_size(run->ddp.bucket_cap, cap, sizeof cap),
            units_format_size(run->ddp.first_bucket_cap, fcap, sizeof fcap), run->ddp.find_unused ? "yes" : "no",
            run->ddp.bucket_view ? "yes" : "no", (double)run->ddp.lr);
+    if (run->chaos)
+        printf("# chaos seed %llu: seeded delays before collectives, a straggler, shuffled ready events and bucket "
+               "launches (timing only)\n",
+               (unsigned long long)run->chaos_seed);
+    if (opt->replay_path)
+        printf("# replaying the ready-event and arrival order of %s\n", opt->replay_path);
+    static const char *const kinds[] = {"crash", "abort", "hang", "slow", "flip"};
+    for (int f = 0; f < run->nfaults; f++) {
+        const verify_fault *ft = &run->faults[f];
+        if (ft->kind == FAULT_SLOW)
+            printf("# fault: slow, rank %d sleeps %u ms before every op\n", ft->rank, ft->ms);
+        else
+            printf("# fault: %s, rank %d before op %ld (%s)%s\n", kinds[ft->kind], ft->rank, ft->op,
+                   sched_op_name(run->schedule->ops[ft->op]),
+                   ft->kind == FAULT_FLIP ? ": one bit of its contribution to the next allreduce" : "");
+    }
     printf("# replay: %s\n", opt->command);
     fflush(stdout);
     model_destroy(m);
