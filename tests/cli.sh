@@ -89,6 +89,36 @@ if grep -q '"result": "fail"' "$tmpj" && grep -q '"first_divergence": {"grab": 0
     grep -q '"match": false' "$tmpj"; then ok "json names the first divergence"; else bad "json names the first divergence"; fi
 rm -f "$tmpj"
 
+# Faults: exit codes and reports.
+expect 3 "rank 1 was killed by signal 9" "crash fault" -- --ranks 3 --fault crash:rank=1,op=7
+expect 3 "rank 2 was killed by signal 6" "abort fault" -- --ranks 3 --fault abort:rank=2,op=3
+expect 3 "in op 5 (enter), not in a collective \\[stuck\\]" "hang fault names the stuck rank" -- --ranks 3 --fault hang:rank=0,op=5 --timeout 1
+expect 0 "verdict: PASS" "slow fault changes nothing but time" -- --ranks 3 --fault slow:rank=1,ms=2
+expect 1 "fault: flip, rank 2 before op 10" "flip fault is caught and named" -- --ranks 3 --fault flip:rank=2,op=10
+expect 2 "rank 5 does not exist" "fault on a missing rank" -- --ranks 3 --fault crash:rank=5,op=1
+expect 2 "past the schedule" "fault past the schedule" -- --fault crash:rank=0,op=999
+expect 2 "expected crash|abort|hang|flip" "unknown fault" -- --fault melt:rank=0,op=1
+expect 2 "needs rank= and op=" "incomplete fault" -- --fault crash:op=1
+
+# Chaos, repeat, trace, replay.
+expect 0 "implementation under every chaos seed: bitwise identical" "repeat bucketed under chaos" -- --ranks 3 --impl bucketed --bucket-cap 100 --repeat 4
+expect 0 "reference under every chaos seed: bitwise identical" "a chaos range" -- --ranks 2 --chaos 7..9
+expect 1 "replay: ddpsim --ranks 2 --impl never-sync --chaos 3" "repeat lists failing seeds with their replay" -- --ranks 2 --impl never-sync --repeat 3 --chaos 3 --fail-fast
+if [ "$(grep -c '^chaos ' "$err")" -eq 1 ]; then ok "fail-fast stops at the first failing seed"; else bad "fail-fast stops at the first failing seed"; fi
+expect 2 "goes with --repeat" "fail-fast alone" -- --fail-fast
+expect 2 "belong to single runs" "repeat with a dump" -- --repeat 2 --dump /tmp/x
+tmpt=$(mktemp -d) || exit 99
+expect 0 "chaos seed 5" "trace a chaotic run" -- --ranks 3 --impl bucketed --chaos 5 --trace "$tmpt/t.jsonl"
+expect 0 "replaying the ready-event and arrival order" "replay it" -- --ranks 3 --impl bucketed --replay "$tmpt/t.jsonl"
+expect 2 "recorded for another run" "replay of another run" -- --ranks 2 --replay "$tmpt/t.jsonl"
+if head -1 "$tmpt/t.jsonl" | grep -q '"ddpsim_trace": 1' && grep -q '"ev": "ready", "param"' "$tmpt/t.jsonl" &&
+    grep -q '"ev": "arrive", "pos"' "$tmpt/t.jsonl" && [ ! -e "$tmpt/t.jsonl.rank0" ]; then
+    ok "the trace is JSON lines with ready events and arrivals"
+else
+    bad "the trace is JSON lines with ready events and arrivals"
+fi
+rm -rf "$tmpt"
+
 # The JSON report and the dump manifest.
 tmpd=$(mktemp -d) || exit 99
 expect 0 "verdict: PASS" "json and dump" -- --ranks 2 --json "$tmpd/r.json" --dump "$tmpd/d" --schedule "nosync{fwd bwd} grab fwd bwd grab"
