@@ -32,7 +32,7 @@
 #define ALIGN64(x) (((x) + (size_t)63) & ~(size_t)63)
 
 /* Exit codes a rank process uses; anything else came from code it ran. */
-enum { RANK_EXIT_FAILED = 1, RANK_EXIT_ORPHANED = 2 };
+enum { RANK_EXIT_FAILED = 1, RANK_EXIT_ORPHANED = 2, RANK_EXIT_ABORTED = 4 };
 
 /* What a rank publishes about itself. Written by the rank, read by the parent after it is reaped. */
 typedef struct rank_state {
@@ -227,6 +227,8 @@ _Noreturn static void rank_process(world *w, int r, world_rank_main main, void *
         .jitter_key = rng_key(rng_key(w->cfg.jitter_seed, 0x6a697474 /* "jitt" */), (uint64_t)r),
     };
     ddp_status s = main(&wr, arg);
+    if (s == DDP_ERR_ABORTED)
+        _exit(RANK_EXIT_ABORTED); /* the supervisor is stopping the world: not this rank's failure */
     if (s != DDP_OK) {
         const char *msg = ddp_error_last();
         snprintf(wr.st->error, sizeof wr.st->error, "%s", msg[0] ? msg : ddp_status_str(s));
@@ -363,6 +365,8 @@ static void decode_exit(world_rank_outcome *o, int wstatus, int stopping)
     if (WIFEXITED(wstatus)) {
         o->exit_code = WEXITSTATUS(wstatus);
         o->fate = o->exit_code == 0 ? WORLD_FATE_OK : WORLD_FATE_FAILED;
+        if (stopping && o->exit_code == RANK_EXIT_ABORTED)
+            o->fate = WORLD_FATE_STOPPED; /* it saw the abort word before the SIGKILL landed */
     } else if (WIFSIGNALED(wstatus)) {
         o->signal = WTERMSIG(wstatus);
         o->fate = (stopping && o->signal == SIGKILL) ? WORLD_FATE_STOPPED : WORLD_FATE_SIGNALED;
@@ -374,10 +378,11 @@ static void decode_exit(world_rank_outcome *o, int wstatus, int stopping)
 /* SIGKILL every rank still running and reap it; returns once none is left. */
 static void stop_all(world *w, int *live)
 {
-    atomic_store(&w->hdr->abort_word, 1);
     for (int r = 0; r < w->cfg.nranks; r++)
         if (w->outcomes[r].pid > 0 && w->outcomes[r].fate == WORLD_FATE_NOT_STARTED)
             kill(w->outcomes[r].pid, SIGKILL);
+    /* Then tell waiters to give up, for a world whose ranks a signal cannot reach. */
+    atomic_store(&w->hdr->abort_word, 1);
     for (int r = 0; r < w->cfg.nranks; r++) {
         world_rank_outcome *o = &w->outcomes[r];
         if (o->pid <= 0 || o->fate != WORLD_FATE_NOT_STARTED)

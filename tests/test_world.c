@@ -185,7 +185,8 @@ static ddp_status segfaults(world_rank *wr, void *arg)
 {
     (void)arg;
     if (world_rank_id(wr) == 0) {
-        volatile int *p = NULL;
+        /* A real invalid write (to a page mapped without access), not undefined behaviour. */
+        volatile int *p = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         *p = 1;
     }
     return coll_barrier(wr);
