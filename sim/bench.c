@@ -53,7 +53,7 @@ static int bench_model_main(int argc, char **argv)
     long batch = 64, iters = 10, warmup = 2;
     char msg[256];
     opterr = 0;
-    optind = 1;
+    optind = 0; /* 0, not 1: glibc then also forgets a half-parsed option cluster from an earlier call */
     int c;
     while ((c = getopt_long(argc, argv, ":m:b:i:w:h", longopts, NULL)) != -1) {
         switch (c) {

@@ -268,7 +268,7 @@ int options_parse(int argc, char **argv, ddpsim_options *opt)
     long v, repeat = 0;
     uint64_t u;
     opterr = 0;
-    optind = 1;
+    optind = 0; /* 0, not 1: glibc then also forgets a half-parsed option cluster from an earlier call */
     int c;
     while ((c = getopt_long(argc, argv, ":n:I:m:s:b:S:T:a:t:qhV", longopts, NULL)) != -1) {
         switch (c) {

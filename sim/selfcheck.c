@@ -90,7 +90,7 @@ static int parse(int argc, char **argv, selfcheck_options *opt, int *exit_now)
     long v;
     uint64_t u;
     opterr = 0;
-    optind = 1;
+    optind = 0; /* 0, not 1: glibc then also forgets a half-parsed option cluster from an earlier call */
     int c;
     while ((c = getopt_long(argc, argv, ":n:a:c:i:t:qh", longopts, NULL)) != -1) {
         switch (c) {

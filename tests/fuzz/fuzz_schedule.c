@@ -1,0 +1,43 @@
+/*
+ * fuzz_schedule.c - libFuzzer harness: the schedule parser on arbitrary text.
+ * It must return DDP_OK or DDP_ERR_INVALID, never crash, leak or read out
+ * of bounds; what it accepts must satisfy the schedule's invariants.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "schedule.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char *text = malloc(size + 1);
+    if (!text)
+        return 0;
+    memcpy(text, data, size);
+    text[size] = '\0';
+    sched s;
+    ddp_status st = sched_parse(text, &s);
+    if (st == DDP_OK) {
+        size_t fwd = 0, grabs = 0;
+        for (size_t i = 0; i < s.nops; i++) {
+            if ((unsigned)s.ops[i] > OP_EXIT)
+                abort();
+            fwd += s.ops[i] == OP_FWD;
+            grabs += s.ops[i] == OP_GRAB;
+        }
+        if (fwd != s.nfwd || grabs != s.ngrabs || s.nops == 0 || s.nops > SCHED_MAX_OPS)
+            abort();
+        char(*labels)[SCHED_LABEL_LEN] = malloc((s.ngrabs ? s.ngrabs : 1) * sizeof *labels);
+        if (labels)
+            sched_grab_labels(&s, labels);
+        free(labels);
+        sched_free(&s);
+    } else if (st != DDP_ERR_INVALID && st != DDP_ERR_NOMEM) {
+        abort();
+    }
+    free(text);
+    return 0;
+}
