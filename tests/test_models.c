@@ -237,6 +237,35 @@ static void test_reproducible_and_distinct(void)
     }
 }
 
+/* mlp and attn use every parameter: after one backward each named tensor holds a non-zero gradient. */
+static void test_every_parameter_gets_a_gradient(void)
+{
+    static const char *const specs[] = {"mlp:5-7-6-3", "attn", MODEL_DEFAULT_SPEC};
+    for (int s = 0; s < 3; s++) {
+        model *m = NULL;
+        CU_ASSERT_EQUAL_FATAL(model_create(specs[s], 4, &m), DDP_OK);
+        model_batch b;
+        CU_ASSERT_EQUAL_FATAL(model_batch_alloc(m, &b), DDP_OK);
+        model_init(m, 2, 1);
+        model_batch_fill(m, &b, 2, 1, 0);
+        model_zero_grad(m);
+        CU_ASSERT_EQUAL(model_forward(m, &b, NULL), DDP_OK);
+        model_backward(m);
+        for (int i = 0; i < model_nparams(m); i++) {
+            const model_param *p = model_param_at(m, i);
+            size_t nonzero = 0;
+            for (size_t j = 0; j < p->count; j++)
+                nonzero += model_grads(m)[p->offset + j] != 0.0f;
+            if (!nonzero)
+                fprintf(stderr, "  %s: %s got no gradient\n", specs[s], p->name);
+            CU_ASSERT(nonzero > 0);
+            CU_ASSERT_EQUAL(model_used(m)[i], 1);
+        }
+        model_batch_free(&b);
+        model_destroy(m);
+    }
+}
+
 /* branchy: exactly the parameters of the heads that ran get gradients; "unused" never does. */
 static void test_branchy_usage(void)
 {
@@ -353,6 +382,7 @@ int main(void)
         {"every model: finite differences of the loss", test_models_fd},
         {"backward accumulates, zero_grad zeroes", test_accumulation},
         {"same seed same bits; rank, micro-step and seed change what they should", test_reproducible_and_distinct},
+        {"mlp and attn: every parameter gets a gradient", test_every_parameter_gets_a_gradient},
         {"branchy: gradients exactly where a head ran", test_branchy_usage},
         {"mlp:4-8-3 gradients match PyTorch's (golden data)", test_matches_pytorch},
         TEST_END,
