@@ -10,11 +10,12 @@
  */
 #include "coll.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "exactsum.h"
 
-enum { KIND_ALLREDUCE = 1, KIND_BROADCAST, KIND_ALLGATHER, KIND_BARRIER };
+enum { KIND_ALLREDUCE = 1, KIND_BROADCAST, KIND_ALLGATHER, KIND_BARRIER, KIND_ALLREDUCE_INPLACE };
 enum { BLOCK = 2048 }; /* elements per cache block of the sum loops */
 
 static const char *const algo_names[COLL_NALGOS] = {"ordered", "ring", "exact"};
@@ -41,6 +42,7 @@ static const char *kind_name(uint64_t k)
     case KIND_BROADCAST: return "broadcast";
     case KIND_ALLGATHER: return "allgather";
     case KIND_BARRIER: return "barrier";
+    case KIND_ALLREDUCE_INPLACE: return "allreduce_inplace";
     }
     return "?";
 }
@@ -72,24 +74,73 @@ static ddp_status coll_begin(world_rank *wr, uint64_t kind, uint64_t a, uint64_t
     return DDP_OK;
 }
 
-/* dst[i] = sum over k of src[(first + k) % n][i], added in that order. */
-#define DEFINE_REDUCE_ROTATED(NAME, T)                                                       \
-    static void NAME(T *restrict dst, T *const *src, int n, int first, size_t lo, size_t hi) \
-    {                                                                                        \
-        for (size_t b = lo; b < hi; b += BLOCK) {                                            \
-            size_t e = hi - b < BLOCK ? hi : b + BLOCK;                                      \
-            const T *restrict s0 = src[first];                                               \
-            for (size_t i = b; i < e; i++)                                                   \
-                dst[i] = s0[i];                                                              \
-            for (int k = 1; k < n; k++) {                                                    \
-                const T *restrict sk = src[(first + k) % n];                                 \
-                for (size_t i = b; i < e; i++)                                               \
-                    dst[i] += sk[i];                                                         \
-            }                                                                                \
-        }                                                                                    \
+/*
+ * dst[i] = sum over k of src[(first + k) % n][i], added in that order. Each
+ * cache block is summed in a stack buffer first, so dst may be one of the
+ * sources (the in-place allreduce reduces into its own slot).
+ */
+#define DEFINE_REDUCE_ROTATED(NAME, T)                                                        \
+    static void NAME(T *dst, T *const *src, int n, int first, size_t lo, size_t hi)          \
+    {                                                                                         \
+        T acc[BLOCK];                                                                         \
+        for (size_t b = lo; b < hi; b += BLOCK) {                                             \
+            size_t len = hi - b < BLOCK ? hi - b : BLOCK;                                     \
+            const T *restrict s0 = src[first] + b;                                            \
+            T *restrict a = acc;                                                              \
+            for (size_t i = 0; i < len; i++)                                                  \
+                a[i] = s0[i];                                                                 \
+            for (int k = 1; k < n; k++) {                                                     \
+                const T *restrict sk = src[(first + k) % n] + b;                              \
+                for (size_t i = 0; i < len; i++)                                              \
+                    a[i] += sk[i];                                                            \
+            }                                                                                 \
+            memcpy(dst + b, acc, len * sizeof(T));                                            \
+        }                                                                                     \
     }
 DEFINE_REDUCE_ROTATED(reduce_rotated_f, float)
 DEFINE_REDUCE_ROTATED(reduce_rotated_d, double)
+
+/*
+ * The exact sum, a cache block at a time: add in double and watch every
+ * addition with TwoSum (in loops the compiler vectorizes); an element whose
+ * double sum lost no bit, stayed finite and is not zero is the exact sum
+ * rounded once. Only the others go through the long accumulator. dst may be
+ * one of the sources: each element's terms are all read before it is written.
+ */
+#define DEFINE_EXACT_BLOCKS(NAME, T, SLOW)                                                     \
+    static void NAME(T *dst, T *const *src, int n, size_t lo, size_t hi)                       \
+    {                                                                                          \
+        double sum[BLOCK], lost[BLOCK];                                                        \
+        for (size_t b = lo; b < hi; b += BLOCK) {                                              \
+            size_t len = hi - b < BLOCK ? hi - b : BLOCK;                                      \
+            const T *restrict s0 = src[0] + b;                                                 \
+            double *restrict su = sum, *restrict lo_ = lost;                                   \
+            for (size_t i = 0; i < len; i++)                                                   \
+                su[i] = s0[i];                                                                 \
+            memset(lo_, 0, len * sizeof *lo_);                                                 \
+            for (int k = 1; k < n; k++) {                                                      \
+                const T *restrict sk = src[k] + b;                                             \
+                for (size_t i = 0; i < len; i++) {                                             \
+                    double x = sk[i], t = su[i] + x, bb = t - su[i];                           \
+                    double err = (su[i] - (t - bb)) + (x - bb);                                \
+                    lo_[i] += fabs(err); /* stays 0 exactly when no addition lost a bit */      \
+                    su[i] = t;                                                                 \
+                }                                                                              \
+            }                                                                                  \
+            /* Every element rounded once; the few that need it done again exactly. A sum \
+             * that is 0 may be -0 and one that is not finite may hide an overflow. */        \
+            T *restrict d = dst + b;                                                           \
+            for (size_t i = 0; i < len; i++) {                                                 \
+                d[i] = (T)su[i];                                                               \
+                lo_[i] += (su[i] == 0.0 || !(su[i] - su[i] == 0.0)) ? 1.0 : 0.0;               \
+            }                                                                                  \
+            for (size_t i = 0; i < len; i++)                                                   \
+                if (lo_[i] != 0.0)                                                             \
+                    d[i] = SLOW((const T *const *)src, n, b + i);                              \
+        }                                                                                      \
+    }
+DEFINE_EXACT_BLOCKS(exact_blocks_f, float, exactsum_f)
+DEFINE_EXACT_BLOCKS(exact_blocks_d, double, exactsum_d)
 
 /* Index of the ring chunk holding global element g of a count-element vector. */
 static int ring_chunk_of(size_t g, size_t count, int n)
@@ -116,11 +167,9 @@ static void reduce_slice(void *dst, void **src, int n, coll_dtype type, coll_alg
 {
     if (algo == COLL_EXACT) {
         if (type == COLL_FLOAT)
-            for (size_t i = lo; i < hi; i++)
-                ((float *)dst)[i] = exactsum_f((const float *const *)src, n, i);
+            exact_blocks_f(dst, (float *const *)src, n, lo, hi);
         else
-            for (size_t i = lo; i < hi; i++)
-                ((double *)dst)[i] = exactsum_d((const double *const *)src, n, i);
+            exact_blocks_d(dst, (double *const *)src, n, lo, hi);
         return;
     }
     size_t i = lo;
@@ -193,6 +242,41 @@ ddp_status coll_allreduce(world_rank *wr, void *buf, size_t count, coll_dtype ty
         DDP_CHECK(world_barrier(wr));
         memcpy(p + off * esz, res, len * esz);
         /* The next piece's first barrier (after its slot copy) precedes any overwrite of res. */
+    }
+    world_leave_coll(wr);
+    return DDP_OK;
+}
+
+ddp_status coll_allreduce_inplace(world_rank *wr, size_t count, coll_dtype type, coll_op op, coll_algo algo)
+{
+    if (count == 0)
+        return ddp_error(DDP_ERR_INVALID, "allreduce of 0 elements");
+    if ((unsigned)type > COLL_DOUBLE || (unsigned)op > COLL_AVG || (unsigned)algo >= COLL_NALGOS)
+        return ddp_error(DDP_ERR_INVALID, "allreduce: unknown type %d, op %d or algorithm %d", (int)type, (int)op,
+                         (int)algo);
+    size_t esz = coll_dtype_size(type);
+    if (count > world_slot_bytes(wr) / esz)
+        return ddp_error(DDP_ERR_INVALID, "in-place allreduce of %zu elements exceeds the %zu-byte slot", count,
+                         world_slot_bytes(wr));
+    DDP_CHECK(coll_begin(wr, KIND_ALLREDUCE_INPLACE, count, (uint64_t)type | (uint64_t)op << 8, (uint64_t)algo));
+    int n = world_size(wr), me = world_rank_id(wr);
+    void *src[WORLD_MAX_RANKS];
+    for (int r = 0; r < n; r++)
+        src[r] = world_slot(wr, r);
+    /* Reduce-scatter: my slice of every rank's slot, summed into my own slot. */
+    size_t lo, hi;
+    coll_split(count, n, me, &lo, &hi);
+    reduce_slice(src[me], src, n, type, algo, 0, count, lo, hi);
+    if (op == COLL_AVG)
+        divide_slice(src[me], type, n, lo, hi);
+    DDP_CHECK(world_barrier(wr));
+    /* Allgather: every other slice from the slot of the rank that reduced it. */
+    unsigned char *mine = src[me];
+    for (int r = 0; r < n; r++) {
+        if (r == me)
+            continue;
+        coll_split(count, n, r, &lo, &hi);
+        memcpy(mine + lo * esz, (unsigned char *)src[r] + lo * esz, (hi - lo) * esz);
     }
     world_leave_coll(wr);
     return DDP_OK;

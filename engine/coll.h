@@ -53,6 +53,18 @@ size_t coll_dtype_size(coll_dtype t);
 ddp_status coll_allreduce(world_rank *wr, void *buf, size_t count, coll_dtype type, coll_op op,
                           coll_algo algo);
 
+/*
+ * The one-copy allreduce on buffers in shared memory: each rank's input is
+ * in its own slot (world_slot(wr, rank), count elements), and so is the
+ * result. Each rank sums its slice of every slot in the algorithm's order
+ * straight into its own slot (reduce-scatter), then copies the other slices
+ * from the slots of the ranks that reduced them (allgather). Same bits as
+ * coll_allreduce. A rank must not write its slot again until every rank has
+ * returned (a barrier, or the next collective's start, ensures it).
+ * DDP_ERR_INVALID when count does not fit a slot.
+ */
+ddp_status coll_allreduce_inplace(world_rank *wr, size_t count, coll_dtype type, coll_op op, coll_algo algo);
+
 /* Copy root's bytes into every rank's buf. */
 ddp_status coll_broadcast(world_rank *wr, void *buf, size_t bytes, int root);
 
