@@ -10,7 +10,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "bench_coll.h"
 #include "bench_model.h"
+#include "jsonw.h"
+#include "world.h"
 #include "cli.h"
 #include "units.h"
 
@@ -19,10 +22,176 @@
 static const char *const default_models[] = {"mlp:32-64-64-16", "branchy", "attn", "mlp:256-1024-1024-256",
                                               "mlp:1024-4096-4096-1024"};
 
+static void allreduce_usage(FILE *out)
+{
+    fprintf(out,
+            "Usage: ddpsim bench allreduce [OPTIONS]\n"
+            "Times the one-copy in-place allreduce over shared memory, nccl-tests style, every\n"
+            "result checked, next to this machine's memcpy bandwidth measured in the same run.\n"
+            "\n"
+            "Options (default in brackets):\n"
+            "  -n, --ranks N          rank processes, 1..%d [4]\n"
+            "  -B, --bytes SIZE       one size (K/M/G suffixes)\n"
+            "      --min-bytes SIZE   smallest size of a doubling sweep [4K]\n"
+            "      --max-bytes SIZE   largest size, at most 1G [64M]\n"
+            "  -a, --algo NAME        ordered | ring | exact [ordered]\n"
+            "  -T, --type NAME        float | double [float]\n"
+            "  -i, --iters K          timed repetitions per size; medians are reported [20]\n"
+            "  -w, --warmup W         untimed repetitions first [3]\n"
+            "      --json FILE        the results as JSON\n"
+            "  -t, --timeout SEC      watchdog [60]\n"
+            "  -h, --help             this help\n"
+            "Exit status: 0 every result right, 1 a wrong element, 2 bad usage, 3 runtime fault.\n",
+            WORLD_MAX_RANKS);
+}
+
+static int allreduce_error(const char *opt, const char *msg)
+{
+    return cli_usage_error("bench allreduce", opt, msg);
+}
+
+static int write_coll_json(const char *path, const bench_coll_config *c, const bench_coll_result *r)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    fprintf(f, "{\"memcpy_GBps\": ");
+    jsonw_number(f, r->memcpy_gbps);
+    fprintf(f, ", \"results\": [");
+    for (int k = 0; k < r->nrows; k++) {
+        const bench_coll_row *w = &r->rows[k];
+        fprintf(f, "%s\n  {\"bytes\": %zu, \"count\": %zu, \"type\": \"%s\", \"ranks\": %d, \"algo\": \"%s\", "
+                   "\"time_us\": ",
+                k ? "," : "", w->bytes, w->count, coll_dtype_name(c->type), c->nranks, coll_algo_name(c->algo));
+        jsonw_number(f, w->time_us);
+        fprintf(f, ", \"algbw_GBps\": ");
+        jsonw_number(f, w->algbw);
+        fprintf(f, ", \"busbw_GBps\": ");
+        jsonw_number(f, w->busbw);
+        fprintf(f, ", \"bound_us\": ");
+        jsonw_number(f, w->bound_us);
+        fprintf(f, ", \"wrong\": %llu}", (unsigned long long)w->wrong);
+    }
+    fprintf(f, "\n]}\n");
+    int bad = ferror(f);
+    return (fclose(f) != 0 || bad) ? -1 : 0;
+}
+
+static int bench_allreduce_main(int argc, char **argv)
+{
+    enum { OPT_MIN = 256, OPT_MAX, OPT_JSON };
+    static const struct option longopts[] = {
+        {"ranks", required_argument, NULL, 'n'},     {"bytes", required_argument, NULL, 'B'},
+        {"min-bytes", required_argument, NULL, OPT_MIN}, {"max-bytes", required_argument, NULL, OPT_MAX},
+        {"algo", required_argument, NULL, 'a'},      {"type", required_argument, NULL, 'T'},
+        {"iters", required_argument, NULL, 'i'},     {"warmup", required_argument, NULL, 'w'},
+        {"json", required_argument, NULL, OPT_JSON}, {"timeout", required_argument, NULL, 't'},
+        {"help", no_argument, NULL, 'h'},            {NULL, 0, NULL, 0},
+    };
+    bench_coll_config c = {4, (size_t)4 << 10, (size_t)64 << 20, COLL_ORDERED, COLL_FLOAT, 20, 3, 60};
+    const char *json = NULL;
+    char msg[256];
+    long v;
+    uint64_t u;
+    opterr = 0;
+    optind = 0;
+    int ch;
+    while ((ch = getopt_long(argc, argv, ":n:B:a:T:i:w:t:h", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 'n':
+            if (units_parse_long(optarg, 1, WORLD_MAX_RANKS, &v, msg, sizeof msg))
+                return allreduce_error("--ranks", msg);
+            c.nranks = (int)v;
+            break;
+        case 'B':
+        case OPT_MIN:
+        case OPT_MAX:
+            if (units_parse_size(optarg, &u, msg, sizeof msg))
+                return allreduce_error(ch == 'B' ? "--bytes" : ch == OPT_MIN ? "--min-bytes" : "--max-bytes", msg);
+            if (ch != OPT_MAX)
+                c.min_bytes = (size_t)u;
+            if (ch != OPT_MIN)
+                c.max_bytes = (size_t)u;
+            break;
+        case 'a':
+            if (coll_algo_parse(optarg, &c.algo) != DDP_OK)
+                return allreduce_error("--algo", ddp_error_text());
+            break;
+        case 'T':
+            if (strcmp(optarg, "float") == 0)
+                c.type = COLL_FLOAT;
+            else if (strcmp(optarg, "double") == 0)
+                c.type = COLL_DOUBLE;
+            else
+                return allreduce_error("--type", "expected float or double");
+            break;
+        case 'i':
+            if (units_parse_long(optarg, 1, 100000, &v, msg, sizeof msg))
+                return allreduce_error("--iters", msg);
+            c.iters = (int)v;
+            break;
+        case 'w':
+            if (units_parse_long(optarg, 0, 1000, &v, msg, sizeof msg))
+                return allreduce_error("--warmup", msg);
+            c.warmup = (int)v;
+            break;
+        case OPT_JSON: json = optarg; break;
+        case 't':
+            if (units_parse_seconds(optarg, &c.timeout_s, msg, sizeof msg))
+                return allreduce_error("--timeout", msg);
+            break;
+        case 'h': allreduce_usage(stdout); return DDPSIM_EXIT_PASS;
+        default: return allreduce_error(NULL, cli_getopt_message(ch, argv, msg, sizeof msg));
+        }
+    }
+    if (optind < argc)
+        return allreduce_error(NULL, cli_getopt_message(0, argv, msg, sizeof msg));
+    size_t esz = coll_dtype_size(c.type);
+    if (c.min_bytes < esz || c.max_bytes < c.min_bytes || c.max_bytes > ((size_t)1 << 30))
+        return allreduce_error("--bytes", "sizes must be at least one element and at most 1G, min <= max");
+    if ((double)c.max_bytes * (c.nranks + 1) > 16.0 * (1 << 30))
+        return allreduce_error("--max-bytes", "ranks x size exceeds 16 GiB of shared memory");
+
+    printf("# ddpsim bench allreduce: %d ranks, algo %s, type %s; one-copy in-place allreduce over shared memory\n",
+           c.nranks, coll_algo_name(c.algo), coll_dtype_name(c.type));
+    printf("# medians of %d iterations after %d warm-up, the slowest rank of each; every result checked\n", c.iters,
+           c.warmup);
+    fflush(stdout);
+    bench_coll_result r;
+    ddp_status s = bench_coll_run(&c, &r);
+    if (s != DDP_OK) {
+        fprintf(stderr, "ddpsim bench: %s\n", ddp_error_text());
+        return s == DDP_ERR_INVALID ? DDPSIM_EXIT_USAGE : DDPSIM_EXIT_FAULT;
+    }
+    printf("# memcpy: %.2f GB/s (min(ranks, cores) concurrent copies of 32 MiB, medians of 7, summed)\n",
+           r.memcpy_gbps);
+    printf("# bound_us: the bytes the allreduce reads and writes on all ranks, n(3N-1), at 2 x that rate\n");
+    printf("#%11s %11s %7s %11s %11s %11s %11s %8s %8s\n", "size", "count", "type", "time_us", "algbw_GBps",
+           "busbw_GBps", "bound_us", "x_bound", "#wrong");
+    uint64_t wrong = 0;
+    double busbw = 0;
+    for (int k = 0; k < r.nrows; k++) {
+        const bench_coll_row *w = &r.rows[k];
+        printf(" %11zu %11zu %7s %11.1f %11.3f %11.3f %11.1f %8.2f %8llu\n", w->bytes, w->count,
+               coll_dtype_name(c.type), w->time_us, w->algbw, w->busbw, w->bound_us,
+               w->bound_us > 0 ? w->time_us / w->bound_us : 0.0, (unsigned long long)w->wrong);
+        wrong += w->wrong;
+        busbw += w->busbw;
+    }
+    printf("# avg busbw: %.3f GB/s\n", busbw / r.nrows);
+    printf("# verdict: %s (%llu wrong elements)\n", wrong ? "FAIL" : "PASS", (unsigned long long)wrong);
+    if (json && write_coll_json(json, &c, &r) != 0) {
+        fprintf(stderr, "ddpsim bench: cannot write --json %s\n", json);
+        return DDPSIM_EXIT_USAGE;
+    }
+    return wrong ? DDPSIM_EXIT_MISMATCH : DDPSIM_EXIT_PASS;
+}
+
 static void bench_usage(FILE *out)
 {
     fprintf(out,
-            "Usage: ddpsim bench model [OPTIONS]\n"
+            "Usage: ddpsim bench allreduce [OPTIONS]   (see ddpsim bench allreduce --help)\n"
+            "       ddpsim bench model [OPTIONS]\n"
             "Times forward + backward of each model and, in the same run, plain cblas_sgemm\n"
             "calls of exactly the matrix shapes that forward + backward performs.\n"
             "\n"
@@ -113,5 +282,7 @@ int bench_main(int argc, char **argv)
     }
     if (strcmp(argv[1], "model") == 0)
         return bench_model_main(argc - 1, argv + 1);
-    return bench_error(NULL, "unknown benchmark (available: model)");
+    if (strcmp(argv[1], "allreduce") == 0)
+        return bench_allreduce_main(argc - 1, argv + 1);
+    return bench_error(NULL, "unknown benchmark (available: allreduce, model)");
 }

@@ -143,6 +143,14 @@ expect 0 "mlp:4-8-3 " "bench model runs" -- bench model --model mlp:4-8-3 --mode
 expect 2 "unknown model 'resnet'" "bench model: bad spec" -- bench model --model resnet
 expect 2 "out of range 1..65536" "bench model: bad batch" -- bench model --batch 0
 expect 2 "unknown benchmark" "bench: unknown kind" -- bench nothing
+tmpb=$(mktemp) || exit 99
+expect 0 "verdict: PASS (0 wrong elements)" "bench allreduce sweep" -- bench allreduce --ranks 3 --min-bytes 4K --max-bytes 64K --iters 3 --warmup 1 --json "$tmpb"
+if [ "$(grep -c '"bytes": ' "$tmpb")" -eq 5 ] && grep -q '"algo": "ordered", "time_us": ' "$tmpb" && grep -q '"wrong": 0}' "$tmpb"; then
+    ok "bench allreduce json"; else bad "bench allreduce json"; fi
+rm -f "$tmpb"
+expect 0 " 12288 " "bench allreduce exact, double" -- bench allreduce --ranks 2 --bytes 12K --algo exact --type double --iters 2
+expect 2 "expected float or double" "bench allreduce bad type" -- bench allreduce --type half
+expect 2 "at most 1G" "bench allreduce too large" -- bench allreduce --bytes 2G
 expect 2 "Usage: ddpsim bench" "bench without a kind" -- bench
 
 # Interrupt a long run: exit 128+signal, and nothing left behind. Job control

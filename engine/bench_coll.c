@@ -1,0 +1,200 @@
+/*
+ * bench_coll.c - the allreduce benchmark (bench_coll.h).
+ *
+ * The memory-traffic bound. For n bytes on N ranks, the in-place allreduce
+ * reads, on each rank, its slice of every slot (n bytes) and the other
+ * ranks' reduced slices (n (N-1)/N), and writes its own slice (n/N) and the
+ * gathered ones (n (N-1)/N): n (3 - 1/N) per rank, n (3N - 1) in all. A
+ * memcpy of B bytes reads and writes 2B, so at the measured memcpy rate R
+ * (bytes copied per second) memory moves 2R bytes per second, and the
+ * allreduce cannot take less than n (3N - 1) / (2R). R is the machine's:
+ * min(N, cores) ranks each memcpy 32 MiB at the same time (after a barrier)
+ * and their rates add up, so the ranks of the allreduce are measured against
+ * the bandwidth they can get together, not against one core's.
+ */
+#include <unistd.h>
+#include "bench_coll.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "collcheck.h"
+#include "world.h"
+
+#define MEMCPY_BYTES ((size_t)32 << 20)
+
+typedef struct bench_args {
+    const bench_coll_config *cfg;
+    int nsizes;
+} bench_args;
+
+/* Layout of the user area: memcpy rate per rank, then times[size][iter][rank], then wrong[size][rank]. */
+static size_t user_bytes(const bench_coll_config *c, int nsizes)
+{
+    return (size_t)c->nranks * sizeof(double) + (size_t)nsizes * (size_t)c->iters * (size_t)c->nranks * sizeof(double) +
+           (size_t)nsizes * (size_t)c->nranks * sizeof(uint64_t);
+}
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double measure_memcpy(void)
+{
+    unsigned char *a = malloc(MEMCPY_BYTES), *b = malloc(MEMCPY_BYTES);
+    if (!a || !b) {
+        free(a);
+        free(b);
+        return 0;
+    }
+    memset(a, 1, MEMCPY_BYTES);
+    memset(b, 2, MEMCPY_BYTES);
+    double t[7];
+    for (int i = 0; i < 7; i++) {
+        double t0 = now_us();
+        memcpy(i % 2 ? a : b, i % 2 ? b : a, MEMCPY_BYTES);
+        t[i] = now_us() - t0;
+    }
+    qsort(t, 7, sizeof t[0], cmp_double);
+    free(a);
+    free(b);
+    return (double)MEMCPY_BYTES / (t[3] * 1e-6) * 1e-9;
+}
+
+static void fill(void *slot, coll_dtype type, int rank, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        if (type == COLL_FLOAT)
+            ((float *)slot)[i] = (float)collcheck_input(rank, i);
+        else
+            ((double *)slot)[i] = collcheck_input(rank, i);
+    }
+}
+
+static uint64_t count_wrong(const void *slot, coll_dtype type, int n, size_t count)
+{
+    uint64_t wrong = 0;
+    for (size_t i = 0; i < count; i++) {
+        double want = 0;
+        for (int r = 0; r < n; r++)
+            want += collcheck_input(r, i); /* exact: integers and quarters */
+        double got = type == COLL_FLOAT ? ((const float *)slot)[i] : ((const double *)slot)[i];
+        wrong += !(got == want);
+    }
+    return wrong;
+}
+
+static ddp_status bench_rank(world_rank *wr, void *arg)
+{
+    const bench_args *ba = arg;
+    const bench_coll_config *c = ba->cfg;
+    int n = world_size(wr), me = world_rank_id(wr);
+    double *memcpy_rate = world_rank_user_area(wr);
+    double *times = memcpy_rate + n;
+    uint64_t *wrong = (uint64_t *)(times + (size_t)ba->nsizes * (size_t)c->iters * (size_t)n);
+    world_set_op(wr, 0, "memcpy");
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    DDP_CHECK(coll_barrier(wr));
+    if (me < (cores > 0 ? cores : 1))
+        memcpy_rate[me] = measure_memcpy(); /* concurrently on as many ranks as there are cores */
+    DDP_CHECK(coll_barrier(wr));
+    size_t esz = coll_dtype_size(c->type);
+    void *slot = world_slot(wr, me);
+    size_t bytes = c->min_bytes;
+    for (int k = 0; k < ba->nsizes; k++, bytes *= 2) {
+        size_t count = bytes / esz;
+        world_set_op(wr, k, "allreduce");
+        for (int it = -c->warmup; it < c->iters; it++) {
+            fill(slot, c->type, me, count);
+            DDP_CHECK(coll_barrier(wr));
+            double t0 = now_us();
+            DDP_CHECK(coll_allreduce_inplace(wr, count, c->type, COLL_SUM, c->algo));
+            double t = now_us() - t0;
+            if (it >= 0)
+                times[((size_t)k * (size_t)c->iters + (size_t)it) * (size_t)n + (size_t)me] = t;
+            if (it == c->iters - 1)
+                wrong[(size_t)k * (size_t)n + (size_t)me] = count_wrong(slot, c->type, n, count);
+            DDP_CHECK(coll_barrier(wr)); /* nobody refills a slot another rank still reads */
+        }
+    }
+    return DDP_OK;
+}
+
+double bench_coll_traffic(size_t bytes, int nranks)
+{
+    return (double)bytes * (3.0 * nranks - 1.0);
+}
+
+ddp_status bench_coll_run(const bench_coll_config *c, bench_coll_result *out)
+{
+    memset(out, 0, sizeof *out);
+    size_t esz = coll_dtype_size(c->type);
+    if (c->min_bytes < esz || c->max_bytes < c->min_bytes || c->max_bytes > ((size_t)1 << 30))
+        return ddp_error(DDP_ERR_INVALID, "sizes must run from %zu bytes up to at most 1 GiB (got %zu..%zu)", esz,
+                         c->min_bytes, c->max_bytes);
+    if (c->iters < 1 || c->warmup < 0)
+        return ddp_error(DDP_ERR_INVALID, "bench: %d iterations, %d warm-up", c->iters, c->warmup);
+    int nsizes = 0;
+    for (size_t b = c->min_bytes; b <= c->max_bytes && nsizes < BENCH_COLL_MAX_ROWS; b *= 2)
+        nsizes++;
+    size_t largest = c->min_bytes << (nsizes - 1);
+    world_config wc = {.nranks = c->nranks,
+                       .timeout_s = c->timeout_s,
+                       .slot_bytes = largest < 64 ? 64 : largest,
+                       .user_bytes = user_bytes(c, nsizes)};
+    world *w = NULL;
+    DDP_CHECK(world_create(&wc, &w));
+    memset(world_user_area(w), 0, wc.user_bytes);
+    bench_args ba = {c, nsizes};
+    ddp_status s = world_run(w, bench_rank, &ba);
+    if (s != DDP_OK) {
+        world_destroy(w);
+        return s;
+    }
+    const double *memcpy_rate = world_user_area(w), *times = memcpy_rate + c->nranks;
+    const uint64_t *wrong = (const uint64_t *)(times + (size_t)nsizes * (size_t)c->iters * (size_t)c->nranks);
+    for (int r = 0; r < c->nranks; r++)
+        out->memcpy_gbps += memcpy_rate[r];
+    double *per_iter = malloc((size_t)c->iters * sizeof *per_iter);
+    if (!per_iter) {
+        world_destroy(w);
+        return ddp_error(DDP_ERR_NOMEM, "bench results");
+    }
+    size_t bytes = c->min_bytes;
+    for (int k = 0; k < nsizes; k++, bytes *= 2) {
+        bench_coll_row *row = &out->rows[k];
+        row->bytes = bytes / esz * esz;
+        row->count = bytes / esz;
+        for (int it = 0; it < c->iters; it++) {
+            double slowest = 0;
+            for (int r = 0; r < c->nranks; r++) {
+                double t = times[((size_t)k * (size_t)c->iters + (size_t)it) * (size_t)c->nranks + (size_t)r];
+                if (t > slowest)
+                    slowest = t;
+            }
+            per_iter[it] = slowest;
+        }
+        qsort(per_iter, (size_t)c->iters, sizeof *per_iter, cmp_double);
+        row->time_us = per_iter[c->iters / 2];
+        row->algbw = (double)row->bytes / (row->time_us * 1e-6) * 1e-9;
+        row->busbw = row->algbw * 2.0 * (c->nranks - 1) / c->nranks;
+        row->bound_us = out->memcpy_gbps > 0 ? bench_coll_traffic(row->bytes, c->nranks) / (2.0 * out->memcpy_gbps * 1e3)
+                                             : 0;
+        for (int r = 0; r < c->nranks; r++)
+            row->wrong += wrong[(size_t)k * (size_t)c->nranks + (size_t)r];
+    }
+    out->nrows = nsizes;
+    free(per_iter);
+    world_destroy(w);
+    return DDP_OK;
+}

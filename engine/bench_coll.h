@@ -1,0 +1,48 @@
+/*
+ * bench_coll.h - the allreduce benchmark (`ddpsim bench allreduce`): the
+ * one-copy in-place allreduce over shared memory, timed per size (medians
+ * after warm-up, the slowest rank of each iteration), every result checked
+ * against exactly known sums, next to this machine's memcpy bandwidth
+ * measured in the same run and the memory-traffic bound it implies.
+ */
+#ifndef DDPSIM_BENCH_COLL_H
+#define DDPSIM_BENCH_COLL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "coll.h"
+#include "status.h"
+
+#define BENCH_COLL_MAX_ROWS 40
+
+typedef struct bench_coll_config {
+    int nranks;
+    size_t min_bytes, max_bytes; /* sizes min, 2 min, 4 min, ... up to max */
+    coll_algo algo;
+    coll_dtype type;
+    int iters, warmup;
+    double timeout_s;
+} bench_coll_config;
+
+typedef struct bench_coll_row {
+    size_t bytes, count;
+    double time_us;  /* median over iterations of the slowest rank */
+    double algbw, busbw; /* GB/s: bytes / time, and algbw * 2 (N - 1) / N as nccl-tests */
+    double bound_us; /* memory-traffic bound (see bench_coll.c) */
+    uint64_t wrong;  /* wrong elements in the checked results, all ranks */
+} bench_coll_row;
+
+typedef struct bench_coll_result {
+    int nrows;
+    bench_coll_row rows[BENCH_COLL_MAX_ROWS];
+    double memcpy_gbps; /* bytes copied per second by min(N, cores) concurrent memcpys, in GB/s */
+} bench_coll_result;
+
+/* DDP_ERR_INVALID for bad sizes; world errors for faults. */
+ddp_status bench_coll_run(const bench_coll_config *cfg, bench_coll_result *out);
+
+/* Bytes the in-place allreduce reads and writes over all ranks for n bytes of data: n (3N - 1). */
+double bench_coll_traffic(size_t bytes, int nranks);
+
+#endif
