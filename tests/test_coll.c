@@ -429,6 +429,67 @@ static void test_broadcast_allgather(void)
     }
 }
 
+/* The in-place allreduce gives the same bits as the two-copy one, for every algorithm and type. */
+static ddp_status inplace_rank(world_rank *wr, void *arg)
+{
+    (void)arg;
+    int me = world_rank_id(wr);
+    int *out = world_rank_user_area(wr); /* [case]: 1 when equal, per rank */
+    static const size_t counts[] = {1, 5, 1001};
+    int k = 0;
+    for (int a = 0; a < COLL_NALGOS; a++)
+        for (int t = 0; t < 2; t++)
+            for (size_t ci = 0; ci < 3; ci++, k++) {
+                size_t count = counts[ci], esz = t ? sizeof(double) : sizeof(float);
+                unsigned char want[1001 * 8], *slot = world_slot(wr, me);
+                spec sp = {(coll_algo)a, (coll_dtype)t, COLL_AVG, count, INPUT_RANDOM, 31};
+                for (size_t i = 0; i < count; i++) {
+                    double v = input_value(&sp, me, i);
+                    if (t) {
+                        ((double *)want)[i] = v;
+                    } else {
+                        ((float *)want)[i] = (float)v;
+                    }
+                }
+                DDP_CHECK(coll_allreduce(wr, want, count, (coll_dtype)t, COLL_AVG, (coll_algo)a));
+                DDP_CHECK(coll_barrier(wr)); /* the slots are free again */
+                for (size_t i = 0; i < count; i++) {
+                    double v = input_value(&sp, me, i);
+                    if (t) {
+                        ((double *)slot)[i] = v;
+                    } else {
+                        ((float *)slot)[i] = (float)v;
+                    }
+                }
+                DDP_CHECK(coll_allreduce_inplace(wr, count, (coll_dtype)t, COLL_AVG, (coll_algo)a));
+                out[k * WORLD_MAX_RANKS + me] = memcmp(slot, want, count * esz) == 0;
+                DDP_CHECK(coll_barrier(wr));
+            }
+    /* More than a slot holds is an error, on every rank alike. */
+    out[k * WORLD_MAX_RANKS + me] =
+        coll_allreduce_inplace(wr, world_slot_bytes(wr) / 4 + 1, COLL_FLOAT, COLL_SUM, COLL_ORDERED) ==
+        DDP_ERR_INVALID;
+    return DDP_OK;
+}
+
+static void test_inplace_same_bits(void)
+{
+    static const int ranks[] = {1, 3, 4};
+    for (int ri = 0; ri < 3; ri++) {
+        world_config cfg = {.nranks = ranks[ri], .timeout_s = 30, .slot_bytes = 1001 * 8,
+                            .user_bytes = sizeof(int) * 20 * WORLD_MAX_RANKS};
+        world *w = NULL;
+        CU_ASSERT_EQUAL_FATAL(world_create(&cfg, &w), DDP_OK);
+        memset(world_user_area(w), 0, cfg.user_bytes);
+        CU_ASSERT_EQUAL(world_run(w, inplace_rank, NULL), DDP_OK);
+        const int *out = world_user_area(w);
+        for (int k = 0; k < 19; k++)
+            for (int r = 0; r < ranks[ri]; r++)
+                CU_ASSERT_EQUAL(out[k * WORLD_MAX_RANKS + r], 1);
+        world_destroy(w);
+    }
+}
+
 int main(void)
 {
     static const test_entry tests[] = {
@@ -439,6 +500,7 @@ int main(void)
         {"mismatched calls fail on every rank", test_mismatch_detected},
         {"bad arguments are errors", test_bad_arguments},
         {"broadcast and allgather", test_broadcast_allgather},
+        {"in-place allreduce: the same bits as the two-copy one", test_inplace_same_bits},
         TEST_END,
     };
     return test_run_suite("collectives", tests);
