@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "collcheck.h"
+#include "stats.h"
 #include "world.h"
 
 #define MEMCPY_BYTES ((size_t)32 << 20)
@@ -36,19 +37,6 @@ static size_t user_bytes(const bench_coll_config *c, int nsizes)
            (size_t)nsizes * (size_t)c->nranks * sizeof(uint64_t);
 }
 
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static double measure_memcpy(void)
 {
     unsigned char *a = malloc(MEMCPY_BYTES), *b = malloc(MEMCPY_BYTES);
@@ -61,14 +49,13 @@ static double measure_memcpy(void)
     memset(b, 2, MEMCPY_BYTES);
     double t[7];
     for (int i = 0; i < 7; i++) {
-        double t0 = now_us();
+        double t0 = stats_now_us();
         memcpy(i % 2 ? a : b, i % 2 ? b : a, MEMCPY_BYTES);
-        t[i] = now_us() - t0;
+        t[i] = stats_now_us() - t0;
     }
-    qsort(t, 7, sizeof t[0], cmp_double);
     free(a);
     free(b);
-    return (double)MEMCPY_BYTES / (t[3] * 1e-6) * 1e-9;
+    return (double)MEMCPY_BYTES / (stats_median(t, 7) * 1e-6) * 1e-9;
 }
 
 static void fill(void *slot, coll_dtype type, int rank, size_t count)
@@ -117,9 +104,9 @@ static ddp_status bench_rank(world_rank *wr, void *arg)
         for (int it = -c->warmup; it < c->iters; it++) {
             fill(slot, c->type, me, count);
             DDP_CHECK(coll_barrier(wr));
-            double t0 = now_us();
+            double t0 = stats_now_us();
             DDP_CHECK(coll_allreduce_inplace(wr, count, c->type, COLL_SUM, c->algo));
-            double t = now_us() - t0;
+            double t = stats_now_us() - t0;
             if (it >= 0)
                 times[((size_t)k * (size_t)c->iters + (size_t)it) * (size_t)n + (size_t)me] = t;
             if (it == c->iters - 1)
@@ -184,8 +171,7 @@ ddp_status bench_coll_run(const bench_coll_config *c, bench_coll_result *out)
             }
             per_iter[it] = slowest;
         }
-        qsort(per_iter, (size_t)c->iters, sizeof *per_iter, cmp_double);
-        row->time_us = per_iter[c->iters / 2];
+        row->time_us = stats_median(per_iter, (size_t)c->iters);
         row->algbw = (double)row->bytes / (row->time_us * 1e-6) * 1e-9;
         row->busbw = row->algbw * 2.0 * (c->nranks - 1) / c->nranks;
         row->bound_us = out->memcpy_gbps > 0 ? bench_coll_traffic(row->bytes, c->nranks) / (2.0 * out->memcpy_gbps * 1e3)

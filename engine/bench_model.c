@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "model.h"
+#include "stats.h"
 #include "world.h"
 
 #define MAX_GEMMS 64
@@ -19,35 +20,16 @@ typedef struct bench_args {
     int batch, warmup, iters;
 } bench_args;
 
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *t, int n)
-{
-    qsort(t, (size_t)n, sizeof *t, cmp_double);
-    return t[n / 2];
-}
-
 /* The gemms with beta = 1 (accumulating, as backward does) on buffers of the right sizes. */
 static double time_gemms(const model_gemm *g, int n, float **a, float **b, float **c)
 {
-    double t0 = now_us();
+    double t0 = stats_now_us();
     for (int i = 0; i < n; i++) {
         int lda = g[i].transA ? g[i].M : g[i].K, ldb = g[i].transB ? g[i].K : g[i].N;
         cblas_sgemm(CblasRowMajor, g[i].transA ? CblasTrans : CblasNoTrans, g[i].transB ? CblasTrans : CblasNoTrans,
                     g[i].M, g[i].N, g[i].K, 1.0f, a[i], lda, b[i], ldb, 1.0f, c[i], g[i].N);
     }
-    return now_us() - t0;
+    return stats_now_us() - t0;
 }
 
 static ddp_status bench_rank(world_rank *wr, void *arg)
@@ -77,11 +59,11 @@ static ddp_status bench_rank(world_rank *wr, void *arg)
         b.branch = 3; /* branchy: both heads, the work model_flops counts */
         for (int it = -ba->warmup; it < ba->iters && s == DDP_OK; it++) {
             world_set_op(wr, it, "bench model");
-            double t0 = now_us();
+            double t0 = stats_now_us();
             s = model_forward(m, &b, NULL);
             model_backward(m);
             if (it >= 0)
-                t[it] = now_us() - t0;
+                t[it] = stats_now_us() - t0;
         }
     }
     if (s == DDP_OK) {
@@ -89,14 +71,14 @@ static ddp_status bench_rank(world_rank *wr, void *arg)
         out->params = model_size(m);
         out->batch = ba->batch;
         out->flops = model_flops(m);
-        out->model_us = median(t, ba->iters);
+        out->model_us = stats_median(t, (size_t)ba->iters);
         for (int it = -ba->warmup; it < ba->iters; it++) {
             world_set_op(wr, it, "bench sgemm");
             double us = time_gemms(g, ng, A, Bm, Cm);
             if (it >= 0)
                 t[it] = us;
         }
-        out->gemm_us = median(t, ba->iters);
+        out->gemm_us = stats_median(t, (size_t)ba->iters);
         double gemm_flops = 0;
         for (int i = 0; i < ng; i++)
             gemm_flops += 2.0 * g[i].M * g[i].N * (double)g[i].K;

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "stats.h"
+
 typedef struct rank_record {
     uint64_t wrong;
     uint64_t hash;
@@ -104,12 +106,6 @@ static ddp_status check_rank(world_rank *wr, void *arg)
     return DDP_OK;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 ddp_status collcheck_run(world *w, const collcheck_case *cases, int ncases, int iters,
                          collcheck_result *out)
 {
@@ -134,8 +130,7 @@ ddp_status collcheck_run(world *w, const collcheck_case *cases, int ncases, int 
                 r->ranks_agree = 0;
         }
         double *t = times + (size_t)k * (size_t)iters;
-        qsort(t, (size_t)iters, sizeof *t, cmp_double);
-        r->median_us = t[iters / 2];
+        r->median_us = stats_median(t, (size_t)iters);
     }
     return DDP_OK;
 }

@@ -9,6 +9,7 @@
 #include "bench.h"
 #include "cli.h"
 #include "dump.h"
+#include "jsonw.h"
 #include "mutants.h"
 #include "repeat.h"
 #include "trace.h"
@@ -28,12 +29,15 @@ static int run_verification(ddpsim_options *opt)
     ddp_status s = verify_run(&opt->run, &res);
     if (opt->run.trace_path && res.w) {
         /* Keep the log of a failed run too: that is the one to debug. */
-        char extra[1400];
-        snprintf(extra, sizeof extra, "\"chaos\": %llu, \"command\": \"%s\"",
-                 (unsigned long long)(opt->run.chaos ? opt->run.chaos_seed : 0), opt->command);
-        for (char *q = extra; *q; q++)
-            if (*q == '\\')
-                *q = '/'; /* the command is quoted for a shell; keep the JSON simple */
+        char extra[2600];
+        FILE *mem = fmemopen(extra, sizeof extra, "w");
+        if (mem) {
+            fprintf(mem, "\"chaos\": %llu, \"command\": ", (unsigned long long)(opt->run.chaos ? opt->run.chaos_seed : 0));
+            jsonw_string(mem, opt->command);
+            fclose(mem);
+        } else {
+            extra[0] = '\0';
+        }
         if (trace_merge(opt->run.trace_path, opt->run.nranks, opt->run_key, extra) != DDP_OK && s == DDP_OK) {
             fprintf(stderr, "ddpsim: %s\n", ddp_error_text());
             verify_result_free(&res);

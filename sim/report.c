@@ -210,8 +210,7 @@ static int write_json(const ddpsim_options *opt, const verify_result *res, const
 int report_verification(const ddpsim_options *opt, const verify_result *res)
 {
     summary s = summarize(res);
-    static char (*labels)[SCHED_LABEL_LEN];
-    labels = calloc(res->ngrabs ? res->ngrabs : 1, sizeof *labels);
+    char(*labels)[SCHED_LABEL_LEN] = calloc(res->ngrabs ? res->ngrabs : 1, sizeof *labels);
     if (!labels) {
         fprintf(stderr, "ddpsim: out of memory for the report\n");
         return DDPSIM_EXIT_FAULT;
