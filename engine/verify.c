@@ -81,6 +81,20 @@ static void side_destroy(side *s)
     model_destroy(s->m);
 }
 
+const char *verify_dump_name(const verify_config *cfg)
+{
+    /* A plugin is named by its table, not its path; nothing but the built-in reference writes "reference". */
+    static _Thread_local char name[64];
+    const char *n = cfg->impl_ops->name ? cfg->impl_ops->name : "impl";
+    if (cfg->impl_ops == &impl_reference_ops)
+        return "reference";
+    snprintf(name, sizeof name, "%s%s", strcmp(n, "reference") == 0 ? "impl-" : "", n);
+    for (char *q = name; *q; q++)
+        if (*q == '/' || (*q == '.' && q == name))
+            *q = '_';
+    return name;
+}
+
 /* A callback of the implementation returned non-zero: say which and why. */
 static ddp_status impl_failed(rank_ctx *c, const char *callback)
 {
@@ -330,7 +344,7 @@ static ddp_status do_grab(rank_ctx *c, size_t k)
         DDP_CHECK(dump_mkdirs(dir));
         DDP_CHECK(dump_write_tensors(dir, c->ref.m, model_grads(c->ref.m)));
         if (!c->impl_is_ref_name) {
-            snprintf(dir, sizeof dir, "%s/%s/rank%d/grab%zu", c->cfg->dump_dir, c->cfg->impl, c->rank, k);
+            snprintf(dir, sizeof dir, "%s/%s/rank%d/grab%zu", c->cfg->dump_dir, verify_dump_name(c->cfg), c->rank, k);
             DDP_CHECK(dump_mkdirs(dir));
             DDP_CHECK(dump_write_tensors(dir, c->impl.m, model_grads(c->impl.m)));
         }
@@ -410,7 +424,7 @@ static ddp_status rank_main(world_rank *wr, void *arg)
     c.rank = world_rank_id(wr);
     c.n = world_size(wr);
     c.records = world_rank_user_area(wr);
-    c.impl_is_ref_name = strcmp(cfg->impl, "reference") == 0;
+    c.impl_is_ref_name = cfg->impl_ops == &impl_reference_ops;
     c.params_in_sync = c.grads_agree = 1;
     ddp_status s = DDP_OK;
     world_set_op(wr, -1, "setup");
@@ -513,8 +527,8 @@ ddp_status verify_check_config(const verify_config *cfg)
     if (cfg->inputs_dir)
         DDP_CHECK(check_inputs(cfg));
     if (cfg->dump_dir) {
-        const char *impls[2] = {"reference", cfg->impl};
-        if (dump_prepare(cfg->dump_dir, cfg->nranks, impls, strcmp(cfg->impl, "reference") ? 2 : 1) != DDP_OK)
+        const char *impls[2] = {"reference", verify_dump_name(cfg)};
+        if (dump_prepare(cfg->dump_dir, cfg->nranks, impls, cfg->impl_ops == &impl_reference_ops ? 1 : 2) != DDP_OK)
             return ddp_error_prefix(DDP_ERR_INVALID, "--dump");
     }
     return DDP_OK;

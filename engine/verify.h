@@ -106,6 +106,9 @@ typedef struct verify_result {
  */
 ddp_status verify_run(const verify_config *cfg, verify_result *out);
 
+/* The directory name of the implementation under test in a dump: its table's name, made safe. */
+const char *verify_dump_name(const verify_config *cfg);
+
 /* The validation verify_run starts with (it also creates the dump directories): DDP_ERR_INVALID with why. */
 ddp_status verify_check_config(const verify_config *cfg);
 void verify_result_free(verify_result *r);

@@ -53,7 +53,7 @@ static int run_verification(ddpsim_options *opt)
     } else {
         code = report_verification(opt, &res);
         if (opt->run.dump_dir) {
-            const char *impls[2] = {"reference", opt->run.impl};
+            const char *impls[2] = {"reference", verify_dump_name(&opt->run)};
             dump_manifest_info info = {
                 .nranks = opt->run.nranks,
                 .seed = opt->run.seed,
@@ -64,7 +64,7 @@ static int run_verification(ddpsim_options *opt)
                 .schedule_text = opt->schedule_text,
                 .schedule = opt->run.schedule,
                 .impls = impls,
-                .nimpls = strcmp(opt->run.impl, "reference") ? 2 : 1,
+                .nimpls = opt->run.impl_ops == &impl_reference_ops ? 1 : 2,
             };
             if (dump_write_manifest(opt->run.dump_dir, &info) != DDP_OK) {
                 fprintf(stderr, "ddpsim: %s\n", ddp_error_last());

@@ -79,6 +79,11 @@ expect 0 "verdict: PASS" "bucketed passes" -- --impl bucketed --ranks 4 --bucket
 expect 0 "self-add-each-microstep" "--list shows the catalogue" -- --list
 expect 0 "mutation score: 17 of 17 caught" "--mutants catches every bug" -- --mutants
 expect 0 "verdict: PASS" "the example plugin runs" -- --impl "$plugins/libexample_impl.so" --ranks 3
+tmpp=$(mktemp -d) || exit 99
+expect 0 "verdict: PASS" "a plugin's dump" -- --impl "$plugins/libexample_impl.so" --dump "$tmpp/d" --schedule "fwd bwd grab"
+if [ -f "$tmpp/d/example/rank1/grab0/0.weight.npy" ] && grep -q '"impls": \["reference", "example"\]' "$tmpp/d/manifest.json"; then
+    ok "a plugin's gradients are dumped under its name"; else bad "a plugin's gradients are dumped under its name"; fi
+rm -rf "$tmpp"
 expect 2 "interface version 99" "a plugin of another version" -- --impl "$plugins/libbad_version.so"
 expect 2 "does not export ddpsim_impl_get" "a plugin without the entry" -- --impl "$plugins/libno_entry.so"
 expect 2 "cannot load plugin" "a missing plugin" -- --impl ./no-such-plugin.so
