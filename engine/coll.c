@@ -89,12 +89,20 @@ static ddp_status coll_begin(world_rank *wr, uint64_t kind, uint64_t a, uint64_t
             T *restrict a = acc;                                                              \
             for (size_t i = 0; i < len; i++)                                                  \
                 a[i] = s0[i];                                                                 \
-            for (int k = 1; k < n; k++) {                                                     \
+            for (int k = 1; k < n - 1; k++) {                                                 \
                 const T *restrict sk = src[(first + k) % n] + b;                              \
                 for (size_t i = 0; i < len; i++)                                              \
                     a[i] += sk[i];                                                            \
             }                                                                                 \
-            memcpy(dst + b, acc, len * sizeof(T));                                            \
+            if (n == 1) {                                                                     \
+                memcpy(dst + b, acc, len * sizeof(T));                                        \
+                continue;                                                                     \
+            }                                                                                 \
+            /* The last term goes straight to dst, which may be that very source (same index). */ \
+            const T *sl = src[(first + n - 1) % n] + b;                                       \
+            T *d = dst + b;                                                                   \
+            for (size_t i = 0; i < len; i++)                                                  \
+                d[i] = a[i] + sl[i];                                                          \
         }                                                                                     \
     }
 DEFINE_REDUCE_ROTATED(reduce_rotated_f, float)
@@ -247,8 +255,12 @@ ddp_status coll_allreduce(world_rank *wr, void *buf, size_t count, coll_dtype ty
     return DDP_OK;
 }
 
+/* Messages up to this size take the small path: every rank reduces everything itself. */
+#define INPLACE_SMALL_BYTES 16384
+
 ddp_status coll_allreduce_inplace(world_rank *wr, size_t count, coll_dtype type, coll_op op, coll_algo algo)
 {
+    static _Thread_local uint32_t handoff; /* this rank's in-place allreduces: the same count on every rank */
     if (count == 0)
         return ddp_error(DDP_ERR_INVALID, "allreduce of 0 elements");
     if ((unsigned)type > COLL_DOUBLE || (unsigned)op > COLL_AVG || (unsigned)algo >= COLL_NALGOS)
@@ -263,18 +275,32 @@ ddp_status coll_allreduce_inplace(world_rank *wr, size_t count, coll_dtype type,
     void *src[WORLD_MAX_RANKS];
     for (int r = 0; r < n; r++)
         src[r] = world_slot(wr, r);
-    /* Reduce-scatter: my slice of every rank's slot, summed into my own slot. */
+    unsigned char *mine = src[me];
+    if (count * esz <= INPLACE_SMALL_BYTES) {
+        /* Small: reduce all of it privately (no gather phase), wait until every rank has read
+         * the inputs, then keep the result. One barrier instead of two. */
+        _Alignas(64) unsigned char result[INPLACE_SMALL_BYTES];
+        reduce_slice(result, src, n, type, algo, 0, count, 0, count);
+        if (op == COLL_AVG)
+            divide_slice(result, type, n, 0, count);
+        DDP_CHECK(world_barrier(wr));
+        memcpy(mine, result, count * esz);
+        world_leave_coll(wr);
+        return DDP_OK;
+    }
+    /* Reduce-scatter: my slice of every slot, summed into my own slot; then a flag, not a barrier. */
+    uint32_t ticket = ++handoff;
     size_t lo, hi;
     coll_split(count, n, me, &lo, &hi);
-    reduce_slice(src[me], src, n, type, algo, 0, count, lo, hi);
+    reduce_slice(mine, src, n, type, algo, 0, count, lo, hi);
     if (op == COLL_AVG)
-        divide_slice(src[me], type, n, lo, hi);
-    DDP_CHECK(world_barrier(wr));
-    /* Allgather: every other slice from the slot of the rank that reduced it. */
-    unsigned char *mine = src[me];
-    for (int r = 0; r < n; r++) {
-        if (r == me)
-            continue;
+        divide_slice(mine, type, n, lo, hi);
+    world_flag_set(wr, ticket);
+    /* Allgather: each other slice as soon as the rank that reduced it says it is done, starting
+     * with the next rank so the ranks do not all queue on the same one. */
+    for (int k = 1; k < n; k++) {
+        int r = (me + k) % n;
+        DDP_CHECK(world_flag_wait(wr, r, ticket));
         coll_split(count, n, r, &lo, &hi);
         memcpy(mine + lo * esz, (unsigned char *)src[r] + lo * esz, (hi - lo) * esz);
     }

@@ -36,10 +36,13 @@ enum { RANK_EXIT_FAILED = 1, RANK_EXIT_ORPHANED = 2, RANK_EXIT_ABORTED = 4 };
 
 /* What a rank publishes about itself. Written by the rank, read by the parent after it is reaped. */
 typedef struct rank_state {
+    _Alignas(64) _Atomic uint32_t flag;     /* handoff flag, alone on its cache line (world_flag_*) */
     _Alignas(64) _Atomic uint64_t progress; /* bumped by every op, collective and barrier */
     _Atomic int32_t op_index;
     _Atomic uint32_t in_coll;
     _Atomic uint64_t coll_seq;
+    _Atomic uint64_t coll_ns;          /* time spent inside collectives */
+    uint64_t coll_start_ns;
     uint64_t desc[2][WORLD_DESC_WORDS]; /* by parity of coll_seq: see world_coll_desc */
     char op_label[WORLD_LABEL_LEN];
     char coll[WORLD_LABEL_LEN];
@@ -259,8 +262,16 @@ void world_set_op(world_rank *wr, int op_index, const char *label)
     atomic_fetch_add_explicit(&wr->st->progress, 1, memory_order_relaxed);
 }
 
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 void world_enter_coll(world_rank *wr, const char *name)
 {
+    wr->st->coll_start_ns = mono_ns();
     copy_label(wr->st->coll, name);
     atomic_fetch_add_explicit(&wr->st->coll_seq, 1, memory_order_relaxed);
     atomic_store_explicit(&wr->st->in_coll, 1, memory_order_relaxed);
@@ -269,6 +280,7 @@ void world_enter_coll(world_rank *wr, const char *name)
 
 void world_leave_coll(world_rank *wr)
 {
+    atomic_fetch_add_explicit(&wr->st->coll_ns, mono_ns() - wr->st->coll_start_ns, memory_order_relaxed);
     atomic_store_explicit(&wr->st->in_coll, 0, memory_order_relaxed);
     atomic_fetch_add_explicit(&wr->st->progress, 1, memory_order_relaxed);
 }
@@ -311,6 +323,24 @@ ddp_status world_barrier(world_rank *wr)
     }
     atomic_fetch_add_explicit(&wr->st->progress, 1, memory_order_relaxed);
     return s;
+}
+
+void world_flag_set(world_rank *wr, uint32_t value)
+{
+    atomic_store_explicit(&wr->st->flag, value, memory_order_release);
+    sync_wake_all(&wr->st->flag);
+}
+
+ddp_status world_flag_wait(world_rank *wr, int r, uint32_t value)
+{
+    _Atomic uint32_t *f = &wr->w->ranks[r].flag;
+    atomic_fetch_add_explicit(&wr->st->progress, 1, memory_order_relaxed);
+    for (;;) {
+        uint32_t v = atomic_load_explicit(f, memory_order_acquire);
+        if ((int32_t)(v - value) >= 0) /* reached or passed (counters may wrap) */
+            return DDP_OK;
+        DDP_CHECK(sync_wait_change(f, v, &wr->w->hdr->abort_word));
+    }
 }
 
 void world_inject_flip(world_rank *wr) { wr->flip_pending = 1; }
@@ -404,6 +434,7 @@ static void collect_states(world *w)
         memcpy(o->op_label, st->op_label, WORLD_LABEL_LEN);
         o->op_label[WORLD_LABEL_LEN - 1] = '\0';
         o->coll_seq = atomic_load(&st->coll_seq);
+        o->coll_ns = atomic_load(&st->coll_ns);
         if (atomic_load(&st->in_coll)) {
             memcpy(o->coll, st->coll, WORLD_LABEL_LEN);
             o->coll[WORLD_LABEL_LEN - 1] = '\0';

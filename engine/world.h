@@ -60,6 +60,7 @@ typedef struct world_rank_outcome {
     char op_label[WORLD_LABEL_LEN];
     char coll[WORLD_LABEL_LEN];    /* collective it was inside ("" if none) */
     uint64_t coll_seq;             /* how many collectives it had entered */
+    uint64_t coll_ns;              /* time it spent inside collectives (finished ones) */
     char error[WORLD_ERROR_LEN];   /* the message of a failing status */
 } world_rank_outcome;
 
@@ -118,6 +119,17 @@ void world_leave_coll(world_rank *wr);
 
 /* All ranks meet. Returns DDP_OK or DDP_ERR_ABORTED when the world was aborted. */
 ddp_status world_barrier(world_rank *wr);
+
+/*
+ * Point-to-point handoff without a full barrier: each rank owns one flag
+ * word on its own cache line. world_flag_set publishes a value (with release
+ * order: what the rank wrote before is visible to whoever sees the value);
+ * world_flag_wait waits until rank r's flag reaches value (counting with
+ * wrap-around), or the world
+ * aborts (DDP_ERR_ABORTED).
+ */
+void world_flag_set(world_rank *wr, uint32_t value);
+ddp_status world_flag_wait(world_rank *wr, int r, uint32_t value);
 
 /* Fault injection: the next allreduce contribution of this rank gets one bit flipped. */
 void world_inject_flip(world_rank *wr);
