@@ -12,7 +12,11 @@
 
 #include "bench_coll.h"
 #include "bench_model.h"
+#include "impl.h"
+#include "verify.h"
 #include "jsonw.h"
+#include "model.h"
+#include "stats.h"
 #include "world.h"
 #include "cli.h"
 #include "units.h"
@@ -187,10 +191,128 @@ static int bench_allreduce_main(int argc, char **argv)
     return wrong ? DDPSIM_EXIT_MISMATCH : DDPSIM_EXIT_PASS;
 }
 
+static const char *const run_models[] = {MODEL_DEFAULT_SPEC, "branchy", "attn", "mlp:256-1024-1024-256"};
+
+/* `ddpsim bench run`: whole verification runs, timed, with the share spent in collectives. */
+static int bench_run_main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"ranks", required_argument, NULL, 'n'}, {"model", required_argument, NULL, 'm'},
+        {"impl", required_argument, NULL, 'I'},  {"iters", required_argument, NULL, 'i'},
+        {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0},
+    };
+    const char *models[BENCH_MAX_MODELS], *implname = "reference";
+    int nmodels = 0;
+    long ranks = 4, iters = 5;
+    char msg[256];
+    opterr = 0;
+    optind = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":n:m:I:i:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'n':
+            if (units_parse_long(optarg, 1, WORLD_MAX_RANKS, &ranks, msg, sizeof msg))
+                return cli_usage_error("bench run", "--ranks", msg);
+            break;
+        case 'm':
+            if (nmodels == BENCH_MAX_MODELS)
+                return cli_usage_error("bench run", "--model", "at most 16 models per run");
+            models[nmodels++] = optarg;
+            break;
+        case 'I': implname = optarg; break;
+        case 'i':
+            if (units_parse_long(optarg, 1, 1000, &iters, msg, sizeof msg))
+                return cli_usage_error("bench run", "--iters", msg);
+            break;
+        case 'h':
+            printf("Usage: ddpsim bench run [--ranks N] [--model SPEC]... [--impl NAME] [--iters K]\n"
+                   "Times whole verification runs of the default schedule (reference and implementation\n"
+                   "on every rank, every grab compared) for each model: time per verification step\n"
+                   "(one forward + backward), steps per second, and the share of time in collectives.\n"
+                   "Defaults: 4 ranks, reference, %s, branchy, attn, mlp:256-1024-1024-256; medians of 5.\n",
+                   MODEL_DEFAULT_SPEC);
+            return DDPSIM_EXIT_PASS;
+        default: return cli_usage_error("bench run", NULL, cli_getopt_message(c, argv, msg, sizeof msg));
+        }
+    }
+    if (optind < argc)
+        return cli_usage_error("bench run", NULL, cli_getopt_message(0, argv, msg, sizeof msg));
+    if (nmodels == 0)
+        for (size_t i = 0; i < sizeof run_models / sizeof run_models[0]; i++)
+            models[nmodels++] = run_models[i];
+    impl_handle h;
+    if (impl_open(implname, &h) != DDP_OK)
+        return cli_usage_error("bench run", "--impl", ddp_error_text());
+    sched s;
+    if (sched_parse(SCHED_DEFAULT, &s) != DDP_OK) {
+        impl_close(&h);
+        return DDPSIM_EXIT_FAULT;
+    }
+    size_t steps = 0;
+    for (size_t i = 0; i < s.nops; i++)
+        steps += s.ops[i] == OP_BWD;
+    printf("# ddpsim bench run: the default schedule (%zu steps of forward + backward), %ld ranks, %s under test\n",
+           steps, ranks, implname);
+    printf("# a step runs the reference and the implementation on every rank (rank 0 also the global-batch\n"
+           "# check) and compares every grab; medians of %ld runs\n", iters);
+    printf("#%-26s %11s %10s %10s %9s %12s\n", "model", "params", "run_ms", "ms/step", "steps/s", "in_collectives");
+    fflush(stdout);
+    int code = DDPSIM_EXIT_PASS;
+    for (int k = 0; k < nmodels && code == DDPSIM_EXIT_PASS; k++) {
+        verify_config vc;
+        memset(&vc, 0, sizeof vc);
+        vc.nranks = (int)ranks;
+        vc.model_spec = models[k];
+        vc.batch = 4;
+        vc.seed = 1;
+        vc.schedule = &s;
+        vc.ddp = (ddp_config){COLL_ORDERED, DDP_DEFAULT_BUCKET_CAP, DDP_DEFAULT_FIRST_BUCKET_CAP,
+                              strncmp(models[k], "branchy", 7) == 0, 0, 0.1f};
+        vc.tol.kind = TOL_BITWISE;
+        vc.impl = implname;
+        vc.impl_ops = h.ops;
+        vc.timeout_s = 600;
+        double wall[1000], share[1000];
+        size_t params = 0;
+        for (long it = 0; it < iters; it++) {
+            verify_result res;
+            ddp_status st = verify_run(&vc, &res);
+            if (st != DDP_OK) {
+                code = cli_fault_exit(res.w, st);
+                if (st == DDP_ERR_INVALID && !res.w)
+                    code = DDPSIM_EXIT_USAGE;
+                verify_result_free(&res);
+                break;
+            }
+            double coll = 0;
+            for (int r = 0; r < res.nranks; r++)
+                coll += (double)world_outcome(res.w, r)->coll_ns * 1e-9;
+            wall[it] = res.wall_s;
+            share[it] = coll / res.nranks / res.wall_s;
+            verify_result_free(&res);
+        }
+        if (code != DDPSIM_EXIT_PASS)
+            break;
+        model *m = NULL;
+        if (model_create_layout(models[k], 4, &m) == DDP_OK)
+            params = model_size(m);
+        double w = stats_median(wall, (size_t)iters), sh = stats_median(share, (size_t)iters);
+        printf(" %-26s %11zu %10.2f %10.3f %9.0f %11.0f%%\n", m ? model_spec(m) : models[k], params, w * 1e3,
+               w * 1e3 / (double)steps, (double)steps / w, sh * 100);
+        model_destroy(m);
+        fflush(stdout);
+    }
+    printf("# in_collectives: the average rank's time inside collectives (reducing and waiting), of the run\n");
+    sched_free(&s);
+    impl_close(&h);
+    return code;
+}
+
 static void bench_usage(FILE *out)
 {
     fprintf(out,
             "Usage: ddpsim bench allreduce [OPTIONS]   (see ddpsim bench allreduce --help)\n"
+            "       ddpsim bench run [OPTIONS]         (see ddpsim bench run --help)\n"
             "       ddpsim bench model [OPTIONS]\n"
             "Times forward + backward of each model and, in the same run, plain cblas_sgemm\n"
             "calls of exactly the matrix shapes that forward + backward performs.\n"
@@ -284,5 +406,7 @@ int bench_main(int argc, char **argv)
         return bench_model_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "allreduce") == 0)
         return bench_allreduce_main(argc - 1, argv + 1);
-    return bench_error(NULL, "unknown benchmark (available: allreduce, model)");
+    if (strcmp(argv[1], "run") == 0)
+        return bench_run_main(argc - 1, argv + 1);
+    return bench_error(NULL, "unknown benchmark (available: allreduce, model, run)");
 }

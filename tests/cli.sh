@@ -155,6 +155,8 @@ if [ "$(grep -c '"bytes": ' "$tmpb")" -eq 5 ] && grep -q '"algo": "ordered", "ti
 rm -f "$tmpb"
 expect 0 " 12288 " "bench allreduce exact, double" -- bench allreduce --ranks 2 --bytes 12K --algo exact --type double --iters 2
 expect 2 "expected float or double" "bench allreduce bad type" -- bench allreduce --type half
+expect 0 "in_collectives" "bench run" -- bench run --ranks 2 --model mlp:4-8-3 --model branchy --iters 1
+expect 2 "unknown implementation" "bench run with a bad impl" -- bench run --impl nothing
 expect 2 "at most 1G" "bench allreduce too large" -- bench allreduce --bytes 2G
 expect 2 "Usage: ddpsim bench" "bench without a kind" -- bench
 

@@ -435,13 +435,14 @@ static ddp_status inplace_rank(world_rank *wr, void *arg)
     (void)arg;
     int me = world_rank_id(wr);
     int *out = world_rank_user_area(wr); /* [case]: 1 when equal, per rank */
-    static const size_t counts[] = {1, 5, 1001};
+    static const size_t counts[] = {1, 5, 1001, 6007}; /* the last ones past the small-message path */
     int k = 0;
     for (int a = 0; a < COLL_NALGOS; a++)
         for (int t = 0; t < 2; t++)
-            for (size_t ci = 0; ci < 3; ci++, k++) {
+            for (size_t ci = 0; ci < 4; ci++, k++) {
                 size_t count = counts[ci], esz = t ? sizeof(double) : sizeof(float);
-                unsigned char want[1001 * 8], *slot = world_slot(wr, me);
+                static unsigned char want[6007 * 8];
+                unsigned char *slot = world_slot(wr, me);
                 spec sp = {(coll_algo)a, (coll_dtype)t, COLL_AVG, count, INPUT_RANDOM, 31};
                 for (size_t i = 0; i < count; i++) {
                     double v = input_value(&sp, me, i);
@@ -476,14 +477,14 @@ static void test_inplace_same_bits(void)
 {
     static const int ranks[] = {1, 3, 4};
     for (int ri = 0; ri < 3; ri++) {
-        world_config cfg = {.nranks = ranks[ri], .timeout_s = 30, .slot_bytes = 1001 * 8,
-                            .user_bytes = sizeof(int) * 20 * WORLD_MAX_RANKS};
+        world_config cfg = {.nranks = ranks[ri], .timeout_s = 30, .slot_bytes = 6007 * 8,
+                            .user_bytes = sizeof(int) * 30 * WORLD_MAX_RANKS};
         world *w = NULL;
         CU_ASSERT_EQUAL_FATAL(world_create(&cfg, &w), DDP_OK);
         memset(world_user_area(w), 0, cfg.user_bytes);
         CU_ASSERT_EQUAL(world_run(w, inplace_rank, NULL), DDP_OK);
         const int *out = world_user_area(w);
-        for (int k = 0; k < 19; k++)
+        for (int k = 0; k < 25; k++) /* 3 algorithms x 2 types x 4 sizes, and the error */
             for (int r = 0; r < ranks[ri]; r++)
                 CU_ASSERT_EQUAL(out[k * WORLD_MAX_RANKS + r], 1);
         world_destroy(w);
