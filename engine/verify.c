@@ -557,9 +557,15 @@ ddp_status verify_run(const verify_config *cfg, verify_result *out)
     ddp_status s = world_run(out->w, rank_main, (void *)cfg);
     out->wall_s = now_s() - t0;
     memcpy(out->records, world_user_area(out->w), nrec * sizeof *out->records);
+    /* Each rank's own peak, from wait4: RUSAGE_CHILDREN would also count whatever the
+     * process that exec'd ddpsim had waited for (a compiler, make). */
+    for (int r = 0; r < cfg->nranks; r++) {
+        long k = world_outcome(out->w, r)->maxrss_kib;
+        out->rank_total_kib += k;
+        if (k > out->rank_peak_kib)
+            out->rank_peak_kib = k;
+    }
     struct rusage ru;
-    if (getrusage(RUSAGE_CHILDREN, &ru) == 0)
-        out->rank_peak_kib = ru.ru_maxrss;
     if (getrusage(RUSAGE_SELF, &ru) == 0)
         out->parent_peak_kib = ru.ru_maxrss;
     return s;

@@ -95,6 +95,7 @@ typedef struct verify_result {
     world *w;               /* for world_describe() after a fault */
     double wall_s;
     long rank_peak_kib;     /* largest peak RSS of a rank process */
+    long rank_total_kib;    /* the ranks' peaks added up */
     long parent_peak_kib;
 } verify_result;
 

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -418,8 +419,11 @@ static void stop_all(world *w, int *live)
         if (o->pid <= 0 || o->fate != WORLD_FATE_NOT_STARTED)
             continue;
         int ws;
-        while (waitpid(o->pid, &ws, 0) < 0 && errno == EINTR) {
+        struct rusage ru;
+        memset(&ru, 0, sizeof ru);
+        while (wait4(o->pid, &ws, 0, &ru) < 0 && errno == EINTR) {
         }
+        o->maxrss_kib = ru.ru_maxrss;
         decode_exit(o, ws, 1);
         (*live)--;
     }
@@ -461,8 +465,10 @@ static ddp_status supervise(world *w, const sigset_t *watched, int live)
         for (int r = 0; r < w->cfg.nranks; r++) {
             world_rank_outcome *o = &w->outcomes[r];
             int ws;
-            if (o->fate != WORLD_FATE_NOT_STARTED || waitpid(o->pid, &ws, WNOHANG) != o->pid)
+            struct rusage ru;
+            if (o->fate != WORLD_FATE_NOT_STARTED || wait4(o->pid, &ws, WNOHANG, &ru) != o->pid)
                 continue;
+            o->maxrss_kib = ru.ru_maxrss; /* this rank's own peak, whatever else the caller waited for */
             decode_exit(o, ws, 0);
             live--;
             if (o->fate != WORLD_FATE_OK && w->failed_rank < 0)

@@ -198,7 +198,8 @@ static int write_json(const ddpsim_options *opt, const verify_result *res, const
     jsonw_number(f, s->global_worst);
     fprintf(f, "},\n \"wall_s\": ");
     jsonw_number(f, res->wall_s);
-    fprintf(f, ", \"rank_peak_kib\": %ld, \"parent_peak_kib\": %ld}\n", res->rank_peak_kib, res->parent_peak_kib);
+    fprintf(f, ", \"rank_peak_kib\": %ld, \"ranks_total_kib\": %ld, \"parent_peak_kib\": %ld}\n", res->rank_peak_kib,
+            res->rank_total_kib, res->parent_peak_kib);
     int bad = ferror(f);
     if (fclose(f) != 0 || bad) {
         fprintf(stderr, "ddpsim: cannot write --json %s\n", opt->json_path);
@@ -245,10 +246,10 @@ int report_verification(const ddpsim_options *opt, const verify_result *res)
                "gradient, allowed %.0e)\n",
                s.global_failed ? "FAIL" : s.global_checked ? "ok" : "not checked", s.global_checked, s.global_worst,
                VERIFY_GLOBAL_RTOL);
-        printf("# time %.3f s; peak memory: %.1f MiB in the largest rank (at most %.1f MiB over %d ranks), %.1f MiB "
+        printf("# time %.3f s; peak memory: %.1f MiB in the largest rank, %.1f MiB over all %d ranks, %.1f MiB "
                "in the parent\n",
-               res->wall_s, (double)res->rank_peak_kib / 1024, (double)res->rank_peak_kib * res->nranks / 1024,
-               res->nranks, (double)res->parent_peak_kib / 1024);
+               res->wall_s, (double)res->rank_peak_kib / 1024, (double)res->rank_total_kib / 1024, res->nranks,
+               (double)res->parent_peak_kib / 1024);
     }
     int sane = s.synced_disagree == 0 && s.global_failed == 0;
     int pass = s.grabs_failed == 0 && sane;
