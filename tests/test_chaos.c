@@ -18,16 +18,9 @@
 static verify_config base(const sched *s, const ddpsim_impl_ops *ops)
 {
     verify_config c;
-    memset(&c, 0, sizeof c);
+    test_verify_config(&c, s, ops);
     c.nranks = 3;
-    c.model_spec = "mlp:6-5-4";
-    c.batch = 3;
-    c.seed = 1;
-    c.schedule = s;
-    c.ddp = (ddp_config){COLL_ORDERED, 100, 100, 0, 0, 0.1f};
-    c.tol.kind = TOL_BITWISE;
-    c.impl = ops->name;
-    c.impl_ops = ops;
+    c.ddp.bucket_cap = c.ddp.first_bucket_cap = 100; /* several buckets for bucketed to shuffle */
     c.timeout_s = 30;
     return c;
 }

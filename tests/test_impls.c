@@ -22,17 +22,7 @@
 static verify_config base(const sched *s, const ddpsim_impl_ops *ops)
 {
     verify_config c;
-    memset(&c, 0, sizeof c);
-    c.nranks = 2;
-    c.model_spec = "mlp:6-5-4";
-    c.batch = 3;
-    c.seed = 1;
-    c.schedule = s;
-    c.ddp = (ddp_config){COLL_ORDERED, DDP_DEFAULT_BUCKET_CAP, DDP_DEFAULT_FIRST_BUCKET_CAP, 0, 0, 0.1f};
-    c.tol.kind = TOL_BITWISE;
-    c.impl = ops->name;
-    c.impl_ops = ops;
-    c.timeout_s = 60;
+    test_verify_config(&c, s, ops);
     return c;
 }
 

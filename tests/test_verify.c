@@ -29,17 +29,7 @@
 static verify_config base_config(const sched *s)
 {
     verify_config c;
-    memset(&c, 0, sizeof c);
-    c.nranks = 2;
-    c.model_spec = "mlp:6-5-4";
-    c.batch = 3;
-    c.seed = 1;
-    c.schedule = s;
-    c.ddp = (ddp_config){COLL_ORDERED, DDP_DEFAULT_BUCKET_CAP, DDP_DEFAULT_FIRST_BUCKET_CAP, 0, 0, 0.1f};
-    c.tol.kind = TOL_BITWISE;
-    c.impl = "reference";
-    c.impl_ops = &impl_reference_ops;
-    c.timeout_s = 60;
+    test_verify_config(&c, s, NULL);
     return c;
 }
 

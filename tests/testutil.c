@@ -3,6 +3,9 @@
  */
 #include "testutil.h"
 
+#include "impl.h"
+#include "verify.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
@@ -83,4 +86,21 @@ uint64_t test_bits_d(double x)
     uint64_t u;
     memcpy(&u, &x, sizeof u);
     return u;
+}
+
+void test_verify_config(struct verify_config *c, const struct sched *s, const struct ddpsim_impl_ops *ops)
+{
+    if (!ops)
+        ops = &impl_reference_ops;
+    memset(c, 0, sizeof *c);
+    c->nranks = 2;
+    c->model_spec = "mlp:6-5-4";
+    c->batch = 3;
+    c->seed = 1;
+    c->schedule = s;
+    c->ddp = (ddp_config){COLL_ORDERED, DDP_DEFAULT_BUCKET_CAP, DDP_DEFAULT_FIRST_BUCKET_CAP, 0, 0, 0.1f};
+    c->tol.kind = TOL_BITWISE;
+    c->impl = ops->name;
+    c->impl_ops = ops;
+    c->timeout_s = 60;
 }

@@ -27,6 +27,16 @@ int test_count_ddpsim_segments(void);
 /* 1 if pid no longer runs (gone, or a zombie nobody reaped yet). */
 int test_pid_gone(pid_t pid);
 
+struct sched;
+struct ddpsim_impl_ops;
+struct verify_config;
+/*
+ * The verification runs the tests start from: 2 ranks, mlp:6-5-4, batch 3,
+ * seed 1, the schedule s, ordered, default buckets, bitwise, ops under test
+ * (the reference when NULL), a 60 s watchdog. Tests change what they vary.
+ */
+void test_verify_config(struct verify_config *c, const struct sched *s, const struct ddpsim_impl_ops *ops);
+
 /* Bit patterns and ULP distance, so comparisons are bitwise and NaN never passes. */
 uint32_t test_bits_f(float x);
 uint64_t test_bits_d(double x);
