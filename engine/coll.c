@@ -18,6 +18,18 @@
 enum { KIND_ALLREDUCE = 1, KIND_BROADCAST, KIND_ALLGATHER, KIND_BARRIER, KIND_ALLREDUCE_INPLACE };
 enum { BLOCK = 2048 }; /* elements per cache block of the sum loops */
 
+/*
+ * The sum loops are built twice, for AVX2 and for the baseline, and the
+ * loader picks the one the CPU runs (GCC's target_clones). Each element is
+ * still added by the same IEEE operations in the same order, so the bits do
+ * not depend on the vector width.
+ */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#define VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define VECTOR_CLONES
+#endif
+
 static const char *const algo_names[COLL_NALGOS] = {"ordered", "ring", "exact"};
 
 ddp_status coll_algo_parse(const char *name, coll_algo *out)
@@ -80,7 +92,7 @@ static ddp_status coll_begin(world_rank *wr, uint64_t kind, uint64_t a, uint64_t
  * sources (the in-place allreduce reduces into its own slot).
  */
 #define DEFINE_REDUCE_ROTATED(NAME, T)                                                        \
-    static void NAME(T *dst, T *const *src, int n, int first, size_t lo, size_t hi)          \
+    VECTOR_CLONES static void NAME(T *dst, T *const *src, int n, int first, size_t lo, size_t hi) \
     {                                                                                         \
         T acc[BLOCK];                                                                         \
         for (size_t b = lo; b < hi; b += BLOCK) {                                             \
@@ -116,7 +128,7 @@ DEFINE_REDUCE_ROTATED(reduce_rotated_d, double)
  * one of the sources: each element's terms are all read before it is written.
  */
 #define DEFINE_EXACT_BLOCKS(NAME, T, SLOW)                                                     \
-    static void NAME(T *dst, T *const *src, int n, size_t lo, size_t hi)                       \
+    VECTOR_CLONES static void NAME(T *dst, T *const *src, int n, size_t lo, size_t hi)         \
     {                                                                                          \
         double sum[BLOCK], lost[BLOCK];                                                        \
         for (size_t b = lo; b < hi; b += BLOCK) {                                              \
