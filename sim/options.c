@@ -24,7 +24,7 @@ static void usage(FILE *out)
     fprintf(out,
             "Usage: ddpsim [OPTIONS]\n"
             "       ddpsim selfcheck [OPTIONS]   the collectives self-check\n"
-            "       ddpsim bench model [OPTIONS] model speed against plain sgemm\n"
+            "       ddpsim bench allreduce|model|run [OPTIONS]   benchmarks (see ddpsim bench)\n"
             "\n"
             "Runs N rank processes over shared memory. Each trains the model through the\n"
             "schedule with a reference DDP (PyTorch's semantics) and with the implementation\n"
