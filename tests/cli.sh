@@ -164,7 +164,7 @@ expect 2 "Usage: ddpsim bench" "bench without a kind" -- bench
 # (set -m) so the background job does not start with SIGINT ignored.
 set -m
 for sig in TERM INT; do
-    marker=$((900000 + $$ % 1000))
+    marker=$((900000000 + $$))
     "$DDPSIM" selfcheck --ranks 4 --count 4M --iters 10000 --jitter-seed "$marker" >"$out" 2>"$err" &
     pid=$!
     sleep 1

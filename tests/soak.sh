@@ -11,7 +11,9 @@ DDPSIM=${DDPSIM:-./sim/ddpsim}
 seed=${SOAK_SEED:-$$}
 hangs=0 orphans=0 leaks=0 wrong=0 pass=0 fail=0
 ops=40 # the default schedule
-marker="soak$$"
+# Every run gets a seed no other run uses, not even another soak going on at the same time
+# (the seed is in its command line, so pgrep finds exactly this run's processes).
+base=$(( ($$ % 100000) * 10000 + 1000000000 ))
 segments() { ls /dev/shm 2>/dev/null | grep -c '^ddpsim-'; }
 shm0=$(segments)
 rand() { seed=$(( (seed * 1103515245 + 12345) % 2147483648 )); echo $(( seed / 65536 % $1 )); }
@@ -28,17 +30,16 @@ while [ "$i" -lt "$N" ]; do
         3) fault="slow:rank=$rank,ms=$(rand 5)"; want=0 ;;
         *) fault="flip:rank=$rank,op=$op"; want=X ;; # 1 if a reduction follows op, else 0
     esac
-    # The marker is a seed nobody else uses, so pgrep finds exactly this run's processes.
-    timeout 30 "$DDPSIM" --ranks "$ranks" --fault "$fault" --timeout 1 --seed "$((900000 + i))" -q \
+    timeout 30 "$DDPSIM" --ranks "$ranks" --fault "$fault" --timeout 1 --seed "$((base + i))" -q \
         --json /dev/null >/dev/null 2>&1 &
     pid=$!
     wait "$pid"
     got=$?
     sleep 0.05
-    left=$(pgrep -f -- "--seed $((900000 + i)) " | wc -l)
+    left=$(pgrep -f -- "--seed $((base + i)) " | wc -l)
     ok=1
     if [ "$got" -eq 124 ]; then hangs=$((hangs + 1)); ok=0; fi
-    if [ "$left" -ne 0 ]; then orphans=$((orphans + 1)); ok=0; pkill -9 -f -- "--seed $((900000 + i)) "; fi
+    if [ "$left" -ne 0 ]; then orphans=$((orphans + 1)); ok=0; pkill -9 -f -- "--seed $((base + i)) "; fi
     if [ "$(segments)" -ne "$shm0" ]; then leaks=$((leaks + 1)); ok=0; fi
     case $want in
         X) [ "$got" -eq 0 ] || [ "$got" -eq 1 ] || { wrong=$((wrong + 1)); ok=0; } ;;
