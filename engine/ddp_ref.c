@@ -26,7 +26,25 @@ struct ddp_ref {
     float window_used[MODEL_MAX_PARAMS]; /* used by a forward since the last sync (1/0), allreduced at sync */
     float *saved;           /* local gradients of globally unused parameters, kept across the allreduce */
     unsigned char reduced[MODEL_MAX_PARAMS]; /* which parameters the last sync reduced */
+    ddp_reduce_fn reduce;   /* another backend's allreduce (NULL: the CPU collectives) */
+    void *reduce_ctx;
+    int backend_avg;        /* the backend averages: buckets go unscaled */
 };
+
+void ddp_ref_set_reducer(ddp_ref *d, ddp_reduce_fn fn, void *ctx, int backend_avg)
+{
+    d->reduce = fn;
+    d->reduce_ctx = ctx;
+    d->backend_avg = fn && backend_avg;
+}
+
+/* Sum (or, for a backend that averages, average) buf over all ranks. */
+static ddp_status allreduce(ddp_ref *d, float *buf, size_t count, coll_algo algo, int avg)
+{
+    if (d->reduce)
+        return d->reduce(d->reduce_ctx, buf, count, avg);
+    return coll_allreduce(d->wr, buf, count, COLL_FLOAT, COLL_SUM, algo);
+}
 
 int ddp_assign_buckets(const model *m, size_t first_cap, size_t cap, int *bucket_first, int *bucket_count, int max)
 {
@@ -151,6 +169,8 @@ static ddp_status reduce_bucket(ddp_ref *d, int k)
     const model_param *pl = model_param_at(d->m, d->bucket_first[k] + d->bucket_count[k] - 1);
     float *g = model_grads(d->m) + p0->offset;
     size_t count = pl->offset + pl->count - p0->offset;
+    if (d->backend_avg)
+        return allreduce(d, g, count, d->cfg.algo, 1);
     if (d->cfg.bucket_view) {
         float fn = (float)n;
         for (size_t i = 0; i < count; i++)
@@ -161,7 +181,7 @@ static ddp_status reduce_bucket(ddp_ref *d, int k)
         for (size_t i = 0; i < count; i++)
             g[i] *= inv;
     }
-    return coll_allreduce(d->wr, g, count, COLL_FLOAT, COLL_SUM, d->cfg.algo);
+    return allreduce(d, g, count, d->cfg.algo, 0);
 }
 
 static ddp_status sync_gradients(ddp_ref *d)
@@ -172,7 +192,7 @@ static ddp_status sync_gradients(ddp_ref *d)
     if (d->cfg.find_unused) {
         /* Which parameters did any rank use in this window? (sums of 0/1: exact) */
         memcpy(global_used, d->window_used, (size_t)np * sizeof(float));
-        DDP_CHECK(coll_allreduce(d->wr, global_used, (size_t)np, COLL_FLOAT, COLL_SUM, COLL_ORDERED));
+        DDP_CHECK(allreduce(d, global_used, (size_t)np, COLL_ORDERED, 0));
         for (int i = 0; i < np; i++)
             if (global_used[i] == 0.0f) {
                 /* Unused everywhere: its slot reduces as zero and its local gradient stays. */

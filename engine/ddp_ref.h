@@ -74,6 +74,16 @@ ddp_status ddp_ref_backward_end(ddp_ref *d);  /* DDP_ERR_INVALID without a forwa
 void ddp_ref_zero_grad(ddp_ref *d);
 void ddp_ref_step(ddp_ref *d);
 
+/*
+ * Hand this replica's reductions to another backend (--backend nccl runs the
+ * implementation under test's side through NCCL; the checker's reference
+ * never calls this). fn reduces count floats in place over all ranks; with
+ * backend_avg the buckets are not scaled by 1/N here and fn is asked to
+ * average (avg = 1) instead, as NCCL's ncclAvg does.
+ */
+typedef ddp_status (*ddp_reduce_fn)(void *ctx, float *buf, size_t count, int avg);
+void ddp_ref_set_reducer(ddp_ref *d, ddp_reduce_fn fn, void *ctx, int backend_avg);
+
 /* 1 when the last backward synced. */
 int ddp_ref_last_synced(const ddp_ref *d);
 

@@ -386,6 +386,45 @@ static void test_bucket_assignment(void)
     model_destroy(m);
 }
 
+/*
+ * One syncing micro-step of mlp:5-6-4 (batch 3, seed 8, rank-distinct data)
+ * under cfg, reducing through fn (a backend reducer; NULL: the CPU
+ * collectives). The first SLOTS gradients go to out, the bucket count to
+ * *nbuckets.
+ */
+static ddp_status one_sync(world_rank *wr, ddp_config cfg, ddp_reduce_fn fn, void *ctx, int backend_avg, float *out,
+                           int *nbuckets)
+{
+    int rank = world_rank_id(wr);
+    model *m = NULL;
+    DDP_CHECK(model_create("mlp:5-6-4", 3, &m));
+    model_init(m, 8, rank);
+    ddp_ref *d = NULL;
+    model_batch b = {0};
+    ddp_status s = ddp_ref_create(&cfg, m, wr, &d);
+    if (s == DDP_OK && fn)
+        ddp_ref_set_reducer(d, fn, ctx, backend_avg);
+    if (s == DDP_OK)
+        s = ddp_ref_broadcast_params(d);
+    if (s == DDP_OK)
+        s = model_batch_alloc(m, &b);
+    if (s == DDP_OK) {
+        model_batch_fill(m, &b, 8, rank, 0);
+        s = ddp_ref_forward(d, &b);
+    }
+    if (s == DDP_OK)
+        s = ddp_ref_backward(d);
+    if (s == DDP_OK) {
+        size_t n = model_size(m) < SLOTS ? model_size(m) : SLOTS;
+        memcpy(out, model_grads(m), n * sizeof(float));
+        *nbuckets = ddp_ref_nbuckets(d);
+    }
+    model_batch_free(&b);
+    ddp_ref_destroy(d);
+    model_destroy(m);
+    return s;
+}
+
 /* With the ordered algorithm, bucket sizes change no value: one bucket or one per parameter, same bits. */
 static ddp_status buckets_values(world_rank *wr, results *res)
 {
@@ -396,23 +435,9 @@ static ddp_status buckets_values(world_rank *wr, results *res)
             cfg.bucket_cap = cfg.first_bucket_cap = 1;
         if (variant == 2)
             cfg.bucket_cap = cfg.first_bucket_cap = 130; /* {0.weight, 0.bias}, {2.weight, 2.bias} */
-        model *m = NULL;
-        DDP_CHECK(model_create("mlp:5-6-4", 3, &m));
-        model_init(m, 8, rank);
-        ddp_ref *d = NULL;
-        DDP_CHECK(ddp_ref_create(&cfg, m, wr, &d));
-        DDP_CHECK(ddp_ref_broadcast_params(d));
-        model_batch b;
-        DDP_CHECK(model_batch_alloc(m, &b));
-        model_batch_fill(m, &b, 8, rank, 0);
-        DDP_CHECK(ddp_ref_forward(d, &b));
-        DDP_CHECK(ddp_ref_backward(d));
-        size_t n = model_size(m) < SLOTS ? model_size(m) : SLOTS;
-        memcpy(res->v[variant][rank], model_grads(m), n * sizeof(float));
-        res->v[3][rank][variant] = (float)ddp_ref_nbuckets(d);
-        model_batch_free(&b);
-        ddp_ref_destroy(d);
-        model_destroy(m);
+        int nb = 0;
+        DDP_CHECK(one_sync(wr, cfg, NULL, NULL, 0, res->v[variant][rank], &nb));
+        res->v[3][rank][variant] = (float)nb;
     }
     return DDP_OK;
 }
@@ -431,6 +456,64 @@ static void test_buckets_change_no_value(void)
     }
 }
 
+/* A stand-in backend: counts what it is asked, then reduces on the CPU (averaging as ncclAvg: x * (1/N), then the sum). */
+typedef struct fake_backend {
+    world_rank *wr;
+    int calls, avg_calls;
+    float last_in; /* the first element of the last buffer it got (the last bucket: 0.weight) */
+} fake_backend;
+
+static ddp_status fake_reduce(void *ctx, float *buf, size_t count, int avg)
+{
+    fake_backend *b = ctx;
+    b->calls++;
+    b->last_in = buf[0];
+    b->avg_calls += avg;
+    if (avg) {
+        float inv = (float)(1.0 / world_size(b->wr));
+        for (size_t i = 0; i < count; i++)
+            buf[i] *= inv;
+    }
+    return coll_allreduce(b->wr, buf, count, COLL_FLOAT, COLL_SUM, COLL_ORDERED);
+}
+
+/* Checkpoint variant: 0 CPU collectives, 1 a backend that sums (with find_unused), 2 a backend that averages. */
+static ddp_status backend_values(world_rank *wr, results *res)
+{
+    int rank = world_rank_id(wr);
+    for (int variant = 0; variant < 3; variant++) {
+        ddp_config cfg = cfg_default();
+        cfg.bucket_cap = cfg.first_bucket_cap = 1; /* one bucket per tensor: 4 reductions */
+        cfg.find_unused = variant == 1;
+        fake_backend fb = {.wr = wr};
+        int nb = 0;
+        DDP_CHECK(one_sync(wr, cfg, variant ? fake_reduce : NULL, &fb, variant == 2, res->v[variant][rank], &nb));
+        res->v[3][rank][3 * variant] = (float)fb.calls;
+        res->v[3][rank][3 * variant + 1] = (float)fb.avg_calls;
+        res->v[3][rank][3 * variant + 2] = fb.last_in;
+    }
+    return DDP_OK;
+}
+
+static void test_backend_reducer(void)
+{
+    results *r = run_scenario(3, backend_values);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    for (int k = 0; k < 3; k++) {
+        const float *c = r->v[3][k];
+        CU_ASSERT_EQUAL(c[3], 5.0f); /* 4 buckets + the find_unused flags */
+        CU_ASSERT_EQUAL(c[4], 0.0f);
+        CU_ASSERT_EQUAL(c[6], 4.0f); /* 4 buckets, all averaged by the backend */
+        CU_ASSERT_EQUAL(c[7], 4.0f);
+        /* The averaging backend got the bucket unscaled: x, where the summing one got x * (1/3) ... */
+        CU_ASSERT_EQUAL(test_bits_f(c[8] * (float)(1.0 / 3)), test_bits_f(c[5]));
+        CU_ASSERT(c[8] != c[5]);
+        /* ... and both give the CPU collectives' bits (PyTorch's multiply by 1/N, then the same sum). */
+        CU_ASSERT_EQUAL(memcmp(r->v[0][k], r->v[1][k], sizeof r->v[0][k]), 0);
+        CU_ASSERT_EQUAL(memcmp(r->v[0][k], r->v[2][k], sizeof r->v[0][k]), 0);
+    }
+}
+
 int main(void)
 {
     static const test_entry tests[] = {
@@ -440,6 +523,7 @@ int main(void)
          test_unused_parameters},
         {"bucket assignment", test_bucket_assignment},
         {"bucket sizes change no value (ordered)", test_buckets_change_no_value},
+        {"a backend reducer gets every reduction; an averaging one gets unscaled buckets", test_backend_reducer},
         TEST_END,
     };
     return test_run_suite("ddp reference", tests);
