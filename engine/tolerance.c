@@ -35,13 +35,16 @@ ddp_status tol_parse(const char *text, tolerance *out)
         out->kind = TOL_BITWISE;
         return DDP_OK;
     }
-    if (strncmp(text, "ulp:", 4) == 0) {
+    int of_max = strncmp(text, "ulp-of-max:", 11) == 0;
+    if (of_max || strncmp(text, "ulp:", 4) == 0) {
+        const char *num = text + (of_max ? 11 : 4);
         errno = 0;
         char *end;
-        unsigned long v = strtoul(text + 4, &end, 10);
-        if (text[4] < '0' || text[4] > '9' || *end || errno || v > 1000000000ul)
-            return ddp_error(DDP_ERR_INVALID, "tolerance '%s': ulp:N needs N in 0..1000000000", text);
-        out->kind = TOL_ULP;
+        unsigned long v = strtoul(num, &end, 10);
+        if (*num < '0' || *num > '9' || *end || errno || v > 1000000000ul)
+            return ddp_error(DDP_ERR_INVALID, "tolerance '%s': %s needs N in 0..1000000000", text,
+                             of_max ? "ulp-of-max:N" : "ulp:N");
+        out->kind = of_max ? TOL_ULP_OF_MAX : TOL_ULP;
         out->ulps = (uint32_t)v;
         return DDP_OK;
     }
@@ -58,14 +61,14 @@ ddp_status tol_parse(const char *text, tolerance *out)
             dst = &out->atol;
         if (!dst || parse_nonneg(p + 5, end, dst) != 0)
             return ddp_error(DDP_ERR_INVALID,
-                             "tolerance '%s': expected bitwise, ulp:N or rtol=X,atol=Y with X, Y >= 0", text);
+                             "tolerance '%s': expected bitwise, ulp:N, ulp-of-max:N or rtol=X,atol=Y with X, Y >= 0", text);
         seen++;
         if (comma && comma[1] == '\0')
             return ddp_error(DDP_ERR_INVALID, "tolerance '%s': trailing comma", text);
         p = comma ? comma + 1 : end;
     }
     if (!seen)
-        return ddp_error(DDP_ERR_INVALID, "tolerance '%s': expected bitwise, ulp:N or rtol=X,atol=Y", text);
+        return ddp_error(DDP_ERR_INVALID, "tolerance '%s': expected bitwise, ulp:N, ulp-of-max:N or rtol=X,atol=Y", text);
     return DDP_OK;
 }
 
@@ -74,6 +77,7 @@ const char *tol_format(const tolerance *t, char *buf, size_t len)
     switch (t->kind) {
     case TOL_BITWISE: snprintf(buf, len, "bitwise"); break;
     case TOL_ULP: snprintf(buf, len, "ulp:%u", t->ulps); break;
+    case TOL_ULP_OF_MAX: snprintf(buf, len, "ulp-of-max:%u", t->ulps); break;
     case TOL_CLOSE: snprintf(buf, len, "rtol=%g,atol=%g", t->rtol, t->atol); break;
     }
     return buf;
@@ -97,14 +101,42 @@ uint32_t tol_ulp_distance(float a, float b)
     return d > UINT32_MAX ? UINT32_MAX : (uint32_t)d;
 }
 
-int tol_match(const tolerance *t, float expected, float actual)
+double tol_ulp_of(float x)
+{
+    x = fabsf(x);
+    if (!isfinite(x))
+        return INFINITY;
+    return (double)nextafterf(x, INFINITY) - (double)x;
+}
+
+int tol_match_in(const tolerance *t, float expected, float actual, float tensor_max)
 {
     if (!isfinite(expected) || !isfinite(actual))
         return 0;
     switch (t->kind) {
     case TOL_BITWISE: return memcmp(&expected, &actual, sizeof expected) == 0;
     case TOL_ULP: return tol_ulp_distance(expected, actual) <= t->ulps;
+    case TOL_ULP_OF_MAX: {
+        float scale = isfinite(tensor_max) && fabsf(tensor_max) > fabsf(expected) ? fabsf(tensor_max) : fabsf(expected);
+        return fabs((double)actual - expected) <= (double)t->ulps * tol_ulp_of(scale);
+    }
     case TOL_CLOSE: return fabs((double)actual - expected) <= t->atol + t->rtol * fabs((double)expected);
     }
     return 0;
+}
+
+int tol_match(const tolerance *t, float expected, float actual)
+{
+    return tol_match_in(t, expected, actual, expected);
+}
+
+int tol_ulp_bin(uint32_t ulps)
+{
+    return ulps == 0 ? 0 : ulps == 1 ? 1 : ulps <= 4 ? 2 : ulps <= 16 ? 3 : ulps <= 256 ? 4 : 5;
+}
+
+const char *tol_ulp_bin_label(int bin)
+{
+    static const char *const labels[TOL_ULP_BINS] = {"0", "1", "2-4", "5-16", "17-256", ">256"};
+    return bin >= 0 && bin < TOL_ULP_BINS ? labels[bin] : "?";
 }

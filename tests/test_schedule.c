@@ -173,6 +173,43 @@ static void test_tolerance_match(void)
     CU_ASSERT_EQUAL(tol_ulp_distance(NAN, 1.0f), UINT32_MAX);
 }
 
+static void test_tolerance_ulp_of_max(void)
+{
+    tolerance t;
+    char buf[64];
+    CU_ASSERT_EQUAL(tol_parse("ulp-of-max:64", &t), DDP_OK);
+    CU_ASSERT(t.kind == TOL_ULP_OF_MAX && t.ulps == 64);
+    CU_ASSERT_STRING_EQUAL(tol_format(&t, buf, sizeof buf), "ulp-of-max:64");
+    static const char *const bad[] = {"ulp-of-max:", "ulp-of-max:-3", "ulp-of-max:4x", "ulp-of-max"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CU_ASSERT_EQUAL(tol_parse(bad[i], &t), DDP_ERR_INVALID);
+    /* ulp(1) = 2^-23: within 4 ulps of a tensor whose largest element is 1 ... */
+    tolerance u4 = {TOL_ULP_OF_MAX, 4, 0, 0};
+    float tiny = 1e-6f, eps = 0x1p-23f;
+    CU_ASSERT_DOUBLE_EQUAL(tol_ulp_of(1.0f), eps, 0);
+    CU_ASSERT(tol_match_in(&u4, tiny, tiny + 4 * eps, 1.0f));
+    CU_ASSERT(!tol_match_in(&u4, tiny, tiny + 5 * eps, 1.0f));
+    /* ... where plain ulp:4 fails the same nearly-cancelled element by thousands of its own ulps */
+    tolerance plain = {TOL_ULP, 4, 0, 0};
+    CU_ASSERT(!tol_match(&plain, tiny, tiny + 4 * eps));
+    CU_ASSERT(tol_ulp_distance(tiny, tiny + 4 * eps) > 1000);
+    /* the element itself sets the scale when it is the largest; non-finite never passes */
+    CU_ASSERT(tol_match_in(&u4, 1024.0f, 1024.0f + 4 * 1024 * eps, 0.0f));
+    CU_ASSERT(!tol_match_in(&u4, NAN, NAN, 1.0f));
+    CU_ASSERT(!tol_match_in(&u4, 1.0f, INFINITY, 1.0f));
+    CU_ASSERT(!tol_match_in(&u4, tiny, 1.0f, INFINITY)); /* a non-finite scale is ignored, not a licence */
+}
+
+static void test_ulp_bins(void)
+{
+    static const uint32_t ulps[] = {0, 1, 2, 4, 5, 16, 17, 256, 257, UINT32_MAX};
+    static const int bins[] = {0, 1, 2, 2, 3, 3, 4, 4, 5, 5};
+    for (size_t i = 0; i < sizeof ulps / sizeof ulps[0]; i++)
+        CU_ASSERT_EQUAL(tol_ulp_bin(ulps[i]), bins[i]);
+    CU_ASSERT_STRING_EQUAL(tol_ulp_bin_label(0), "0");
+    CU_ASSERT_STRING_EQUAL(tol_ulp_bin_label(TOL_ULP_BINS - 1), ">256");
+}
+
 int main(void)
 {
     static const test_entry tests[] = {
@@ -182,6 +219,8 @@ int main(void)
         {"every error names where and what", test_errors},
         {"tolerance parsing", test_tolerance_parse},
         {"tolerance matching; NaN and Inf never pass", test_tolerance_match},
+        {"ulp-of-max: ulps of the tensor's largest element", test_tolerance_ulp_of_max},
+        {"ulp histogram bins", test_ulp_bins},
         TEST_END,
     };
     return test_run_suite("schedule", tests);
