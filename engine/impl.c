@@ -78,10 +78,22 @@ void impl_close(impl_handle *h)
     memset(h, 0, sizeof *h);
 }
 
-static int svc_allreduce(void *env, float *buf, size_t count)
+ddp_status impl_reduce(void *env, float *buf, size_t count, int avg)
 {
     impl_env *e = env;
-    return coll_allreduce(e->wr, buf, count, COLL_FLOAT, COLL_SUM, e->cfg.algo) == DDP_OK ? 0 : -1;
+    if (e->nccl)
+        return nccl_comm_allreduce(e->nccl, buf, count, avg);
+    if (avg) {
+        float inv = (float)(1.0 / world_size(e->wr));
+        for (size_t i = 0; i < count; i++)
+            buf[i] *= inv;
+    }
+    return coll_allreduce(e->wr, buf, count, COLL_FLOAT, COLL_SUM, e->cfg.algo);
+}
+
+static int svc_allreduce(void *env, float *buf, size_t count)
+{
+    return impl_reduce(env, buf, count, 0) == DDP_OK ? 0 : -1;
 }
 
 static int svc_broadcast(void *env, void *buf, size_t bytes, int root)

@@ -10,6 +10,7 @@
 #include "ddp_ref.h"
 #include "ddpsim_impl.h"
 #include "model.h"
+#include "nccl_comm.h"
 #include "status.h"
 #include "world.h"
 
@@ -50,8 +51,17 @@ typedef struct impl_env {
     ddp_config cfg;
     int chaos;            /* built-ins may shake their own timing-only choices with it */
     uint64_t chaos_seed;
+    nccl_comm *nccl;      /* --backend nccl: the implementation's reductions go through NCCL */
+    int backend_avg;      /* --nccl-op avg: built-ins leave buckets unscaled and ask for ncclAvg */
     char error[IMPL_ERROR_LEN];
 } impl_env;
+
+/*
+ * The implementation's allreduce (a ddp_reduce_fn over an impl_env): the
+ * sum over ranks through the run's backend, or with avg the average (NCCL's
+ * ncclAvg; on the CPU each contribution times 1/N, then the sum).
+ */
+ddp_status impl_reduce(void *env, float *buf, size_t count, int avg);
 
 /* Fill views (model_nparams entries) and svc for the implementation's replica m. */
 void impl_services_init(ddpsim_services *svc, ddpsim_param_view *views, impl_env *env);

@@ -74,7 +74,9 @@ static void *comm_main(void *arg)
             break;
         int k = s->queue[s->qhead++ % MAXP];
         pthread_mutex_unlock(&s->mu);
-        int rc = s->svc->allreduce_sum(s->svc->env, s->b[k].buf, s->b[k].count);
+        impl_env *env = impl_env_of(s->svc);
+        int rc = env->backend_avg ? impl_reduce(env, s->b[k].buf, s->b[k].count, 1) != DDP_OK
+                                  : s->svc->allreduce_sum(env, s->b[k].buf, s->b[k].count);
         pthread_mutex_lock(&s->mu);
         if (rc && !s->failed) {
             s->failed = 1;
@@ -240,7 +242,9 @@ static void fill_slot(bstate *s, int p)
     bucket *bk = &s->b[s->bucket_of[p]];
     float *dst = bk->buf + s->slot_of[p];
     const float *g = svc->params[p].grad;
-    if (svc->bucket_view) {
+    if (impl_env_of(svc)->backend_avg) {
+        memcpy(dst, g, svc->params[p].count * sizeof(float)); /* the backend averages (ncclAvg) */
+    } else if (svc->bucket_view) {
         float fn = (float)svc->world_size;
         for (size_t j = 0; j < svc->params[p].count; j++)
             dst[j] = g[j] / fn;

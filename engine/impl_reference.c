@@ -31,6 +31,8 @@ static int ref_create(const ddpsim_services *svc, void **state)
         free(st);
         return r;
     }
+    if (env->nccl)
+        ddp_ref_set_reducer(st->d, impl_reduce, env, env->backend_avg);
     *state = st;
     return 0;
 }

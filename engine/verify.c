@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "dump.h"
+#include "gpu_probe.h"
 #include "impl.h"
 #include "rng.h"
 
@@ -49,6 +50,7 @@ typedef struct rank_ctx {
     int last_was_synced_bwd;
     int bwd_since_zero;   /* a backward ran since the start or the last zero_grad */
     verify_record *records;
+    nccl_figures *nccl_fig; /* this rank's, in the shared segment */
     /* chaos, trace, replay */
     uint64_t chaos_key;
     int straggler;
@@ -111,13 +113,20 @@ static ddp_status impl_create(rank_ctx *c)
     s->env = (impl_env){.wr = c->wr, .m = s->m, .cfg = c->cfg->ddp, .chaos = c->cfg->chaos,
                         .chaos_seed = c->cfg->chaos_seed};
     impl_services_init(&s->svc, s->views, &s->env);
+    if (c->cfg->backend == VERIFY_BACKEND_NCCL) {
+        /* A little under the watchdog's limit, so a stuck NCCL call is aborted and named by its rank. */
+        nccl_settings ns = {.ngpus = c->cfg->ngpus, .timeout_s = c->cfg->timeout_s * 0.8, .ring_check = 1};
+        DDP_CHECK(nccl_comm_create(c->wr, &ns, c->nccl_fig, &s->env.nccl));
+        s->env.backend_avg = c->cfg->nccl_avg;
+    }
     return IMPL_CALL(c, s->ops->create(&s->svc, &s->state), "create");
 }
 
-static void impl_destroy(impl_side *s)
+static void impl_destroy(impl_side *s, int failed)
 {
     if (s->ops && s->state)
-        s->ops->destroy(s->state);
+        s->ops->destroy(s->state); /* first: an implementation's own threads may still reduce */
+    nccl_comm_destroy(s->env.nccl, failed);
     model_destroy(s->m);
 }
 
@@ -272,6 +281,11 @@ static void compare(rank_ctx *c, verify_record *rec)
     const float *e = model_grads(c->ref.m), *a = model_grads(c->impl.m);
     for (int p = 0; p < model_nparams(m); p++) {
         const model_param *par = model_param_at(m, p);
+        float tensor_max = 0; /* the largest finite |expected| of this tensor, for ulp-of-max */
+        if (c->cfg->tol.kind == TOL_ULP_OF_MAX)
+            for (size_t j = 0; j < par->count; j++)
+                if (isfinite(e[par->offset + j]) && fabsf(e[par->offset + j]) > tensor_max)
+                    tensor_max = fabsf(e[par->offset + j]);
         for (size_t j = 0; j < par->count; j++) {
             float ev = e[par->offset + j], av = a[par->offset + j];
             int finite = isfinite(ev) && isfinite(av);
@@ -284,8 +298,9 @@ static void compare(rank_ctx *c, verify_record *rec)
                     rec->max_abs = d;
                 if (ulp > rec->max_ulp)
                     rec->max_ulp = ulp;
+                rec->ulp_hist[tol_ulp_bin(ulp)]++;
             }
-            if (!tol_match(&c->cfg->tol, ev, av)) {
+            if (!tol_match_in(&c->cfg->tol, ev, av, tensor_max)) {
                 if (!rec->has_first) {
                     rec->has_first = 1;
                     rec->first_param = p;
@@ -424,6 +439,7 @@ static ddp_status rank_main(world_rank *wr, void *arg)
     c.rank = world_rank_id(wr);
     c.n = world_size(wr);
     c.records = world_rank_user_area(wr);
+    c.nccl_fig = (nccl_figures *)(c.records + cfg->schedule->ngrabs * (size_t)c.n) + c.rank;
     c.impl_is_ref_name = cfg->impl_ops == &impl_reference_ops;
     c.params_in_sync = c.grads_agree = 1;
     ddp_status s = DDP_OK;
@@ -474,7 +490,7 @@ static ddp_status rank_main(world_rank *wr, void *arg)
     model_batch_free(&c.batch);
     model_batch_free(&c.gbatch);
     model_destroy(c.global);
-    impl_destroy(&c.impl);
+    impl_destroy(&c.impl, s != DDP_OK);
     side_destroy(&c.ref);
     return s;
 }
@@ -520,6 +536,15 @@ ddp_status verify_check_config(const verify_config *cfg)
     model_destroy(layout);
     if (cfg->nranks < 1 || cfg->nranks > WORLD_MAX_RANKS)
         return ddp_error(DDP_ERR_INVALID, "number of ranks %d is out of range 1..%d", cfg->nranks, WORLD_MAX_RANKS);
+    if (cfg->backend == VERIFY_BACKEND_NCCL && !gpu_probe_built())
+        return ddp_error(DDP_ERR_INVALID, "--backend nccl: ddpsim was built without NCCL (configure found no CUDA/NCCL; "
+                                          "see ./configure --with-cuda --with-nccl)");
+    if (cfg->nccl_avg && cfg->backend != VERIFY_BACKEND_NCCL)
+        return ddp_error(DDP_ERR_INVALID, "--nccl-op avg needs --backend nccl");
+    if (cfg->nccl_avg && cfg->impl_ops != &impl_reference_ops && cfg->impl_ops != &impl_bucketed_ops)
+        return ddp_error(DDP_ERR_INVALID, "--nccl-op avg: only the built-in reference and bucketed implementations "
+                                          "leave their buckets unscaled for ncclAvg; '%s' scales them itself",
+                         cfg->impl);
     size_t nrec = cfg->schedule->ngrabs * (size_t)cfg->nranks;
     if (nrec > VERIFY_MAX_RECORDS)
         return ddp_error(DDP_ERR_INVALID, "%zu grabs on %d ranks is more than %zu records; grab less often",
@@ -542,7 +567,7 @@ ddp_status verify_run(const verify_config *cfg, verify_result *out)
     world_config wc = {
         .nranks = cfg->nranks,
         .timeout_s = cfg->timeout_s,
-        .user_bytes = nrec * sizeof(verify_record),
+        .user_bytes = nrec * sizeof(verify_record) + (size_t)cfg->nranks * sizeof(nccl_figures),
         .jitter_seed = cfg->chaos_seed,
         .jitter_max_us = cfg->chaos ? 100 : 0, /* seeded delays before barrier arrivals */
     };
@@ -557,6 +582,11 @@ ddp_status verify_run(const verify_config *cfg, verify_result *out)
     ddp_status s = world_run(out->w, rank_main, (void *)cfg);
     out->wall_s = now_s() - t0;
     memcpy(out->records, world_user_area(out->w), nrec * sizeof *out->records);
+    if (cfg->backend == VERIFY_BACKEND_NCCL) {
+        out->nccl = calloc((size_t)cfg->nranks, sizeof *out->nccl);
+        if (out->nccl)
+            memcpy(out->nccl, (verify_record *)world_user_area(out->w) + nrec, (size_t)cfg->nranks * sizeof *out->nccl);
+    }
     /* Each rank's own peak, from wait4: RUSAGE_CHILDREN would also count whatever the
      * process that exec'd ddpsim had waited for (a compiler, make). */
     for (int r = 0; r < cfg->nranks; r++) {
@@ -574,6 +604,7 @@ ddp_status verify_run(const verify_config *cfg, verify_result *out)
 void verify_result_free(verify_result *r)
 {
     free(r->records);
+    free(r->nccl);
     world_destroy(r->w);
     memset(r, 0, sizeof *r);
 }

@@ -20,6 +20,7 @@
 
 #include "ddp_ref.h"
 #include "ddpsim_impl.h"
+#include "nccl_comm.h"
 #include "schedule.h"
 #include "status.h"
 #include "tolerance.h"
@@ -48,6 +49,9 @@ typedef struct verify_replay {
     size_t narrivals[WORLD_MAX_RANKS];
 } verify_replay;
 
+/* Where the implementation under test's reductions run (the reference always runs on the CPU). */
+typedef enum verify_backend { VERIFY_BACKEND_CPU, VERIFY_BACKEND_NCCL } verify_backend;
+
 typedef struct verify_config {
     int nranks;
     const char *model_spec;
@@ -67,6 +71,9 @@ typedef struct verify_config {
     uint64_t chaos_seed;
     const char *trace_path; /* write the JSON-lines event log here */
     const verify_replay *replay;
+    verify_backend backend;
+    int ngpus;              /* NCCL: GPUs the parent's probe found (>= 1) */
+    int nccl_avg;           /* NCCL: built-ins leave buckets unscaled and reduce with ncclAvg */
 } verify_config;
 
 /* What rank r found at grab k. */
@@ -82,6 +89,7 @@ typedef struct verify_record {
     uint64_t first_index;
     float first_expected, first_actual;
     uint32_t first_ulp;
+    uint64_t ulp_hist[TOL_ULP_BINS]; /* ulp distances of the finite pairs (tol_ulp_bin) */
     uint64_t ref_hash;      /* of the reference's gradient bits */
     uint64_t impl_hash;     /* of the implementation's (to see order dependence across chaos seeds) */
     int global_checked;     /* rank 0 only */
@@ -92,6 +100,7 @@ typedef struct verify_result {
     int nranks;
     size_t ngrabs;
     verify_record *records; /* [ngrabs][nranks] */
+    nccl_figures *nccl;     /* [nranks] with the NCCL backend, else NULL */
     world *w;               /* for world_describe() after a fault */
     double wall_s;
     long rank_peak_kib;     /* largest peak RSS of a rank process */

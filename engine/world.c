@@ -263,6 +263,11 @@ void world_set_op(world_rank *wr, int op_index, const char *label)
     atomic_fetch_add_explicit(&wr->st->progress, 1, memory_order_relaxed);
 }
 
+int world_aborted(world_rank *wr)
+{
+    return atomic_load_explicit(&wr->w->hdr->abort_word, memory_order_acquire) != 0;
+}
+
 static uint64_t mono_ns(void)
 {
     struct timespec ts;

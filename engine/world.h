@@ -118,6 +118,10 @@ void world_set_op(world_rank *wr, int op_index, const char *label);
 void world_enter_coll(world_rank *wr, const char *name);
 void world_leave_coll(world_rank *wr);
 
+/* 1 once the world is being aborted (a peer failed, a timeout, an interrupt): a
+ * rank waiting on something outside the world (a GPU) polls this to give up. */
+int world_aborted(world_rank *wr);
+
 /* All ranks meet. Returns DDP_OK or DDP_ERR_ABORTED when the world was aborted. */
 ddp_status world_barrier(world_rank *wr);
 

@@ -9,6 +9,7 @@
 #include "bench.h"
 #include "cli.h"
 #include "dump.h"
+#include "gpu_probe.h"
 #include "jsonw.h"
 #include "mutants.h"
 #include "repeat.h"
@@ -90,6 +91,26 @@ static int list_impls(void)
     return DDPSIM_EXIT_PASS;
 }
 
+/*
+ * --backend nccl: ask (from a child process) which GPUs there are before any
+ * rank starts. No usable GPU is a runtime fault, exit 3, with CUDA's words.
+ */
+static int probe_backend(ddpsim_options *opt)
+{
+    if (opt->run.backend != VERIFY_BACKEND_NCCL)
+        return OPTIONS_RUN;
+    if (gpu_probe_query(&opt->gpu) != DDP_OK) {
+        fprintf(stderr, "ddpsim: --backend nccl: %s\n", ddp_error_text());
+        return DDPSIM_EXIT_FAULT;
+    }
+    if (opt->gpu.ngpus < 1) {
+        fprintf(stderr, "ddpsim: --backend nccl: no usable GPU: %s\n", opt->gpu.error);
+        return DDPSIM_EXIT_FAULT;
+    }
+    opt->run.ngpus = opt->gpu.ngpus;
+    return OPTIONS_RUN;
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "bench") == 0)
@@ -98,6 +119,8 @@ int main(int argc, char **argv)
         return selfcheck_main(argc - 1, argv + 1);
     ddpsim_options opt;
     int r = options_parse(argc, argv, &opt);
+    if (r == OPTIONS_RUN && !opt.list)
+        r = probe_backend(&opt);
     if (opt.list)
         r = list_impls();
     else if (r == OPTIONS_RUN && opt.mutants)

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "gpu_probe.h"
 #include "model.h"
 #include "units.h"
 #include "world.h"
@@ -43,8 +44,14 @@ static void usage(FILE *out)
             "                           [%s]\n"
             "  -b, --batch B            rows per micro-batch (sequences for attn), 1..65536 [%d]\n"
             "  -S, --seed S             seed of init, data and every random choice [1]\n"
-            "  -T, --tolerance TOL      bitwise | ulp:N | rtol=X,atol=Y [bitwise]\n"
+            "  -T, --tolerance TOL      bitwise | ulp:N | ulp-of-max:N | rtol=X,atol=Y\n"
+            "                           [bitwise; ulp-of-max:%d with --backend nccl]\n"
             "  -a, --algo NAME          reduction order: ordered | ring | exact [ordered]\n"
+            "      --backend cpu|nccl   where the implementation under test reduces: the CPU\n"
+            "                           collectives or NCCL on GPU rank %% ngpus (the reference\n"
+            "                           always reduces on the CPU) [cpu]\n"
+            "      --nccl-op sum|avg    NCCL: 1/N then ncclSum, or unscaled buckets and ncclAvg\n"
+            "                           (reference and bucketed only) [sum]\n"
             "      --bucket-cap SIZE    DDP bucket size limit in bytes, K/M/G [25M]\n"
             "      --first-bucket-cap SIZE  limit of the first-filled bucket [1M]\n"
             "      --find-unused        find_unused_parameters=True (needed by branchy)\n"
@@ -73,7 +80,7 @@ static void usage(FILE *out)
             "  2  bad usage or input\n"
             "  3  runtime fault: a rank died, the watchdog fired, a backend failed\n"
             "  130/143  interrupted by SIGINT/SIGTERM (all ranks are stopped first)\n",
-            WORLD_MAX_RANKS, DEFAULT_RANKS, MODEL_DEFAULT_SPEC, SCHED_DEFAULT, DEFAULT_BATCH, DEFAULT_LR,
+            WORLD_MAX_RANKS, DEFAULT_RANKS, MODEL_DEFAULT_SPEC, SCHED_DEFAULT, DEFAULT_BATCH, NCCL_DEFAULT_ULPS, DEFAULT_LR,
             DEFAULT_TIMEOUT_S);
 }
 
@@ -219,7 +226,8 @@ static void build_replay_base(ddpsim_options *opt, int argc, char **argv)
 int options_parse(int argc, char **argv, ddpsim_options *opt)
 {
     enum { OPT_BUCKET = 256, OPT_FIRST_BUCKET, OPT_FIND_UNUSED, OPT_BUCKET_VIEW, OPT_LR, OPT_INPUTS, OPT_DUMP,
-           OPT_JSON, OPT_LIST, OPT_MUTANTS, OPT_CHAOS, OPT_REPEAT, OPT_FAIL_FAST, OPT_TRACE, OPT_REPLAY, OPT_FAULT };
+           OPT_JSON, OPT_LIST, OPT_MUTANTS, OPT_CHAOS, OPT_REPEAT, OPT_FAIL_FAST, OPT_TRACE, OPT_REPLAY, OPT_FAULT,
+           OPT_BACKEND, OPT_NCCL_OP };
     static const struct option longopts[] = {
         {"ranks", required_argument, NULL, 'n'},
         {"impl", required_argument, NULL, 'I'},
@@ -245,6 +253,8 @@ int options_parse(int argc, char **argv, ddpsim_options *opt)
         {"trace", required_argument, NULL, OPT_TRACE},
         {"replay", required_argument, NULL, OPT_REPLAY},
         {"fault", required_argument, NULL, OPT_FAULT},
+        {"backend", required_argument, NULL, OPT_BACKEND},
+        {"nccl-op", required_argument, NULL, OPT_NCCL_OP},
         {"timeout", required_argument, NULL, 't'},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
@@ -293,6 +303,21 @@ int options_parse(int argc, char **argv, ddpsim_options *opt)
         case 'T':
             if (tol_parse(optarg, &run->tol) != DDP_OK)
                 return ERR("--tolerance", ddp_error_text());
+            opt->tol_given = 1;
+            break;
+        case OPT_BACKEND:
+            if (strcmp(optarg, "cpu") == 0)
+                run->backend = VERIFY_BACKEND_CPU;
+            else if (strcmp(optarg, "nccl") == 0)
+                run->backend = VERIFY_BACKEND_NCCL;
+            else
+                return ERR("--backend", "expected cpu or nccl");
+            break;
+        case OPT_NCCL_OP:
+            if (strcmp(optarg, "sum") != 0 && strcmp(optarg, "avg") != 0)
+                return ERR("--nccl-op", "expected sum or avg");
+            run->nccl_avg = strcmp(optarg, "avg") == 0;
+            opt->nccl_op_given = 1;
             break;
         case 'a':
             if (coll_algo_parse(optarg, &run->ddp.algo) != DDP_OK)
@@ -392,7 +417,20 @@ int options_parse(int argc, char **argv, ddpsim_options *opt)
             return ERR("--fault", msg);
         }
     }
-    /* Chaos and repetition. */
+    /* The NCCL backend. */
+    if (run->backend == VERIFY_BACKEND_NCCL) {
+        if (!gpu_probe_built())
+            return ERR("--backend", "ddpsim was built without NCCL (configure found no CUDA/NCCL; see "
+                                    "./configure --with-cuda --with-nccl)");
+        if (run->nccl_avg && run->impl_ops != &impl_reference_ops && run->impl_ops != &impl_bucketed_ops)
+            return ERR("--nccl-op", "avg: only the built-in reference and bucketed implementations leave their "
+                                    "buckets unscaled for ncclAvg");
+        if (!opt->tol_given)
+            run->tol = (tolerance){.kind = TOL_ULP_OF_MAX, .ulps = NCCL_DEFAULT_ULPS};
+    } else if (opt->nccl_op_given) {
+        return ERR("--nccl-op", "goes with --backend nccl");
+    }
+        /* Chaos and repetition. */
     if (repeat) {
         if (opt->chaos_given && opt->chaos_first != opt->chaos_last)
             return ERR("--repeat", "give either --repeat K or a --chaos A..B range, not both");

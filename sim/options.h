@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "gpu_probe.h"
 #include "impl.h"
 #include "schedule.h"
 #include "trace.h"
@@ -30,10 +31,15 @@ typedef struct ddpsim_options {
     char run_key[512];       /* what a trace belongs to */
     char replay_base[1024];  /* the command line without --chaos/--repeat/--fail-fast */
     double lr;               /* --lr as typed (the engine gets it as float) */
+    int tol_given, nccl_op_given;
+    gpu_info gpu;            /* --backend nccl: what the probe found (main.c) */
     char command[1024];      /* the command line, quoted, to print and to replay */
 } ddpsim_options;
 
 enum { OPTIONS_RUN = -1 };
+
+/* The NCCL backend's default tolerance: ulp-of-max:N (see tolerance.h and README). */
+#define NCCL_DEFAULT_ULPS 64
 
 /*
  * Parse argv. Returns OPTIONS_RUN to go on, or an exit code: 0 after

@@ -20,6 +20,7 @@
 #include "config.h"
 #include "jsonw.h"
 #include "model.h"
+#include "nccl_env.h"
 #include "units.h"
 
 typedef struct summary {
@@ -85,6 +86,28 @@ static const char *synced_text(int synced)
     return synced == 1 ? "yes" : synced == 0 ? "no" : "-";
 }
 
+static void header_nccl(const ddpsim_options *opt)
+{
+    const gpu_info *g = &opt->gpu;
+    const verify_config *run = &opt->run;
+    char v[32], env[512];
+    gpu_probe_nccl_version_text(g->nccl_version, v, sizeof v);
+    printf("# backend nccl: the implementation reduces with NCCL %s (CUDA runtime %d.%d, driver %d.%d) on %d GPU%s "
+           "(%s), rank r on GPU r %% %d; the reference reduces on the CPU\n",
+           v, g->runtime_version / 1000, (g->runtime_version % 1000) / 10, g->driver_version / 1000,
+           (g->driver_version % 1000) / 10, g->ngpus, g->ngpus == 1 ? "" : "s", g->name, g->ngpus);
+    printf("#   nccl op: %s\n", run->nccl_avg ? "avg: buckets unscaled, ncclAvg (1/N applied by NCCL)"
+                                              : "sum: buckets scaled by 1/N as DDP does, then ncclSum");
+    nccl_env_plan plan;
+    nccl_env_plan_make(0, run->nranks, g->ngpus, &plan);
+    nccl_env_describe(&plan, env, sizeof env);
+    printf("#   environment: %s\n", env);
+    if (plan.separate_hosts)
+        printf("#   %d ranks on %d GPU%s: each rank has its own NCCL_HOSTID, so NCCL sees separate hosts and talks "
+               "over its socket transport on loopback; this works, but NVIDIA does not support it\n",
+               run->nranks, g->ngpus, g->ngpus == 1 ? "" : "s");
+}
+
 void report_header(const ddpsim_options *opt)
 {
     if (opt->quiet)
@@ -124,6 +147,8 @@ void report_header(const ddpsim_options *opt)
                    sched_op_name(run->schedule->ops[ft->op]),
                    ft->kind == FAULT_FLIP ? ": one bit of its contribution to the next allreduce" : "");
     }
+    if (run->backend == VERIFY_BACKEND_NCCL)
+        header_nccl(opt);
     printf("# replay: %s\n", opt->command);
     fflush(stdout);
     model_destroy(m);
@@ -146,6 +171,72 @@ static void print_first(const ddpsim_options *opt, const summary *s, const char 
                s->first_grab, labels[s->first_grab], s->first_rank, pname, (unsigned long long)f->first_index,
                (double)f->first_expected, (double)f->first_actual, f->first_ulp);
     model_destroy(m);
+}
+
+static void ulp_histogram(const verify_result *res, uint64_t hist[TOL_ULP_BINS], uint32_t *max_ulp)
+{
+    memset(hist, 0, TOL_ULP_BINS * sizeof *hist);
+    *max_ulp = 0;
+    for (size_t i = 0; i < res->ngrabs * (size_t)res->nranks; i++) {
+        for (int b = 0; b < TOL_ULP_BINS; b++)
+            hist[b] += res->records[i].ulp_hist[b];
+        if (res->records[i].max_ulp > *max_ulp)
+            *max_ulp = res->records[i].max_ulp;
+    }
+}
+
+/* Where the comparison is not bitwise, how far off the elements were. */
+static void print_ulp_histogram(const ddpsim_options *opt, const verify_result *res)
+{
+    if (opt->run.tol.kind == TOL_BITWISE && !res->nccl)
+        return;
+    uint64_t hist[TOL_ULP_BINS];
+    uint32_t max_ulp;
+    ulp_histogram(res, hist, &max_ulp);
+    printf("# ulp distance to the reference, all grabs and ranks: max %u; elements at", max_ulp);
+    for (int b = 0; b < TOL_ULP_BINS; b++)
+        printf(" %s: %llu%s", tol_ulp_bin_label(b), (unsigned long long)hist[b], b + 1 < TOL_ULP_BINS ? "," : "\n");
+}
+
+typedef struct nccl_total {
+    uint64_t calls, elements, ring_same;
+    double device_ms, roundtrip_ms, max_ms;
+    int digests_agree;
+} nccl_total;
+
+static nccl_total nccl_sum(const verify_result *res)
+{
+    nccl_total t = {.digests_agree = 1};
+    for (int r = 0; r < res->nranks; r++) {
+        const nccl_figures *f = &res->nccl[r];
+        t.calls += f->nallreduce;
+        t.elements += f->elements;
+        t.ring_same += f->ring_same;
+        t.device_ms += f->device_ms;
+        t.roundtrip_ms += f->roundtrip_ms;
+        if (f->max_roundtrip_ms > t.max_ms)
+            t.max_ms = f->max_roundtrip_ms;
+        t.digests_agree &= f->digest == res->nccl[0].digest && f->nallreduce == res->nccl[0].nallreduce;
+    }
+    return t;
+}
+
+static void print_nccl(const ddpsim_options *opt, const verify_result *res)
+{
+    nccl_total t = nccl_sum(res);
+    double per_call = t.calls ? t.device_ms / (double)t.calls : 0, per_rt = t.calls ? t.roundtrip_ms / (double)t.calls : 0;
+    size_t steps = opt->run.schedule->nfwd;
+    printf("# nccl: %llu allreduces per rank (%llu floats); per allreduce %.3f ms on the GPU (events), %.3f ms round "
+           "trip with copies (slowest %.3f ms); %.3f ms per micro-step (fwd+bwd, whole run / %zu)\n",
+           (unsigned long long)res->nccl[0].nallreduce, (unsigned long long)res->nccl[0].elements, per_call, per_rt,
+           t.max_ms, steps ? res->wall_s * 1e3 / (double)steps : 0.0, steps);
+    printf("# nccl: result digest %016llx: %s (run again: the same digest means bitwise the same results)\n",
+           (unsigned long long)res->nccl[0].digest,
+           t.digests_agree ? "identical on every rank" : "RANKS DIFFER (an allreduce gave ranks different bits)");
+    printf("# nccl: the CPU ring emulation (--algo ring) reproduces %.2f%% of NCCL's result elements bit for bit "
+           "(%llu of %llu)\n",
+           t.elements ? 100.0 * (double)t.ring_same / (double)t.elements : 100.0, (unsigned long long)t.ring_same,
+           (unsigned long long)t.elements);
 }
 
 static int write_json(const ddpsim_options *opt, const verify_result *res, const summary *s,
@@ -196,7 +287,28 @@ static int write_json(const ddpsim_options *opt, const verify_result *res, const
             s->synced_grabs, s->synced_disagree, s->local_grabs, s->local_identical, s->global_checked,
             s->global_failed);
     jsonw_number(f, s->global_worst);
-    fprintf(f, "},\n \"wall_s\": ");
+    uint64_t hist[TOL_ULP_BINS];
+    uint32_t max_ulp;
+    ulp_histogram(res, hist, &max_ulp);
+    fprintf(f, "},\n \"backend\": \"%s\", \"max_ulp\": %u, \"ulp_histogram\": {",
+            res->nccl ? "nccl" : "cpu", max_ulp);
+    for (int b = 0; b < TOL_ULP_BINS; b++)
+        fprintf(f, "%s\"%s\": %llu", b ? ", " : "", tol_ulp_bin_label(b), (unsigned long long)hist[b]);
+    fprintf(f, "}");
+    if (res->nccl) {
+        nccl_total t = nccl_sum(res);
+        fprintf(f, ",\n \"nccl\": {\"allreduces_per_rank\": %llu, \"device_ms\": ",
+                (unsigned long long)res->nccl[0].nallreduce);
+        jsonw_number(f, t.device_ms / res->nranks);
+        fprintf(f, ", \"roundtrip_ms\": ");
+        jsonw_number(f, t.roundtrip_ms / res->nranks);
+        fprintf(f, ", \"digest\": \"%016llx\", \"ranks_agree\": %s, \"ring_identical\": %llu, \"elements\": %llu, "
+                   "\"separate_hosts\": %s}",
+                (unsigned long long)res->nccl[0].digest, t.digests_agree ? "true" : "false",
+                (unsigned long long)t.ring_same, (unsigned long long)t.elements,
+                res->nccl[0].separate_hosts ? "true" : "false");
+    }
+    fprintf(f, ",\n \"wall_s\": ");
     jsonw_number(f, res->wall_s);
     fprintf(f, ", \"rank_peak_kib\": %ld, \"ranks_total_kib\": %ld, \"parent_peak_kib\": %ld}\n", res->rank_peak_kib,
             res->rank_total_kib, res->parent_peak_kib);
@@ -246,21 +358,27 @@ int report_verification(const ddpsim_options *opt, const verify_result *res)
                "gradient, allowed %.0e)\n",
                s.global_failed ? "FAIL" : s.global_checked ? "ok" : "not checked", s.global_checked, s.global_worst,
                VERIFY_GLOBAL_RTOL);
+        print_ulp_histogram(opt, res);
+        if (res->nccl)
+            print_nccl(opt, res);
         printf("# time %.3f s; peak memory: %.1f MiB in the largest rank, %.1f MiB over all %d ranks, %.1f MiB "
                "in the parent\n",
                res->wall_s, (double)res->rank_peak_kib / 1024, (double)res->rank_total_kib / 1024, res->nranks,
                (double)res->parent_peak_kib / 1024);
     }
     int sane = s.synced_disagree == 0 && s.global_failed == 0;
-    int pass = s.grabs_failed == 0 && sane;
+    int nccl_agree = !res->nccl || nccl_sum(res).digests_agree; /* an allreduce must give every rank the same bits */
+    int pass = s.grabs_failed == 0 && sane && nccl_agree;
     char tol[64];
     tol_format(&opt->run.tol, tol, sizeof tol);
     if (pass)
         printf("# verdict: PASS (%zu grabs x %d ranks match, %s)\n", res->ngrabs, res->nranks, tol);
     else if (s.grabs_failed)
         printf("# verdict: FAIL (%zu of %zu grabs diverge, %s)\n", s.grabs_failed, res->ngrabs, tol);
-    else
+    else if (!sane)
         printf("# verdict: FAIL (the reference failed its sanity checks: a bug in ddpsim)\n");
+    else
+        printf("# verdict: FAIL (NCCL's allreduce gave the ranks different bits)\n");
     if (s.first)
         print_first(opt, &s, labels);
     if (!pass)

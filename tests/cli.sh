@@ -46,6 +46,16 @@ expect 0 "verdict: PASS" "schedule from a file" -- --schedule "@$sched_file"
 expect 0 "after no_sync fwd, bwd outside" "golden inputs" -- --ranks 3 --model mlp:4-8-3 --batch 2 --inputs "$golden" --schedule "2*(nosync{fwd bwd} grab) fwd bwd grab enter fwd exit bwd grab"
 expect 0 "--find-unused" "help lists the options" -- --help
 expect 0 "ddpsim " "version" -- --version
+# --backend nccl as this build and machine allow: without NCCL a usage error (2);
+# with NCCL and no usable GPU a runtime fault (3) naming CUDA's error, before any rank starts.
+# (With a GPU, tests/gpu.sh runs the backend; tests/nccl-fake.sh its failure paths.)
+case $("$DDPSIM" --version 2>&1) in
+*"not built"*) expect 2 "built without NCCL" "--backend nccl in a build without NCCL" -- --backend nccl ;;
+*"no usable GPU"*) expect 3 "no usable GPU" "--backend nccl on a machine without a usable GPU" -- --backend nccl ;;
+*) echo "(a GPU is visible: the no-GPU case of --backend nccl is not checked here)" ;;
+esac
+expect 2 "expected cpu or nccl" "--backend with an unknown name" -- --backend gloo
+expect 2 "goes with --backend nccl" "--nccl-op without --backend nccl" -- --nccl-op avg
 expect 2 "out of range 1..256" "--ranks 0" -- --ranks 0
 expect 2 "out of range 1..256" "--ranks 257" -- --ranks 257
 expect 2 "not an integer" "--ranks four" -- --ranks four
@@ -63,7 +73,7 @@ expect 2 "not inside no_sync" "schedule: exit without enter" -- --schedule "exit
 expect 2 "already inside no_sync" "schedule: nested enter" -- --schedule "enter enter"
 expect 2 "repeat count must be 1..100000" "schedule: count 0" -- --schedule "0*(fwd bwd)"
 expect 2 "cannot open" "schedule file missing" -- --schedule @/nonexistent/schedule
-expect 2 "expected bitwise, ulp:N or rtol=X,atol=Y" "bad tolerance" -- --tolerance close
+expect 2 "expected bitwise, ulp:N, ulp-of-max:N or rtol=X,atol=Y" "bad tolerance" -- --tolerance close
 expect 2 "--inputs: cannot open" "missing inputs" -- --inputs /nonexistent/dump
 expect 2 "--dump: cannot create directory" "unwritable dump" -- --dump /proc/ddpsim/x
 expect 2 "finite number" "bad lr" -- --lr nan

@@ -1,0 +1,60 @@
+/*
+ * nccl_env.c - the NCCL environment of a rank (nccl_env.h).
+ */
+#include "nccl_env.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void add(nccl_env_plan *p, const char *name, const char *value)
+{
+    nccl_env_var *v = &p->vars[p->n++];
+    v->name = name;
+    const char *mine = getenv(name);
+    v->user_set = mine != NULL;
+    snprintf(v->value, sizeof v->value, "%s", mine ? mine : value);
+}
+
+void nccl_env_plan_make(int rank, int nranks, int ngpus, nccl_env_plan *out)
+{
+    memset(out, 0, sizeof *out);
+    if (ngpus < 1)
+        ngpus = 1;
+    out->device = rank % ngpus;
+    out->separate_hosts = nranks > ngpus;
+    add(out, "NCCL_ALGO", "Ring");
+    add(out, "NCCL_PROTO", "Simple");
+    add(out, "NCCL_MIN_NCHANNELS", "1");
+    add(out, "NCCL_MAX_NCHANNELS", "1");
+    if (out->separate_hosts) {
+        char id[NCCL_ENV_VALUE_LEN];
+        snprintf(id, sizeof id, "ddpsim-rank%d", rank);
+        add(out, "NCCL_HOSTID", id);
+        add(out, "NCCL_SOCKET_IFNAME", "lo");
+        add(out, "NCCL_IB_DISABLE", "1");
+    }
+}
+
+ddp_status nccl_env_apply(const nccl_env_plan *p)
+{
+    for (int i = 0; i < p->n; i++)
+        if (!p->vars[i].user_set && setenv(p->vars[i].name, p->vars[i].value, 1) != 0)
+            return ddp_error(DDP_ERR_SYSTEM, "setenv %s: %s", p->vars[i].name, strerror(errno));
+    return DDP_OK;
+}
+
+void nccl_env_describe(const nccl_env_plan *p, char *buf, size_t len)
+{
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < p->n && at < len; i++) {
+        const nccl_env_var *v = &p->vars[i];
+        const char *note = v->user_set ? " (yours)" : strcmp(v->name, "NCCL_HOSTID") == 0 ? " (per rank)" : "";
+        int k = snprintf(buf + at, len - at, "%s%s=%s%s", i ? " " : "", v->name, v->value, note);
+        if (k < 0)
+            break;
+        at += (size_t)k;
+    }
+}

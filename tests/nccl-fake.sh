@@ -1,0 +1,119 @@
+#!/bin/sh
+# nccl-fake.sh - the NCCL backend's plumbing on a machine without a GPU:
+# ddpsim runs with tests/fakegpu/libfakegpu.so preloaded, a test double for
+# the CUDA and NCCL calls (see its header). What this checks is ddpsim's
+# side: the GPU probe runs outside the parent, each rank gets the NCCL
+# environment it should (and the user's variables win), the implementation's
+# reductions really go through the backend (bitwise fails against the
+# double's reverse-order sums), ncclAvg, the report, and every failure path:
+# exit 3 with the rank and the failing call, nothing left behind.
+# Nothing here says anything about NCCL itself: tests/gpu.sh does, on a GPU.
+# Skips (77) in builds without NCCL.
+DDPSIM=${DDPSIM:-./sim/ddpsim}
+FAKE=${FAKEGPU_LIB:-./tests/fakegpu/libfakegpu.so}
+[ -f "$FAKE" ] || { echo "SKIP: no $FAKE (ddpsim built without NCCL)"; exit 77; }
+# An ASan build wants its runtime first in the library list; the double goes first here.
+ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0
+export ASAN_OPTIONS
+pass=0
+fail=0
+dir=$(mktemp -d) || exit 99
+trap 'rm -rf "$dir"' EXIT
+out=$dir/out err=$dir/err log=$dir/log
+
+ok() { pass=$((pass + 1)); echo "PASS: $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL: $1"; sed 's/^/  stdout: /' "$out"; sed 's/^/  stderr: /' "$err"; sed 's/^/  log: /' "$log" 2>/dev/null; }
+
+# run [VAR=VALUE ...] -- ARGS: ddpsim with the double preloaded and a fresh log
+run() {
+    rm -f "$log"
+    env LD_PRELOAD="$FAKE" FAKEGPU_LOG="$log" "$@" >"$out" 2>"$err"
+}
+# expect CODE PATTERN DESCRIPTION [VAR=VALUE ...] -- ARGS
+expect() {
+    code=$1 pattern=$2 what=$3
+    shift 3
+    vars=""
+    while [ "$1" != "--" ]; do vars="$vars $1"; shift; done
+    shift
+    # shellcheck disable=SC2086
+    run $vars "$DDPSIM" "$@"
+    got=$?
+    if [ "$got" -ne "$code" ]; then
+        bad "$what: exit $got, expected $code"
+        return 1
+    elif [ -n "$pattern" ] && ! grep -q -- "$pattern" "$out" "$err"; then
+        bad "$what: output lacks '$pattern'"
+        return 1
+    fi
+    ok "$what"
+}
+check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+leftovers() { ls /dev/shm 2>/dev/null | grep -c -e '^fakegpu-' -e '^ddpsim-'; }
+shm_before=$(leftovers)
+
+# 4 ranks on one GPU: separate NCCL hosts, the determinism pins, a passing run.
+expect 0 "verdict: PASS" "4 ranks on 1 GPU pass with the default tolerance" -- --ranks 4 --backend nccl
+check "header says what it set up and that NVIDIA does not support it" \
+    'grep -q "own NCCL_HOSTID.*NVIDIA does not support it" "$out" && grep -q "NCCL_ALGO=Ring NCCL_PROTO=Simple" "$out"'
+check "default tolerance is ulp-of-max:64" 'grep -q "tolerance ulp-of-max:64" "$out"'
+check "each rank its own NCCL_HOSTID, over lo, IB off, one ring channel" \
+    '[ "$(grep -c "^comm " "$log")" = 4 ] &&
+     [ "$(grep -o "NCCL_HOSTID=ddpsim-rank[0-9]*" "$log" | sort -u | wc -l)" = 4 ] &&
+     [ "$(grep -c "NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 NCCL_ALGO=Ring NCCL_PROTO=Simple NCCL_MIN_NCHANNELS=1 NCCL_MAX_NCHANNELS=1" "$log")" = 4 ]'
+check "all ranks on device 0" '[ "$(grep -c "^comm .*device=0 " "$log")" = 4 ]'
+probe_pid=$(sed -n 's/^probe pid=\([0-9]*\).*/\1/p' "$log" | head -1)
+parent_pid=$(sed -n 's/^comm .* ppid=\([0-9]*\).*/\1/p' "$log" | head -1)
+check "the GPU probe ran in a child, not in the parent that forks the ranks" \
+    '[ -n "$probe_pid" ] && [ -n "$parent_pid" ] && [ "$probe_pid" != "$parent_pid" ]'
+check "report: ulp histogram with differences (the double sums in another order)" \
+    'grep -q "ulp distance to the reference.*max [1-9]" "$out"'
+check "report: NCCL timing, digest agreed by all ranks, ring emulation share" \
+    'grep -q "allreduces per rank" "$out" && grep -q "identical on every rank" "$out" && grep -q "ring emulation" "$out"'
+
+# Enough GPUs: one each, no host ids.
+expect 0 "verdict: PASS" "4 ranks on 4 GPUs pass" FAKEGPU_NGPUS=4 -- --ranks 4 --backend nccl
+check "rank r on GPU r, no NCCL_HOSTID, no socket settings" \
+    '[ "$(grep -c "NCCL_HOSTID=- NCCL_SOCKET_IFNAME=- NCCL_IB_DISABLE=-" "$log")" = 4 ] &&
+     [ "$(grep -o "^comm rank=[0-9] nranks=4 device=[0-9]" "$log" | awk "{split(\$2,a,\"=\"); split(\$4,b,\"=\"); if (a[2]!=b[2]) bad=1} END {print bad ? \"no\" : \"yes\"}")" = yes ]'
+check "header does not claim separate hosts" '! grep -q "own NCCL_HOSTID" "$out"'
+
+# The user's NCCL variables win.
+expect 0 "NCCL_PROTO=LL (yours)" "a user-set NCCL variable is kept and shown" NCCL_PROTO=LL -- --ranks 2 --backend nccl
+check "the ranks ran with the user's value" '[ "$(grep -c "NCCL_PROTO=LL " "$log")" = 2 ]'
+
+# The implementation's reductions really go through the backend.
+expect 1 "verdict: FAIL" "bitwise against the backend's other summation order fails" \
+    -- --ranks 4 --backend nccl --tolerance bitwise
+expect 0 "verdict: PASS" "bucketed through the backend" -- --ranks 4 --backend nccl --impl bucketed
+expect 1 "verdict: FAIL" "a catalogued bug is still caught through the backend" \
+    -- --ranks 4 --backend nccl --impl sync-on-exit
+expect 0 "nccl op: avg" "--nccl-op avg with the reference" -- --ranks 3 --backend nccl --nccl-op avg
+expect 0 "verdict: PASS" "--nccl-op avg with bucketed" -- --ranks 3 --backend nccl --nccl-op avg --impl bucketed
+expect 2 "only the built-in reference and bucketed" "--nccl-op avg refuses other implementations" \
+    -- --backend nccl --nccl-op avg --impl sync-on-exit
+expect 2 "goes with --backend nccl" "--nccl-op without the backend" -- --nccl-op sum
+expect 2 "expected cpu or nccl" "an unknown backend" -- --backend mpi
+expect 0 "" "--json carries the backend's figures" -- --ranks 2 --backend nccl --json "$dir/r.json"
+check "json: backend, histogram, nccl object" \
+    'grep -q "\"backend\": \"nccl\"" "$dir/r.json" && grep -q "\"ulp_histogram\"" "$dir/r.json" && grep -q "\"ranks_agree\": true" "$dir/r.json"'
+
+# Failures: exit 3, the rank and the call named, nothing left behind.
+expect 3 "no usable GPU" "no GPU: exit 3 before any rank starts" FAKEGPU_NGPUS=0 -- --ranks 2 --backend nccl
+check "no rank reached NCCL" '! grep -q "^comm " "$log"'
+expect 3 "ncclCommInitRankConfig" "a failing communicator init: exit 3 with the call" \
+    FAKEGPU_FAIL=ncclCommInitRankConfig:2 -- --ranks 4 --backend nccl
+check "the failing rank is named" 'grep -q "rank 2" "$err" && grep -q "injected failure" "$err"'
+expect 3 "ncclAllReduce" "a failing allreduce: exit 3 with the call" FAKEGPU_FAIL=ncclAllReduce:1 -- --ranks 3 --backend nccl
+check "the failing rank aborted its communicator" 'grep -q "^abort rank=1" "$log"'
+start=$(date +%s)
+expect 3 "NCCL communicator aborted" "a hanging allreduce is aborted at the timeout" \
+    FAKEGPU_HANG=1 -- --ranks 2 --backend nccl --timeout 2
+check "the hang ended within 20 s" '[ $(( $(date +%s) - start )) -lt 20 ]'
+check "the hung rank aborted its communicator" 'grep -q "^abort rank=1" "$log"'
+sleep 0.2
+check "no shared memory segment left behind" '[ "$(leftovers)" = "$shm_before" ]'
+check "no rank process left behind" '! pgrep -f "FAKEGPU_LOG=$log" >/dev/null 2>&1'
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,93 @@
+/*
+ * test_nccl_env.c - the NCCL environment a rank of --backend nccl gets
+ * (nccl_env.h): the determinism pins always, separate host ids over
+ * loopback only when ranks outnumber GPUs, rank r on GPU r % ngpus, and the
+ * user's own variables left alone. Pure bookkeeping: runs without NCCL.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "nccl_env.h"
+#include "testutil.h"
+
+static const char *const VARS[] = {"NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS",
+                                   "NCCL_HOSTID", "NCCL_SOCKET_IFNAME", "NCCL_IB_DISABLE"};
+
+static void clear_env(void)
+{
+    for (size_t i = 0; i < sizeof VARS / sizeof VARS[0]; i++)
+        unsetenv(VARS[i]);
+}
+
+static const nccl_env_var *find(const nccl_env_plan *p, const char *name)
+{
+    for (int i = 0; i < p->n; i++)
+        if (strcmp(p->vars[i].name, name) == 0)
+            return &p->vars[i];
+    return NULL;
+}
+
+static void test_enough_gpus(void)
+{
+    clear_env();
+    nccl_env_plan p;
+    nccl_env_plan_make(3, 4, 4, &p);
+    CU_ASSERT_EQUAL(p.device, 3);
+    CU_ASSERT_FALSE(p.separate_hosts);
+    CU_ASSERT_PTR_NULL(find(&p, "NCCL_HOSTID"));
+    CU_ASSERT_PTR_NULL(find(&p, "NCCL_SOCKET_IFNAME"));
+    CU_ASSERT_STRING_EQUAL(find(&p, "NCCL_ALGO")->value, "Ring");
+    CU_ASSERT_STRING_EQUAL(find(&p, "NCCL_PROTO")->value, "Simple");
+    CU_ASSERT_STRING_EQUAL(find(&p, "NCCL_MAX_NCHANNELS")->value, "1");
+}
+
+static void test_more_ranks_than_gpus(void)
+{
+    clear_env();
+    nccl_env_plan a, b;
+    nccl_env_plan_make(1, 4, 1, &a);
+    nccl_env_plan_make(2, 4, 1, &b);
+    CU_ASSERT_TRUE(a.separate_hosts);
+    CU_ASSERT_EQUAL(a.device, 0);
+    CU_ASSERT_EQUAL(b.device, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(find(&a, "NCCL_HOSTID"));
+    CU_ASSERT_STRING_NOT_EQUAL(find(&a, "NCCL_HOSTID")->value, find(&b, "NCCL_HOSTID")->value);
+    CU_ASSERT_STRING_EQUAL(find(&a, "NCCL_SOCKET_IFNAME")->value, "lo");
+    CU_ASSERT_STRING_EQUAL(find(&a, "NCCL_IB_DISABLE")->value, "1");
+    nccl_env_plan c;
+    nccl_env_plan_make(5, 6, 4, &c); /* 6 ranks on 4 GPUs: rank 5 on GPU 1 */
+    CU_ASSERT_EQUAL(c.device, 1);
+    CU_ASSERT_TRUE(c.separate_hosts);
+}
+
+static void test_user_wins_and_apply(void)
+{
+    clear_env();
+    setenv("NCCL_PROTO", "LL128", 1);
+    nccl_env_plan p;
+    nccl_env_plan_make(0, 2, 1, &p);
+    const nccl_env_var *proto = find(&p, "NCCL_PROTO");
+    CU_ASSERT_TRUE(proto->user_set);
+    CU_ASSERT_STRING_EQUAL(proto->value, "LL128");
+    CU_ASSERT_EQUAL(nccl_env_apply(&p), DDP_OK);
+    CU_ASSERT_STRING_EQUAL(getenv("NCCL_PROTO"), "LL128");
+    CU_ASSERT_STRING_EQUAL(getenv("NCCL_ALGO"), "Ring");
+    CU_ASSERT_STRING_EQUAL(getenv("NCCL_HOSTID"), "ddpsim-rank0");
+    char line[512];
+    nccl_env_describe(&p, line, sizeof line);
+    CU_ASSERT_PTR_NOT_NULL(strstr(line, "NCCL_PROTO=LL128 (yours)"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(line, "NCCL_HOSTID=ddpsim-rank0 (per rank)"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(line, "NCCL_ALGO=Ring "));
+    clear_env();
+}
+
+int main(void)
+{
+    static const test_entry tests[] = {
+        {"enough GPUs: one each, pins only", test_enough_gpus},
+        {"more ranks than GPUs: a host id per rank, loopback sockets", test_more_ranks_than_gpus},
+        {"the user's variables win; apply and describe", test_user_wins_and_apply},
+        TEST_END,
+    };
+    return test_run_suite("nccl environment", tests);
+}
