@@ -12,6 +12,8 @@ build=${BUILD:-$src/build-gpu}
 echo "# gpu-check $(date -u '+%Y-%m-%d %H:%M UTC') on $(uname -n)"
 command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 [ -x "$src/configure" ] || (cd "$src" && autoreconf -fi >/dev/null)
+# A source tree configured in place cannot host a separate build: build there.
+[ -f "$src/config.status" ] && build=$src
 mkdir -p "$build"
 cd "$build"
 "$src/configure" --with-cuda --with-nccl >configure.log 2>&1 || { tail -20 configure.log; exit 1; }
