@@ -121,46 +121,100 @@ DEFINE_REDUCE_ROTATED(reduce_rotated_f, float)
 DEFINE_REDUCE_ROTATED(reduce_rotated_d, double)
 
 /*
- * The exact sum, a cache block at a time: add in double and watch every
+ * The exact sum of doubles, a cache block at a time: add in double and watch every
  * addition with TwoSum (in loops the compiler vectorizes); an element whose
  * double sum lost no bit, stayed finite and is not zero is the exact sum
  * rounded once. Only the others go through the long accumulator. dst may be
  * one of the sources: each element's terms are all read before it is written.
  */
-#define DEFINE_EXACT_BLOCKS(NAME, T, SLOW)                                                     \
-    VECTOR_CLONES static void NAME(T *dst, T *const *src, int n, size_t lo, size_t hi)         \
-    {                                                                                          \
-        double sum[BLOCK], lost[BLOCK];                                                        \
-        for (size_t b = lo; b < hi; b += BLOCK) {                                              \
-            size_t len = hi - b < BLOCK ? hi - b : BLOCK;                                      \
-            const T *restrict s0 = src[0] + b;                                                 \
-            double *restrict su = sum, *restrict lo_ = lost;                                   \
-            for (size_t i = 0; i < len; i++)                                                   \
-                su[i] = s0[i];                                                                 \
-            memset(lo_, 0, len * sizeof *lo_);                                                 \
-            for (int k = 1; k < n; k++) {                                                      \
-                const T *restrict sk = src[k] + b;                                             \
-                for (size_t i = 0; i < len; i++) {                                             \
-                    double x = sk[i], t = su[i] + x, bb = t - su[i];                           \
-                    double err = (su[i] - (t - bb)) + (x - bb);                                \
-                    lo_[i] += fabs(err); /* stays 0 exactly when no addition lost a bit */      \
-                    su[i] = t;                                                                 \
-                }                                                                              \
-            }                                                                                  \
-            /* Every element rounded once; the few that need it done again exactly. A sum \
-             * that is 0 may be -0 and one that is not finite may hide an overflow. */        \
-            T *restrict d = dst + b;                                                           \
-            for (size_t i = 0; i < len; i++) {                                                 \
-                d[i] = (T)su[i];                                                               \
-                lo_[i] += (su[i] == 0.0 || !(su[i] - su[i] == 0.0)) ? 1.0 : 0.0;               \
-            }                                                                                  \
-            for (size_t i = 0; i < len; i++)                                                   \
-                if (lo_[i] != 0.0)                                                             \
-                    d[i] = SLOW((const T *const *)src, n, b + i);                              \
-        }                                                                                      \
+VECTOR_CLONES static void exact_blocks_d(double *dst, double *const *src, int n, size_t lo, size_t hi)
+{
+    double sum[BLOCK], lost[BLOCK];
+    for (size_t b = lo; b < hi; b += BLOCK) {
+        size_t len = hi - b < BLOCK ? hi - b : BLOCK;
+        const double *restrict s0 = src[0] + b;
+        double *restrict su = sum, *restrict ls = lost;
+        for (size_t i = 0; i < len; i++)
+            su[i] = s0[i];
+        memset(ls, 0, len * sizeof *ls);
+        for (int k = 1; k < n; k++) {
+            const double *restrict sk = src[k] + b;
+            for (size_t i = 0; i < len; i++) {
+                double x = sk[i], t = su[i] + x, bb = t - su[i];
+                double err = (su[i] - (t - bb)) + (x - bb);
+                ls[i] += fabs(err); /* stays 0 exactly when no addition lost a bit */
+                su[i] = t;
+            }
+        }
+        /* A sum that is 0 may be -0, and one that is not finite may hide an overflow. */
+        int any = 0;
+        for (size_t i = 0; i < len; i++) {
+            int bad = (ls[i] != 0.0) | (su[i] == 0.0) | (su[i] - su[i] != 0.0); /* NaN in ls: != 0 too */
+            ls[i] = bad;
+            any |= bad;
+        }
+        /* Those go to the long accumulator first, into su, before dst (maybe a source) is written. */
+        for (size_t i = 0; any && i < len; i++)
+            if (ls[i] != 0.0)
+                su[i] = exactsum_d((const double *const *)src, n, b + i);
+        double *restrict d = dst + b;
+        for (size_t i = 0; i < len; i++)
+            d[i] = su[i];
     }
-DEFINE_EXACT_BLOCKS(exact_blocks_f, float, exactsum_f)
-DEFINE_EXACT_BLOCKS(exact_blocks_d, double, exactsum_d)
+}
+
+/*
+ * The exact sum of floats, a cache block at a time, with half the work per
+ * term of the TwoSum check: add in double (s) and add up the magnitudes (m).
+ * Sequential double summation of n terms is off by at most (n-1) 2^-53 m (to
+ * first order), so the exact sum S lies in [s - e, s + e] with
+ * e = n 2^-52 m, which also covers the rounding of s - e and s + e
+ * themselves (twice the bound). Rounding to float is monotonic: when both
+ * ends round to the same float, so does S, and so does s. Otherwise (S near
+ * a rounding boundary, an interval around zero, a non-finite term) the long
+ * accumulator decides. dst may be one of the sources.
+ */
+VECTOR_CLONES static void exact_blocks_f(float *dst, float *const *src, int n, size_t lo, size_t hi)
+{
+    double sum[BLOCK], mag[BLOCK];
+    const double rel = (double)n * 0x1p-52;
+    for (size_t b = lo; b < hi; b += BLOCK) {
+        size_t len = hi - b < BLOCK ? hi - b : BLOCK;
+        const float *restrict s0 = src[0] + b;
+        double *restrict su = sum, *restrict mg = mag;
+        for (size_t i = 0; i < len; i++) {
+            su[i] = s0[i];
+            mg[i] = fabs(su[i]);
+        }
+        for (int k = 1; k < n; k++) {
+            const float *restrict sk = src[k] + b;
+            for (size_t i = 0; i < len; i++) {
+                double x = sk[i];
+                su[i] += x;
+                mg[i] += fabs(x);
+            }
+        }
+        /* Which elements need the long accumulator: the ends round apart; |s| <= e (the interval
+         * holds zero, and with it both signs of zero); s not finite (a NaN or an infinity came in).
+         * Written without branches so that it vectorizes. */
+        int any = 0;
+        for (size_t i = 0; i < len; i++) {
+            double v = su[i], e = mg[i] * rel;
+            double down = (float)(v - e), up = (float)(v + e);
+            int bad = (down != up) | (fabs(v) <= e) | (v - v != 0.0);
+            mg[i] = bad;
+            any |= bad;
+        }
+        /* Those few first, into su (a float result is exact in double), before dst, which may be a
+         * source, is written. */
+        for (size_t i = 0; any && i < len; i++)
+            if (mg[i] != 0.0)
+                su[i] = exactsum_f((const float *const *)src, n, b + i);
+        float *restrict d = dst + b;
+        for (size_t i = 0; i < len; i++)
+            d[i] = (float)su[i];
+    }
+}
 
 /* Index of the ring chunk holding global element g of a count-element vector. */
 static int ring_chunk_of(size_t g, size_t count, int n)

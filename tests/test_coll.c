@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "coll.h"
+#include "exactsum.h"
 #include "rng.h"
 #include "testutil.h"
 #include "world.h"
@@ -26,7 +27,7 @@ typedef struct record {
     double first_bad_got, first_bad_want;
 } record;
 
-typedef enum input_kind { INPUT_EXACT, INPUT_RANDOM, INPUT_ASSOC } input_kind;
+typedef enum input_kind { INPUT_EXACT, INPUT_RANDOM, INPUT_ASSOC, INPUT_HARD } input_kind;
 
 typedef struct spec {
     coll_algo algo;
@@ -63,14 +64,51 @@ static double assoc_input(int r, size_t i)
     return r == 0 ? 16777216.0 : 1.0;
 }
 
+/*
+ * Inputs that make a correctly rounded sum work (float-representable, so
+ * both types get them): rounding ties at 1 broken or not by far smaller
+ * terms, big terms that cancel and leave small ones, magnitudes 2^-100 ..
+ * 2^100 together, subnormals, and sums that are exactly zero (+0 from mixed
+ * signs, -0 from -0s only).
+ */
+static double hard_input(int r, size_t i)
+{
+    uint64_t key = rng_key(99, (uint64_t)r);
+    int sign = (i / 5) % 2 ? 1 : -1;
+    switch (i % 5) {
+    case 0: return r == 0 ? 1.0 : r == 1 ? sign * ldexp(1.0, -24) : ldexp(1.0, -60 - r) * (double)(((int)(i / 10) + r) % 3 - 1);
+    case 1: return r == 0 ? 1e30 : r == 1 ? -1e30 : (double)ldexpf(rng_uniform_f(key, i) - 0.5f, -20);
+    case 2: return (double)ldexpf(rng_uniform_f(key, i) - 0.5f, (int)rng_below(key, i, 200) - 100);
+    case 3: return ldexp((double)((int)rng_below(key, i, 17) - 8), -149);
+    default: return sign > 0 ? (r == 0 ? 3.0 : r == 1 ? -3.0 : 0.0) : -0.0;
+    }
+}
+
 static double input_value(const spec *s, int r, size_t i)
 {
     switch (s->input) {
     case INPUT_EXACT: return exact_input(r, i);
     case INPUT_RANDOM: return random_input(s->seed, r, i);
     case INPUT_ASSOC: return assoc_input(r, i);
+    case INPUT_HARD: return hard_input(r, i);
     }
     return NAN;
+}
+
+/* The correctly rounded sum of element i over n ranks, from the long accumulator (checked in test_exact). */
+static double exact_sum_of(const spec *s, int n, size_t i)
+{
+    float f[WORLD_MAX_RANKS];
+    double d[WORLD_MAX_RANKS];
+    const float *fp[WORLD_MAX_RANKS];
+    const double *dp[WORLD_MAX_RANKS];
+    for (int k = 0; k < n; k++) {
+        d[k] = input_value(s, k, i);
+        f[k] = (float)d[k];
+        fp[k] = &f[k];
+        dp[k] = &d[k];
+    }
+    return s->type == COLL_FLOAT ? (double)exactsum_f(fp, n, 0) : exactsum_d(dp, n, 0);
 }
 
 /*
@@ -86,6 +124,12 @@ static double expected(const spec *s, int n, size_t g)
         while (!(g >= s->count * (size_t)c / (size_t)n && g < s->count * (size_t)(c + 1) / (size_t)n))
             c++;
         first = (c + 1) % n;
+    }
+    if (s->algo == COLL_EXACT && s->input == INPUT_HARD) {
+        double sum = exact_sum_of(s, n, g);
+        if (s->op == COLL_AVG)
+            return s->type == COLL_FLOAT ? (double)((float)sum / (float)n) : sum / n;
+        return sum;
     }
     if (s->type == COLL_FLOAT) {
         float acc;
@@ -437,13 +481,14 @@ static ddp_status inplace_rank(world_rank *wr, void *arg)
     int *out = world_rank_user_area(wr); /* [case]: 1 when equal, per rank */
     static const size_t counts[] = {1, 5, 1001, 6007}; /* the last ones past the small-message path */
     int k = 0;
+    for (int in = 0; in < 2; in++)
     for (int a = 0; a < COLL_NALGOS; a++)
         for (int t = 0; t < 2; t++)
             for (size_t ci = 0; ci < 4; ci++, k++) {
                 size_t count = counts[ci], esz = t ? sizeof(double) : sizeof(float);
                 static unsigned char want[6007 * 8];
                 unsigned char *slot = world_slot(wr, me);
-                spec sp = {(coll_algo)a, (coll_dtype)t, COLL_AVG, count, INPUT_RANDOM, 31};
+                spec sp = {(coll_algo)a, (coll_dtype)t, COLL_AVG, count, in ? INPUT_HARD : INPUT_RANDOM, 31};
                 for (size_t i = 0; i < count; i++) {
                     double v = input_value(&sp, me, i);
                     if (t) {
@@ -478,16 +523,46 @@ static void test_inplace_same_bits(void)
     static const int ranks[] = {1, 3, 4};
     for (int ri = 0; ri < 3; ri++) {
         world_config cfg = {.nranks = ranks[ri], .timeout_s = 30, .slot_bytes = 6007 * 8,
-                            .user_bytes = sizeof(int) * 30 * WORLD_MAX_RANKS};
+                            .user_bytes = sizeof(int) * 50 * WORLD_MAX_RANKS};
         world *w = NULL;
         CU_ASSERT_EQUAL_FATAL(world_create(&cfg, &w), DDP_OK);
         memset(world_user_area(w), 0, cfg.user_bytes);
         CU_ASSERT_EQUAL(world_run(w, inplace_rank, NULL), DDP_OK);
         const int *out = world_user_area(w);
-        for (int k = 0; k < 25; k++) /* 3 algorithms x 2 types x 4 sizes, and the error */
+        for (int k = 0; k < 49; k++) /* 2 inputs x 3 algorithms x 2 types x 4 sizes, and the error */
             for (int r = 0; r < ranks[ri]; r++)
                 CU_ASSERT_EQUAL(out[k * WORLD_MAX_RANKS + r], 1);
         world_destroy(w);
+    }
+}
+
+/* Every algorithm on inputs that make rounding hard; exact must give the correctly rounded sum. */
+static void test_hard_inputs(void)
+{
+    static const int ranks[] = {2, 3, 4, 5};
+    for (size_t ri = 0; ri < sizeof ranks / sizeof ranks[0]; ri++) {
+        spec specs[MAX_CASES];
+        int ns = 0;
+        for (int a = 0; a < COLL_NALGOS; a++)
+            for (int t = 0; t < 2; t++)
+                specs[ns++] = (spec){(coll_algo)a, (coll_dtype)t, COLL_SUM, 4099, INPUT_HARD, 0};
+        specs[ns++] = (spec){COLL_EXACT, COLL_FLOAT, COLL_AVG, 4099, INPUT_HARD, 0};
+        for (size_t slot = 256; slot <= 65536; slot *= 256) { /* many pieces, then one */
+            ddp_status st;
+            world *w = run_world(ranks[ri], slot, 0, 0, specs, ns, &st);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+            CU_ASSERT_EQUAL(st, DDP_OK);
+            for (int k = 0; k < ns; k++)
+                for (int r = 0; r < ranks[ri]; r++) {
+                    const record *rec = rec_of(w, k, r);
+                    CU_ASSERT_EQUAL(rec->done, 1);
+                    CU_ASSERT_EQUAL(rec->wrong, 0);
+                    if (rec->wrong)
+                        fprintf(stderr, "  %d ranks, case %d: %llu wrong, e.g. %.17g for %.17g\n", ranks[ri], k,
+                                (unsigned long long)rec->wrong, rec->first_bad_got, rec->first_bad_want);
+                }
+            world_destroy(w);
+        }
     }
 }
 
@@ -496,6 +571,8 @@ int main(void)
     static const test_entry tests[] = {
         {"exact inputs: every algorithm, type, op, rank count and size", test_exact_inputs_everywhere},
         {"each algorithm's association, hand-computed", test_association},
+        {"hard inputs: ties, cancellation, wide exponents, subnormals, zeros; exact correctly rounded",
+         test_hard_inputs},
         {"ordered and ring follow their definitions on random inputs", test_orders_on_random_inputs},
         {"arrival-order invariance under seeded delays", test_arrival_order_invariance},
         {"mismatched calls fail on every rank", test_mismatch_detected},
