@@ -30,11 +30,34 @@ typedef struct bench_args {
     int nsizes;
 } bench_args;
 
-/* Layout of the user area: memcpy rate per rank, then times[size][iter][rank], then wrong[size][rank]. */
+/*
+ * Layout of the user area: memcpy rate per rank, then times[size][iter][rank]
+ * of the algorithm and of the baseline, then wrong[size][rank].
+ */
+typedef struct bench_area {
+    double *memcpy_rate, *times, *base_times;
+    uint64_t *wrong;
+} bench_area;
+
+static size_t times_count(const bench_coll_config *c, int nsizes)
+{
+    return (size_t)nsizes * (size_t)c->iters * (size_t)c->nranks;
+}
+
 static size_t user_bytes(const bench_coll_config *c, int nsizes)
 {
-    return (size_t)c->nranks * sizeof(double) + (size_t)nsizes * (size_t)c->iters * (size_t)c->nranks * sizeof(double) +
+    return (size_t)c->nranks * sizeof(double) + 2 * times_count(c, nsizes) * sizeof(double) +
            (size_t)nsizes * (size_t)c->nranks * sizeof(uint64_t);
+}
+
+static bench_area area_of(void *user, const bench_coll_config *c, int nsizes)
+{
+    bench_area a;
+    a.memcpy_rate = user;
+    a.times = a.memcpy_rate + c->nranks;
+    a.base_times = a.times + times_count(c, nsizes);
+    a.wrong = (uint64_t *)(a.base_times + times_count(c, nsizes));
+    return a;
 }
 
 static double measure_memcpy(void)
@@ -81,37 +104,53 @@ static uint64_t count_wrong(const void *slot, coll_dtype type, int n, size_t cou
     return wrong;
 }
 
+/* One timed allreduce of this rank's freshly filled slot; the last iteration also counts wrong elements. */
+static ddp_status timed_allreduce(world_rank *wr, const bench_coll_config *c, coll_algo algo, size_t count,
+                                  double *t_out, uint64_t *wrong)
+{
+    int n = world_size(wr), me = world_rank_id(wr);
+    void *slot = world_slot(wr, me);
+    fill(slot, c->type, me, count);
+    DDP_CHECK(coll_barrier(wr));
+    double t0 = stats_now_us();
+    DDP_CHECK(coll_allreduce_inplace(wr, count, c->type, COLL_SUM, algo));
+    *t_out = stats_now_us() - t0;
+    if (wrong)
+        *wrong += count_wrong(slot, c->type, n, count);
+    return coll_barrier(wr); /* nobody refills a slot another rank still reads */
+}
+
 static ddp_status bench_rank(world_rank *wr, void *arg)
 {
     const bench_args *ba = arg;
     const bench_coll_config *c = ba->cfg;
     int n = world_size(wr), me = world_rank_id(wr);
-    double *memcpy_rate = world_rank_user_area(wr);
-    double *times = memcpy_rate + n;
-    uint64_t *wrong = (uint64_t *)(times + (size_t)ba->nsizes * (size_t)c->iters * (size_t)n);
+    bench_area a = area_of(world_rank_user_area(wr), c, ba->nsizes);
     world_set_op(wr, 0, "memcpy");
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     DDP_CHECK(coll_barrier(wr));
     if (me < (cores > 0 ? cores : 1))
-        memcpy_rate[me] = measure_memcpy(); /* concurrently on as many ranks as there are cores */
+        a.memcpy_rate[me] = measure_memcpy(); /* concurrently on as many ranks as there are cores */
     DDP_CHECK(coll_barrier(wr));
     size_t esz = coll_dtype_size(c->type);
-    void *slot = world_slot(wr, me);
     size_t bytes = c->min_bytes;
     for (int k = 0; k < ba->nsizes; k++, bytes *= 2) {
         size_t count = bytes / esz;
         world_set_op(wr, k, "allreduce");
         for (int it = -c->warmup; it < c->iters; it++) {
-            fill(slot, c->type, me, count);
-            DDP_CHECK(coll_barrier(wr));
-            double t0 = stats_now_us();
-            DDP_CHECK(coll_allreduce_inplace(wr, count, c->type, COLL_SUM, c->algo));
-            double t = stats_now_us() - t0;
-            if (it >= 0)
-                times[((size_t)k * (size_t)c->iters + (size_t)it) * (size_t)n + (size_t)me] = t;
-            if (it == c->iters - 1)
-                wrong[(size_t)k * (size_t)n + (size_t)me] = count_wrong(slot, c->type, n, count);
-            DDP_CHECK(coll_barrier(wr)); /* nobody refills a slot another rank still reads */
+            size_t at = ((size_t)k * (size_t)c->iters + (size_t)(it < 0 ? 0 : it)) * (size_t)n + (size_t)me;
+            uint64_t *wrong = it == c->iters - 1 ? &a.wrong[(size_t)k * (size_t)n + (size_t)me] : NULL;
+            double t, tb = 0;
+            /* With a baseline, the two take turns going first, so neither always finds warm caches. */
+            if (c->has_baseline && it % 2 == 0)
+                DDP_CHECK(timed_allreduce(wr, c, c->baseline, count, &tb, wrong));
+            DDP_CHECK(timed_allreduce(wr, c, c->algo, count, &t, wrong));
+            if (c->has_baseline && it % 2 != 0)
+                DDP_CHECK(timed_allreduce(wr, c, c->baseline, count, &tb, wrong));
+            if (it >= 0) {
+                a.times[at] = t;
+                a.base_times[at] = tb;
+            }
         }
     }
     return DDP_OK;
@@ -148,11 +187,10 @@ ddp_status bench_coll_run(const bench_coll_config *c, bench_coll_result *out)
         world_destroy(w);
         return s;
     }
-    const double *memcpy_rate = world_user_area(w), *times = memcpy_rate + c->nranks;
-    const uint64_t *wrong = (const uint64_t *)(times + (size_t)nsizes * (size_t)c->iters * (size_t)c->nranks);
+    bench_area a = area_of(world_user_area(w), c, nsizes);
     for (int r = 0; r < c->nranks; r++)
-        out->memcpy_gbps += memcpy_rate[r];
-    double *per_iter = malloc((size_t)c->iters * sizeof *per_iter);
+        out->memcpy_gbps += a.memcpy_rate[r];
+    double *per_iter = malloc(3 * (size_t)c->iters * sizeof *per_iter);
     if (!per_iter) {
         world_destroy(w);
         return ddp_error(DDP_ERR_NOMEM, "bench results");
@@ -162,14 +200,23 @@ ddp_status bench_coll_run(const bench_coll_config *c, bench_coll_result *out)
         bench_coll_row *row = &out->rows[k];
         row->bytes = bytes / esz * esz;
         row->count = bytes / esz;
+        double *base_iter = per_iter + c->iters, *ratio_iter = base_iter + c->iters;
         for (int it = 0; it < c->iters; it++) {
-            double slowest = 0;
+            double slowest = 0, base_slowest = 0;
             for (int r = 0; r < c->nranks; r++) {
-                double t = times[((size_t)k * (size_t)c->iters + (size_t)it) * (size_t)c->nranks + (size_t)r];
-                if (t > slowest)
-                    slowest = t;
+                size_t at = ((size_t)k * (size_t)c->iters + (size_t)it) * (size_t)c->nranks + (size_t)r;
+                if (a.times[at] > slowest)
+                    slowest = a.times[at];
+                if (a.base_times[at] > base_slowest)
+                    base_slowest = a.base_times[at];
             }
             per_iter[it] = slowest;
+            base_iter[it] = base_slowest;
+            ratio_iter[it] = base_slowest > 0 ? slowest / base_slowest : 0;
+        }
+        if (c->has_baseline) {
+            row->baseline_us = stats_median(base_iter, (size_t)c->iters);
+            row->ratio = stats_median(ratio_iter, (size_t)c->iters);
         }
         row->time_us = stats_median(per_iter, (size_t)c->iters);
         row->algbw = (double)row->bytes / (row->time_us * 1e-6) * 1e-9;
@@ -177,7 +224,7 @@ ddp_status bench_coll_run(const bench_coll_config *c, bench_coll_result *out)
         row->bound_us = out->memcpy_gbps > 0 ? bench_coll_traffic(row->bytes, c->nranks) / (2.0 * out->memcpy_gbps * 1e3)
                                              : 0;
         for (int r = 0; r < c->nranks; r++)
-            row->wrong += wrong[(size_t)k * (size_t)c->nranks + (size_t)r];
+            row->wrong += a.wrong[(size_t)k * (size_t)c->nranks + (size_t)r];
     }
     out->nrows = nsizes;
     free(per_iter);

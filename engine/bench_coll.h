@@ -23,6 +23,8 @@ typedef struct bench_coll_config {
     coll_dtype type;
     int iters, warmup;
     double timeout_s;
+    int has_baseline;      /* also time `baseline` in every iteration, side by side, and report the ratio */
+    coll_algo baseline;
 } bench_coll_config;
 
 typedef struct bench_coll_row {
@@ -30,7 +32,9 @@ typedef struct bench_coll_row {
     double time_us;  /* median over iterations of the slowest rank */
     double algbw, busbw; /* GB/s: bytes / time, and algbw * 2 (N - 1) / N as nccl-tests */
     double bound_us; /* memory-traffic bound (see bench_coll.c) */
-    uint64_t wrong;  /* wrong elements in the checked results, all ranks */
+    uint64_t wrong;  /* wrong elements in the checked results, all ranks (the baseline's too) */
+    double baseline_us; /* with a baseline: its median time ... */
+    double ratio;       /* ... and the median over iterations of time / baseline time */
 } bench_coll_row;
 
 typedef struct bench_coll_result {

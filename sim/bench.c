@@ -39,6 +39,8 @@ static void allreduce_usage(FILE *out)
             "      --min-bytes SIZE   smallest size of a doubling sweep [4K]\n"
             "      --max-bytes SIZE   largest size, at most 1G [64M]\n"
             "  -a, --algo NAME        ordered | ring | exact [ordered]\n"
+            "      --baseline NAME    also time this algorithm in every iteration, side by side\n"
+            "                         (taking turns going first), and report the median ratio\n"
             "  -T, --type NAME        float | double [float]\n"
             "  -i, --iters K          timed repetitions per size; medians are reported [20]\n"
             "  -w, --warmup W         untimed repetitions first [3]\n"
@@ -74,6 +76,12 @@ static int write_coll_json(const char *path, const bench_coll_config *c, const b
         jsonw_number(f, w->busbw);
         fprintf(f, ", \"bound_us\": ");
         jsonw_number(f, w->bound_us);
+        if (c->has_baseline) {
+            fprintf(f, ", \"baseline_algo\": \"%s\", \"baseline_time_us\": ", coll_algo_name(c->baseline));
+            jsonw_number(f, w->baseline_us);
+            fprintf(f, ", \"ratio\": ");
+            jsonw_number(f, w->ratio);
+        }
         fprintf(f, ", \"wrong\": %llu}", (unsigned long long)w->wrong);
     }
     fprintf(f, "\n]}\n");
@@ -83,16 +91,17 @@ static int write_coll_json(const char *path, const bench_coll_config *c, const b
 
 static int bench_allreduce_main(int argc, char **argv)
 {
-    enum { OPT_MIN = 256, OPT_MAX, OPT_JSON };
+    enum { OPT_MIN = 256, OPT_MAX, OPT_JSON, OPT_BASELINE };
     static const struct option longopts[] = {
         {"ranks", required_argument, NULL, 'n'},     {"bytes", required_argument, NULL, 'B'},
         {"min-bytes", required_argument, NULL, OPT_MIN}, {"max-bytes", required_argument, NULL, OPT_MAX},
         {"algo", required_argument, NULL, 'a'},      {"type", required_argument, NULL, 'T'},
         {"iters", required_argument, NULL, 'i'},     {"warmup", required_argument, NULL, 'w'},
         {"json", required_argument, NULL, OPT_JSON}, {"timeout", required_argument, NULL, 't'},
+        {"baseline", required_argument, NULL, OPT_BASELINE},
         {"help", no_argument, NULL, 'h'},            {NULL, 0, NULL, 0},
     };
-    bench_coll_config c = {4, (size_t)4 << 10, (size_t)64 << 20, COLL_ORDERED, COLL_FLOAT, 20, 3, 60};
+    bench_coll_config c = {4, (size_t)4 << 10, (size_t)64 << 20, COLL_ORDERED, COLL_FLOAT, 20, 3, 60, 0, COLL_ORDERED};
     const char *json = NULL;
     char msg[256];
     long v;
@@ -120,6 +129,11 @@ static int bench_allreduce_main(int argc, char **argv)
         case 'a':
             if (coll_algo_parse(optarg, &c.algo) != DDP_OK)
                 return allreduce_error("--algo", ddp_error_text());
+            break;
+        case OPT_BASELINE:
+            if (coll_algo_parse(optarg, &c.baseline) != DDP_OK)
+                return allreduce_error("--baseline", ddp_error_text());
+            c.has_baseline = 1;
             break;
         case 'T':
             if (strcmp(optarg, "float") == 0)
@@ -170,19 +184,30 @@ static int bench_allreduce_main(int argc, char **argv)
     printf("# memcpy: %.2f GB/s (min(ranks, cores) concurrent copies of 32 MiB, medians of 7, summed)\n",
            r.memcpy_gbps);
     printf("# bound_us: the bytes the allreduce reads and writes on all ranks, n(3N-1), at 2 x that rate\n");
-    printf("#%11s %11s %7s %11s %11s %11s %11s %8s %8s\n", "size", "count", "type", "time_us", "algbw_GBps",
-           "busbw_GBps", "bound_us", "x_bound", "#wrong");
+    if (c.has_baseline)
+        printf("# base_us: %s timed in the same iterations; ratio: the median of time / base time\n",
+               coll_algo_name(c.baseline));
+    printf("#%11s %11s %7s %11s %11s %11s %11s %8s", "size", "count", "type", "time_us", "algbw_GBps",
+           "busbw_GBps", "bound_us", "x_bound");
+    if (c.has_baseline)
+        printf(" %11s %7s", "base_us", "ratio");
+    printf(" %8s\n", "#wrong");
     uint64_t wrong = 0;
     double busbw = 0;
     for (int k = 0; k < r.nrows; k++) {
         const bench_coll_row *w = &r.rows[k];
-        printf(" %11zu %11zu %7s %11.1f %11.3f %11.3f %11.1f %8.2f %8llu\n", w->bytes, w->count,
-               coll_dtype_name(c.type), w->time_us, w->algbw, w->busbw, w->bound_us,
-               w->bound_us > 0 ? w->time_us / w->bound_us : 0.0, (unsigned long long)w->wrong);
+        printf(" %11zu %11zu %7s %11.1f %11.3f %11.3f %11.1f %8.2f", w->bytes, w->count, coll_dtype_name(c.type),
+               w->time_us, w->algbw, w->busbw, w->bound_us, w->bound_us > 0 ? w->time_us / w->bound_us : 0.0);
+        if (c.has_baseline)
+            printf(" %11.1f %7.2f", w->baseline_us, w->ratio);
+        printf(" %8llu\n", (unsigned long long)w->wrong);
         wrong += w->wrong;
         busbw += w->busbw;
     }
     printf("# avg busbw: %.3f GB/s\n", busbw / r.nrows);
+    if (c.has_baseline)
+        printf("# %s / %s at %zu bytes: %.2fx (median of per-iteration ratios)\n", coll_algo_name(c.algo),
+               coll_algo_name(c.baseline), r.rows[r.nrows - 1].bytes, r.rows[r.nrows - 1].ratio);
     printf("# verdict: %s (%llu wrong elements)\n", wrong ? "FAIL" : "PASS", (unsigned long long)wrong);
     if (json && write_coll_json(json, &c, &r) != 0) {
         fprintf(stderr, "ddpsim bench: cannot write --json %s\n", json);
