@@ -158,7 +158,8 @@ static ddp_status bench_rank(world_rank *wr, void *arg)
 
 double bench_coll_traffic(size_t bytes, int nranks)
 {
-    return (double)bytes * (3.0 * nranks - 1.0);
+    /* Each rank reads its slice of every slot and writes the sum back into all of them. */
+    return (double)bytes * 2.0 * nranks;
 }
 
 ddp_status bench_coll_run(const bench_coll_config *c, bench_coll_result *out)

@@ -46,7 +46,7 @@ typedef struct bench_coll_result {
 /* DDP_ERR_INVALID for bad sizes; world errors for faults. */
 ddp_status bench_coll_run(const bench_coll_config *cfg, bench_coll_result *out);
 
-/* Bytes the in-place allreduce reads and writes over all ranks for n bytes of data: n (3N - 1). */
+/* Bytes the in-place allreduce reads and writes over all ranks for n bytes of data: 2 n N. */
 double bench_coll_traffic(size_t bytes, int nranks);
 
 #endif

@@ -166,8 +166,8 @@ VECTOR_CLONES static void exact_blocks_d(double *dst, double *const *src, int n,
 /*
  * The exact sum of floats, a cache block at a time, with half the work per
  * term of the TwoSum check: add in double (s) and add up the magnitudes (m).
- * Sequential double summation of n terms is off by at most (n-1) 2^-53 m (to
- * first order), so the exact sum S lies in [s - e, s + e] with
+ * Summing n terms in double, in any order, is off by at most (n-1) 2^-53 m
+ * (to first order), so the exact sum S lies in [s - e, s + e] with
  * e = n 2^-52 m, which also covers the rounding of s - e and s + e
  * themselves (twice the bound). Rounding to float is monotonic: when both
  * ends round to the same float, so does S, and so does s. Otherwise (S near
@@ -180,13 +180,31 @@ VECTOR_CLONES static void exact_blocks_f(float *dst, float *const *src, int n, s
     const double rel = (double)n * 0x1p-52;
     for (size_t b = lo; b < hi; b += BLOCK) {
         size_t len = hi - b < BLOCK ? hi - b : BLOCK;
-        const float *restrict s0 = src[0] + b;
         double *restrict su = sum, *restrict mg = mag;
-        for (size_t i = 0; i < len; i++) {
-            su[i] = s0[i];
-            mg[i] = fabs(su[i]);
+        /* Two sources a pass: the bound holds for any order of the additions, and su and mg are
+         * loaded and stored half as often. */
+        int k = 0;
+        if (n >= 2) {
+            const float *restrict sa = src[0] + b, *restrict sb = src[1] + b;
+            for (size_t i = 0; i < len; i++) {
+                double x = sa[i], y = sb[i];
+                su[i] = x + y;
+                mg[i] = fabs(x) + fabs(y);
+            }
+            k = 2;
+        } else {
+            memset(su, 0, len * sizeof *su);
+            memset(mg, 0, len * sizeof *mg);
         }
-        for (int k = 1; k < n; k++) {
+        for (; k + 1 < n; k += 2) {
+            const float *restrict sa = src[k] + b, *restrict sb = src[k + 1] + b;
+            for (size_t i = 0; i < len; i++) {
+                double x = sa[i], y = sb[i];
+                su[i] += x + y;
+                mg[i] += fabs(x) + fabs(y);
+            }
+        }
+        if (k < n) {
             const float *restrict sk = src[k] + b;
             for (size_t i = 0; i < len; i++) {
                 double x = sk[i];
@@ -321,6 +339,37 @@ ddp_status coll_allreduce(world_rank *wr, void *buf, size_t count, coll_dtype ty
     return DDP_OK;
 }
 
+/* Bytes of the result reduce_to_all keeps at a time: fits the L1 cache with room for the inputs. */
+#define TO_ALL_BLOCK_BYTES 16384
+
+/*
+ * Reduce elements [lo, hi) of the slots and write the result back into every
+ * slot, a block at a time: the block's inputs were just read, so the stores
+ * find their lines in the cache. This replaces an allgather that read every
+ * other rank's slice after the reduction: per rank n/N bytes written N times
+ * instead of n/N written once, then (N-1) n/N read and written again (and
+ * the reads for ownership of those writes). Only this rank touches this
+ * slice of any slot during the collective, so nothing here races.
+ */
+static void reduce_to_all(void **src, int n, coll_dtype type, coll_op op, coll_algo algo, size_t count, size_t lo,
+                          size_t hi)
+{
+    _Alignas(64) unsigned char block[TO_ALL_BLOCK_BYTES];
+    void *at[WORLD_MAX_RANKS];
+    size_t esz = coll_dtype_size(type), step = TO_ALL_BLOCK_BYTES / esz;
+    for (size_t b = lo; b < hi; b += step) {
+        size_t len = hi - b < step ? hi - b : step;
+        for (int k = 0; k < n; k++)
+            at[k] = (unsigned char *)src[k] + b * esz;
+        /* The sources shifted to b and the piece offset b: each element keeps its global index. */
+        reduce_slice(block, at, n, type, algo, b, count, 0, len);
+        if (op == COLL_AVG)
+            divide_slice(block, type, n, 0, len);
+        for (int k = 0; k < n; k++)
+            memcpy(at[k], block, len * esz);
+    }
+}
+
 /* Messages up to this size take the small path: every rank reduces everything itself. */
 #define INPLACE_SMALL_BYTES 16384
 
@@ -354,22 +403,16 @@ ddp_status coll_allreduce_inplace(world_rank *wr, size_t count, coll_dtype type,
         world_leave_coll(wr);
         return DDP_OK;
     }
-    /* Reduce-scatter: my slice of every slot, summed into my own slot; then a flag, not a barrier. */
+    /* My slice of every slot, reduced and written back into every slot; then a flag, not a barrier. */
     uint32_t ticket = ++handoff;
     size_t lo, hi;
     coll_split(count, n, me, &lo, &hi);
-    reduce_slice(mine, src, n, type, algo, 0, count, lo, hi);
-    if (op == COLL_AVG)
-        divide_slice(mine, type, n, lo, hi);
+    reduce_to_all(src, n, type, op, algo, count, lo, hi);
     world_flag_set(wr, ticket);
-    /* Allgather: each other slice as soon as the rank that reduced it says it is done, starting
-     * with the next rank so the ranks do not all queue on the same one. */
-    for (int k = 1; k < n; k++) {
-        int r = (me + k) % n;
-        DDP_CHECK(world_flag_wait(wr, r, ticket));
-        coll_split(count, n, r, &lo, &hi);
-        memcpy(mine + lo * esz, (unsigned char *)src[r] + lo * esz, (hi - lo) * esz);
-    }
+    /* Every other rank has written its slice into my slot (and read its slice of my slot) once its flag
+     * is up. Start with the next rank so the ranks do not all poll the same one. */
+    for (int k = 1; k < n; k++)
+        DDP_CHECK(world_flag_wait(wr, (me + k) % n, ticket));
     world_leave_coll(wr);
     return DDP_OK;
 }

@@ -57,10 +57,9 @@ ddp_status coll_allreduce(world_rank *wr, void *buf, size_t count, coll_dtype ty
  * The one-copy allreduce on buffers in shared memory: each rank's input is
  * in its own slot (world_slot(wr, rank), count elements), and so is the
  * result. Each rank sums its slice of every slot in the algorithm's order
- * straight into its own slot (reduce-scatter), then copies the other slices
- * from the slots of the ranks that reduced them (allgather). Same bits as
- * coll_allreduce. A rank must not write its slot again until every rank has
- * returned (a barrier, or the next collective's start, ensures it).
+ * and writes the sum back into that slice of every slot (so no allgather
+ * pass follows), then waits for the other ranks' flags. Same bits as
+ * coll_allreduce. Once a rank returns, nobody touches its slot any more.
  * DDP_ERR_INVALID when count does not fit a slot.
  */
 ddp_status coll_allreduce_inplace(world_rank *wr, size_t count, coll_dtype type, coll_op op, coll_algo algo);

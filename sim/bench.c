@@ -183,7 +183,7 @@ static int bench_allreduce_main(int argc, char **argv)
     }
     printf("# memcpy: %.2f GB/s (min(ranks, cores) concurrent copies of 32 MiB, medians of 7, summed)\n",
            r.memcpy_gbps);
-    printf("# bound_us: the bytes the allreduce reads and writes on all ranks, n(3N-1), at 2 x that rate\n");
+    printf("# bound_us: the bytes the allreduce reads and writes on all ranks, 2nN, at 2 x that rate (caches can beat it)\n");
     if (c.has_baseline)
         printf("# base_us: %s timed in the same iterations; ratio: the median of time / base time\n",
                coll_algo_name(c.baseline));
