@@ -63,7 +63,7 @@ static const char *kind_name(uint64_t k)
  * Enter a collective: publish what this rank calls, meet, and compare with
  * rank 0. Every rank sees the same descriptors, so all fail together.
  */
-static ddp_status coll_begin(world_rank *wr, uint64_t kind, uint64_t a, uint64_t b, uint64_t c)
+static void coll_announce(world_rank *wr, uint64_t kind, uint64_t a, uint64_t b, uint64_t c)
 {
     world_enter_coll(wr, kind_name(kind));
     uint64_t *mine = world_coll_desc(wr, world_rank_id(wr));
@@ -71,6 +71,11 @@ static ddp_status coll_begin(world_rank *wr, uint64_t kind, uint64_t a, uint64_t
     mine[1] = a;
     mine[2] = b;
     mine[3] = c;
+}
+
+/* The opening barrier and the check of what every rank announced. */
+static ddp_status coll_meet(world_rank *wr)
+{
     DDP_CHECK(world_barrier(wr));
     const uint64_t *d0 = world_coll_desc(wr, 0);
     for (int r = 1; r < world_size(wr); r++) {
@@ -84,6 +89,12 @@ static ddp_status coll_begin(world_rank *wr, uint64_t kind, uint64_t a, uint64_t
                              (unsigned long long)dr[2], (unsigned long long)dr[3]);
     }
     return DDP_OK;
+}
+
+static ddp_status coll_begin(world_rank *wr, uint64_t kind, uint64_t a, uint64_t b, uint64_t c)
+{
+    coll_announce(wr, kind, a, b, c);
+    return coll_meet(wr);
 }
 
 /*
@@ -297,6 +308,40 @@ static void divide_slice(void *dst, coll_dtype type, int n, size_t lo, size_t hi
     }
 }
 
+/* Flip one bit of this rank's contribution (element 0, a high mantissa bit) once a fault asks for it. */
+static void maybe_flip(world_rank *wr, unsigned char *contribution, size_t esz)
+{
+    if (world_take_flip(wr))
+        contribution[esz == 4 ? 2 : 6] ^= 0x40;
+}
+
+/*
+ * A message that fits a mailbox: put it in this call's mailbox before the
+ * opening barrier, then every rank reduces all of it from the mailboxes
+ * straight into its own buffer. One barrier in all, and none at the end:
+ * the mailboxes alternate (world_mailbox), so the next call never
+ * overwrites what a slow rank is still reading.
+ */
+static ddp_status allreduce_small(world_rank *wr, uint64_t kind, void *buf, size_t count, coll_dtype type,
+                                  coll_op op, coll_algo algo)
+{
+    coll_announce(wr, kind, count, (uint64_t)type | (uint64_t)op << 8, (uint64_t)algo);
+    int n = world_size(wr), me = world_rank_id(wr);
+    size_t esz = coll_dtype_size(type);
+    unsigned char *mine = world_mailbox(wr, me);
+    memcpy(mine, buf, count * esz);
+    maybe_flip(wr, mine, esz);
+    DDP_CHECK(coll_meet(wr));
+    void *src[WORLD_MAX_RANKS];
+    for (int r = 0; r < n; r++)
+        src[r] = world_mailbox(wr, r);
+    reduce_slice(buf, src, n, type, algo, 0, count, 0, count);
+    if (op == COLL_AVG)
+        divide_slice(buf, type, n, 0, count);
+    world_leave_coll(wr);
+    return DDP_OK;
+}
+
 ddp_status coll_allreduce(world_rank *wr, void *buf, size_t count, coll_dtype type, coll_op op,
                           coll_algo algo)
 {
@@ -307,6 +352,8 @@ ddp_status coll_allreduce(world_rank *wr, void *buf, size_t count, coll_dtype ty
                          (int)op, (int)algo);
     if (!buf)
         return ddp_error(DDP_ERR_INVALID, "allreduce: NULL buffer");
+    if (count * coll_dtype_size(type) <= WORLD_MAILBOX_BYTES)
+        return allreduce_small(wr, KIND_ALLREDUCE, buf, count, type, op, algo);
     DDP_CHECK(coll_begin(wr, KIND_ALLREDUCE, count, (uint64_t)type | (uint64_t)op << 8, (uint64_t)algo));
 
     int n = world_size(wr), me = world_rank_id(wr);
@@ -320,11 +367,8 @@ ddp_status coll_allreduce(world_rank *wr, void *buf, size_t count, coll_dtype ty
     for (size_t off = 0; off < count; off += piece) {
         size_t len = count - off < piece ? count - off : piece;
         memcpy(src[me], p + off * esz, len * esz);
-        if (off == 0 && world_take_flip(wr)) {
-            /* Injected fault: one bit of this rank's contribution (element 0, a high mantissa bit). */
-            unsigned char *b0 = src[me];
-            b0[esz == 4 ? 2 : 6] ^= 0x40;
-        }
+        if (off == 0)
+            maybe_flip(wr, src[me], esz);
         DDP_CHECK(world_barrier(wr));
         size_t lo, hi;
         coll_split(len, n, me, &lo, &hi);
@@ -370,8 +414,6 @@ static void reduce_to_all(void **src, int n, coll_dtype type, coll_op op, coll_a
     }
 }
 
-/* Messages up to this size take the small path: every rank reduces everything itself. */
-#define INPLACE_SMALL_BYTES 16384
 
 ddp_status coll_allreduce_inplace(world_rank *wr, size_t count, coll_dtype type, coll_op op, coll_algo algo)
 {
@@ -385,24 +427,15 @@ ddp_status coll_allreduce_inplace(world_rank *wr, size_t count, coll_dtype type,
     if (count > world_slot_bytes(wr) / esz)
         return ddp_error(DDP_ERR_INVALID, "in-place allreduce of %zu elements exceeds the %zu-byte slot", count,
                          world_slot_bytes(wr));
-    DDP_CHECK(coll_begin(wr, KIND_ALLREDUCE_INPLACE, count, (uint64_t)type | (uint64_t)op << 8, (uint64_t)algo));
     int n = world_size(wr), me = world_rank_id(wr);
     void *src[WORLD_MAX_RANKS];
     for (int r = 0; r < n; r++)
         src[r] = world_slot(wr, r);
     unsigned char *mine = src[me];
-    if (count * esz <= INPLACE_SMALL_BYTES) {
-        /* Small: reduce all of it privately (no gather phase), wait until every rank has read
-         * the inputs, then keep the result. One barrier instead of two. */
-        _Alignas(64) unsigned char result[INPLACE_SMALL_BYTES];
-        reduce_slice(result, src, n, type, algo, 0, count, 0, count);
-        if (op == COLL_AVG)
-            divide_slice(result, type, n, 0, count);
-        DDP_CHECK(world_barrier(wr));
-        memcpy(mine, result, count * esz);
-        world_leave_coll(wr);
-        return DDP_OK;
-    }
+    /* Small: through the mailboxes, so the result goes straight into the slot with no barrier after. */
+    if (count * esz <= WORLD_MAILBOX_BYTES)
+        return allreduce_small(wr, KIND_ALLREDUCE_INPLACE, mine, count, type, op, algo);
+    DDP_CHECK(coll_begin(wr, KIND_ALLREDUCE_INPLACE, count, (uint64_t)type | (uint64_t)op << 8, (uint64_t)algo));
     /* My slice of every slot, reduced and written back into every slot; then a flag, not a barrier. */
     uint32_t ticket = ++handoff;
     size_t lo, hi;

@@ -46,9 +46,11 @@ const char *coll_op_name(coll_op op);
 size_t coll_dtype_size(coll_dtype t);
 
 /*
- * In-place allreduce of count elements of buf. Returns DDP_ERR_INVALID for
- * count 0, an unknown enum value or a mismatch between ranks;
- * DDP_ERR_ABORTED when the world was aborted.
+ * In-place allreduce of count elements of buf. A message that fits a
+ * mailbox (WORLD_MAILBOX_BYTES) goes through the alternating mailboxes with
+ * one barrier in all; larger ones through the slots in pieces. Returns
+ * DDP_ERR_INVALID for count 0, an unknown enum value or a mismatch between
+ * ranks; DDP_ERR_ABORTED when the world was aborted.
  */
 ddp_status coll_allreduce(world_rank *wr, void *buf, size_t count, coll_dtype type, coll_op op,
                           coll_algo algo);
@@ -59,7 +61,11 @@ ddp_status coll_allreduce(world_rank *wr, void *buf, size_t count, coll_dtype ty
  * result. Each rank sums its slice of every slot in the algorithm's order
  * and writes the sum back into that slice of every slot (so no allgather
  * pass follows), then waits for the other ranks' flags. Same bits as
- * coll_allreduce. Once a rank returns, nobody touches its slot any more.
+ * coll_allreduce. A message that fits a mailbox (world_mailbox) goes through
+ * the mailboxes instead, with one barrier in all. The caller may write its
+ * input once no rank still reads its slot for an earlier collective (the
+ * bench puts a barrier there); when this call returns, no rank reads or
+ * writes the caller's slot any more.
  * DDP_ERR_INVALID when count does not fit a slot.
  */
 ddp_status coll_allreduce_inplace(world_rank *wr, size_t count, coll_dtype type, coll_op op, coll_algo algo);

@@ -66,6 +66,7 @@ struct world {
     unsigned char *slots;
     size_t slot_stride;
     unsigned char *result;
+    unsigned char *mailboxes; /* 2 x WORLD_MAILBOX_BYTES per rank */
     unsigned char *user;
     world_rank_outcome *outcomes;
     ddp_status last_status;
@@ -159,7 +160,8 @@ ddp_status world_create(const world_config *cfg, world **out)
     size_t off_slots = off_ranks + ALIGN64(n * sizeof(rank_state));
     w->slot_stride = ALIGN64(slot);
     size_t off_result = off_slots + n * w->slot_stride;
-    size_t off_user = off_result + w->slot_stride;
+    size_t off_mail = off_result + w->slot_stride;
+    size_t off_user = off_mail + n * 2 * WORLD_MAILBOX_BYTES;
     w->total = off_user + ALIGN64(cfg->user_bytes ? cfg->user_bytes : 1);
 
     ddp_status s = segment_map(w);
@@ -172,6 +174,7 @@ ddp_status world_create(const world_config *cfg, world **out)
     w->ranks = (rank_state *)(w->base + off_ranks);
     w->slots = w->base + off_slots;
     w->result = w->base + off_result;
+    w->mailboxes = w->base + off_mail;
     w->user = w->base + off_user;
     w->hdr->magic = SEG_MAGIC;
     w->hdr->nranks = cfg->nranks;
@@ -247,6 +250,14 @@ void *world_rank_user_area(world_rank *wr) { return wr->w->user; }
 size_t world_slot_bytes(const world_rank *wr) { return wr->w->cfg.slot_bytes; }
 void *world_slot(world_rank *wr, int r) { return wr->w->slots + (size_t)r * wr->w->slot_stride; }
 void *world_result(world_rank *wr) { return wr->w->result; }
+void *world_mailbox(world_rank *wr, int r)
+{
+    /* By parity, as the descriptors (below): two calls in a row never share a mailbox, and
+     * between two that do, every rank has passed a barrier after reading the first. */
+    uint64_t seq = atomic_load_explicit(&wr->st->coll_seq, memory_order_relaxed);
+    return wr->w->mailboxes + ((size_t)r * 2 + (size_t)(seq & 1)) * WORLD_MAILBOX_BYTES;
+}
+
 uint64_t *world_coll_desc(world_rank *wr, int r)
 {
     /* Two descriptors, alternating by the caller's collective count: a fast rank

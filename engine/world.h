@@ -158,6 +158,16 @@ void *world_slot(world_rank *wr, int r);
 void *world_result(world_rank *wr);
 size_t world_slot_bytes(const world_rank *wr);
 
+/*
+ * Rank r's mailbox for the collective the caller is in (since
+ * world_enter_coll): WORLD_MAILBOX_BYTES, 64-byte aligned, one of two per
+ * rank alternating with the collective count, and used by no other
+ * collective than the small allreduce. A rank may fill its mailbox before
+ * the collective's opening barrier while others still read its previous one.
+ */
+#define WORLD_MAILBOX_BYTES ((size_t)16 << 10)
+void *world_mailbox(world_rank *wr, int r);
+
 /* Rank r's descriptor of the collective the caller is in (since world_enter_coll):
  * WORLD_DESC_WORDS words a collective publishes so every rank can check that
  * all ranks made the same call. */

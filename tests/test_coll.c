@@ -536,6 +536,57 @@ static void test_inplace_same_bits(void)
     }
 }
 
+/*
+ * Back-to-back small allreduces (the mailbox path: no barrier at the end),
+ * two-copy and in-place alternating with a broadcast now and then, under
+ * seeded delays so fast ranks run ahead: every value depends on the call,
+ * so a mailbox overwritten while a slow rank still reads it gives a wrong sum.
+ */
+#define BACK_TO_BACK_CALLS 400
+static ddp_status back_to_back(world_rank *wr, void *arg)
+{
+    (void)arg;
+    int n = world_size(wr), me = world_rank_id(wr);
+    int *wrong = world_rank_user_area(wr);
+    float buf[64];
+    for (int call = 0; call < BACK_TO_BACK_CALLS; call++) {
+        size_t count = 1 + (size_t)(call * 7) % 64;
+        int inplace = call % 3 == 1;
+        float *io = inplace ? world_slot(wr, me) : buf;
+        if (inplace)
+            DDP_CHECK(coll_barrier(wr)); /* the in-place contract: a broadcast's readers are done with the slot */
+        for (size_t i = 0; i < count; i++)
+            io[i] = (float)(call * 1000 + me * 10 + (int)i);
+        ddp_status st = inplace ? coll_allreduce_inplace(wr, count, COLL_FLOAT, COLL_SUM, COLL_ORDERED)
+                                : coll_allreduce(wr, io, count, COLL_FLOAT, COLL_SUM, COLL_ORDERED);
+        DDP_CHECK(st);
+        for (size_t i = 0; i < count; i++)
+            wrong[me] += io[i] != (float)(n * (call * 1000 + (int)i) + 10 * (n * (n - 1) / 2));
+        if (call % 50 == 49) {
+            int root = call % n, v = me == root ? call : -1;
+            DDP_CHECK(coll_broadcast(wr, &v, sizeof v, root));
+            wrong[me] += v != call;
+        }
+    }
+    return DDP_OK;
+}
+
+static void test_back_to_back_small(void)
+{
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+        world_config cfg = {.nranks = 4, .timeout_s = 30, .user_bytes = sizeof(int) * WORLD_MAX_RANKS,
+                            .jitter_seed = seed, .jitter_max_us = 200};
+        world *w = NULL;
+        CU_ASSERT_EQUAL_FATAL(world_create(&cfg, &w), DDP_OK);
+        memset(world_user_area(w), 0, cfg.user_bytes);
+        CU_ASSERT_EQUAL(world_run(w, back_to_back, NULL), DDP_OK);
+        const int *wrong = world_user_area(w);
+        for (int r = 0; r < 4; r++)
+            CU_ASSERT_EQUAL(wrong[r], 0);
+        world_destroy(w);
+    }
+}
+
 /* Every algorithm on inputs that make rounding hard; exact must give the correctly rounded sum. */
 static void test_hard_inputs(void)
 {
@@ -579,6 +630,7 @@ int main(void)
         {"bad arguments are errors", test_bad_arguments},
         {"broadcast and allgather", test_broadcast_allgather},
         {"in-place allreduce: the same bits as the two-copy one", test_inplace_same_bits},
+        {"back-to-back small allreduces under delays: no mailbox overwritten too early", test_back_to_back_small},
         TEST_END,
     };
     return test_run_suite("collectives", tests);
