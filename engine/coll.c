@@ -185,57 +185,75 @@ VECTOR_CLONES static void exact_blocks_d(double *dst, double *const *src, int n,
  * a rounding boundary, an interval around zero, a non-finite term) the long
  * accumulator decides. dst may be one of the sources.
  */
+/* 1 when the interval [s - e, s + e] (e = rel * m) does not round to one float, holds zero, or s is not finite. */
+static inline int interval_unsure(double s, double m, double rel)
+{
+    double e = m * rel;
+    double down = (float)(s - e), up = (float)(s + e);
+    return (down != up) | (fabs(s) <= e) | (s - s != 0.0);
+}
+
 VECTOR_CLONES static void exact_blocks_f(float *dst, float *const *src, int n, size_t lo, size_t hi)
 {
     double sum[BLOCK], mag[BLOCK];
     const double rel = (double)n * 0x1p-52;
     for (size_t b = lo; b < hi; b += BLOCK) {
         size_t len = hi - b < BLOCK ? hi - b : BLOCK;
-        double *restrict su = sum, *restrict mg = mag;
-        /* Two sources a pass: the bound holds for any order of the additions, and su and mg are
-         * loaded and stored half as often. */
-        int k = 0;
-        if (n >= 2) {
-            const float *restrict sa = src[0] + b, *restrict sb = src[1] + b;
-            for (size_t i = 0; i < len; i++) {
-                double x = sa[i], y = sb[i];
-                su[i] = x + y;
-                mg[i] = fabs(x) + fabs(y);
-            }
-            k = 2;
-        } else {
-            memset(su, 0, len * sizeof *su);
-            memset(mg, 0, len * sizeof *mg);
-        }
-        for (; k + 1 < n; k += 2) {
-            const float *restrict sa = src[k] + b, *restrict sb = src[k + 1] + b;
-            for (size_t i = 0; i < len; i++) {
-                double x = sa[i], y = sb[i];
-                su[i] += x + y;
-                mg[i] += fabs(x) + fabs(y);
-            }
-        }
-        if (k < n) {
-            const float *restrict sk = src[k] + b;
-            for (size_t i = 0; i < len; i++) {
-                double x = sk[i];
-                su[i] += x;
-                mg[i] += fabs(x);
-            }
-        }
-        /* Which elements need the long accumulator: the ends round apart; |s| <= e (the interval
-         * holds zero, and with it both signs of zero); s not finite (a NaN or an infinity came in).
-         * Written without branches so that it vectorizes. */
+        double *restrict su = sum, *restrict mg = mag; /* mg: magnitudes, then the unsure flags */
         int any = 0;
-        for (size_t i = 0; i < len; i++) {
-            double v = su[i], e = mg[i] * rel;
-            double down = (float)(v - e), up = (float)(v + e);
-            int bad = (down != up) | (fabs(v) <= e) | (v - v != 0.0);
-            mg[i] = bad;
-            any |= bad;
+        if (n <= 4) {
+            /* Up to 4 sources in one pass, everything in registers; missing ones read as +0, which
+             * changes no sum but the sign of a zero, and a zero sum is unsure anyway. */
+            static const float zeros[BLOCK];
+            const float *s0 = src[0] + b, *s1 = n > 1 ? src[1] + b : zeros, *s2 = n > 2 ? src[2] + b : zeros,
+                        *s3 = n > 3 ? src[3] + b : zeros;
+            for (size_t i = 0; i < len; i++) {
+                double x0 = s0[i], x1 = s1[i], x2 = s2[i], x3 = s3[i];
+                double v = (x0 + x1) + (x2 + x3), m = (fabs(x0) + fabs(x1)) + (fabs(x2) + fabs(x3));
+                int unsure = interval_unsure(v, m, rel);
+                su[i] = v;
+                mg[i] = unsure;
+                any |= unsure;
+            }
+        } else {
+            /* Two sources a pass: the bound holds for any order of the additions. */
+            int k = 0;
+            if (n >= 2) {
+                const float *restrict sa = src[0] + b, *restrict sb = src[1] + b;
+                for (size_t i = 0; i < len; i++) {
+                    double x = sa[i], y = sb[i];
+                    su[i] = x + y;
+                    mg[i] = fabs(x) + fabs(y);
+                }
+                k = 2;
+            } else {
+                memset(su, 0, len * sizeof *su);
+                memset(mg, 0, len * sizeof *mg);
+            }
+            for (; k + 1 < n; k += 2) {
+                const float *restrict sa = src[k] + b, *restrict sb = src[k + 1] + b;
+                for (size_t i = 0; i < len; i++) {
+                    double x = sa[i], y = sb[i];
+                    su[i] += x + y;
+                    mg[i] += fabs(x) + fabs(y);
+                }
+            }
+            if (k < n) {
+                const float *restrict sk = src[k] + b;
+                for (size_t i = 0; i < len; i++) {
+                    double x = sk[i];
+                    su[i] += x;
+                    mg[i] += fabs(x);
+                }
+            }
+            for (size_t i = 0; i < len; i++) {
+                int unsure = interval_unsure(su[i], mg[i], rel);
+                mg[i] = unsure;
+                any |= unsure;
+            }
         }
-        /* Those few first, into su (a float result is exact in double), before dst, which may be a
-         * source, is written. */
+        /* The unsure few through the long accumulator, into su (a float result is exact in double),
+         * before dst, which may be a source, is written. */
         for (size_t i = 0; any && i < len; i++)
             if (mg[i] != 0.0)
                 su[i] = exactsum_f((const float *const *)src, n, b + i);
