@@ -35,7 +35,8 @@ expect() {
         return 1
     fi
     ok "$what (${secs} s)"
-    grep -e "^#   environment" -e "own NCCL_HOSTID" -e "^# ulp distance" -e "^# nccl:" -e "^# verdict" "$out" | sed 's/^/    /'
+    grep -e "^#   environment" -e "own NCCL_HOSTID" -e "^# ulp distance" -e "^# nccl:" -e "every chaos seed" \
+        -e "^# verdict" "$out" | sed 's/^/    /'
 }
 digest() { sed -n 's/^# nccl: result digest \([0-9a-f]*\).*/\1/p' "$out"; }
 
@@ -44,6 +45,8 @@ d1=$(digest)
 expect 0 "the same run again" -- --ranks 4 --backend nccl
 d2=$(digest)
 if [ -n "$d1" ] && [ "$d1" = "$d2" ]; then ok "two identical runs agree bitwise (digest $d1)"; else bad "digests differ: '$d1' vs '$d2'"; fi
+expect 0 "--repeat 2: the implementation's gradients identical in both runs" -- --ranks 4 --backend nccl --repeat 2
+if grep -q "implementation under every chaos seed: bitwise identical" "$out"; then ok "repeat says bitwise identical"; else bad "repeat did not say bitwise identical"; fi
 expect 0 "ddpsim --ranks 2 --backend nccl --model attn" -- --ranks 2 --backend nccl --model attn
 expect 0 "bucketed through NCCL" -- --ranks 4 --backend nccl --impl bucketed
 expect 0 "ncclAvg" -- --ranks 3 --backend nccl --nccl-op avg

@@ -71,6 +71,10 @@ check "report: ulp histogram with differences (the double sums in another order)
 check "report: NCCL timing, digest agreed by all ranks, ring emulation share" \
     'grep -q "allreduces per rank" "$out" && grep -q "identical on every rank" "$out" && grep -q "ring emulation" "$out"'
 
+# Two runs agree bitwise: --repeat runs the same data under two chaos seeds.
+expect 0 "implementation under every chaos seed: bitwise identical" "--repeat 2 through the backend" \
+    -- --ranks 3 --backend nccl --repeat 2
+
 # Enough GPUs: one each, no host ids.
 expect 0 "verdict: PASS" "4 ranks on 4 GPUs pass" FAKEGPU_NGPUS=4 -- --ranks 4 --backend nccl
 check "rank r on GPU r, no NCCL_HOSTID, no socket settings" \
