@@ -164,9 +164,10 @@ static ddp_status setup(nccl_comm *c)
     CUDA_TRY(c, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     c->have_stream = 1;
     CUDA_TRY(c, cudaEventCreate(&c->ev_start));
-    if (cudaEventCreate(&c->ev_end) != cudaSuccess) {
+    cudaError_t e = cudaEventCreate(&c->ev_end);
+    if (e != cudaSuccess) {
         cudaEventDestroy(c->ev_start);
-        return cuda_failed(c, "cudaEventCreate", cudaGetLastError());
+        return cuda_failed(c, "cudaEventCreate", e);
     }
     c->have_events = 1;
 
