@@ -174,6 +174,14 @@ VECTOR_CLONES static void exact_blocks_d(double *dst, double *const *src, int n,
     }
 }
 
+/* 1 when the interval [s - e, s + e] (e = rel * m) does not round to one float, holds zero, or s is not finite. */
+static inline int interval_unsure(double s, double m, double rel)
+{
+    double e = m * rel;
+    double down = (float)(s - e), up = (float)(s + e);
+    return (down != up) | (fabs(s) <= e) | (s - s != 0.0);
+}
+
 /*
  * The exact sum of floats, a cache block at a time, with half the work per
  * term of the TwoSum check: add in double (s) and add up the magnitudes (m).
@@ -185,14 +193,6 @@ VECTOR_CLONES static void exact_blocks_d(double *dst, double *const *src, int n,
  * a rounding boundary, an interval around zero, a non-finite term) the long
  * accumulator decides. dst may be one of the sources.
  */
-/* 1 when the interval [s - e, s + e] (e = rel * m) does not round to one float, holds zero, or s is not finite. */
-static inline int interval_unsure(double s, double m, double rel)
-{
-    double e = m * rel;
-    double down = (float)(s - e), up = (float)(s + e);
-    return (down != up) | (fabs(s) <= e) | (s - s != 0.0);
-}
-
 VECTOR_CLONES static void exact_blocks_f(float *dst, float *const *src, int n, size_t lo, size_t hi)
 {
     double sum[BLOCK], mag[BLOCK];

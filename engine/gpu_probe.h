@@ -24,6 +24,10 @@ typedef struct gpu_info {
     char error[256];                             /* why no GPU is usable ("" when ngpus > 0) */
 } gpu_info;
 
+/* What every refusal of --backend nccl in a build without NCCL says. */
+#define GPU_PROBE_NOT_BUILT \
+    "ddpsim was built without NCCL (configure found no CUDA/NCCL; see ./configure --with-cuda --with-nccl)"
+
 /* 1 when this build contains the NCCL backend. */
 int gpu_probe_built(void);
 

@@ -11,8 +11,8 @@ int gpu_probe_built(void) { return 0; }
 ddp_status gpu_probe_query(gpu_info *out)
 {
     memset(out, 0, sizeof *out);
-    snprintf(out->error, sizeof out->error, "ddpsim was built without NCCL");
-    return ddp_error(DDP_ERR_INVALID, "ddpsim was built without NCCL (configure found no CUDA/NCCL; see ./configure --with-cuda --with-nccl)");
+    snprintf(out->error, sizeof out->error, "%s", GPU_PROBE_NOT_BUILT);
+    return ddp_error(DDP_ERR_INVALID, "%s", GPU_PROBE_NOT_BUILT);
 }
 
 void gpu_probe_describe(char *buf, size_t len)

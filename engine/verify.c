@@ -461,6 +461,12 @@ static ddp_status run_op(rank_ctx *c, sched_op op, size_t *grab)
     return ddp_error(DDP_ERR_INVALID, "unknown op %d", (int)op);
 }
 
+/* The shared user area: a record per (grab, rank), then the NCCL figures of every rank. */
+static nccl_figures *nccl_area(void *user, size_t nrec)
+{
+    return (nccl_figures *)((verify_record *)user + nrec);
+}
+
 static ddp_status rank_main(world_rank *wr, void *arg)
 {
     const verify_config *cfg = arg;
@@ -471,7 +477,7 @@ static ddp_status rank_main(world_rank *wr, void *arg)
     c.rank = world_rank_id(wr);
     c.n = world_size(wr);
     c.records = world_rank_user_area(wr);
-    c.nccl_fig = (nccl_figures *)(c.records + cfg->schedule->ngrabs * (size_t)c.n) + c.rank;
+    c.nccl_fig = nccl_area(c.records, cfg->schedule->ngrabs * (size_t)c.n) + c.rank;
     c.impl_is_ref_name = cfg->impl_ops == &impl_reference_ops;
     c.params_in_sync = c.grads_agree = 1;
     ddp_status s = DDP_OK;
@@ -569,8 +575,7 @@ ddp_status verify_check_config(const verify_config *cfg)
     if (cfg->nranks < 1 || cfg->nranks > WORLD_MAX_RANKS)
         return ddp_error(DDP_ERR_INVALID, "number of ranks %d is out of range 1..%d", cfg->nranks, WORLD_MAX_RANKS);
     if (cfg->backend == VERIFY_BACKEND_NCCL && !gpu_probe_built())
-        return ddp_error(DDP_ERR_INVALID, "--backend nccl: ddpsim was built without NCCL (configure found no CUDA/NCCL; "
-                                          "see ./configure --with-cuda --with-nccl)");
+        return ddp_error(DDP_ERR_INVALID, "--backend nccl: %s", GPU_PROBE_NOT_BUILT);
     if (cfg->nccl_avg && cfg->backend != VERIFY_BACKEND_NCCL)
         return ddp_error(DDP_ERR_INVALID, "--nccl-op avg needs --backend nccl");
     if (cfg->nccl_avg && cfg->impl_ops != &impl_reference_ops && cfg->impl_ops != &impl_bucketed_ops)
@@ -617,7 +622,7 @@ ddp_status verify_run(const verify_config *cfg, verify_result *out)
     if (cfg->backend == VERIFY_BACKEND_NCCL) {
         out->nccl = calloc((size_t)cfg->nranks, sizeof *out->nccl);
         if (out->nccl)
-            memcpy(out->nccl, (verify_record *)world_user_area(out->w) + nrec, (size_t)cfg->nranks * sizeof *out->nccl);
+            memcpy(out->nccl, nccl_area(world_user_area(out->w), nrec), (size_t)cfg->nranks * sizeof *out->nccl);
     }
     /* Each rank's own peak, from wait4: RUSAGE_CHILDREN would also count whatever the
      * process that exec'd ddpsim had waited for (a compiler, make). */

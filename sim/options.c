@@ -420,8 +420,7 @@ int options_parse(int argc, char **argv, ddpsim_options *opt)
     /* The NCCL backend. */
     if (run->backend == VERIFY_BACKEND_NCCL) {
         if (!gpu_probe_built())
-            return ERR("--backend", "ddpsim was built without NCCL (configure found no CUDA/NCCL; see "
-                                    "./configure --with-cuda --with-nccl)");
+            return ERR("--backend", GPU_PROBE_NOT_BUILT);
         if (run->nccl_avg && run->impl_ops != &impl_reference_ops && run->impl_ops != &impl_bucketed_ops)
             return ERR("--nccl-op", "avg: only the built-in reference and bucketed implementations leave their "
                                     "buckets unscaled for ncclAvg");
