@@ -7,9 +7,13 @@
 #   and ddpsim_cuda_where. Fails only when --with-cuda was given and no
 #   usable CUDA was found.
 # DDPSIM_CHECK_NCCL: the same for nccl.h and libnccl, looking in DIR, then
-#   the CUDA directory, then the system paths. Needs CUDA.
+#   the CUDA directory, then the system paths. Needs CUDA, and NCCL 2.14 or
+#   later: the backend creates non-blocking communicators
+#   (ncclCommInitRankConfig, ncclConfig_t) and finalizes them
+#   (ncclCommFinalize), both new in 2.14. An older NCCL is reported as such
+#   and not used.
 
-# _DDPSIM_TRY_LIB(HEADER, LIB, FUNC, CPPFLAGS, LDFLAGS, [IF-FOUND], [IF-NOT])
+# _DDPSIM_TRY_LIB(HEADER, LIB, BODY, CPPFLAGS, LDFLAGS, [IF-FOUND], [IF-NOT])
 AC_DEFUN([_DDPSIM_TRY_LIB], [
   ddpsim_save_CPPFLAGS=$CPPFLAGS
   ddpsim_save_LDFLAGS=$LDFLAGS
@@ -17,13 +21,13 @@ AC_DEFUN([_DDPSIM_TRY_LIB], [
   CPPFLAGS="$CPPFLAGS $4"
   LDFLAGS="$LDFLAGS $5"
   LIBS="-l$2 $LIBS"
-  AC_LINK_IFELSE([AC_LANG_PROGRAM([[#include <$1>]], [[(void)$3;]])], [$6], [$7])
+  AC_LINK_IFELSE([AC_LANG_PROGRAM([[#include <$1>]], [$3])], [$6], [$7])
   CPPFLAGS=$ddpsim_save_CPPFLAGS
   LDFLAGS=$ddpsim_save_LDFLAGS
   LIBS=$ddpsim_save_LIBS
 ])
 
-# _DDPSIM_SEARCH(HEADER, LIB, FUNC, DIRS, PREFIX) - first DIR that works; "system" means no -I/-L.
+# _DDPSIM_SEARCH(HEADER, LIB, BODY, DIRS, PREFIX) - first DIR that works; "system" means no -I/-L.
 AC_DEFUN([_DDPSIM_SEARCH], [
   $5_found=no
   for ddpsim_dir in $4; do
@@ -54,7 +58,7 @@ AC_DEFUN([DDPSIM_CHECK_CUDA], [
       [yes|check], [ddpsim_cuda_dirs="/usr/local/cuda system"],
       [ddpsim_cuda_dirs="$with_cuda"])
     AC_MSG_CHECKING([for the CUDA runtime])
-    _DDPSIM_SEARCH([cuda_runtime.h], [cudart], [cudaGetDeviceCount], [$ddpsim_cuda_dirs], [ddpsim_cuda])
+    _DDPSIM_SEARCH([cuda_runtime.h], [cudart], [[(void)cudaGetDeviceCount;]], [$ddpsim_cuda_dirs], [ddpsim_cuda])
     AS_IF([test "x$ddpsim_cuda_found" = xyes], [
       ddpsim_have_cuda=yes
       CUDA_CPPFLAGS=$ddpsim_cuda_CPPFLAGS
@@ -79,6 +83,7 @@ AC_DEFUN([DDPSIM_CHECK_NCCL], [
       [NCCL for the GPU backend (default: auto-detect in the CUDA directory and the system paths)])],
     [], [with_nccl=check])
   ddpsim_have_nccl=no
+  ddpsim_nccl_why=
   NCCL_CPPFLAGS= ; NCCL_LDFLAGS= ; NCCL_LIBS=
   AS_IF([test "x$with_nccl" != xno], [
     AS_IF([test "x$ddpsim_have_cuda" != xyes], [
@@ -88,8 +93,14 @@ AC_DEFUN([DDPSIM_CHECK_NCCL], [
       AS_CASE([$with_nccl],
         [yes|check], [ddpsim_nccl_dirs="$ddpsim_cuda_where system"],
         [ddpsim_nccl_dirs="$with_nccl"])
-      AC_MSG_CHECKING([for NCCL])
-      _DDPSIM_SEARCH([nccl.h], [nccl], [ncclGetVersion], [$ddpsim_nccl_dirs], [ddpsim_nccl])
+      AC_MSG_CHECKING([for NCCL 2.14 or later])
+      _DDPSIM_SEARCH([nccl.h], [nccl], [[
+        ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+        config.blocking = 0;
+        (void)config;
+        (void)ncclGetVersion; (void)ncclGetUniqueId; (void)ncclCommInitRankConfig; (void)ncclCommFinalize;
+        (void)ncclCommAbort; (void)ncclCommDestroy; (void)ncclCommGetAsyncError; (void)ncclAllReduce;
+        (void)ncclGetErrorString; (void)ncclGetLastError;]], [$ddpsim_nccl_dirs], [ddpsim_nccl])
       AS_IF([test "x$ddpsim_nccl_found" = xyes], [
         ddpsim_have_nccl=yes
         NCCL_CPPFLAGS=$ddpsim_nccl_CPPFLAGS
@@ -97,9 +108,13 @@ AC_DEFUN([DDPSIM_CHECK_NCCL], [
         NCCL_LIBS=-lnccl
         AC_MSG_RESULT([yes ($ddpsim_nccl_where)])
       ], [
-        AC_MSG_RESULT([no])
+        _DDPSIM_SEARCH([nccl.h], [nccl], [[(void)ncclGetVersion;]], [$ddpsim_nccl_dirs], [ddpsim_nccl_old])
+        AS_IF([test "x$ddpsim_nccl_old_found" = xyes],
+          [ddpsim_nccl_why="NCCL in $ddpsim_nccl_old_where is older than 2.14 (no ncclCommInitRankConfig/ncclCommFinalize)"],
+          [ddpsim_nccl_why="no nccl.h and libnccl in $ddpsim_nccl_dirs"])
+        AC_MSG_RESULT([no: $ddpsim_nccl_why])
         AS_IF([test "x$with_nccl" != xcheck],
-          [AC_MSG_ERROR([--with-nccl was given but no usable NCCL (nccl.h, libnccl) was found in $ddpsim_nccl_dirs])])
+          [AC_MSG_ERROR([--with-nccl was given but no usable NCCL was found: $ddpsim_nccl_why])])
       ])
     ])
   ])

@@ -102,9 +102,13 @@ static ddp_status create(const char *spec, int batch, int with_buffers, model **
         return s;
     }
     canonical_spec(m);
-    layers_blas_single_thread();
     *out = m;
     return DDP_OK;
+}
+
+void model_runtime_init(void)
+{
+    layers_blas_single_thread();
 }
 
 ddp_status model_create(const char *spec, int batch, model **out)
@@ -158,8 +162,8 @@ int model_batch_rows(const model *m) { return m->B; }
 int model_nparams(const model *m) { return m->nparams; }
 const model_param *model_param_at(const model *m, int i) { return &m->params[i]; }
 size_t model_size(const model *m) { return m->size; }
-float *model_weights(model *m) { return m->w; }
-float *model_grads(model *m) { return m->g; }
+float *model_weights(const model *m) { return m->w; }
+float *model_grads(const model *m) { return m->g; }
 const unsigned char *model_used(const model *m) { return m->used; }
 double model_flops(const model *m) { return m->flops; }
 

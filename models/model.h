@@ -54,6 +54,14 @@ typedef struct model_batch {
 } model_batch;
 
 /*
+ * Once per process, before any forward or backward: pins OpenBLAS to one
+ * thread (the same bits whatever the machine, and no oversubscription when
+ * ranks share the cores). The models never change process-wide settings
+ * behind their caller's back; this is the one call that does, on purpose.
+ */
+void model_runtime_init(void);
+
+/*
  * Parse spec and build a model for micro-batches of `batch` rows.
  * DDP_ERR_INVALID with a message naming the problem for a bad spec or size;
  * DDP_ERR_NOMEM.
@@ -87,8 +95,8 @@ const model_param *model_param_at(const model *m, int i);
 /* Index of the parameter with this name, or -1. */
 int model_param_find(const model *m, const char *name);
 size_t model_size(const model *m); /* total parameter elements */
-float *model_weights(model *m);
-float *model_grads(model *m);
+float *model_weights(const model *m); /* the buffers are the model's; const only says the model's layout is not changed */
+float *model_grads(const model *m);
 
 /* Rank-distinct initialization (PyTorch's default ranges; see model.c). */
 void model_init(model *m, uint64_t seed, int rank);

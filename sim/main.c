@@ -4,6 +4,7 @@
  * an exit code. Results go to stdout, diagnostics to stderr.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
@@ -30,16 +31,17 @@ static int run_verification(ddpsim_options *opt)
     ddp_status s = verify_run(&opt->run, &res);
     if (opt->run.trace_path && res.w) {
         /* Keep the log of a failed run too: that is the one to debug. */
-        char extra[2600];
-        FILE *mem = fmemopen(extra, sizeof extra, "w");
+        char *extra = NULL;
+        size_t extra_len = 0;
+        FILE *mem = open_memstream(&extra, &extra_len);
         if (mem) {
             fprintf(mem, "\"chaos\": %llu, \"command\": ", (unsigned long long)(opt->run.chaos ? opt->run.chaos_seed : 0));
             jsonw_string(mem, opt->command);
             fclose(mem);
-        } else {
-            extra[0] = '\0';
         }
-        if (trace_merge(opt->run.trace_path, opt->run.nranks, opt->run_key, extra) != DDP_OK && s == DDP_OK) {
+        ddp_status ms = trace_merge(opt->run.trace_path, opt->run.nranks, opt->run_key, extra ? extra : "");
+        free(extra);
+        if (ms != DDP_OK && s == DDP_OK) {
             fprintf(stderr, "ddpsim: %s\n", ddp_error_text());
             verify_result_free(&res);
             return DDPSIM_EXIT_USAGE;
@@ -54,7 +56,8 @@ static int run_verification(ddpsim_options *opt)
     } else {
         code = report_verification(opt, &res);
         if (opt->run.dump_dir) {
-            const char *impls[2] = {"reference", verify_dump_name(&opt->run)};
+            char name[64];
+            const char *impls[2] = {"reference", verify_dump_name(&opt->run, name, sizeof name)};
             dump_manifest_info info = {
                 .nranks = opt->run.nranks,
                 .seed = opt->run.seed,

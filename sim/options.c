@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "gpu_probe.h"
+#include "hash.h"
 #include "model.h"
 #include "units.h"
 #include "world.h"
@@ -133,69 +134,11 @@ static int parse_chaos(const char *text, ddpsim_options *opt, char *msg, size_t 
     return 0;
 }
 
-/* crash:rank=R,op=K | abort:... | hang:... | flip:... | slow:rank=R,ms=M */
-static int parse_fault(const char *text, verify_fault *f, char *msg, size_t len)
-{
-    static const char *const kinds[] = {"crash", "abort", "hang", "slow", "flip"};
-    memset(f, 0, sizeof *f);
-    f->rank = -1;
-    f->op = -1;
-    const char *colon = strchr(text, ':');
-    int k = -1;
-    for (int i = 0; colon && i < 5; i++)
-        if ((size_t)(colon - text) == strlen(kinds[i]) && strncmp(text, kinds[i], strlen(kinds[i])) == 0)
-            k = i;
-    if (k < 0) {
-        snprintf(msg, len, "'%s': expected crash|abort|hang|flip:rank=R,op=K or slow:rank=R,ms=M", text);
-        return -1;
-    }
-    f->kind = (fault_kind)k;
-    long ms = -1;
-    for (const char *p = colon + 1; *p;) {
-        const char *comma = strchr(p, ',');
-        size_t n = comma ? (size_t)(comma - p) : strlen(p);
-        char item[64], val[64];
-        if (n >= sizeof item) {
-            snprintf(msg, len, "'%s': an item is too long", text);
-            return -1;
-        }
-        memcpy(item, p, n);
-        item[n] = '\0';
-        char *eq = strchr(item, '=');
-        long v;
-        if (!eq) {
-            snprintf(msg, len, "'%s': expected key=value, found '%s'", text, item);
-            return -1;
-        }
-        *eq = '\0';
-        snprintf(val, sizeof val, "%s", eq + 1);
-        if (units_parse_long(val, 0, 100000000, &v, msg, len))
-            return -1;
-        if (strcmp(item, "rank") == 0)
-            f->rank = (int)v;
-        else if (strcmp(item, "op") == 0 && f->kind != FAULT_SLOW)
-            f->op = v;
-        else if (strcmp(item, "ms") == 0 && f->kind == FAULT_SLOW)
-            ms = v;
-        else {
-            snprintf(msg, len, "'%s': unexpected '%s'", text, item);
-            return -1;
-        }
-        p = comma ? comma + 1 : p + n;
-    }
-    if (f->rank < 0 || (f->kind == FAULT_SLOW ? ms < 0 || ms > 60000 : f->op < 0)) {
-        snprintf(msg, len, "'%s': needs rank= and %s", text, f->kind == FAULT_SLOW ? "ms= (0..60000)" : "op=");
-        return -1;
-    }
-    f->ms = (unsigned)(ms < 0 ? 0 : ms);
-    return 0;
-}
-
 static uint64_t schedule_hash(const sched *s)
 {
-    uint64_t h = UINT64_C(0xcbf29ce484222325);
+    uint64_t h = HASH_INIT;
     for (size_t i = 0; i < s->nops; i++)
-        h = (h ^ (uint64_t)s->ops[i]) * UINT64_C(0x100000001b3);
+        h = hash_word(h, (uint64_t)s->ops[i]);
     return h;
 }
 
@@ -365,8 +308,8 @@ int options_parse(int argc, char **argv, ddpsim_options *opt)
         case OPT_FAULT:
             if (run->nfaults == VERIFY_MAX_FAULTS)
                 return ERR("--fault", "at most 16 faults");
-            if (parse_fault(optarg, &run->faults[run->nfaults], msg, sizeof msg))
-                return ERR("--fault", msg);
+            if (fault_parse(optarg, &run->faults[run->nfaults]) != DDP_OK)
+                return ERR("--fault", ddp_error_text());
             run->nfaults++;
             break;
         case 't':

@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "hash.h"
+#include "judge.h"
 
 typedef struct seed_result {
     uint64_t seed;
@@ -25,11 +27,11 @@ typedef struct seed_result {
 
 static uint64_t fingerprint(const verify_result *res, int impl)
 {
-    uint64_t h = UINT64_C(0xcbf29ce484222325);
+    uint64_t h = HASH_INIT;
     for (size_t k = 0; k < res->ngrabs; k++)
         for (int r = 0; r < res->nranks; r++) {
             const verify_record *rec = verify_at(res, k, r);
-            h = (h ^ (impl ? rec->impl_hash : rec->ref_hash)) * UINT64_C(0x100000001b3);
+            h = hash_word(h, impl ? rec->impl_hash : rec->ref_hash);
         }
     return h;
 }
@@ -81,14 +83,17 @@ int repeat_main(const ddpsim_options *opt)
             sr.code = DDPSIM_EXIT_FAULT;
             snprintf(sr.why, sizeof sr.why, "%s", ddp_error_text());
         } else {
-            for (size_t k = 0; k < res.ngrabs && !sr.code; k++)
-                for (int r = 0; r < res.nranks && !sr.code; r++) {
-                    const verify_record *rec = verify_at(&res, k, r);
-                    if (rec->ndiff || rec->nonfinite || !rec->done) {
-                        sr.code = DDPSIM_EXIT_MISMATCH;
-                        snprintf(sr.why, sizeof sr.why, "first divergence at grab %zu, rank %d", k, r);
-                    }
-                }
+            judgement j;
+            judge_run(&res, &j);
+            if (j.verdict != JUDGE_PASS) {
+                sr.code = DDPSIM_EXIT_MISMATCH;
+                if (j.first)
+                    snprintf(sr.why, sizeof sr.why, "first divergence at grab %zu, rank %d", j.first_grab, j.first_rank);
+                else
+                    snprintf(sr.why, sizeof sr.why, "%s", j.verdict == JUDGE_REFERENCE_BAD
+                                                              ? "the reference failed its sanity checks"
+                                                              : "NCCL gave the ranks different bits");
+            }
             uint64_t rf = fingerprint(&res, 0), imf = fingerprint(&res, 1);
             if (runs++ == 0) {
                 ref_fp = rf;

@@ -1,12 +1,8 @@
 /*
- * report.c - the verification report (report.h).
- *
- * Verdict rules: a grab fails on a rank when any element is outside the
- * tolerance or not finite. Besides, the reference must pass its own sanity
- * checks: after a syncing backward every rank holds the same bits, and where
- * checked it equals the single-process computation of the global batch
- * within VERIFY_GLOBAL_RTOL. Ranks holding identical gradients under no_sync
- * only draw a warning: the data could not reveal a missing sync there.
+ * report.c - the verification report (report.h): what the judge decided
+ * (judge.h), as a table, a verdict line and JSON. Ranks holding identical
+ * gradients under no_sync only draw a warning: the data could not reveal a
+ * missing sync there.
  */
 #include "report.h"
 
@@ -19,67 +15,10 @@
 #include "cli.h"
 #include "config.h"
 #include "jsonw.h"
+#include "judge.h"
 #include "model.h"
 #include "nccl_env.h"
 #include "units.h"
-
-typedef struct summary {
-    size_t grabs_failed, first_grab;
-    int first_rank;
-    const verify_record *first;
-    size_t synced_grabs, synced_disagree, local_grabs, local_identical;
-    size_t global_checked, global_failed;
-    double global_worst; /* largest err / scale */
-} summary;
-
-static int record_ok(const verify_record *r)
-{
-    return r->done && r->ndiff == 0 && r->nonfinite == 0;
-}
-
-static int global_ok(const verify_record *r)
-{
-    return r->global_err <= VERIFY_GLOBAL_RTOL * r->global_scale;
-}
-
-static summary summarize(const verify_result *res)
-{
-    summary s;
-    memset(&s, 0, sizeof s);
-    s.first_rank = -1;
-    for (size_t k = 0; k < res->ngrabs; k++) {
-        int failed = 0, agree = 1;
-        for (int r = 0; r < res->nranks; r++) {
-            const verify_record *rec = verify_at(res, k, r);
-            if (!record_ok(rec)) {
-                failed = 1;
-                if (!s.first) {
-                    s.first = rec;
-                    s.first_grab = k;
-                    s.first_rank = r;
-                }
-            }
-            agree &= rec->ref_hash == verify_at(res, k, 0)->ref_hash;
-            if (rec->global_checked) {
-                s.global_checked++;
-                double ratio = rec->global_scale > 0 ? rec->global_err / rec->global_scale : rec->global_err;
-                if (!(ratio <= s.global_worst))
-                    s.global_worst = ratio;
-                s.global_failed += !global_ok(rec);
-            }
-        }
-        s.grabs_failed += failed;
-        int synced = verify_at(res, k, 0)->synced;
-        if (synced == 1) {
-            s.synced_grabs++;
-            s.synced_disagree += !agree;
-        } else if (synced == 0 && res->nranks > 1) {
-            s.local_grabs++;
-            s.local_identical += agree;
-        }
-    }
-    return s;
-}
 
 static const char *synced_text(int synced)
 {
@@ -137,13 +76,12 @@ void report_header(const ddpsim_options *opt)
                (unsigned long long)run->chaos_seed);
     if (opt->replay_path)
         printf("# replaying the ready-event and arrival order of %s\n", opt->replay_path);
-    static const char *const kinds[] = {"crash", "abort", "hang", "slow", "flip"};
     for (int f = 0; f < run->nfaults; f++) {
         const verify_fault *ft = &run->faults[f];
         if (ft->kind == FAULT_SLOW)
             printf("# fault: slow, rank %d sleeps %u ms before every op\n", ft->rank, ft->ms);
         else
-            printf("# fault: %s, rank %d before op %ld (%s)%s\n", kinds[ft->kind], ft->rank, ft->op,
+            printf("# fault: %s, rank %d before op %ld (%s)%s\n", fault_kind_name(ft->kind), ft->rank, ft->op,
                    sched_op_name(run->schedule->ops[ft->op]),
                    ft->kind == FAULT_FLIP ? ": one bit of its contribution to the next allreduce" : "");
     }
@@ -154,7 +92,7 @@ void report_header(const ddpsim_options *opt)
     model_destroy(m);
 }
 
-static void print_first(const ddpsim_options *opt, const summary *s, const char (*labels)[SCHED_LABEL_LEN])
+static void print_first(const ddpsim_options *opt, const judgement *s, const char (*labels)[SCHED_LABEL_LEN])
 {
     const verify_record *f = s->first;
     if (!f->done) {
@@ -198,32 +136,9 @@ static void print_ulp_histogram(const ddpsim_options *opt, const verify_result *
         printf(" %s: %llu%s", tol_ulp_bin_label(b), (unsigned long long)hist[b], b + 1 < TOL_ULP_BINS ? "," : "\n");
 }
 
-typedef struct nccl_total {
-    uint64_t calls, elements, ring_same;
-    double device_ms, roundtrip_ms, max_ms;
-    int digests_agree;
-} nccl_total;
-
-static nccl_total nccl_sum(const verify_result *res)
-{
-    nccl_total t = {.digests_agree = 1};
-    for (int r = 0; r < res->nranks; r++) {
-        const nccl_figures *f = &res->nccl[r];
-        t.calls += f->nallreduce;
-        t.elements += f->elements;
-        t.ring_same += f->ring_same;
-        t.device_ms += f->device_ms;
-        t.roundtrip_ms += f->roundtrip_ms;
-        if (f->max_roundtrip_ms > t.max_ms)
-            t.max_ms = f->max_roundtrip_ms;
-        t.digests_agree &= f->digest == res->nccl[0].digest && f->nallreduce == res->nccl[0].nallreduce;
-    }
-    return t;
-}
-
 static void print_nccl(const ddpsim_options *opt, const verify_result *res)
 {
-    nccl_total t = nccl_sum(res);
+    judge_nccl_total t = judge_nccl_sum(res);
     double per_call = t.calls ? t.device_ms / (double)t.calls : 0, per_rt = t.calls ? t.roundtrip_ms / (double)t.calls : 0;
     size_t steps = opt->run.schedule->nfwd;
     printf("# nccl: %llu allreduces per rank (%llu floats); per allreduce %.3f ms on the GPU (events), %.3f ms round "
@@ -239,7 +154,7 @@ static void print_nccl(const ddpsim_options *opt, const verify_result *res)
            (unsigned long long)t.elements);
 }
 
-static int write_json(const ddpsim_options *opt, const verify_result *res, const summary *s,
+static int write_json(const ddpsim_options *opt, const verify_result *res, const judgement *s,
                       const char (*labels)[SCHED_LABEL_LEN], int pass)
 {
     FILE *f = fopen(opt->json_path, "w");
@@ -265,7 +180,7 @@ static int write_json(const ddpsim_options *opt, const verify_result *res, const
             fprintf(f, ", \"synced\": %s, \"rank\": %d, \"max_abs_diff\": ", rec->synced == 1 ? "true" : "false", r);
             jsonw_number(f, rec->max_abs);
             fprintf(f, ", \"max_ulp\": %u, \"nonfinite\": %llu, \"match\": %s}", rec->max_ulp,
-                    (unsigned long long)rec->nonfinite, record_ok(rec) ? "true" : "false");
+                    (unsigned long long)rec->nonfinite, judge_record_ok(rec) ? "true" : "false");
         }
     fprintf(f, "\n ],\n \"first_divergence\": ");
     model *m = NULL;
@@ -296,7 +211,7 @@ static int write_json(const ddpsim_options *opt, const verify_result *res, const
         fprintf(f, "%s\"%s\": %llu", b ? ", " : "", tol_ulp_bin_label(b), (unsigned long long)hist[b]);
     fprintf(f, "}");
     if (res->nccl) {
-        nccl_total t = nccl_sum(res);
+        judge_nccl_total t = judge_nccl_sum(res);
         fprintf(f, ",\n \"nccl\": {\"allreduces_per_rank\": %llu, \"device_ms\": ",
                 (unsigned long long)res->nccl[0].nallreduce);
         jsonw_number(f, t.device_ms / res->nranks);
@@ -322,7 +237,8 @@ static int write_json(const ddpsim_options *opt, const verify_result *res, const
 
 int report_verification(const ddpsim_options *opt, const verify_result *res)
 {
-    summary s = summarize(res);
+    judgement s;
+    judge_run(res, &s);
     char(*labels)[SCHED_LABEL_LEN] = calloc(res->ngrabs ? res->ngrabs : 1, sizeof *labels);
     if (!labels) {
         fprintf(stderr, "ddpsim: out of memory for the report\n");
@@ -342,7 +258,7 @@ int report_verification(const ddpsim_options *opt, const verify_result *res)
                     max_abs = rec->max_abs;
                 if (rec->max_ulp > max_ulp)
                     max_ulp = rec->max_ulp;
-                ok &= record_ok(rec);
+                ok &= judge_record_ok(rec);
                 nonfinite += rec->nonfinite;
             }
             printf("%6zu  %-34s %6s %14.6g %9u  %s\n", k, labels[k], synced_text(verify_at(res, k, 0)->synced),
@@ -366,19 +282,23 @@ int report_verification(const ddpsim_options *opt, const verify_result *res)
                res->wall_s, (double)res->rank_peak_kib / 1024, (double)res->rank_total_kib / 1024, res->nranks,
                (double)res->parent_peak_kib / 1024);
     }
-    int sane = s.synced_disagree == 0 && s.global_failed == 0;
-    int nccl_agree = !res->nccl || nccl_sum(res).digests_agree; /* an allreduce must give every rank the same bits */
-    int pass = s.grabs_failed == 0 && sane && nccl_agree;
+    int pass = s.verdict == JUDGE_PASS;
     char tol[64];
     tol_format(&opt->run.tol, tol, sizeof tol);
-    if (pass)
+    switch (s.verdict) {
+    case JUDGE_PASS:
         printf("# verdict: PASS (%zu grabs x %d ranks match, %s)\n", res->ngrabs, res->nranks, tol);
-    else if (s.grabs_failed)
+        break;
+    case JUDGE_DIVERGES:
         printf("# verdict: FAIL (%zu of %zu grabs diverge, %s)\n", s.grabs_failed, res->ngrabs, tol);
-    else if (!sane)
+        break;
+    case JUDGE_REFERENCE_BAD:
         printf("# verdict: FAIL (the reference failed its sanity checks: a bug in ddpsim)\n");
-    else
+        break;
+    case JUDGE_NCCL_DISAGREE:
         printf("# verdict: FAIL (NCCL's allreduce gave the ranks different bits)\n");
+        break;
+    }
     if (s.first)
         print_first(opt, &s, labels);
     if (!pass)

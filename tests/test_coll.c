@@ -13,6 +13,7 @@
 
 #include "coll.h"
 #include "exactsum.h"
+#include "hash.h"
 #include "rng.h"
 #include "testutil.h"
 #include "world.h"
@@ -155,14 +156,6 @@ static double expected(const spec *s, int n, size_t g)
     return acc;
 }
 
-static uint64_t fnv(const void *p, size_t len)
-{
-    uint64_t h = UINT64_C(0xcbf29ce484222325);
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ ((const unsigned char *)p)[i]) * UINT64_C(0x100000001b3);
-    return h;
-}
-
 static ddp_status run_specs(world_rank *wr, void *arg)
 {
     const job *j = arg;
@@ -183,7 +176,7 @@ static ddp_status run_specs(world_rank *wr, void *arg)
         }
         ddp_status st = coll_allreduce(wr, buf, s->count, s->type, s->op, s->algo);
         rec->status = st;
-        rec->hash = fnv(buf, s->count * esz);
+        rec->hash = hash_bytes(HASH_INIT, buf, s->count * esz);
         if (st == DDP_OK && s->input != INPUT_RANDOM) {
             for (size_t i = 0; i < s->count; i++) {
                 double want = expected(s, n, i);
@@ -298,7 +291,7 @@ static void test_association(void)
     const float p24 = 16777216.0f;
     const float want[3][3] = {{p24, p24, p24}, {p24 + 2, p24, p24}, {p24 + 2, p24 + 2, p24 + 2}};
     for (int k = 0; k < 3; k++) {
-        uint64_t h = fnv(want[k], sizeof want[k]);
+        uint64_t h = hash_bytes(HASH_INIT, want[k], sizeof want[k]);
         for (int r = 0; r < 3; r++) {
             CU_ASSERT_EQUAL(rec_of(w, k, r)->hash, h);
             CU_ASSERT_EQUAL(rec_of(w, k, r)->wrong, 0);

@@ -1,5 +1,5 @@
 /*
- * test_exact.c - the correctly rounded sum (engine/exactsum.c).
+ * test_exact.c - the correctly rounded sum (engine/world/exactsum.c).
  *
  * The oracle is written independently of the implementation: exact sums are
  * big integers in 32-bit words kept as separate positive and negative parts,

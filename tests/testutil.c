@@ -4,6 +4,7 @@
 #include "testutil.h"
 
 #include "impl.h"
+#include "model.h"
 #include "verify.h"
 
 #include <dirent.h>
@@ -14,6 +15,7 @@
 
 int test_run_suite(const char *suite, const test_entry *tests)
 {
+    model_runtime_init(); /* the tests compute gradients in this process and in its forked ranks */
     if (CU_initialize_registry() != CUE_SUCCESS) {
         fprintf(stderr, "CUnit: %s\n", CU_get_error_msg());
         return 1;

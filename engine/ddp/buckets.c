@@ -1,0 +1,47 @@
+/*
+ * buckets.c - DDP's bucket assignment (buckets.h).
+ */
+#include "buckets.h"
+
+int ddp_assign_buckets(const model *m, size_t first_cap, size_t cap, int *bucket_first, int *bucket_count, int max)
+{
+    size_t bytes[MODEL_MAX_PARAMS];
+    for (int i = 0; i < model_nparams(m); i++)
+        bytes[i] = model_param_at(m, i)->count * sizeof(float);
+    return ddp_assign_buckets_bytes(bytes, model_nparams(m), first_cap, cap, bucket_first, bucket_count, max);
+}
+
+int ddp_fill_buckets(const size_t *bytes, int nparams, size_t first_cap, size_t cap, int *first, int *count)
+{
+    /* A parameter joins the open bucket first; the bucket closes once it holds at least its limit. */
+    int n = 0, open_first = 0;
+    size_t size = 0, limit = first_cap;
+    for (int i = 0; i < nparams; i++) {
+        size += bytes[i];
+        if (size >= limit) {
+            first[n] = open_first;
+            count[n++] = i + 1 - open_first;
+            open_first = i + 1;
+            size = 0;
+            limit = cap;
+        }
+    }
+    if (open_first < nparams) {
+        first[n] = open_first;
+        count[n++] = nparams - open_first;
+    }
+    return n;
+}
+
+int ddp_assign_buckets_bytes(const size_t *bytes, int nparams, size_t first_cap, size_t cap, int *bucket_first,
+                             int *bucket_count, int max)
+{
+    int first[MODEL_MAX_PARAMS], count[MODEL_MAX_PARAMS];
+    int n = ddp_fill_buckets(bytes, nparams, first_cap, cap, first, count);
+    /* Reversed: bucket 0 holds the last-registered parameters. */
+    for (int k = 0; k < n && k < max; k++) {
+        bucket_first[k] = first[n - 1 - k];
+        bucket_count[k] = count[n - 1 - k];
+    }
+    return n;
+}

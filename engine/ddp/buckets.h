@@ -1,0 +1,28 @@
+/*
+ * buckets.h - how DDP groups parameters into buckets (PyTorch's
+ * distributed.py _DEFAULT_FIRST_BUCKET_BYTES and reducer.cpp
+ * compute_bucket_assignment_by_size): parameters are taken in registration
+ * order, a parameter joins the open bucket before its limit is checked, the
+ * first bucket closes once it holds at least first_cap bytes and later ones
+ * at cap; the list is then reversed, so bucket 0 holds the last-registered
+ * parameters, whose gradients backward produces first.
+ */
+#ifndef DDPSIM_BUCKETS_H
+#define DDPSIM_BUCKETS_H
+
+#include <stddef.h>
+
+#include "model.h"
+
+#define DDP_DEFAULT_BUCKET_CAP ((size_t)25 << 20)
+#define DDP_DEFAULT_FIRST_BUCKET_CAP ((size_t)1 << 20)
+
+/* The constructor's assignment for m's parameters. Returns the number of buckets. */
+int ddp_assign_buckets(const model *m, size_t first_cap, size_t cap, int *bucket_first, int *bucket_count, int max);
+/* Fill buckets over parameter sizes in bytes, in the order given, without reversing (positions, not indices). */
+int ddp_fill_buckets(const size_t *bytes, int nparams, size_t first_cap, size_t cap, int *first, int *count);
+/* The constructor rule over parameter sizes in bytes, in the order they are given. */
+int ddp_assign_buckets_bytes(const size_t *bytes, int nparams, size_t first_cap, size_t cap, int *bucket_first,
+                             int *bucket_count, int max);
+
+#endif

@@ -1,0 +1,217 @@
+/*
+ * ddp_ref.c - the reference DDP (ddp_ref.h).
+ *
+ * Every bucket is a run of consecutive parameter indices (one dtype, one
+ * device), and the gradients of consecutive parameters are contiguous in the
+ * model's gradient buffer, so a bucket is a slice of that buffer: scaling
+ * and reducing in place there gives exactly the values PyTorch's copy into a
+ * separate bucket and copy back would give, without the extra memory.
+ */
+#include "ddp_ref.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct ddp_ref {
+    ddp_config cfg;
+    model *m;
+    world_rank *wr;
+    int nbuckets;
+    int bucket_first[MODEL_MAX_PARAMS], bucket_count[MODEL_MAX_PARAMS];
+    int no_sync;            /* inside no_sync now */
+    int fwd_pending;        /* a forward waits for its backward */
+    int fwd_will_sync;      /* decided at that forward */
+    int last_synced;
+    unsigned char used_now[MODEL_MAX_PARAMS]; /* got a gradient in the current backward */
+    float window_used[MODEL_MAX_PARAMS]; /* used by a forward since the last sync (1/0), allreduced at sync */
+    float *saved;           /* local gradients of globally unused parameters, kept across the allreduce */
+    unsigned char reduced[MODEL_MAX_PARAMS]; /* which parameters the last sync reduced */
+    ddp_reduce_fn reduce;   /* another backend's allreduce (NULL: the CPU collectives) */
+    void *reduce_ctx;
+    int backend_avg;        /* the backend averages: buckets go unscaled */
+};
+
+void ddp_ref_set_reducer(ddp_ref *d, ddp_reduce_fn fn, void *ctx, int backend_avg)
+{
+    d->reduce = fn;
+    d->reduce_ctx = ctx;
+    d->backend_avg = fn && backend_avg;
+}
+
+/* Sum (or, for a backend that averages, average) buf over all ranks. */
+static ddp_status allreduce(ddp_ref *d, float *buf, size_t count, coll_algo algo, int avg)
+{
+    if (d->reduce)
+        return d->reduce(d->reduce_ctx, buf, count, avg);
+    return coll_allreduce(d->wr, buf, count, COLL_FLOAT, COLL_SUM, algo);
+}
+
+ddp_status ddp_ref_create(const ddp_config *cfg, model *m, world_rank *wr, ddp_ref **out)
+{
+    *out = NULL;
+    if (cfg->bucket_cap == 0 || cfg->first_bucket_cap == 0)
+        return ddp_error(DDP_ERR_INVALID, "bucket caps must be positive");
+    ddp_ref *d = calloc(1, sizeof *d);
+    if (!d)
+        return ddp_error(DDP_ERR_NOMEM, "reference DDP");
+    d->cfg = *cfg;
+    d->m = m;
+    d->wr = wr;
+    d->nbuckets = ddp_assign_buckets(m, cfg->first_bucket_cap, cfg->bucket_cap, d->bucket_first, d->bucket_count,
+                                     MODEL_MAX_PARAMS);
+    if (cfg->find_unused) {
+        d->saved = malloc(model_size(m) * sizeof(float));
+        if (!d->saved) {
+            free(d);
+            return ddp_error(DDP_ERR_NOMEM, "reference DDP scratch of %zu floats", model_size(m));
+        }
+    }
+    *out = d;
+    return DDP_OK;
+}
+
+void ddp_ref_destroy(ddp_ref *d)
+{
+    if (!d)
+        return;
+    free(d->saved);
+    free(d);
+}
+
+ddp_status ddp_ref_broadcast_params(ddp_ref *d)
+{
+    return coll_broadcast(d->wr, model_weights(d->m), model_size(d->m) * sizeof(float), 0);
+}
+
+ddp_status ddp_ref_no_sync_enter(ddp_ref *d)
+{
+    if (d->no_sync)
+        return ddp_error(DDP_ERR_INVALID, "no_sync entered twice");
+    d->no_sync = 1;
+    return DDP_OK;
+}
+
+ddp_status ddp_ref_no_sync_exit(ddp_ref *d)
+{
+    if (!d->no_sync)
+        return ddp_error(DDP_ERR_INVALID, "no_sync exited without being entered");
+    d->no_sync = 0; /* and nothing else: exiting no_sync does not sync */
+    return DDP_OK;
+}
+
+void ddp_ref_forward_begin(ddp_ref *d)
+{
+    d->fwd_pending = 1;
+    d->fwd_will_sync = !d->no_sync; /* the decision is taken here, at forward */
+    memset(d->used_now, 0, sizeof d->used_now);
+}
+
+ddp_status ddp_ref_forward(ddp_ref *d, const model_batch *b)
+{
+    ddp_ref_forward_begin(d);
+    return model_forward(d->m, b, NULL);
+}
+
+void ddp_ref_grad_ready(ddp_ref *d, int p)
+{
+    d->used_now[p] = 1;
+    d->window_used[p] = 1.0f;
+}
+
+/* Scale bucket k's gradients by 1/N (or divide in place), then sum-allreduce them. */
+static ddp_status reduce_bucket(ddp_ref *d, int k)
+{
+    int n = world_size(d->wr);
+    const model_param *p0 = model_param_at(d->m, d->bucket_first[k]);
+    const model_param *pl = model_param_at(d->m, d->bucket_first[k] + d->bucket_count[k] - 1);
+    float *g = model_grads(d->m) + p0->offset;
+    size_t count = pl->offset + pl->count - p0->offset;
+    if (d->backend_avg)
+        return allreduce(d, g, count, d->cfg.algo, 1);
+    if (d->cfg.bucket_view)
+        coll_div_n(g, g, count, n);
+    else
+        coll_mul_inv_n(g, g, count, n); /* PyTorch: mul_out(bucket_view, grad, 1.0 / N) */
+    return allreduce(d, g, count, d->cfg.algo, 0);
+}
+
+static ddp_status sync_gradients(ddp_ref *d)
+{
+    int np = model_nparams(d->m);
+    float global_used[MODEL_MAX_PARAMS];
+    const unsigned char *used_now = d->used_now;
+    if (d->cfg.find_unused) {
+        /* Which parameters did any rank use in this window? (sums of 0/1: exact) */
+        memcpy(global_used, d->window_used, (size_t)np * sizeof(float));
+        DDP_CHECK(allreduce(d, global_used, (size_t)np, COLL_ORDERED, 0));
+        for (int i = 0; i < np; i++)
+            if (global_used[i] == 0.0f) {
+                /* Unused everywhere: its slot reduces as zero and its local gradient stays. */
+                const model_param *p = model_param_at(d->m, i);
+                memcpy(d->saved + p->offset, model_grads(d->m) + p->offset, p->count * sizeof(float));
+                memset(model_grads(d->m) + p->offset, 0, p->count * sizeof(float));
+            }
+    } else {
+        for (int i = 0; i < np; i++)
+            if (!used_now[i])
+                return ddp_error(DDP_ERR_INVALID,
+                                 "parameter '%s' was not used by the forward of a syncing backward on rank %d; "
+                                 "PyTorch DDP fails here unless find_unused_parameters=True (--find-unused)",
+                                 model_param_at(d->m, i)->name, world_rank_id(d->wr));
+    }
+    for (int i = 0; i < np; i++)
+        d->reduced[i] = !d->cfg.find_unused || global_used[i] != 0.0f;
+    for (int k = 0; k < d->nbuckets; k++)
+        DDP_CHECK(reduce_bucket(d, k));
+    if (d->cfg.find_unused)
+        for (int i = 0; i < np; i++)
+            if (global_used[i] == 0.0f) {
+                const model_param *p = model_param_at(d->m, i);
+                memcpy(model_grads(d->m) + p->offset, d->saved + p->offset, p->count * sizeof(float));
+            }
+    memset(d->window_used, 0, sizeof d->window_used);
+    return DDP_OK;
+}
+
+ddp_status ddp_ref_backward_end(ddp_ref *d)
+{
+    if (!d->fwd_pending)
+        return ddp_error(DDP_ERR_INVALID, "backward without a forward");
+    d->fwd_pending = 0;
+    d->last_synced = d->fwd_will_sync;
+    if (d->fwd_will_sync)
+        DDP_CHECK(sync_gradients(d));
+    return DDP_OK;
+}
+
+ddp_status ddp_ref_backward(ddp_ref *d)
+{
+    if (!d->fwd_pending)
+        return ddp_error(DDP_ERR_INVALID, "backward without a forward");
+    model_backward(d->m); /* accumulates into .grad */
+    const unsigned char *used = model_used(d->m);
+    for (int p = model_nparams(d->m) - 1; p >= 0; p--)
+        if (used[p])
+            ddp_ref_grad_ready(d, p);
+    return ddp_ref_backward_end(d);
+}
+
+void ddp_ref_zero_grad(ddp_ref *d)
+{
+    model_zero_grad(d->m);
+}
+
+void ddp_ref_step(ddp_ref *d)
+{
+    ddp_sgd_step(d->m, d->cfg.lr);
+}
+
+int ddp_ref_last_synced(const ddp_ref *d) { return d->last_synced; }
+int ddp_ref_nbuckets(const ddp_ref *d) { return d->nbuckets; }
+const unsigned char *ddp_ref_reduced_params(const ddp_ref *d) { return d->reduced; }
+
+void ddp_ref_bucket(const ddp_ref *d, int k, int *first, int *count)
+{
+    *first = d->bucket_first[k];
+    *count = d->bucket_count[k];
+}

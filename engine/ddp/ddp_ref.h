@@ -1,0 +1,97 @@
+/*
+ * ddp_ref.h - the reference DDP: PyTorch DistributedDataParallel's
+ * gradient-synchronization semantics on one rank of a world, over one model
+ * replica. This is the ground truth every implementation is compared with.
+ *
+ *  - construction broadcasts the parameters from rank 0;
+ *  - whether a backward syncs is decided at FORWARD: a forward run while
+ *    no_sync is active yields a backward that does not sync, whenever it
+ *    runs; exiting no_sync does nothing by itself;
+ *  - a syncing backward reduces the ACCUMULATED gradient (every unsynced
+ *    micro-step since the last sync plus this one) and overwrites it with
+ *    the average: each gradient is multiplied by 1/N while copied into its
+ *    bucket (gradient_as_bucket_view: divided by N in place), then the
+ *    bucket is sum-allreduced;
+ *  - buckets: parameters are assigned in registration order with a size
+ *    limit of first_bucket_cap for the first bucket and bucket_cap after,
+ *    a parameter joining the open bucket before the limit is checked; the
+ *    list is then reversed, so bucket 0 holds the last-registered
+ *    parameters (whose gradients backward produces first) and buckets are
+ *    reduced in index order. With ordered or exact reduction bucketing
+ *    changes no value;
+ *  - find_unused: a parameter used in any forward of the window (since the
+ *    last sync) on any rank is synced, ranks that did not use it
+ *    contributing their current gradient; a parameter unused everywhere
+ *    keeps its local gradient untouched. Without find_unused every
+ *    parameter must be used by every syncing forward (PyTorch would fail
+ *    otherwise), and ddp_ref_backward says so with DDP_ERR_INVALID;
+ *  - zero_grad fills zeros; step is SGD, p = p + (-lr) * g.
+ *
+ * Not here: scheduling, comparison, implementations under test.
+ */
+#ifndef DDPSIM_DDP_REF_H
+#define DDPSIM_DDP_REF_H
+
+#include <stddef.h>
+
+#include "buckets.h"
+#include "coll.h"
+#include "model.h"
+#include "optim.h"
+#include "status.h"
+#include "world.h"
+
+typedef struct ddp_config {
+    coll_algo algo;
+    size_t bucket_cap;       /* bytes, > 0 */
+    size_t first_bucket_cap; /* bytes, > 0 */
+    int find_unused;
+    int bucket_view;         /* gradient_as_bucket_view: divide in place instead of multiply while copying */
+    float lr;
+} ddp_config;
+
+typedef struct ddp_ref ddp_ref;
+
+/* Build the reference over m (not owned) on this rank. No communication yet. */
+ddp_status ddp_ref_create(const ddp_config *cfg, model *m, world_rank *wr, ddp_ref **out);
+void ddp_ref_destroy(ddp_ref *d);
+
+/* DDP's constructor broadcast: every rank takes rank 0's parameters. */
+ddp_status ddp_ref_broadcast_params(ddp_ref *d);
+
+ddp_status ddp_ref_no_sync_enter(ddp_ref *d); /* DDP_ERR_INVALID when already inside */
+ddp_status ddp_ref_no_sync_exit(ddp_ref *d);  /* DDP_ERR_INVALID when not inside */
+/* A forward: the sync decision, then the model's forward. */
+ddp_status ddp_ref_forward(ddp_ref *d, const model_batch *b);
+/* A backward: the model's backward, a ready event per used parameter (last first), backward_end. */
+ddp_status ddp_ref_backward(ddp_ref *d);      /* DDP_ERR_INVALID without a forward */
+
+/* The same as events, for a caller that runs the model itself. */
+void ddp_ref_forward_begin(ddp_ref *d);
+void ddp_ref_grad_ready(ddp_ref *d, int param);
+ddp_status ddp_ref_backward_end(ddp_ref *d);  /* DDP_ERR_INVALID without a forward */
+void ddp_ref_zero_grad(ddp_ref *d);
+void ddp_ref_step(ddp_ref *d);
+
+/*
+ * Hand this replica's reductions to another backend (--backend nccl runs the
+ * implementation under test's side through NCCL; the checker's reference
+ * never calls this). fn reduces count floats in place over all ranks; with
+ * backend_avg the buckets are not scaled by 1/N here and fn is asked to
+ * average (avg = 1) instead, as NCCL's ncclAvg does.
+ */
+typedef ddp_status (*ddp_reduce_fn)(void *ctx, float *buf, size_t count, int avg);
+void ddp_ref_set_reducer(ddp_ref *d, ddp_reduce_fn fn, void *ctx, int backend_avg);
+
+/* 1 when the last backward synced. */
+int ddp_ref_last_synced(const ddp_ref *d);
+
+/* After a syncing backward: flags[i] is 1 when parameter i was reduced (0: unused everywhere, kept local). */
+const unsigned char *ddp_ref_reduced_params(const ddp_ref *d);
+
+/* Buckets, for tests and reports: parameter indices [first, first + count) of bucket k. */
+int ddp_ref_nbuckets(const ddp_ref *d);
+void ddp_ref_bucket(const ddp_ref *d, int k, int *first, int *count);
+
+
+#endif

@@ -1,0 +1,348 @@
+/*
+ * impl_bucketed.c - a realistic, PyTorch-style bucketed DDP with overlap.
+ *
+ * Gradient-ready events (one per parameter, in the order backward produces
+ * them) copy the gradient, times 1/N, into its slot of a bucket buffer.
+ * When a bucket's last slot is filled and every bucket before it has been
+ * launched, it is handed to the rank's communication thread (pthreads),
+ * which sum-allreduces it while the main thread goes on with the events.
+ * backward_end waits for every bucket and copies the averages back into
+ * .grad. Buckets start in DDP's constructor layout (registration order,
+ * first bucket first_bucket_cap, list reversed) and are rebuilt after the
+ * first syncing backward in the order gradients became ready, as PyTorch's
+ * Reducer does. find_unused: parameters that got no gradient are marked
+ * ready at backward_end with their current gradient; parameters unused on
+ * every rank in the window keep their local gradient.
+ *
+ * Only one thread of a rank talks to the world at a time: the main thread
+ * issues its own collective (the used-parameter bitmap) only after the
+ * communication thread has drained every bucket.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "impl.h"
+#include "rng.h"
+
+#define MAXP MODEL_MAX_PARAMS
+
+typedef struct bucket {
+    int start, nmembers; /* members[start .. start + nmembers): parameter indices in slot order */
+    size_t count;
+    float *buf;
+    int pending; /* slots not yet filled in this backward */
+} bucket;
+
+typedef struct bstate {
+    const ddpsim_services *svc;
+    int nb;
+    bucket b[MAXP];
+    int members[MAXP];
+    int bucket_of[MAXP];
+    size_t slot_of[MAXP]; /* offset of a parameter's slot in its bucket */
+    int no_sync, fwd_sync;
+    unsigned char ready[MAXP];
+    float window_used[MAXP];
+    int rebuilt, order[MAXP], norder;
+    int next_launch;
+    int launch[MAXP];  /* launch order: 0, 1, ... or, under chaos, a permutation shared by every rank */
+    uint64_t nsync;
+    /* the communication thread */
+    pthread_t thread;
+    int thread_started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int queue[MAXP], qhead, qtail, done, stop, failed;
+    char comm_error[IMPL_ERROR_LEN];
+} bstate;
+
+static int b_error(bstate *s, const char *msg)
+{
+    return s->svc->set_error(s->svc->env, msg);
+}
+
+static void *comm_main(void *arg)
+{
+    bstate *s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (s->qhead == s->qtail && !s->stop)
+            pthread_cond_wait(&s->cv, &s->mu);
+        if (s->qhead == s->qtail && s->stop)
+            break;
+        int k = s->queue[s->qhead++ % MAXP];
+        pthread_mutex_unlock(&s->mu);
+        impl_env *env = impl_env_of(s->svc);
+        int rc = env->backend_avg ? impl_reduce(env, s->b[k].buf, s->b[k].count, 1) != DDP_OK
+                                  : s->svc->allreduce_sum(env, s->b[k].buf, s->b[k].count);
+        pthread_mutex_lock(&s->mu);
+        if (rc && !s->failed) {
+            s->failed = 1;
+            snprintf(s->comm_error, sizeof s->comm_error, "bucket %d allreduce in the communication thread: %s", k,
+                     ddp_error_text());
+        }
+        s->done++;
+        pthread_cond_broadcast(&s->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* Lay out buckets from parameter order `order` (nparams entries) grouped as (first, count) runs. */
+static int layout(bstate *s, const int *order, const int *first, const int *count, int nb)
+{
+    const ddpsim_services *svc = s->svc;
+    for (int k = 0; k < s->nb; k++)
+        free(s->b[k].buf);
+    s->nb = nb;
+    for (int k = 0; k < nb; k++) {
+        bucket *bk = &s->b[k];
+        bk->start = first[k];
+        bk->nmembers = count[k];
+        bk->count = 0;
+        for (int j = 0; j < count[k]; j++) {
+            int p = order[first[k] + j];
+            s->members[first[k] + j] = p;
+            s->bucket_of[p] = k;
+            s->slot_of[p] = bk->count;
+            bk->count += svc->params[p].count;
+        }
+        bk->buf = malloc(bk->count * sizeof(float));
+        bk->pending = bk->nmembers;
+        if (!bk->buf)
+            return b_error(s, "out of memory for a bucket");
+    }
+    return 0;
+}
+
+static int initial_layout(bstate *s)
+{
+    const ddpsim_services *svc = s->svc;
+    size_t bytes[MAXP];
+    int order[MAXP], first[MAXP], count[MAXP];
+    for (int p = 0; p < svc->nparams; p++) {
+        bytes[p] = svc->params[p].count * sizeof(float);
+        order[p] = p;
+    }
+    int nb = ddp_assign_buckets_bytes(bytes, svc->nparams, svc->first_bucket_cap, svc->bucket_cap, first, count, MAXP);
+    return layout(s, order, first, count, nb);
+}
+
+/*
+ * After the first syncing backward: buckets in the order gradients became
+ * ready, not reversed. Ranks can see different orders, so every rank takes
+ * rank 0's (PyTorch's sync_bucket_indices).
+ */
+static int rebuild(bstate *s)
+{
+    const ddpsim_services *svc = s->svc;
+    int32_t order[MAXP];
+    for (int i = 0; i < s->norder; i++)
+        order[i] = s->order[i];
+    if (svc->broadcast(svc->env, order, (size_t)s->norder * sizeof order[0], 0))
+        return -1;
+    for (int i = 0; i < s->norder; i++) {
+        if (order[i] < 0 || order[i] >= svc->nparams)
+            return b_error(s, "rank 0's bucket order is corrupt");
+        s->order[i] = order[i];
+    }
+    size_t bytes[MAXP];
+    int first[MAXP], count[MAXP];
+    for (int i = 0; i < s->norder; i++)
+        bytes[i] = svc->params[s->order[i]].count * sizeof(float);
+    int nb = ddp_fill_buckets(bytes, s->norder, svc->first_bucket_cap, svc->bucket_cap, first, count);
+    s->rebuilt = 1;
+    return layout(s, s->order, first, count, nb);
+}
+
+static int b_create(const ddpsim_services *svc, void **state)
+{
+    bstate *s = calloc(1, sizeof *s);
+    if (!s)
+        return svc->set_error(svc->env, "out of memory");
+    *state = s;
+    s->svc = svc;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    if (initial_layout(s))
+        return -1;
+    if (pthread_create(&s->thread, NULL, comm_main, s) != 0)
+        return b_error(s, "cannot start the communication thread");
+    s->thread_started = 1;
+    for (int p = 0; p < svc->nparams; p++)
+        if (svc->broadcast(svc->env, svc->params[p].data, svc->params[p].count * sizeof(float), 0))
+            return -1;
+    return 0;
+}
+
+static void b_destroy(void *state)
+{
+    bstate *s = state;
+    if (!s)
+        return;
+    if (s->thread_started) {
+        pthread_mutex_lock(&s->mu);
+        s->stop = 1;
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+        pthread_join(s->thread, NULL);
+    }
+    for (int k = 0; k < s->nb; k++)
+        free(s->b[k].buf);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s);
+}
+
+static int b_forward_begin(void *state, int no_sync_active)
+{
+    bstate *s = state;
+    s->fwd_sync = !no_sync_active; /* decided here, at forward */
+    if (s->fwd_sync) {
+        /* Buckets go out in index order; chaos shuffles the order the communication thread takes
+         * them in, the same way on every rank (seeded by the chaos seed and the sync count), so the
+         * ranks' collectives still pair up. Values do not change: each bucket is reduced alone. */
+        impl_env *env = impl_env_of(s->svc);
+        for (int k = 0; k < s->nb; k++)
+            s->launch[k] = k;
+        if (env->chaos) {
+            uint64_t key = rng_key(rng_key(env->chaos_seed, 0x6275636b /* "buck" */), s->nsync);
+            for (int k = s->nb - 1; k > 0; k--) {
+                int j = (int)rng_below(key, (uint64_t)k, (uint32_t)k + 1);
+                int t = s->launch[k];
+                s->launch[k] = s->launch[j];
+                s->launch[j] = t;
+            }
+        }
+        s->nsync++;
+    }
+    memset(s->ready, 0, sizeof s->ready);
+    s->norder = 0;
+    return 0;
+}
+
+static int b_enter(void *state)
+{
+    ((bstate *)state)->no_sync = 1;
+    return 0;
+}
+
+static int b_exit(void *state)
+{
+    ((bstate *)state)->no_sync = 0;
+    return 0;
+}
+
+/* Copy parameter p's gradient, scaled, into its slot; launch what became launchable, in order. */
+static void fill_slot(bstate *s, int p)
+{
+    const ddpsim_services *svc = s->svc;
+    bucket *bk = &s->b[s->bucket_of[p]];
+    float *dst = bk->buf + s->slot_of[p];
+    const float *g = svc->params[p].grad;
+    if (impl_env_of(svc)->backend_avg)
+        memcpy(dst, g, svc->params[p].count * sizeof(float)); /* the backend averages (ncclAvg) */
+    else if (svc->bucket_view)
+        coll_div_n(dst, g, svc->params[p].count, svc->world_size);
+    else
+        coll_mul_inv_n(dst, g, svc->params[p].count, svc->world_size);
+    bk->pending--;
+    pthread_mutex_lock(&s->mu);
+    while (s->next_launch < s->nb && s->b[s->launch[s->next_launch]].pending == 0) {
+        s->queue[s->qtail++ % MAXP] = s->launch[s->next_launch++];
+        pthread_cond_signal(&s->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+static int b_ready(void *state, int p)
+{
+    bstate *s = state;
+    if (s->ready[p])
+        return b_error(s, "a parameter was reported ready twice in one backward");
+    s->ready[p] = 1;
+    s->window_used[p] = 1.0f;
+    s->order[s->norder++] = p;
+    if (s->fwd_sync)
+        fill_slot(s, p);
+    return 0;
+}
+
+static void wait_all(bstate *s, int launched)
+{
+    pthread_mutex_lock(&s->mu);
+    while (s->done < launched)
+        pthread_cond_wait(&s->cv, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static int b_backward_end(void *state)
+{
+    bstate *s = state;
+    const ddpsim_services *svc = s->svc;
+    if (!s->fwd_sync)
+        return 0;
+    int missing = -1;
+    for (int p = svc->nparams - 1; p >= 0; p--)
+        if (!s->ready[p]) {
+            if (!svc->find_unused) {
+                missing = p;
+                continue;
+            }
+            s->ready[p] = 1; /* unused this time: contributes its current gradient */
+            s->order[s->norder++] = p;
+            fill_slot(s, p);
+        }
+    wait_all(s, s->next_launch);
+    if (missing >= 0) {
+        char msg[IMPL_ERROR_LEN];
+        snprintf(msg, sizeof msg, "parameter '%s' got no gradient in a syncing backward (find_unused is off)",
+                 svc->params[missing].name);
+        return b_error(s, msg);
+    }
+    if (s->failed)
+        return b_error(s, s->comm_error);
+    float global_used[MAXP];
+    if (svc->find_unused) {
+        memcpy(global_used, s->window_used, sizeof(float) * (size_t)svc->nparams);
+        if (svc->allreduce_sum(svc->env, global_used, (size_t)svc->nparams))
+            return -1;
+    }
+    for (int p = 0; p < svc->nparams; p++)
+        if (!svc->find_unused || global_used[p] != 0.0f)
+            memcpy(svc->params[p].grad, s->b[s->bucket_of[p]].buf + s->slot_of[p],
+                   svc->params[p].count * sizeof(float));
+    for (int k = 0; k < s->nb; k++)
+        s->b[k].pending = s->b[k].nmembers;
+    s->next_launch = 0;
+    s->done = 0;
+    memset(s->window_used, 0, sizeof s->window_used);
+    /* PyTorch rebuilds once, and not at all with find_unused (the used set may change every step). */
+    if (!s->rebuilt && !svc->find_unused)
+        return rebuild(s);
+    return 0;
+}
+
+static int b_nothing(void *state)
+{
+    (void)state;
+    return 0;
+}
+
+const ddpsim_impl_ops impl_bucketed_ops = {
+    .api_version = DDPSIM_IMPL_API_VERSION,
+    .name = "bucketed",
+    .description = "PyTorch-style DDP: ready events fill buckets, a communication thread reduces them during "
+                   "backward, buckets rebuilt in ready order",
+    .create = b_create,
+    .destroy = b_destroy,
+    .forward_begin = b_forward_begin,
+    .no_sync_enter = b_enter,
+    .no_sync_exit = b_exit,
+    .grad_ready = b_ready,
+    .backward_end = b_backward_end,
+    .zero_grad = b_nothing,
+    .step = b_nothing,
+};

@@ -1,0 +1,295 @@
+/*
+ * bugs.c - the catalogue: real DDP gradient-synchronization bugs, each
+ * reproduced as a built-in implementation that ddpsim must catch. BUGS
+ * below is the catalogue itself, one row per bug: its identifier, the name
+ * --impl takes, the mechanism, where it was reported, and whether only a
+ * bitwise comparison can see it; everything else is generated from it.
+ *
+ * All mutants share one simple DDP (reduce the whole gradient buffer in one
+ * allreduce after the backward) that is correct but for the one bug its
+ * name says, so what catches a mutant is its bug and nothing else: with the
+ * ordered algorithm the shared part gives the reference's bits.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll.h"
+#include "impl.h"
+
+/* X(ID, name, mechanism, source, bitwise_only) */
+#define BUGS(X)                                                                                                      \
+    X(SYNC_ON_EXIT, "sync-on-exit", "exiting no_sync syncs the accumulated gradients",                                \
+      "lightning-thunder issue #1670", 0)                                                                            \
+    X(LAST_MICROBATCH_ONLY, "last-microbatch-only",                                                                  \
+      "a syncing backward averages only its own micro-batch and adds the local accumulation to it",                  \
+      "a reading of lightning-thunder PR #2255", 0)                                                                  \
+    X(PRIOR_NOT_CURRENT, "prior-not-current",                                                                        \
+      "the accumulated earlier micro-steps are averaged, the current one stays local",                              \
+      "the mirror image of last-microbatch-only (issue 5 of ddpsim)", 0)                                             \
+    X(SYNC_EVERY_MICROSTEP, "sync-every-microstep", "no_sync is ignored: every backward syncs",                      \
+      "no_sync wrapped around backward only: ClassyVision PR #706 and others", 0)                                    \
+    X(NEVER_SYNC, "never-sync", "gradients are never reduced", "deepmd-kit PR #1104", 0)                             \
+    X(DECIDE_AT_BACKWARD, "decide-at-backward", "whether to sync is read at backward instead of at forward",        \
+      "build-nanogpt PR #30", 0)                                                                                     \
+    X(SYNC_FIRST_NOT_LAST, "sync-first-not-last",                                                                    \
+      "off by one in the accumulation window: each backward takes the previous forward's decision",                 \
+      "FunASR PR #3472", 0)                                                                                          \
+    X(FIRST_MICROBATCH_ONLY, "first-microbatch-only", "only the window's first micro-batch reaches the reduction",   \
+      "InfiniTrain PR #213", 0)                                                                                      \
+    X(OVERWRITE_NOT_ACCUMULATE, "overwrite-not-accumulate",                                                          \
+      "a syncing backward replaces .grad with the average of its own gradient, dropping the accumulation",          \
+      "PyTorch FSDP #73784; Megatron-LM PR #7186", 0)                                                                \
+    X(SUM_NOT_AVERAGE, "sum-not-average", "gradients are summed instead of averaged", "Horovod #2654", 0)            \
+    X(DOUBLE_AVERAGE, "double-average", "gradients are divided by N twice", "PyTorch PR #42399's original hook design", \
+      0)                                                                                                             \
+    X(POST_DIVIDE, "post-divide",                                                                                    \
+      "sum, then divide by N, instead of multiplying by 1/N before the sum: same math, other bits",                 \
+      "PyTorch PRs #59522 / #59576", 1)                                                                              \
+    X(UNUSED_LAST_STEP_ONLY, "unused-last-step-only",                                                                \
+      "find_unused decides 'used' from the last micro-step only, not the whole window",                             \
+      "PyTorch #69031, fixed by PR #124193", 0)                                                                      \
+    X(NO_INITIAL_BROADCAST, "no-initial-broadcast", "ranks keep their own initial parameters",                      \
+      "DDP's constructor broadcast left out", 0)                                                                     \
+    X(RANK_NEVER_SYNCS, "rank-never-syncs", "rank 1 skips every reduction the others wait in", "picotron PR #5", 0)  \
+    X(SKIP_AVERAGE_TINY_TENSOR, "skip-average-tiny-tensor", "single-element tensors are summed, not averaged",        \
+      "Horovod PR #2375", 0)                                                                                         \
+    X(SELF_ADD_EACH_MICROSTEP, "self-add-each-microstep",                                                            \
+      "each unsynced micro-step adds the accumulated gradient to itself again", "Megatron-LM #6660", 0)
+
+#define AS_ENUM(id, name, mechanism, source, bitwise_only) BUG_##id,
+typedef enum bug { BUGS(AS_ENUM) BUG_COUNT } bug;
+
+typedef struct mutant {
+    const ddpsim_services *svc;
+    bug bug;
+    int n;
+    int no_sync;
+    int fwd_sync;          /* the decision this forward took */
+    int prev_fwd_sync;     /* sync-first-not-last: the decision of the forward before */
+    int first_in_window;   /* the next backward is the first since the last sync */
+    unsigned char used_now[MODEL_MAX_PARAMS];
+    float window_used[MODEL_MAX_PARAMS];
+    float *g0;             /* .grad as it was when this forward began */
+    float *first;          /* first-microbatch-only: the window's first accumulation */
+    float *saved;          /* local values of parameters unused everywhere */
+} mutant;
+
+static int m_error(mutant *m, const char *msg)
+{
+    return m->svc->set_error(m->svc->env, msg);
+}
+
+static void scale(mutant *m, float *g)
+{
+    const ddpsim_services *svc = m->svc;
+    switch (m->bug) {
+    case BUG_SUM_NOT_AVERAGE:
+    case BUG_POST_DIVIDE: return;
+    case BUG_DOUBLE_AVERAGE:
+        coll_mul_inv_n(g, g, svc->total_count, m->n);
+        coll_mul_inv_n(g, g, svc->total_count, m->n);
+        return;
+    case BUG_SKIP_AVERAGE_TINY_TENSOR:
+        for (int p = 0; p < svc->nparams; p++)
+            if (svc->params[p].count > 1)
+                coll_mul_inv_n(svc->params[p].grad, svc->params[p].grad, svc->params[p].count, m->n);
+        return;
+    default:
+        if (svc->bucket_view)
+            coll_div_n(g, g, svc->total_count, m->n);
+        else
+            coll_mul_inv_n(g, g, svc->total_count, m->n);
+    }
+}
+
+/* Average .grad across ranks, as DDP does, but for this mutant's bug. */
+static int reduce(mutant *m)
+{
+    const ddpsim_services *svc = m->svc;
+    float *g = svc->all_grads;
+    if (m->bug == BUG_RANK_NEVER_SYNCS && svc->rank == 1)
+        return 0;
+    float global_used[MODEL_MAX_PARAMS];
+    if (svc->find_unused) {
+        for (int p = 0; p < svc->nparams; p++)
+            global_used[p] = m->bug == BUG_UNUSED_LAST_STEP_ONLY ? (float)m->used_now[p] : m->window_used[p];
+        if (svc->allreduce_sum(svc->env, global_used, (size_t)svc->nparams))
+            return -1;
+        for (int p = 0; p < svc->nparams; p++)
+            if (global_used[p] == 0.0f) {
+                size_t off = (size_t)(svc->params[p].grad - g);
+                memcpy(m->saved + off, svc->params[p].grad, svc->params[p].count * sizeof(float));
+                memset(svc->params[p].grad, 0, svc->params[p].count * sizeof(float));
+            }
+    }
+    scale(m, g);
+    if (svc->allreduce_sum(svc->env, g, svc->total_count))
+        return -1;
+    if (m->bug == BUG_POST_DIVIDE)
+        coll_div_n(g, g, svc->total_count, m->n);
+    if (svc->find_unused)
+        for (int p = 0; p < svc->nparams; p++)
+            if (global_used[p] == 0.0f) {
+                size_t off = (size_t)(svc->params[p].grad - g);
+                memcpy(svc->params[p].grad, m->saved + off, svc->params[p].count * sizeof(float));
+            }
+    memset(m->window_used, 0, sizeof m->window_used);
+    m->first_in_window = 1;
+    return 0;
+}
+
+static int create_mutant(const ddpsim_services *svc, void **state, bug b)
+{
+    mutant *m = calloc(1, sizeof *m);
+    if (!m)
+        return svc->set_error(svc->env, "out of memory");
+    m->svc = svc;
+    m->bug = b;
+    m->n = svc->world_size;
+    m->prev_fwd_sync = 1; /* as if a sync came before the run */
+    m->first_in_window = 1;
+    size_t bytes = svc->total_count * sizeof(float);
+    m->g0 = malloc(bytes);
+    m->first = malloc(bytes);
+    m->saved = malloc(bytes);
+    *state = m;
+    if (!m->g0 || !m->first || !m->saved)
+        return m_error(m, "out of memory");
+    if (b == BUG_NO_INITIAL_BROADCAST)
+        return 0;
+    for (int p = 0; p < svc->nparams; p++)
+        if (svc->broadcast(svc->env, svc->params[p].data, svc->params[p].count * sizeof(float), 0))
+            return -1;
+    return 0;
+}
+
+static void destroy_mutant(void *state)
+{
+    mutant *m = state;
+    if (!m)
+        return;
+    free(m->g0);
+    free(m->first);
+    free(m->saved);
+    free(m);
+}
+
+static int m_forward_begin(void *state, int no_sync_active)
+{
+    mutant *m = state;
+    m->fwd_sync = !no_sync_active;
+    if (m->bug == BUG_SYNC_FIRST_NOT_LAST) {
+        m->fwd_sync = m->prev_fwd_sync; /* off by one: the previous micro-step's decision */
+        m->prev_fwd_sync = !no_sync_active;
+    }
+    memcpy(m->g0, m->svc->all_grads, m->svc->total_count * sizeof(float));
+    memset(m->used_now, 0, sizeof m->used_now);
+    return 0;
+}
+
+static int m_enter(void *state)
+{
+    ((mutant *)state)->no_sync = 1;
+    return 0;
+}
+
+static int m_exit(void *state)
+{
+    mutant *m = state;
+    m->no_sync = 0;
+    return m->bug == BUG_SYNC_ON_EXIT ? reduce(m) : 0;
+}
+
+static int m_ready(void *state, int p)
+{
+    mutant *m = state;
+    m->used_now[p] = 1;
+    m->window_used[p] = 1.0f;
+    return 0;
+}
+
+static int m_backward_end(void *state)
+{
+    mutant *m = state;
+    const ddpsim_services *svc = m->svc;
+    float *g = svc->all_grads;
+    size_t n = svc->total_count;
+    int sync = m->fwd_sync;
+    if (m->bug == BUG_DECIDE_AT_BACKWARD)
+        sync = !m->no_sync;
+    else if (m->bug == BUG_SYNC_EVERY_MICROSTEP)
+        sync = 1;
+    else if (m->bug == BUG_NEVER_SYNC)
+        sync = 0;
+    if (m->bug == BUG_FIRST_MICROBATCH_ONLY && m->first_in_window) {
+        memcpy(m->first, g, n * sizeof(float));
+        m->first_in_window = 0;
+    }
+    if (!sync) {
+        if (m->bug == BUG_SELF_ADD_EACH_MICROSTEP)
+            for (size_t i = 0; i < n; i++)
+                g[i] += m->g0[i];
+        return 0;
+    }
+    switch (m->bug) {
+    case BUG_LAST_MICROBATCH_ONLY: /* g0 + avg(current) */
+        for (size_t i = 0; i < n; i++)
+            g[i] -= m->g0[i];
+        if (reduce(m))
+            return -1;
+        for (size_t i = 0; i < n; i++)
+            g[i] += m->g0[i];
+        return 0;
+    case BUG_PRIOR_NOT_CURRENT: { /* avg(g0) + current; the current part is parked in `first` */
+        for (size_t i = 0; i < n; i++) {
+            m->first[i] = g[i] - m->g0[i];
+            g[i] = m->g0[i];
+        }
+        if (reduce(m))
+            return -1;
+        for (size_t i = 0; i < n; i++)
+            g[i] += m->first[i];
+        return 0;
+    }
+    case BUG_OVERWRITE_NOT_ACCUMULATE:
+        for (size_t i = 0; i < n; i++)
+            g[i] -= m->g0[i];
+        return reduce(m);
+    case BUG_FIRST_MICROBATCH_ONLY:
+        memcpy(g, m->first, n * sizeof(float));
+        return reduce(m);
+    default: return reduce(m);
+    }
+}
+
+static int m_nothing(void *state)
+{
+    (void)state;
+    return 0;
+}
+
+#define AS_CREATE(id, name, mechanism, source, bitwise_only)                                                    \
+    static int create_##id(const ddpsim_services *svc, void **state) { return create_mutant(svc, state, BUG_##id); }
+BUGS(AS_CREATE)
+
+#define AS_OPS(id, text, mechanism, source, bitwise_only)                                                            \
+    [BUG_##id] = {                                                                                                   \
+        .api_version = DDPSIM_IMPL_API_VERSION, .name = text, .description = mechanism, .create = create_##id,       \
+        .destroy = destroy_mutant, .forward_begin = m_forward_begin, .no_sync_enter = m_enter,                      \
+        .no_sync_exit = m_exit, .grad_ready = m_ready, .backward_end = m_backward_end, .zero_grad = m_nothing,     \
+        .step = m_nothing,                                                                                           \
+    },
+static const ddpsim_impl_ops mutant_ops[BUG_COUNT] = {BUGS(AS_OPS)};
+
+#define AS_ENTRY(id, name, mechanism, text_source, bw) [BUG_##id] = {&mutant_ops[BUG_##id], text_source, 1, bw},
+static const impl_entry entries[BUG_COUNT] = {BUGS(AS_ENTRY)};
+
+int impl_mutant_count(void)
+{
+    return BUG_COUNT;
+}
+
+const impl_entry *impl_mutant_at(int i)
+{
+    return &entries[i];
+}

@@ -1,0 +1,77 @@
+/*
+ * registry.c - the built-in implementations and plugin loading (impl.h).
+ */
+#include "impl.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+static const impl_entry correct[] = {
+    {&impl_reference_ops, "", 0, 0},
+    {&impl_bucketed_ops, "", 0, 0},
+};
+#define NCORRECT ((int)(sizeof correct / sizeof correct[0]))
+
+int impl_builtin_count(void)
+{
+    return NCORRECT + impl_mutant_count();
+}
+
+const impl_entry *impl_builtin_at(int i)
+{
+    return i < NCORRECT ? &correct[i] : impl_mutant_at(i - NCORRECT);
+}
+
+static ddp_status open_plugin(const char *path, impl_handle *out)
+{
+    dlerror();
+    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!dl)
+        return ddp_error(DDP_ERR_INVALID, "cannot load plugin %s: %s", path, dlerror());
+    ddpsim_impl_get_fn get = NULL;
+    *(void **)&get = dlsym(dl, DDPSIM_IMPL_ENTRY);
+    const ddpsim_impl_ops *ops = get ? get() : NULL;
+    ddp_status s = DDP_OK;
+    if (!get)
+        s = ddp_error(DDP_ERR_INVALID, "plugin %s does not export %s() (see ddpsim_impl.h)", path, DDPSIM_IMPL_ENTRY);
+    else if (!ops)
+        s = ddp_error(DDP_ERR_INVALID, "plugin %s: %s() returned NULL", path, DDPSIM_IMPL_ENTRY);
+    else if (ops->api_version != DDPSIM_IMPL_API_VERSION)
+        s = ddp_error(DDP_ERR_INVALID, "plugin %s was built for interface version %u; this ddpsim speaks version %d",
+                      path, ops->api_version, DDPSIM_IMPL_API_VERSION);
+    else if (!ops->create || !ops->destroy || !ops->forward_begin || !ops->no_sync_enter || !ops->no_sync_exit ||
+             !ops->grad_ready || !ops->backward_end || !ops->zero_grad || !ops->step)
+        s = ddp_error(DDP_ERR_INVALID, "plugin %s leaves a callback of ddpsim_impl_ops NULL", path);
+    if (s != DDP_OK) {
+        dlclose(dl);
+        return s;
+    }
+    out->ops = ops;
+    out->dl = dl;
+    return DDP_OK;
+}
+
+ddp_status impl_open(const char *name, impl_handle *out)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "%s", name);
+    if (strchr(name, '/'))
+        return open_plugin(name, out);
+    for (int i = 0; i < impl_builtin_count(); i++)
+        if (strcmp(impl_builtin_at(i)->ops->name, name) == 0) {
+            out->entry = impl_builtin_at(i);
+            out->ops = out->entry->ops;
+            return DDP_OK;
+        }
+    return ddp_error(DDP_ERR_INVALID,
+                     "unknown implementation '%s' (see ddpsim --list; a plugin is given by a path, e.g. ./libmine.so)",
+                     name);
+}
+
+void impl_close(impl_handle *h)
+{
+    if (h->dl)
+        dlclose(h->dl);
+    memset(h, 0, sizeof *h);
+}

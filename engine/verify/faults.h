@@ -1,0 +1,40 @@
+/*
+ * faults.h - faults injected into a run (--fault SPEC) to show that ddpsim
+ * notices them: a rank that crashes, aborts, hangs or runs slow, and a bit
+ * flipped in a rank's contribution to an allreduce.
+ *
+ *   crash:rank=R,op=K   SIGKILL before op K
+ *   abort:rank=R,op=K   abort() before op K (no core file)
+ *   hang:rank=R,op=K    stop making progress before op K
+ *   slow:rank=R,ms=M    sleep M ms before every op
+ *   flip:rank=R,op=K    one bit of the rank's next allreduce contribution after op K
+ */
+#ifndef DDPSIM_FAULTS_H
+#define DDPSIM_FAULTS_H
+
+#include <stddef.h>
+
+#include "status.h"
+#include "world.h"
+
+typedef enum fault_kind { FAULT_CRASH, FAULT_ABORT, FAULT_HANG, FAULT_SLOW, FAULT_FLIP } fault_kind;
+#define FAULT_NKINDS 5
+
+typedef struct verify_fault {
+    fault_kind kind;
+    int rank;
+    long op;     /* the op index it strikes before (crash, abort, hang, flip) */
+    unsigned ms; /* slow: added before every op of the rank */
+} verify_fault;
+#define VERIFY_MAX_FAULTS 16
+
+/* "crash", "abort", ... */
+const char *fault_kind_name(fault_kind k);
+
+/* Parse one SPEC (above). DDP_ERR_INVALID with a message naming the field that is wrong. */
+ddp_status fault_parse(const char *text, verify_fault *out);
+
+/* Strike, on rank `rank` before op `op`, every fault aimed there (may not return). */
+void faults_before_op(const verify_fault *faults, int nfaults, int rank, size_t op, world_rank *wr);
+
+#endif

@@ -1,0 +1,282 @@
+/*
+ * rank.c - one rank of a verification run (rank.h): build both sides, run
+ * the schedule op by op on both, and compare at every grab.
+ */
+#include "rank.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checker.h"
+#include "dump.h"
+#include "faults.h"
+#include "hash.h"
+
+size_t verify_user_bytes(size_t nrecords, int nranks)
+{
+    return nrecords * sizeof(verify_record) + (size_t)nranks * sizeof(nccl_figures);
+}
+
+nccl_figures *verify_nccl_area(void *user, size_t nrecords)
+{
+    return (nccl_figures *)((verify_record *)user + nrecords);
+}
+
+static ddp_status replica_create(rank_ctx *c, model **m)
+{
+    DDP_CHECK(model_create(c->cfg->model_spec, c->cfg->batch, m));
+    if (c->cfg->inputs_dir)
+        return dump_read_init(c->cfg->inputs_dir, *m);
+    model_init(*m, c->cfg->seed, c->rank); /* rank-distinct: the broadcast must fix it */
+    return DDP_OK;
+}
+
+static ddp_status ref_create(rank_ctx *c, ref_side *s)
+{
+    DDP_CHECK(replica_create(c, &s->m));
+    DDP_CHECK(ddp_ref_create(&c->cfg->ddp, s->m, c->wr, &s->ddp));
+    return ddp_ref_broadcast_params(s->ddp);
+}
+
+static void ref_destroy(ref_side *s)
+{
+    ddp_ref_destroy(s->ddp);
+    model_destroy(s->m);
+}
+
+/* A callback of the implementation returned non-zero: say which and why. */
+static ddp_status impl_failed(rank_ctx *c, const char *callback)
+{
+    return ddp_error(DDP_ERR_BACKEND, "implementation '%s' failed in %s: %s", c->cfg->impl, callback,
+                     c->impl.env.error[0] ? c->impl.env.error : "(no message)");
+}
+#define IMPL_CALL(c, call, name) ((call) == 0 ? DDP_OK : impl_failed((c), (name)))
+
+static ddp_status impl_create(rank_ctx *c)
+{
+    impl_side *s = &c->impl;
+    DDP_CHECK(replica_create(c, &s->m));
+    s->ops = c->cfg->impl_ops;
+    s->env = (impl_env){.wr = c->wr, .m = s->m, .cfg = c->cfg->ddp, .chaos = c->cfg->chaos,
+                        .chaos_seed = c->cfg->chaos_seed};
+    impl_services_init(&s->svc, s->views, &s->env);
+    if (c->cfg->backend == VERIFY_BACKEND_NCCL) {
+        /* A little under the watchdog's limit, so a stuck NCCL call is aborted and named by its rank. */
+        nccl_settings ns = {.ngpus = c->cfg->ngpus, .timeout_s = c->cfg->timeout_s * 0.8, .ring_check = 1};
+        DDP_CHECK(nccl_comm_create(c->wr, &ns, c->nccl_fig, &s->env.nccl));
+        s->env.backend_avg = c->cfg->nccl_avg;
+    }
+    return IMPL_CALL(c, s->ops->create(&s->svc, &s->state), "create");
+}
+
+static void impl_destroy(impl_side *s, int failed)
+{
+    if (s->ops && s->state)
+        s->ops->destroy(s->state); /* first: an implementation's own threads may still reduce */
+    nccl_comm_destroy(s->env.nccl, failed);
+    model_destroy(s->m);
+}
+
+/*
+ * The ready events of one backward: every used parameter once, last
+ * registered first, as backward produces them; under chaos in a seeded
+ * random order (every gradient is complete when the events are delivered,
+ * so any order is one a backward could produce); under replay in the
+ * recorded order.
+ */
+static ddp_status ready_order(rank_ctx *c, int *order, int *n)
+{
+    const unsigned char *used = model_used(c->impl.m);
+    int np = model_nparams(c->impl.m);
+    *n = 0;
+    for (int p = np - 1; p >= 0; p--)
+        if (used[p])
+            order[(*n)++] = p;
+    if (c->cfg->replay)
+        return trace_replay_ready(c->cfg->replay, c->rank, &c->next_ready, used, np, order, *n);
+    chaos_shuffle(&c->chaos, c->nbwd, order, *n);
+    return DDP_OK;
+}
+
+static ddp_status impl_backward(rank_ctx *c)
+{
+    impl_side *s = &c->impl;
+    model_backward(s->m);
+    int order[MODEL_MAX_PARAMS], n;
+    DDP_CHECK(ready_order(c, order, &n));
+    for (int i = 0; i < n; i++) {
+        if (c->trace.f) {
+            char extra[128];
+            snprintf(extra, sizeof extra, "\"param\": %d, \"name\": \"%s\"", order[i],
+                     model_param_at(s->m, order[i])->name);
+            trace_event(&c->trace, c->op, "ready", extra);
+        }
+        DDP_CHECK(IMPL_CALL(c, s->ops->grad_ready(s->state, order[i]), "grad_ready"));
+    }
+    c->nbwd++;
+    return IMPL_CALL(c, s->ops->backward_end(s->state), "backward_end");
+}
+
+/* The batch of forward b on `rank`: seeded, or read from the inputs directory. */
+static ddp_status get_batch(rank_ctx *c, int rank, uint64_t b, model *m, model_batch *out)
+{
+    model_batch_fill(m, out, c->cfg->seed, rank, b);
+    if (c->cfg->inputs_dir)
+        DDP_CHECK(dump_read_batch(c->cfg->inputs_dir, rank, b, m, out));
+    return DDP_OK;
+}
+
+/* Both sides' gradients of grab k into DIR/<side>/rank<r>/grab<k>/. */
+static ddp_status dump_grab(rank_ctx *c, size_t k)
+{
+    char dir[PATH_MAX], name[64];
+    snprintf(dir, sizeof dir, "%s/reference/rank%d/grab%zu", c->cfg->dump_dir, c->rank, k);
+    DDP_CHECK(dump_mkdirs(dir));
+    DDP_CHECK(dump_write_tensors(dir, c->ref.m, model_grads(c->ref.m)));
+    if (c->cfg->impl_ops == &impl_reference_ops)
+        return DDP_OK; /* the same replica's gradients once more */
+    snprintf(dir, sizeof dir, "%s/%s/rank%d/grab%zu", c->cfg->dump_dir, verify_dump_name(c->cfg, name, sizeof name),
+             c->rank, k);
+    DDP_CHECK(dump_mkdirs(dir));
+    return dump_write_tensors(dir, c->impl.m, model_grads(c->impl.m));
+}
+
+static ddp_status do_grab(rank_ctx *c, size_t k)
+{
+    verify_record *rec = &c->records[k * (size_t)c->n + (size_t)c->rank];
+    memset(rec, 0, sizeof *rec);
+    rec->synced = c->bwd_since_zero ? ddp_ref_last_synced(c->ref.ddp) : -1;
+    checker_compare(&c->cfg->tol, c->ref.m, c->impl.m, rec);
+    rec->ref_hash = hash_floats(HASH_INIT, model_grads(c->ref.m), model_size(c->ref.m));
+    rec->impl_hash = hash_floats(HASH_INIT, model_grads(c->impl.m), model_size(c->impl.m));
+    if (c->global && c->params_in_sync && c->last_was_synced_bwd)
+        checker_global(c->ref.m, ddp_ref_reduced_params(c->ref.ddp), c->global, c->n, rec);
+    if (c->cfg->dump_dir)
+        DDP_CHECK(dump_grab(c, k));
+    rec->done = 1;
+    return DDP_OK;
+}
+
+/* The single-process replica runs the same micro-step on every rank's batch, accumulating. */
+static ddp_status global_backward(rank_ctx *c)
+{
+    for (int r = 0; r < c->n; r++) {
+        DDP_CHECK(get_batch(c, r, c->pending_batch, c->global, &c->gbatch));
+        DDP_CHECK(model_forward(c->global, &c->gbatch, NULL));
+        model_backward(c->global);
+    }
+    return DDP_OK;
+}
+
+static ddp_status run_op(rank_ctx *c, sched_op op, size_t *grab)
+{
+    impl_side *im = &c->impl;
+    switch (op) {
+    case OP_ENTER:
+        DDP_CHECK(ddp_ref_no_sync_enter(c->ref.ddp));
+        im->no_sync = 1;
+        return IMPL_CALL(c, im->ops->no_sync_enter(im->state), "no_sync_enter");
+    case OP_EXIT:
+        DDP_CHECK(ddp_ref_no_sync_exit(c->ref.ddp));
+        im->no_sync = 0;
+        return IMPL_CALL(c, im->ops->no_sync_exit(im->state), "no_sync_exit");
+    case OP_FWD:
+        DDP_CHECK(get_batch(c, c->rank, c->next_batch, c->ref.m, &c->batch));
+        if (c->cfg->dump_dir)
+            DDP_CHECK(dump_write_batch(c->cfg->dump_dir, c->rank, c->next_batch, c->ref.m, &c->batch));
+        c->pending_batch = c->next_batch++;
+        DDP_CHECK(ddp_ref_forward(c->ref.ddp, &c->batch));
+        DDP_CHECK(IMPL_CALL(c, im->ops->forward_begin(im->state, im->no_sync), "forward_begin"));
+        return model_forward(im->m, &c->batch, NULL);
+    case OP_BWD:
+        DDP_CHECK(ddp_ref_backward(c->ref.ddp));
+        DDP_CHECK(impl_backward(c));
+        c->grads_agree = c->last_was_synced_bwd = ddp_ref_last_synced(c->ref.ddp);
+        c->bwd_since_zero = 1;
+        if (c->global && c->params_in_sync)
+            DDP_CHECK(global_backward(c));
+        return DDP_OK;
+    case OP_GRAB: return do_grab(c, (*grab)++);
+    case OP_ZERO:
+        ddp_ref_zero_grad(c->ref.ddp);
+        model_zero_grad(im->m);
+        if (c->global)
+            model_zero_grad(c->global);
+        c->grads_agree = 1;
+        c->last_was_synced_bwd = c->bwd_since_zero = 0;
+        return IMPL_CALL(c, im->ops->zero_grad(im->state), "zero_grad");
+    case OP_STEP:
+        ddp_ref_step(c->ref.ddp);
+        ddp_sgd_step(im->m, c->cfg->ddp.lr);
+        DDP_CHECK(IMPL_CALL(c, im->ops->step(im->state), "step"));
+        if (!c->grads_agree)
+            c->params_in_sync = 0; /* local gradients moved the ranks apart for good */
+        if (c->global && c->params_in_sync)
+            memcpy(model_weights(c->global), model_weights(c->ref.m), model_size(c->ref.m) * sizeof(float));
+        return DDP_OK;
+    }
+    return ddp_error(DDP_ERR_INVALID, "unknown op %d", (int)op);
+}
+
+/* Everything a rank needs before its first op: both sides, rank 0's global replica, the dump's init. */
+static ddp_status rank_setup(rank_ctx *c)
+{
+    const verify_config *cfg = c->cfg;
+    DDP_CHECK(trace_open(&c->trace, cfg->trace_path, c->rank, c->wr));
+    if (cfg->replay && c->rank < cfg->replay->nranks)
+        world_force_arrivals(c->wr, cfg->replay->arrivals[c->rank], cfg->replay->narrivals[c->rank]);
+    DDP_CHECK(ref_create(c, &c->ref));
+    DDP_CHECK(impl_create(c));
+    DDP_CHECK(model_batch_alloc(c->ref.m, &c->batch));
+    if (c->rank == 0) {
+        DDP_CHECK(model_create(cfg->model_spec, cfg->batch, &c->global));
+        DDP_CHECK(model_batch_alloc(c->global, &c->gbatch));
+        memcpy(model_weights(c->global), model_weights(c->ref.m), model_size(c->ref.m) * sizeof(float));
+        if (cfg->dump_dir) {
+            char dir[PATH_MAX];
+            snprintf(dir, sizeof dir, "%s/init", cfg->dump_dir);
+            DDP_CHECK(dump_write_tensors(dir, c->ref.m, model_weights(c->ref.m)));
+        }
+    }
+    return trace_arrivals(&c->trace, c->op, c->wr); /* the constructors' broadcasts */
+}
+
+ddp_status verify_rank_main(world_rank *wr, void *arg)
+{
+    const verify_config *cfg = arg;
+    rank_ctx c;
+    memset(&c, 0, sizeof c);
+    c.cfg = cfg;
+    c.wr = wr;
+    c.rank = world_rank_id(wr);
+    c.n = world_size(wr);
+    c.records = world_rank_user_area(wr);
+    c.nccl_fig = verify_nccl_area(c.records, cfg->schedule->ngrabs * (size_t)c.n) + c.rank;
+    c.params_in_sync = c.grads_agree = 1;
+    model_runtime_init();
+    world_set_op(wr, -1, "setup");
+    chaos_rank_init(&c.chaos, cfg->chaos, cfg->chaos_seed, c.rank, c.n);
+    ddp_status s = rank_setup(&c);
+    for (size_t i = 0; s == DDP_OK && i < cfg->schedule->nops; i++) {
+        sched_op op = cfg->schedule->ops[i];
+        world_set_op(wr, (int)i, sched_op_name(op));
+        c.op = i;
+        faults_before_op(cfg->faults, cfg->nfaults, c.rank, i, wr);
+        chaos_delay(&c.chaos, i);
+        trace_event(&c.trace, i, sched_op_name(op), NULL);
+        s = run_op(&c, op, &c.next_grab);
+        if (s == DDP_OK)
+            s = trace_arrivals(&c.trace, i, wr);
+    }
+    ddp_status ts = trace_close(&c.trace);
+    if (s == DDP_OK)
+        s = ts;
+    model_batch_free(&c.batch);
+    model_batch_free(&c.gbatch);
+    model_destroy(c.global);
+    impl_destroy(&c.impl, s != DDP_OK);
+    ref_destroy(&c.ref);
+    return s;
+}

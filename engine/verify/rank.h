@@ -1,0 +1,67 @@
+/*
+ * rank.h - what one rank of a verification run holds (internal to
+ * engine/verify): its reference replica and DDP, the implementation under
+ * test with its replica and services, rank 0's single-process replica, and
+ * the chaos, fault and trace state. rank.c drives it through the schedule.
+ */
+#ifndef DDPSIM_RANK_H
+#define DDPSIM_RANK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "chaos.h"
+#include "ddp_ref.h"
+#include "impl.h"
+#include "model.h"
+#include "trace.h"
+#include "verify.h"
+
+/* The reference: a model replica and its DDP state. */
+typedef struct ref_side {
+    model *m;
+    ddp_ref *ddp;
+} ref_side;
+
+/* The implementation under test: its replica, driven through ddpsim_impl.h. */
+typedef struct impl_side {
+    model *m;
+    const ddpsim_impl_ops *ops;
+    void *state;
+    impl_env env;
+    ddpsim_services svc;
+    ddpsim_param_view views[MODEL_MAX_PARAMS];
+    int no_sync;
+} impl_side;
+
+typedef struct rank_ctx {
+    const verify_config *cfg;
+    world_rank *wr;
+    int rank, n;
+    ref_side ref;
+    impl_side impl;
+    model *global;        /* rank 0: the single-process replica */
+    model_batch batch, gbatch;
+    uint64_t next_batch, pending_batch;
+    int params_in_sync;   /* every rank's parameters are equal */
+    int grads_agree;      /* every rank's gradients are equal */
+    int last_was_synced_bwd;
+    int bwd_since_zero;   /* a backward ran since the start or the last zero_grad */
+    verify_record *records;
+    nccl_figures *nccl_fig; /* this rank's, in the shared segment */
+    chaos_rank chaos;
+    uint64_t nbwd;        /* backwards so far */
+    trace_writer trace;
+    size_t op;            /* the op being executed */
+    size_t next_grab;     /* grabs so far: the index of the next one */
+    size_t next_ready;    /* replay: next recorded ready event of this rank */
+} rank_ctx;
+
+/* The shared user area: a record per (grab, rank), then the NCCL figures of every rank. */
+size_t verify_user_bytes(size_t nrecords, int nranks);
+nccl_figures *verify_nccl_area(void *user, size_t nrecords);
+
+/* The rank main of a verification run (arg: the verify_config). */
+ddp_status verify_rank_main(world_rank *wr, void *arg);
+
+#endif

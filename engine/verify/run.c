@@ -1,0 +1,140 @@
+/*
+ * run.c - a verification run seen from the parent (verify.h): validate the
+ * configuration before any rank exists, create the world, run every rank
+ * (rank.c), and collect the records, figures and peak memory.
+ */
+#include "verify.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "chaos.h"
+#include "clock.h"
+#include "dump.h"
+#include "gpu_probe.h"
+#include "impl.h"
+#include "rank.h"
+
+const char *verify_dump_name(const verify_config *cfg, char *buf, size_t len)
+{
+    /* A plugin is named by its table, not its path; nothing but the built-in reference writes "reference". */
+    const char *n = cfg->impl_ops->name ? cfg->impl_ops->name : "impl";
+    if (cfg->impl_ops == &impl_reference_ops) {
+        snprintf(buf, len, "reference");
+        return buf;
+    }
+    snprintf(buf, len, "%s%s", strcmp(n, "reference") == 0 ? "impl-" : "", n);
+    for (char *q = buf; *q; q++)
+        if (*q == '/' || (*q == '.' && q == buf))
+            *q = '_';
+    return buf;
+}
+
+/*
+ * Check the inputs directory before any rank starts, so a missing or
+ * misshapen file is a usage error with its path rather than a failed rank:
+ * every init tensor, and the first and last batch of every rank.
+ */
+static ddp_status check_inputs(const verify_config *cfg)
+{
+    model *m = NULL;
+    model_batch b;
+    DDP_CHECK(model_create(cfg->model_spec, cfg->batch, &m));
+    ddp_status s = model_batch_alloc(m, &b);
+    if (s == DDP_OK)
+        s = dump_read_init(cfg->inputs_dir, m);
+    for (int r = 0; s == DDP_OK && r < cfg->nranks && cfg->schedule->nfwd > 0; r++) {
+        s = dump_read_batch(cfg->inputs_dir, r, 0, m, &b);
+        if (s == DDP_OK)
+            s = dump_read_batch(cfg->inputs_dir, r, cfg->schedule->nfwd - 1, m, &b);
+    }
+    model_batch_free(&b);
+    model_destroy(m);
+    if (s != DDP_OK)
+        return ddp_error_prefix(DDP_ERR_INVALID, "--inputs");
+    return DDP_OK;
+}
+
+ddp_status verify_check_config(const verify_config *cfg)
+{
+    if (!cfg->impl_ops || !cfg->impl)
+        return ddp_error(DDP_ERR_INVALID, "no implementation under test");
+    model *layout = NULL;
+    DDP_CHECK(model_create_layout(cfg->model_spec, cfg->batch, &layout));
+    model_destroy(layout);
+    if (cfg->nranks < 1 || cfg->nranks > WORLD_MAX_RANKS)
+        return ddp_error(DDP_ERR_INVALID, "number of ranks %d is out of range 1..%d", cfg->nranks, WORLD_MAX_RANKS);
+    if (cfg->backend == VERIFY_BACKEND_NCCL && !gpu_probe_built())
+        return ddp_error(DDP_ERR_INVALID, "--backend nccl: %s", GPU_PROBE_NOT_BUILT);
+    if (cfg->nccl_avg && cfg->backend != VERIFY_BACKEND_NCCL)
+        return ddp_error(DDP_ERR_INVALID, "--nccl-op avg needs --backend nccl");
+    if (cfg->nccl_avg && cfg->impl_ops != &impl_reference_ops && cfg->impl_ops != &impl_bucketed_ops)
+        return ddp_error(DDP_ERR_INVALID, "--nccl-op avg: only the built-in reference and bucketed implementations "
+                                          "leave their buckets unscaled for ncclAvg; '%s' scales them itself",
+                         cfg->impl);
+    size_t nrec = cfg->schedule->ngrabs * (size_t)cfg->nranks;
+    if (nrec > VERIFY_MAX_RECORDS)
+        return ddp_error(DDP_ERR_INVALID, "%zu grabs on %d ranks is more than %zu records; grab less often",
+                         cfg->schedule->ngrabs, cfg->nranks, VERIFY_MAX_RECORDS);
+    if (cfg->inputs_dir)
+        DDP_CHECK(check_inputs(cfg));
+    if (cfg->dump_dir) {
+        char name[64];
+        const char *impls[2] = {"reference", verify_dump_name(cfg, name, sizeof name)};
+        if (dump_prepare(cfg->dump_dir, cfg->nranks, impls, cfg->impl_ops == &impl_reference_ops ? 1 : 2) != DDP_OK)
+            return ddp_error_prefix(DDP_ERR_INVALID, "--dump");
+    }
+    return DDP_OK;
+}
+
+ddp_status verify_run(const verify_config *cfg, verify_result *out)
+{
+    memset(out, 0, sizeof *out);
+    DDP_CHECK(verify_check_config(cfg));
+    size_t nrec = cfg->schedule->ngrabs * (size_t)cfg->nranks;
+    world_config wc = {
+        .nranks = cfg->nranks,
+        .timeout_s = cfg->timeout_s,
+        .user_bytes = verify_user_bytes(nrec, cfg->nranks),
+        .jitter_seed = cfg->chaos_seed,
+        .jitter_max_us = cfg->chaos ? CHAOS_BARRIER_JITTER_US : 0, /* seeded delays before barrier arrivals */
+    };
+    DDP_CHECK(world_create(&wc, &out->w));
+    out->nranks = cfg->nranks;
+    out->ngrabs = cfg->schedule->ngrabs;
+    out->records = calloc(nrec ? nrec : 1, sizeof *out->records);
+    if (!out->records)
+        return ddp_error(DDP_ERR_NOMEM, "%zu grab records", nrec);
+    memset(world_user_area(out->w), 0, wc.user_bytes);
+    double t0 = clock_now_s();
+    ddp_status s = world_run(out->w, verify_rank_main, (void *)cfg);
+    out->wall_s = clock_now_s() - t0;
+    memcpy(out->records, world_user_area(out->w), nrec * sizeof *out->records);
+    if (cfg->backend == VERIFY_BACKEND_NCCL) {
+        out->nccl = calloc((size_t)cfg->nranks, sizeof *out->nccl);
+        if (out->nccl)
+            memcpy(out->nccl, verify_nccl_area(world_user_area(out->w), nrec), (size_t)cfg->nranks * sizeof *out->nccl);
+    }
+    /* Each rank's own peak, from wait4: RUSAGE_CHILDREN would also count whatever the
+     * process that exec'd ddpsim had waited for (a compiler, make). */
+    for (int r = 0; r < cfg->nranks; r++) {
+        long k = world_outcome(out->w, r)->maxrss_kib;
+        out->rank_total_kib += k;
+        if (k > out->rank_peak_kib)
+            out->rank_peak_kib = k;
+    }
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) == 0)
+        out->parent_peak_kib = ru.ru_maxrss;
+    return s;
+}
+
+void verify_result_free(verify_result *r)
+{
+    free(r->records);
+    free(r->nccl);
+    world_destroy(r->w);
+    memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,114 @@
+/*
+ * verify.h - one verification run: every rank executes the schedule on a
+ * reference DDP and on the implementation under test (each with its own
+ * model replica, the same data), compares their gradients at every grab as
+ * they are taken, and writes a small record per (grab, rank) into the
+ * shared segment. The parent gets the records and judges; it never computes
+ * a gradient.
+ *
+ * Also per grab: a hash of each rank's reference gradients (so the parent
+ * can check that ranks agree after a sync and differ under no_sync) and, on
+ * rank 0, the reference against a single-process computation of the same
+ * global batch (the average over ranks of the accumulated gradients),
+ * checked while all ranks' parameters are known to be equal.
+ */
+#ifndef DDPSIM_VERIFY_H
+#define DDPSIM_VERIFY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ddp_ref.h"
+#include "ddpsim_impl.h"
+#include "faults.h"
+#include "nccl_comm.h"
+#include "schedule.h"
+#include "status.h"
+#include "tolerance.h"
+#include "trace.h"
+#include "world.h"
+
+/* Reference vs single process: max |ref - global| <= this * max |global| (see checker.h). */
+#define VERIFY_GLOBAL_RTOL 1e-5
+#define VERIFY_MAX_RECORDS ((size_t)1 << 22)
+
+/* Where the implementation under test's reductions run (the reference always runs on the CPU). */
+typedef enum verify_backend { VERIFY_BACKEND_CPU, VERIFY_BACKEND_NCCL } verify_backend;
+
+typedef struct verify_config {
+    int nranks;
+    const char *model_spec;
+    int batch;
+    uint64_t seed;
+    const sched *schedule;
+    ddp_config ddp;
+    tolerance tol;
+    const char *impl;       /* the implementation under test: its name (or plugin path) ... */
+    const ddpsim_impl_ops *impl_ops; /* ... and its callbacks (impl_open) */
+    const char *dump_dir;   /* NULL: no dump */
+    const char *inputs_dir; /* NULL: seeded init and data; else init and batches from this dump layout */
+    double timeout_s;
+    verify_fault faults[VERIFY_MAX_FAULTS];
+    int nfaults;
+    int chaos;              /* shake timing with chaos_seed (never semantics) */
+    uint64_t chaos_seed;
+    const char *trace_path; /* write the JSON-lines event log here */
+    const verify_replay *replay;
+    verify_backend backend;
+    int ngpus;              /* NCCL: GPUs the parent's probe found (>= 1) */
+    int nccl_avg;           /* NCCL: built-ins leave buckets unscaled and reduce with ncclAvg */
+} verify_config;
+
+/* What rank r found at grab k. */
+typedef struct verify_record {
+    int done;
+    int synced;             /* the reference's last backward synced: 1, 0; -1 no backward since zero_grad */
+    double max_abs;         /* largest |impl - ref| over finite pairs */
+    uint32_t max_ulp;
+    uint64_t ndiff;         /* elements outside the tolerance */
+    uint64_t nonfinite;     /* elements where either side is NaN or infinite */
+    int has_first;          /* the first differing element: */
+    int first_param;
+    uint64_t first_index;
+    float first_expected, first_actual;
+    uint32_t first_ulp;
+    uint64_t ulp_hist[TOL_ULP_BINS]; /* ulp distances of the finite pairs (tol_ulp_bin) */
+    uint64_t ref_hash;      /* of the reference's gradient bits */
+    uint64_t impl_hash;     /* of the implementation's (to see order dependence across chaos seeds) */
+    int global_checked;     /* rank 0 only */
+    double global_err, global_scale;
+} verify_record;
+
+typedef struct verify_result {
+    int nranks;
+    size_t ngrabs;
+    verify_record *records; /* [ngrabs][nranks] */
+    nccl_figures *nccl;     /* [nranks] with the NCCL backend, else NULL */
+    world *w;               /* for world_describe() after a fault */
+    double wall_s;
+    long rank_peak_kib;     /* largest peak RSS of a rank process */
+    long rank_total_kib;    /* the ranks' peaks added up */
+    long parent_peak_kib;
+} verify_result;
+
+/*
+ * Validate cfg (model spec, sizes, the number of records), create the world
+ * and run. Returns DDP_OK when the run completed (whatever it found),
+ * DDP_ERR_INVALID for a bad configuration, a world status otherwise; out is
+ * filled in every case once the world exists (free with verify_result_free).
+ */
+ddp_status verify_run(const verify_config *cfg, verify_result *out);
+
+/* The directory name of the implementation under test in a dump: its table's name, made safe. Returns buf. */
+const char *verify_dump_name(const verify_config *cfg, char *buf, size_t len);
+
+/* The validation verify_run starts with (it also creates the dump directories): DDP_ERR_INVALID with why. */
+ddp_status verify_check_config(const verify_config *cfg);
+void verify_result_free(verify_result *r);
+
+static inline verify_record *verify_at(const verify_result *r, size_t grab, int rank)
+{
+    return &r->records[grab * (size_t)r->nranks + (size_t)rank];
+}
+
+#endif

@@ -1,0 +1,595 @@
+/*
+ * world.c - the forked-process world over one POSIX shared-memory segment,
+ * and its supervisor.
+ *
+ * Segment layout (every part 64-byte aligned):
+ *   seg_header | rank_state[nranks] | slot[0..nranks-1] | result
+ *   | mailbox[nranks][2] | user area
+ * (a slot and the result are slot_bytes each; a mailbox WORLD_MAILBOX_BYTES,
+ * two per rank used alternately, see world_mailbox).
+ * The segment is created, sized with posix_fallocate (so a too-small
+ * /dev/shm is an error now, not a SIGBUS later), mapped, and unlinked at
+ * once: ranks inherit the mapping through fork(), so the name exists only for
+ * microseconds and nothing survives even a SIGKILL of the parent.
+ */
+#include "world.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "rng.h"
+#include "sync.h"
+
+#define SEG_MAGIC 0x64647073u /* "ddps" */
+#define ALIGN64(x) (((x) + (size_t)63) & ~(size_t)63)
+
+/* Exit codes a rank process uses; anything else came from code it ran. */
+enum { RANK_EXIT_FAILED = 1, RANK_EXIT_ORPHANED = 2, RANK_EXIT_ABORTED = 4 };
+
+/* What a rank publishes about itself. Written by the rank, read by the parent after it is reaped. */
+typedef struct rank_state {
+    _Alignas(64) _Atomic uint32_t flag;     /* handoff flag, alone on its cache line (world_flag_*) */
+    _Alignas(64) _Atomic uint64_t progress; /* bumped by every op, collective and barrier */
+    _Atomic int32_t op_index;
+    _Atomic uint32_t in_coll;
+    _Atomic uint64_t coll_seq;
+    _Atomic uint64_t coll_ns;          /* time spent inside collectives */
+    uint64_t coll_start_ns;
+    uint64_t desc[2][WORLD_DESC_WORDS]; /* by parity of coll_seq: see world_coll_desc */
+    char op_label[WORLD_LABEL_LEN];
+    char coll[WORLD_LABEL_LEN];
+    char error[WORLD_ERROR_LEN];
+} rank_state;
+
+typedef struct seg_header {
+    uint32_t magic;
+    int32_t nranks;
+    _Alignas(64) _Atomic uint32_t abort_word;
+    sync_barrier barrier;
+} seg_header;
+
+struct world {
+    world_config cfg;
+    unsigned char *base;
+    size_t total;
+    seg_header *hdr;
+    rank_state *ranks;
+    unsigned char *slots;
+    size_t slot_stride;
+    unsigned char *result;
+    unsigned char *mailboxes; /* 2 x WORLD_MAILBOX_BYTES per rank */
+    unsigned char *user;
+    world_rank_outcome *outcomes;
+    ddp_status last_status;
+    int failed_rank;
+    int interrupt_signal;
+    double stuck_for_s;
+};
+
+struct world_rank {
+    world *w;
+    int rank;
+    rank_state *st;
+    uint64_t jitter_key;
+    uint64_t jitter_count;
+    int flip_pending;
+    uint32_t flag_ticket; /* world_flag_next: how many flag handoffs this rank has begun */
+    /* arrival positions at barriers: recorded (trace) and/or forced (replay) */
+    int recording, rec_lost;
+    uint32_t *rec;
+    size_t nrec, rec_cap;
+    const uint32_t *forced;
+    size_t nforced, next_forced;
+};
+
+static ddp_status segment_map(world *w)
+{
+    static _Atomic unsigned counter;
+    char name[64];
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(name, sizeof name, "/ddpsim-%ld-%u-%lx", (long)getpid(), atomic_fetch_add(&counter, 1),
+             (unsigned long)ts.tv_nsec);
+
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd < 0)
+        return ddp_error(DDP_ERR_SYSTEM, "shm_open(%s): %s", name, strerror(errno));
+    /* Unlink first: from here on the only references are the fd and the mapping. */
+    shm_unlink(name);
+    if (ftruncate(fd, (off_t)w->total) != 0) {
+        int e = errno;
+        close(fd);
+        return ddp_error(DDP_ERR_SYSTEM, "ftruncate of a %zu-byte segment: %s", w->total, strerror(e));
+    }
+    int e = posix_fallocate(fd, 0, (off_t)w->total);
+    if (e != 0) {
+        close(fd);
+        return ddp_error(DDP_ERR_SYSTEM,
+                         "cannot reserve %zu bytes of shared memory: %s (is /dev/shm large enough? "
+                         "try a smaller --ranks or model)",
+                         w->total, strerror(e));
+    }
+    void *p = mmap(NULL, w->total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    e = errno;
+    close(fd);
+    if (p == MAP_FAILED)
+        return ddp_error(DDP_ERR_SYSTEM, "mmap of %zu bytes: %s", w->total, strerror(e));
+    w->base = p;
+    return DDP_OK;
+}
+
+ddp_status world_create(const world_config *cfg, world **out)
+{
+    *out = NULL;
+    if (cfg->nranks < 1 || cfg->nranks > WORLD_MAX_RANKS)
+        return ddp_error(DDP_ERR_INVALID, "number of ranks %d is out of range 1..%d", cfg->nranks,
+                         WORLD_MAX_RANKS);
+    size_t slot = cfg->slot_bytes ? cfg->slot_bytes : WORLD_DEFAULT_SLOT_BYTES;
+    if (slot < 64 || slot > ((size_t)1 << 30))
+        return ddp_error(DDP_ERR_INVALID, "slot size %zu bytes is out of range 64 B .. 1 GiB", slot);
+    if (cfg->user_bytes > ((size_t)1 << 40))
+        return ddp_error(DDP_ERR_INVALID, "shared user area of %zu bytes is too large", cfg->user_bytes);
+
+    world *w = calloc(1, sizeof *w);
+    if (!w)
+        return ddp_error(DDP_ERR_NOMEM, "world handle");
+    w->cfg = *cfg;
+    w->cfg.slot_bytes = slot;
+    w->outcomes = calloc((size_t)cfg->nranks, sizeof *w->outcomes);
+    if (!w->outcomes) {
+        free(w);
+        return ddp_error(DDP_ERR_NOMEM, "rank outcomes");
+    }
+    size_t n = (size_t)cfg->nranks;
+    size_t off_ranks = ALIGN64(sizeof(seg_header));
+    size_t off_slots = off_ranks + ALIGN64(n * sizeof(rank_state));
+    w->slot_stride = ALIGN64(slot);
+    size_t off_result = off_slots + n * w->slot_stride;
+    size_t off_mail = off_result + w->slot_stride;
+    size_t off_user = off_mail + n * 2 * WORLD_MAILBOX_BYTES;
+    w->total = off_user + ALIGN64(cfg->user_bytes ? cfg->user_bytes : 1);
+
+    ddp_status s = segment_map(w);
+    if (s != DDP_OK) {
+        free(w->outcomes);
+        free(w);
+        return s;
+    }
+    w->hdr = (seg_header *)w->base;
+    w->ranks = (rank_state *)(w->base + off_ranks);
+    w->slots = w->base + off_slots;
+    w->result = w->base + off_result;
+    w->mailboxes = w->base + off_mail;
+    w->user = w->base + off_user;
+    w->hdr->magic = SEG_MAGIC;
+    w->hdr->nranks = cfg->nranks;
+    *out = w;
+    return DDP_OK;
+}
+
+void world_destroy(world *w)
+{
+    if (!w)
+        return;
+    if (w->base)
+        munmap(w->base, w->total);
+    free(w->outcomes);
+    free(w);
+}
+
+int world_nranks(const world *w) { return w->cfg.nranks; }
+void *world_user_area(world *w) { return w->user; }
+const world_rank_outcome *world_outcome(const world *w, int r) { return &w->outcomes[r]; }
+int world_interrupt_signal(const world *w) { return w->interrupt_signal; }
+
+/* ---- the rank process ---- */
+
+static void copy_label(char *dst, const char *src)
+{
+    size_t i = 0;
+    for (; src && src[i] && i + 1 < WORLD_LABEL_LEN; i++)
+        dst[i] = src[i];
+    dst[i] = '\0';
+}
+
+_Noreturn static void rank_process(world *w, int r, world_rank_main main, void *arg, pid_t parent)
+{
+    /* Signals first: the terminal's SIGINT goes to the whole process group and
+     * is the supervisor's to handle; everything else gets its default action. */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGINT, &sa, NULL);
+    sa.sa_handler = SIG_DFL;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGCHLD, &sa, NULL);
+    sigaction(SIGPIPE, &sa, NULL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    /* If the supervisor dies, so do we; check that it did not die before this line. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+        _exit(RANK_EXIT_ORPHANED);
+
+    world_rank wr = {
+        .w = w,
+        .rank = r,
+        .st = &w->ranks[r],
+        .jitter_key = rng_key(rng_key(w->cfg.jitter_seed, 0x6a697474 /* "jitt" */), (uint64_t)r),
+    };
+    ddp_status s = main(&wr, arg);
+    if (s == DDP_ERR_ABORTED)
+        _exit(RANK_EXIT_ABORTED); /* the supervisor is stopping the world: not this rank's failure */
+    if (s != DDP_OK) {
+        const char *msg = ddp_error_last();
+        snprintf(wr.st->error, sizeof wr.st->error, "%s", msg[0] ? msg : ddp_status_str(s));
+        _exit(RANK_EXIT_FAILED);
+    }
+    _exit(0);
+}
+
+int world_rank_id(const world_rank *wr) { return wr->rank; }
+int world_size(const world_rank *wr) { return wr->w->cfg.nranks; }
+void *world_rank_user_area(world_rank *wr) { return wr->w->user; }
+size_t world_slot_bytes(const world_rank *wr) { return wr->w->cfg.slot_bytes; }
+void *world_slot(world_rank *wr, int r) { return wr->w->slots + (size_t)r * wr->w->slot_stride; }
+void *world_result(world_rank *wr) { return wr->w->result; }
+void *world_mailbox(world_rank *wr, int r)
+{
+    /* By parity, as the descriptors (below): two calls in a row never share a mailbox, and
+     * between two that do, every rank has passed a barrier after reading the first. */
+    uint64_t seq = atomic_load_explicit(&wr->st->coll_seq, memory_order_relaxed);
+    return wr->w->mailboxes + ((size_t)r * 2 + (size_t)(seq & 1)) * WORLD_MAILBOX_BYTES;
+}
+
+uint64_t *world_coll_desc(world_rank *wr, int r)
+{
+    /* Two descriptors, alternating by the caller's collective count: a fast rank
+     * may publish its next call while slow ones still read this one, but it
+     * cannot get two calls ahead without passing a barrier they are part of. */
+    uint64_t seq = atomic_load_explicit(&wr->st->coll_seq, memory_order_relaxed);
+    return wr->w->ranks[r].desc[seq & 1];
+}
+
+void world_set_op(world_rank *wr, int op_index, const char *label)
+{
+    copy_label(wr->st->op_label, label);
+    atomic_store_explicit(&wr->st->op_index, op_index, memory_order_relaxed);
+    atomic_fetch_add_explicit(&wr->st->progress, 1, memory_order_relaxed);
+}
+
+int world_aborted(world_rank *wr)
+{
+    return atomic_load_explicit(&wr->w->hdr->abort_word, memory_order_acquire) != 0;
+}
+
+void world_enter_coll(world_rank *wr, const char *name)
+{
+    wr->st->coll_start_ns = clock_now_ns();
+    copy_label(wr->st->coll, name);
+    atomic_fetch_add_explicit(&wr->st->coll_seq, 1, memory_order_relaxed);
+    atomic_store_explicit(&wr->st->in_coll, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&wr->st->progress, 1, memory_order_relaxed);
+}
+
+void world_leave_coll(world_rank *wr)
+{
+    atomic_fetch_add_explicit(&wr->st->coll_ns, clock_now_ns() - wr->st->coll_start_ns, memory_order_relaxed);
+    atomic_store_explicit(&wr->st->in_coll, 0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&wr->st->progress, 1, memory_order_relaxed);
+}
+
+ddp_status world_barrier(world_rank *wr)
+{
+    world *w = wr->w;
+    if (w->cfg.jitter_max_us) {
+        /* Seeded delay before arriving: changes who arrives last, never what is computed. */
+        clock_sleep_us(rng_below(wr->jitter_key, wr->jitter_count++, w->cfg.jitter_max_us + 1));
+    }
+    atomic_fetch_add_explicit(&wr->st->progress, 1, memory_order_relaxed);
+    if (wr->forced && wr->next_forced < wr->nforced) {
+        /* Replay: arrive only when exactly as many ranks are in as arrived before us when recorded. */
+        uint32_t want = wr->forced[wr->next_forced++];
+        while (atomic_load_explicit(&w->hdr->barrier.arrived, memory_order_acquire) != want) {
+            if (atomic_load_explicit(&w->hdr->abort_word, memory_order_relaxed))
+                return ddp_error(DDP_ERR_ABORTED, "world aborted while waiting for a replayed arrival");
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    uint32_t pos = 0;
+    ddp_status s = sync_barrier_wait_pos(&w->hdr->barrier, &w->hdr->abort_word, &pos);
+    if (wr->recording) {
+        if (wr->nrec == wr->rec_cap) {
+            size_t cap = wr->rec_cap ? wr->rec_cap * 2 : 256;
+            uint32_t *n = realloc(wr->rec, cap * sizeof *n);
+            if (n) {
+                wr->rec = n;
+                wr->rec_cap = cap;
+            }
+        }
+        if (wr->nrec < wr->rec_cap)
+            wr->rec[wr->nrec++] = pos;
+        else
+            wr->rec_lost = 1;
+    }
+    atomic_fetch_add_explicit(&wr->st->progress, 1, memory_order_relaxed);
+    return s;
+}
+
+uint32_t world_flag_next(world_rank *wr)
+{
+    return ++wr->flag_ticket;
+}
+
+void world_flag_set(world_rank *wr, uint32_t value)
+{
+    atomic_store_explicit(&wr->st->flag, value, memory_order_release);
+    sync_wake_all(&wr->st->flag);
+}
+
+ddp_status world_flag_wait(world_rank *wr, int r, uint32_t value)
+{
+    _Atomic uint32_t *f = &wr->w->ranks[r].flag;
+    atomic_fetch_add_explicit(&wr->st->progress, 1, memory_order_relaxed);
+    for (;;) {
+        uint32_t v = atomic_load_explicit(f, memory_order_acquire);
+        if ((int32_t)(v - value) >= 0) /* reached or passed (counters may wrap) */
+            return DDP_OK;
+        DDP_CHECK(sync_wait_change(f, v, &wr->w->hdr->abort_word));
+    }
+}
+
+void world_inject_flip(world_rank *wr) { wr->flip_pending = 1; }
+
+int world_take_flip(world_rank *wr)
+{
+    int f = wr->flip_pending;
+    wr->flip_pending = 0;
+    return f;
+}
+
+void world_record_arrivals(world_rank *wr, int on)
+{
+    wr->recording = on;
+    wr->nrec = 0;
+}
+
+size_t world_take_arrivals(world_rank *wr, const uint32_t **pos, int *lost)
+{
+    size_t n = wr->nrec;
+    *pos = wr->rec;
+    *lost = wr->rec_lost;
+    wr->nrec = 0;
+    return n;
+}
+
+void world_force_arrivals(world_rank *wr, const uint32_t *pos, size_t n)
+{
+    wr->forced = pos;
+    wr->nforced = n;
+    wr->next_forced = 0;
+}
+
+/* ---- the supervisor ---- */
+
+static void reset_segment(world *w)
+{
+    atomic_store(&w->hdr->abort_word, 0);
+    sync_barrier_init(&w->hdr->barrier, (uint32_t)w->cfg.nranks);
+    memset(w->ranks, 0, (size_t)w->cfg.nranks * sizeof *w->ranks);
+    memset(w->outcomes, 0, (size_t)w->cfg.nranks * sizeof *w->outcomes);
+    for (int r = 0; r < w->cfg.nranks; r++)
+        atomic_store(&w->ranks[r].op_index, -1);
+    w->failed_rank = -1;
+    w->interrupt_signal = 0;
+    w->stuck_for_s = 0;
+}
+
+/* Record how a reaped rank ended. `stopping`: the supervisor sent it SIGKILL. */
+static void decode_exit(world_rank_outcome *o, int wstatus, int stopping)
+{
+    if (WIFEXITED(wstatus)) {
+        o->exit_code = WEXITSTATUS(wstatus);
+        o->fate = o->exit_code == 0 ? WORLD_FATE_OK : WORLD_FATE_FAILED;
+        if (stopping && o->exit_code == RANK_EXIT_ABORTED)
+            o->fate = WORLD_FATE_STOPPED; /* it saw the abort word before the SIGKILL landed */
+    } else if (WIFSIGNALED(wstatus)) {
+        o->signal = WTERMSIG(wstatus);
+        o->fate = (stopping && o->signal == SIGKILL) ? WORLD_FATE_STOPPED : WORLD_FATE_SIGNALED;
+    } else {
+        o->fate = WORLD_FATE_FAILED;
+    }
+}
+
+/* SIGKILL every rank still running and reap it; returns once none is left. */
+static void stop_all(world *w, int *live)
+{
+    for (int r = 0; r < w->cfg.nranks; r++)
+        if (w->outcomes[r].pid > 0 && w->outcomes[r].fate == WORLD_FATE_NOT_STARTED)
+            kill(w->outcomes[r].pid, SIGKILL);
+    /* Then tell waiters to give up, for a world whose ranks a signal cannot reach. */
+    atomic_store(&w->hdr->abort_word, 1);
+    for (int r = 0; r < w->cfg.nranks; r++) {
+        world_rank_outcome *o = &w->outcomes[r];
+        if (o->pid <= 0 || o->fate != WORLD_FATE_NOT_STARTED)
+            continue;
+        int ws;
+        struct rusage ru;
+        memset(&ru, 0, sizeof ru);
+        while (wait4(o->pid, &ws, 0, &ru) < 0 && errno == EINTR) {
+        }
+        o->maxrss_kib = ru.ru_maxrss;
+        decode_exit(o, ws, 1);
+        (*live)--;
+    }
+}
+
+static void collect_states(world *w)
+{
+    for (int r = 0; r < w->cfg.nranks; r++) {
+        world_rank_outcome *o = &w->outcomes[r];
+        rank_state *st = &w->ranks[r];
+        o->op_index = atomic_load(&st->op_index);
+        memcpy(o->op_label, st->op_label, WORLD_LABEL_LEN);
+        o->op_label[WORLD_LABEL_LEN - 1] = '\0';
+        o->coll_seq = atomic_load(&st->coll_seq);
+        o->coll_ns = atomic_load(&st->coll_ns);
+        if (atomic_load(&st->in_coll)) {
+            memcpy(o->coll, st->coll, WORLD_LABEL_LEN);
+            o->coll[WORLD_LABEL_LEN - 1] = '\0';
+        }
+        memcpy(o->error, st->error, WORLD_ERROR_LEN);
+        o->error[WORLD_ERROR_LEN - 1] = '\0';
+    }
+}
+
+static ddp_status supervise(world *w, const sigset_t *watched, int live)
+{
+    uint64_t last_sum = UINT64_MAX;
+    double last_change = clock_now_s();
+    for (;;) {
+        if (live == 0)
+            break;
+        struct timespec tick = {.tv_sec = 0, .tv_nsec = 50 * 1000 * 1000};
+        int sig = sigtimedwait(watched, NULL, &tick);
+        if (sig == SIGINT || sig == SIGTERM) {
+            w->interrupt_signal = sig;
+            stop_all(w, &live);
+            return ddp_error(DDP_ERR_INTERRUPTED, "interrupted by %s", strsignal(sig));
+        }
+        for (int r = 0; r < w->cfg.nranks; r++) {
+            world_rank_outcome *o = &w->outcomes[r];
+            int ws;
+            struct rusage ru;
+            if (o->fate != WORLD_FATE_NOT_STARTED || wait4(o->pid, &ws, WNOHANG, &ru) != o->pid)
+                continue;
+            o->maxrss_kib = ru.ru_maxrss; /* this rank's own peak, whatever else the caller waited for */
+            decode_exit(o, ws, 0);
+            live--;
+            if (o->fate != WORLD_FATE_OK && w->failed_rank < 0)
+                w->failed_rank = r;
+        }
+        if (w->failed_rank >= 0) {
+            stop_all(w, &live);
+            const world_rank_outcome *o = &w->outcomes[w->failed_rank];
+            if (o->fate == WORLD_FATE_SIGNALED)
+                return ddp_error(DDP_ERR_RANK_FAILED, "rank %d was killed by signal %d (%s)",
+                                 w->failed_rank, o->signal, strsignal(o->signal));
+            return ddp_error(DDP_ERR_RANK_FAILED, "rank %d failed (exit code %d)", w->failed_rank,
+                             o->exit_code);
+        }
+        uint64_t sum = 0;
+        for (int r = 0; r < w->cfg.nranks; r++)
+            sum += atomic_load_explicit(&w->ranks[r].progress, memory_order_relaxed);
+        double t = clock_now_s();
+        if (sum != last_sum) {
+            last_sum = sum;
+            last_change = t;
+        } else if (w->cfg.timeout_s > 0 && t - last_change > w->cfg.timeout_s) {
+            w->stuck_for_s = t - last_change;
+            stop_all(w, &live);
+            return ddp_error(DDP_ERR_TIMEOUT, "no rank made progress for %.1f s (--timeout %.1f)",
+                             w->stuck_for_s, w->cfg.timeout_s);
+        }
+    }
+    return DDP_OK;
+}
+
+ddp_status world_run(world *w, world_rank_main main, void *arg)
+{
+    reset_segment(w);
+    sigset_t watched, saved;
+    sigemptyset(&watched);
+    sigaddset(&watched, SIGCHLD);
+    sigaddset(&watched, SIGINT);
+    sigaddset(&watched, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &watched, &saved);
+    /* Buffered output would be duplicated into every child. */
+    fflush(NULL);
+
+    pid_t parent = getpid();
+    int live = 0;
+    ddp_status s = DDP_OK;
+    for (int r = 0; r < w->cfg.nranks; r++) {
+        pid_t pid = fork();
+        if (pid == 0)
+            rank_process(w, r, main, arg, parent);
+        if (pid < 0) {
+            s = ddp_error(DDP_ERR_SYSTEM, "fork of rank %d: %s", r, strerror(errno));
+            stop_all(w, &live);
+            break;
+        }
+        w->outcomes[r].pid = pid;
+        live++;
+    }
+    if (s == DDP_OK)
+        s = supervise(w, &watched, live);
+    collect_states(w);
+    pthread_sigmask(SIG_SETMASK, &saved, NULL);
+    w->last_status = s;
+    return s;
+}
+
+static const char *fate_text(const world_rank_outcome *o, char *buf, size_t len)
+{
+    switch (o->fate) {
+    case WORLD_FATE_NOT_STARTED: return "never started";
+    case WORLD_FATE_OK: return "finished";
+    case WORLD_FATE_FAILED:
+        if (o->error[0])
+            snprintf(buf, len, "failed: %s", o->error);
+        else
+            snprintf(buf, len, "exited with code %d", o->exit_code);
+        return buf;
+    case WORLD_FATE_SIGNALED:
+        snprintf(buf, len, "killed by signal %d (%s)", o->signal, strsignal(o->signal));
+        return buf;
+    case WORLD_FATE_STOPPED: return "stopped by the supervisor";
+    }
+    return "?";
+}
+
+void world_describe(const world *w, char *buf, size_t len)
+{
+    size_t used = 0;
+    if (len == 0)
+        return;
+    buf[0] = '\0';
+    for (int r = 0; r < w->cfg.nranks && used + 1 < len; r++) {
+        const world_rank_outcome *o = &w->outcomes[r];
+        char fate[WORLD_ERROR_LEN + 32], where[128];
+        if (o->op_index < 0)
+            snprintf(where, sizeof where, "before its first op");
+        else
+            snprintf(where, sizeof where, "in op %d (%s)", o->op_index, o->op_label);
+        char coll[96] = "";
+        if (o->coll[0])
+            snprintf(coll, sizeof coll, ", inside %s #%llu", o->coll, (unsigned long long)o->coll_seq);
+        else if (o->fate != WORLD_FATE_OK)
+            snprintf(coll, sizeof coll, ", not in a collective");
+        int n = snprintf(buf + used, len - used, "rank %d (pid %ld): %s, %s%s%s\n", r, (long)o->pid,
+                         fate_text(o, fate, sizeof fate), where, coll,
+                         (w->last_status == DDP_ERR_TIMEOUT && o->fate == WORLD_FATE_STOPPED) ? " [stuck]"
+                                                                                             : "");
+        if (n < 0)
+            break;
+        used += (size_t)n;
+    }
+    if (used >= len)
+        buf[len - 1] = '\0';
+}

@@ -1,0 +1,180 @@
+/*
+ * world.h - the world of ranks: who the ranks are, how they reach each other,
+ * and how the supervisor learns what happened to them.
+ *
+ * Today a world is N forked processes sharing one POSIX shared-memory
+ * segment; nothing in this interface says fork(), so an MPI-launched world
+ * can serve it later. The parent creates the world (the segment), runs a
+ * function on every rank, and supervises: a rank that dies stops the others
+ * within the supervision tick, a world that makes no progress for
+ * timeout_s is ended, SIGINT/SIGTERM end it too, and on every path no
+ * rank process and no segment outlives world_run()/world_destroy().
+ *
+ * Not here: the collectives (coll.h) and everything about models and DDP.
+ */
+#ifndef DDPSIM_WORLD_H
+#define DDPSIM_WORLD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "status.h"
+
+#define WORLD_MAX_RANKS 256
+#define WORLD_DEFAULT_SLOT_BYTES ((size_t)1 << 20)
+#define WORLD_LABEL_LEN 32
+#define WORLD_ERROR_LEN 256
+
+typedef struct world world;           /* the parent's handle */
+typedef struct world_rank world_rank; /* a rank's handle, valid inside its main */
+
+typedef struct world_config {
+    int nranks;            /* 1 .. WORLD_MAX_RANKS */
+    double timeout_s;      /* watchdog: no rank progressed for this long = stuck; <= 0: none */
+    size_t slot_bytes;     /* per-rank staging buffer for collectives; 0: WORLD_DEFAULT_SLOT_BYTES */
+    size_t user_bytes;     /* shared bytes for the caller's own use (results, snapshots) */
+    uint64_t jitter_seed;  /* seeded random delays before each barrier arrival ... */
+    unsigned jitter_max_us; /* ... of up to this many microseconds (0: none) */
+} world_config;
+
+/* What a rank main returns is its status; a non-OK status fails the run. */
+typedef ddp_status (*world_rank_main)(world_rank *wr, void *arg);
+
+/* How a rank ended, as the supervisor saw it. */
+typedef enum world_fate {
+    WORLD_FATE_NOT_STARTED = 0,
+    WORLD_FATE_OK,        /* returned DDP_OK */
+    WORLD_FATE_FAILED,    /* returned an error or exited non-zero */
+    WORLD_FATE_SIGNALED,  /* killed by a signal it did not get from the supervisor */
+    WORLD_FATE_STOPPED,   /* killed by the supervisor after another rank failed, a timeout or an interrupt */
+} world_fate;
+
+typedef struct world_rank_outcome {
+    pid_t pid;
+    world_fate fate;
+    int exit_code;                 /* WORLD_FATE_FAILED */
+    int signal;                    /* WORLD_FATE_SIGNALED / STOPPED */
+    int op_index;                  /* last op announced with world_set_op (-1: none) */
+    char op_label[WORLD_LABEL_LEN];
+    char coll[WORLD_LABEL_LEN];    /* collective it was inside ("" if none) */
+    uint64_t coll_seq;             /* how many collectives it had entered */
+    uint64_t coll_ns;              /* time it spent inside collectives (finished ones) */
+    long maxrss_kib;               /* its peak resident memory, from wait4 */
+    char error[WORLD_ERROR_LEN];   /* the message of a failing status */
+} world_rank_outcome;
+
+/* ---- parent side ---- */
+
+/*
+ * Create a world: validate cfg and create the shared segment (with a unique
+ * name, unlinked at once since ranks inherit the mapping). Returns
+ * DDP_ERR_INVALID for bad sizes, DDP_ERR_SYSTEM when the segment cannot be
+ * created or /dev/shm is too small, DDP_ERR_NOMEM.
+ */
+ddp_status world_create(const world_config *cfg, world **out);
+
+/*
+ * Run main(wr, arg) on every rank and supervise until all return or one
+ * fails. Returns DDP_OK when every rank returned DDP_OK; DDP_ERR_RANK_FAILED
+ * when one failed or died (the others are stopped); DDP_ERR_TIMEOUT when no
+ * rank progressed for timeout_s; DDP_ERR_INTERRUPTED on SIGINT/SIGTERM
+ * (world_interrupt_signal() says which). Every rank process is reaped
+ * before it returns. A world can run several times.
+ */
+ddp_status world_run(world *w, world_rank_main main, void *arg);
+
+/* Outcome of rank r in the last world_run. */
+const world_rank_outcome *world_outcome(const world *w, int r);
+
+/* The signal that interrupted the last run (0 if none). */
+int world_interrupt_signal(const world *w);
+
+/*
+ * A multi-line account of the last failed run, one line per rank: what
+ * happened to it and what it was doing. Writes at most len bytes.
+ */
+void world_describe(const world *w, char *buf, size_t len);
+
+/* The shared user area (cfg.user_bytes), readable by the parent after a run. */
+void *world_user_area(world *w);
+
+int world_nranks(const world *w);
+
+/* Unmap the segment and free the handle; w may be NULL. */
+void world_destroy(world *w);
+
+/* ---- rank side ---- */
+
+int world_rank_id(const world_rank *wr);
+int world_size(const world_rank *wr);
+void *world_rank_user_area(world_rank *wr);
+
+/* Announce the op this rank is executing, for supervision reports. Counts as progress. */
+void world_set_op(world_rank *wr, int op_index, const char *label);
+
+/* Mark the rank inside / outside a named collective (the name must be a literal). */
+void world_enter_coll(world_rank *wr, const char *name);
+void world_leave_coll(world_rank *wr);
+
+/* 1 once the world is being aborted (a peer failed, a timeout, an interrupt): a
+ * rank waiting on something outside the world (a GPU) polls this to give up. */
+int world_aborted(world_rank *wr);
+
+/* All ranks meet. Returns DDP_OK or DDP_ERR_ABORTED when the world was aborted. */
+ddp_status world_barrier(world_rank *wr);
+
+/*
+ * Point-to-point handoff without a full barrier: each rank owns one flag
+ * word on its own cache line. world_flag_set publishes a value (with release
+ * order: what the rank wrote before is visible to whoever sees the value);
+ * world_flag_wait waits until rank r's flag reaches value (counting with
+ * wrap-around), or the world aborts (DDP_ERR_ABORTED). A collective that
+ * hands off this way takes its value from world_flag_next, a count kept in
+ * the rank's own state: every rank that makes the same calls gets the same
+ * values.
+ */
+uint32_t world_flag_next(world_rank *wr); /* the value of this rank's next handoff: 1, 2, ... */
+void world_flag_set(world_rank *wr, uint32_t value);
+ddp_status world_flag_wait(world_rank *wr, int r, uint32_t value);
+
+/* Fault injection: the next allreduce contribution of this rank gets one bit flipped. */
+void world_inject_flip(world_rank *wr);
+/* For the collectives: 1 once after world_inject_flip, then 0. */
+int world_take_flip(world_rank *wr);
+
+/*
+ * Trace and replay of arrival order. Recording: every barrier appends the
+ * number of ranks that had arrived before this one (0 = first);
+ * world_take_arrivals hands over what was appended since the last call
+ * (valid until the next barrier; *lost is set if memory ran out). Forcing:
+ * the i-th barrier of this rank waits until exactly pos[i] ranks have
+ * arrived, so a recorded order happens again (pos must outlive the run).
+ */
+void world_record_arrivals(world_rank *wr, int on);
+size_t world_take_arrivals(world_rank *wr, const uint32_t **pos, int *lost);
+void world_force_arrivals(world_rank *wr, const uint32_t *pos, size_t n);
+
+/* Rank r's staging buffer (slot_bytes, 64-byte aligned) and the shared result buffer. */
+void *world_slot(world_rank *wr, int r);
+void *world_result(world_rank *wr);
+size_t world_slot_bytes(const world_rank *wr);
+
+/*
+ * Rank r's mailbox for the collective the caller is in (since
+ * world_enter_coll): WORLD_MAILBOX_BYTES, 64-byte aligned, one of two per
+ * rank alternating with the collective count, and used by no other
+ * collective than the small allreduce. A rank may fill its mailbox before
+ * the collective's opening barrier while others still read its previous one.
+ */
+#define WORLD_MAILBOX_BYTES ((size_t)16 << 10)
+void *world_mailbox(world_rank *wr, int r);
+
+/* Rank r's descriptor of the collective the caller is in (since world_enter_coll):
+ * WORLD_DESC_WORDS words a collective publishes so every rank can check that
+ * all ranks made the same call. */
+#define WORLD_DESC_WORDS 4
+uint64_t *world_coll_desc(world_rank *wr, int r);
+
+#endif
