@@ -1,60 +1,27 @@
 /*
- * bench.c - the `ddpsim bench` subcommands: parsing and the report.
- *
- *   ddpsim bench model [--model SPEC]... [--batch B] [--iters K] [--warmup W]
+ * bench.c - the `ddpsim bench` subcommands (allreduce, model, run): their
+ * option tables and reports; the measuring is engine/bench's.
  */
 #include "bench.h"
 
 #include <cblas.h>
-#include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "bench_coll.h"
 #include "bench_model.h"
+#include "cli.h"
 #include "impl.h"
-#include "verify.h"
 #include "jsonw.h"
 #include "model.h"
+#include "optable.h"
 #include "stats.h"
-#include "world.h"
-#include "cli.h"
 #include "units.h"
+#include "verify.h"
+#include "world.h"
 
-#define BENCH_MAX_MODELS 16
-
-static const char *const default_models[] = {"mlp:32-64-64-16", "branchy", "attn", "mlp:256-1024-1024-256",
-                                              "mlp:1024-4096-4096-1024"};
-
-static void allreduce_usage(FILE *out)
-{
-    fprintf(out,
-            "Usage: ddpsim bench allreduce [OPTIONS]\n"
-            "Times the one-copy in-place allreduce over shared memory, nccl-tests style, every\n"
-            "result checked, next to this machine's memcpy bandwidth measured in the same run.\n"
-            "\n"
-            "Options (default in brackets):\n"
-            "  -n, --ranks N          rank processes, 1..%d [4]\n"
-            "  -B, --bytes SIZE       one size (K/M/G suffixes)\n"
-            "      --min-bytes SIZE   smallest size of a doubling sweep [4K]\n"
-            "      --max-bytes SIZE   largest size, at most 1G [64M]\n"
-            "  -a, --algo NAME        ordered | ring | exact [ordered]\n"
-            "      --baseline NAME    also time this algorithm in every iteration, side by side\n"
-            "                         (taking turns going first), and report the median ratio\n"
-            "  -T, --type NAME        float | double [float]\n"
-            "  -i, --iters K          timed repetitions per size; medians are reported [20]\n"
-            "  -w, --warmup W         untimed repetitions first [3]\n"
-            "      --json FILE        the results as JSON\n"
-            "  -t, --timeout SEC      watchdog [60]\n"
-            "  -h, --help             this help\n"
-            "Exit status: 0 every result right, 1 a wrong element, 2 bad usage, 3 runtime fault.\n",
-            WORLD_MAX_RANKS);
-}
-
-static int allreduce_error(const char *opt, const char *msg)
-{
-    return cli_usage_error("bench allreduce", opt, msg);
-}
+#define BENCH_MAX_MODELS OPT_LIST_MAX
 
 static int write_coll_json(const char *path, const bench_coll_config *c, const bench_coll_result *r)
 {
@@ -89,86 +56,96 @@ static int write_coll_json(const char *path, const bench_coll_config *c, const b
     return (fclose(f) != 0 || bad) ? -1 : 0;
 }
 
+typedef struct allreduce_options {
+    bench_coll_config c;
+    const char *json;
+} allreduce_options;
+
+static void allreduce_init(void *o)
+{
+    *(allreduce_options *)o = (allreduce_options){
+        .c = {4, (size_t)4 << 10, (size_t)64 << 20, COLL_ORDERED, COLL_FLOAT, 20, 3, 60, 0, COLL_ORDERED}};
+}
+
+static int parse_bytes(void *o, const char *arg, char *msg, size_t len)
+{
+    allreduce_options *a = o;
+    uint64_t u;
+    if (units_parse_size(arg, &u, msg, len))
+        return -1;
+    a->c.min_bytes = a->c.max_bytes = (size_t)u;
+    return 0;
+}
+
+static int parse_ar_baseline(void *o, const char *arg, char *msg, size_t len)
+{
+    allreduce_options *a = o;
+    if (coll_algo_parse(arg, &a->c.baseline) != DDP_OK) {
+        snprintf(msg, len, "%s", ddp_error_text());
+        return -1;
+    }
+    a->c.has_baseline = 1;
+    return 0;
+}
+
+static int allreduce_validate(void *o, const char **which, char *msg, size_t len)
+{
+    const bench_coll_config *c = &((allreduce_options *)o)->c;
+    if (c->min_bytes < coll_dtype_size(c->type) || c->max_bytes < c->min_bytes || c->max_bytes > BENCH_COLL_MAX_BYTES) {
+        *which = "bytes";
+        snprintf(msg, len, "sizes must run from one element up to at most 1G (got %zu..%zu)", c->min_bytes,
+                 c->max_bytes);
+        return -1;
+    }
+    if ((double)c->max_bytes * (c->nranks + 1) > 16.0 * (1 << 30)) {
+        *which = "max-bytes";
+        snprintf(msg, len, "ranks x size exceeds 16 GiB of shared memory");
+        return -1;
+    }
+    return 0;
+}
+
+#define FA(field) offsetof(allreduce_options, field)
+static const opt_spec allreduce_specs[] = {
+    {"ranks", 'n', "N", "rank processes", OPT_INT, FA(c.nranks), 1, WORLD_MAX_RANKS, NULL, NULL},
+    {"bytes", 'B', "SIZE", "one size (K/M/G suffixes)", OPT_CUSTOM, 0, 0, 0, parse_bytes, ""},
+    {"min-bytes", 0, "SIZE", "smallest size of a doubling sweep", OPT_SIZE, FA(c.min_bytes), 1, BENCH_COLL_MAX_BYTES,
+     NULL, NULL},
+    {"max-bytes", 0, "SIZE", "largest size", OPT_SIZE, FA(c.max_bytes), 1, BENCH_COLL_MAX_BYTES, NULL, NULL},
+    {"algo", 'a', "ordered|ring|exact", "summation order", OPT_CHOICE, FA(c.algo), 0, 0, NULL, NULL},
+    {"baseline", 0, "NAME",
+     "also time this algorithm in every iteration, side by side\n(taking turns going first), and report the median ratio",
+     OPT_CUSTOM, 0, 0, 0, parse_ar_baseline, ""},
+    {"type", 'T', "float|double", "element type", OPT_CHOICE, FA(c.type), 0, 0, NULL, NULL},
+    {"iters", 'i', "K", "timed repetitions per size; medians are reported", OPT_INT, FA(c.iters), 1, 100000, NULL,
+     NULL},
+    {"warmup", 'w', "W", "untimed repetitions first", OPT_INT, FA(c.warmup), 0, 1000, NULL, NULL},
+    {"json", 0, "FILE", "the results as JSON", OPT_STRING, FA(json), 0, 0, NULL, NULL},
+    {"timeout", 't', "SEC", "watchdog", OPT_SECONDS, FA(c.timeout_s), 0, 1e7, NULL, NULL},
+    {"help", 'h', NULL, "this help", OPT_HELP, 0, 0, 0, NULL, NULL},
+    {NULL, 0, NULL, NULL, OPT_FLAG, 0, 0, 0, NULL, NULL},
+};
+
+static const opt_command allreduce_command = {
+    .name = "bench allreduce",
+    .usage = "[OPTIONS]",
+    .about = "Times the one-copy in-place allreduce over shared memory, nccl-tests style, every\n"
+             "result checked, next to this machine's memcpy bandwidth measured in the same run.",
+    .opts = allreduce_specs,
+    .opts_size = sizeof(allreduce_options),
+    .init = allreduce_init,
+    .validate = allreduce_validate,
+    .epilog = "Exit status: 0 every result right, 1 a wrong element, 2 bad usage, 3 runtime fault.\n",
+};
+
 static int bench_allreduce_main(int argc, char **argv)
 {
-    enum { OPT_MIN = 256, OPT_MAX, OPT_JSON, OPT_BASELINE };
-    static const struct option longopts[] = {
-        {"ranks", required_argument, NULL, 'n'},     {"bytes", required_argument, NULL, 'B'},
-        {"min-bytes", required_argument, NULL, OPT_MIN}, {"max-bytes", required_argument, NULL, OPT_MAX},
-        {"algo", required_argument, NULL, 'a'},      {"type", required_argument, NULL, 'T'},
-        {"iters", required_argument, NULL, 'i'},     {"warmup", required_argument, NULL, 'w'},
-        {"json", required_argument, NULL, OPT_JSON}, {"timeout", required_argument, NULL, 't'},
-        {"baseline", required_argument, NULL, OPT_BASELINE},
-        {"help", no_argument, NULL, 'h'},            {NULL, 0, NULL, 0},
-    };
-    bench_coll_config c = {4, (size_t)4 << 10, (size_t)64 << 20, COLL_ORDERED, COLL_FLOAT, 20, 3, 60, 0, COLL_ORDERED};
-    const char *json = NULL;
-    char msg[256];
-    long v;
-    uint64_t u;
-    opterr = 0;
-    optind = 0;
-    int ch;
-    while ((ch = getopt_long(argc, argv, ":n:B:a:T:i:w:t:h", longopts, NULL)) != -1) {
-        switch (ch) {
-        case 'n':
-            if (units_parse_long(optarg, 1, WORLD_MAX_RANKS, &v, msg, sizeof msg))
-                return allreduce_error("--ranks", msg);
-            c.nranks = (int)v;
-            break;
-        case 'B':
-        case OPT_MIN:
-        case OPT_MAX:
-            if (units_parse_size(optarg, &u, msg, sizeof msg))
-                return allreduce_error(ch == 'B' ? "--bytes" : ch == OPT_MIN ? "--min-bytes" : "--max-bytes", msg);
-            if (ch != OPT_MAX)
-                c.min_bytes = (size_t)u;
-            if (ch != OPT_MIN)
-                c.max_bytes = (size_t)u;
-            break;
-        case 'a':
-            if (coll_algo_parse(optarg, &c.algo) != DDP_OK)
-                return allreduce_error("--algo", ddp_error_text());
-            break;
-        case OPT_BASELINE:
-            if (coll_algo_parse(optarg, &c.baseline) != DDP_OK)
-                return allreduce_error("--baseline", ddp_error_text());
-            c.has_baseline = 1;
-            break;
-        case 'T':
-            if (strcmp(optarg, "float") == 0)
-                c.type = COLL_FLOAT;
-            else if (strcmp(optarg, "double") == 0)
-                c.type = COLL_DOUBLE;
-            else
-                return allreduce_error("--type", "expected float or double");
-            break;
-        case 'i':
-            if (units_parse_long(optarg, 1, 100000, &v, msg, sizeof msg))
-                return allreduce_error("--iters", msg);
-            c.iters = (int)v;
-            break;
-        case 'w':
-            if (units_parse_long(optarg, 0, 1000, &v, msg, sizeof msg))
-                return allreduce_error("--warmup", msg);
-            c.warmup = (int)v;
-            break;
-        case OPT_JSON: json = optarg; break;
-        case 't':
-            if (units_parse_seconds(optarg, &c.timeout_s, msg, sizeof msg))
-                return allreduce_error("--timeout", msg);
-            break;
-        case 'h': allreduce_usage(stdout); return DDPSIM_EXIT_PASS;
-        default: return allreduce_error(NULL, cli_getopt_message(ch, argv, msg, sizeof msg));
-        }
-    }
-    if (optind < argc)
-        return allreduce_error(NULL, cli_getopt_message(0, argv, msg, sizeof msg));
-    size_t esz = coll_dtype_size(c.type);
-    if (c.min_bytes < esz || c.max_bytes < c.min_bytes || c.max_bytes > ((size_t)1 << 30))
-        return allreduce_error("--bytes", "sizes must be at least one element and at most 1G, min <= max");
-    if ((double)c.max_bytes * (c.nranks + 1) > 16.0 * (1 << 30))
-        return allreduce_error("--max-bytes", "ranks x size exceeds 16 GiB of shared memory");
+    allreduce_options a;
+    int rc = opt_parse(&allreduce_command, argc, argv, &a);
+    if (rc != OPT_RUN)
+        return rc;
+    bench_coll_config c = a.c;
+    const char *json = a.json;
 
     printf("# ddpsim bench allreduce: %d ranks, algo %s, type %s; one-copy in-place allreduce over shared memory\n",
            c.nranks, coll_algo_name(c.algo), coll_dtype_name(c.type));
@@ -216,58 +193,55 @@ static int bench_allreduce_main(int argc, char **argv)
     return wrong ? DDPSIM_EXIT_MISMATCH : DDPSIM_EXIT_PASS;
 }
 
-static const char *const run_models[] = {MODEL_DEFAULT_SPEC, "branchy", "attn", "mlp:256-1024-1024-256"};
-
 /* `ddpsim bench run`: whole verification runs, timed, with the share spent in collectives. */
+typedef struct run_options {
+    int ranks, iters;
+    opt_list models;
+    const char *impl;
+} run_options;
+
+static void run_init(void *o)
+{
+    *(run_options *)o = (run_options){.ranks = 4, .iters = 5, .impl = "reference"};
+}
+
+#define FR(field) offsetof(run_options, field)
+static const opt_spec run_specs[] = {
+    {"ranks", 'n', "N", "rank processes", OPT_INT, FR(ranks), 1, WORLD_MAX_RANKS, NULL, NULL},
+    {"model", 'm', "SPEC", "a model to run; repeatable", OPT_LIST, FR(models), 0, BENCH_MAX_MODELS, NULL,
+     MODEL_DEFAULT_SPEC ", branchy, attn, mlp:256-1024-1024-256"},
+    {"impl", 'I', "NAME|PATH", "the implementation under test", OPT_STRING, FR(impl), 0, 0, NULL, NULL},
+    {"iters", 'i', "K", "runs per model; medians are reported", OPT_INT, FR(iters), 1, 1000, NULL, NULL},
+    {"help", 'h', NULL, "this help", OPT_HELP, 0, 0, 0, NULL, NULL},
+    {NULL, 0, NULL, NULL, OPT_FLAG, 0, 0, 0, NULL, NULL},
+};
+
+static const opt_command run_command = {
+    .name = "bench run",
+    .usage = "[OPTIONS]",
+    .about = "Times whole verification runs of the default schedule (reference and implementation\n"
+             "on every rank, every grab compared) for each model: time per verification step\n"
+             "(one forward + backward), steps per second, and the share of time in collectives.",
+    .opts = run_specs,
+    .opts_size = sizeof(run_options),
+    .init = run_init,
+    .epilog = "Exit status: 0 measured, 2 bad usage, 3 runtime fault.\n",
+};
+
 static int bench_run_main(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"ranks", required_argument, NULL, 'n'}, {"model", required_argument, NULL, 'm'},
-        {"impl", required_argument, NULL, 'I'},  {"iters", required_argument, NULL, 'i'},
-        {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0},
-    };
-    const char *models[BENCH_MAX_MODELS], *implname = "reference";
-    int nmodels = 0;
-    long ranks = 4, iters = 5;
-    char msg[256];
-    opterr = 0;
-    optind = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, ":n:m:I:i:h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'n':
-            if (units_parse_long(optarg, 1, WORLD_MAX_RANKS, &ranks, msg, sizeof msg))
-                return cli_usage_error("bench run", "--ranks", msg);
-            break;
-        case 'm':
-            if (nmodels == BENCH_MAX_MODELS)
-                return cli_usage_error("bench run", "--model", "at most 16 models per run");
-            models[nmodels++] = optarg;
-            break;
-        case 'I': implname = optarg; break;
-        case 'i':
-            if (units_parse_long(optarg, 1, 1000, &iters, msg, sizeof msg))
-                return cli_usage_error("bench run", "--iters", msg);
-            break;
-        case 'h':
-            printf("Usage: ddpsim bench run [--ranks N] [--model SPEC]... [--impl NAME] [--iters K]\n"
-                   "Times whole verification runs of the default schedule (reference and implementation\n"
-                   "on every rank, every grab compared) for each model: time per verification step\n"
-                   "(one forward + backward), steps per second, and the share of time in collectives.\n"
-                   "Defaults: 4 ranks, reference, %s, branchy, attn, mlp:256-1024-1024-256; medians of 5.\n",
-                   MODEL_DEFAULT_SPEC);
-            return DDPSIM_EXIT_PASS;
-        default: return cli_usage_error("bench run", NULL, cli_getopt_message(c, argv, msg, sizeof msg));
-        }
-    }
-    if (optind < argc)
-        return cli_usage_error("bench run", NULL, cli_getopt_message(0, argv, msg, sizeof msg));
-    if (nmodels == 0)
-        for (size_t i = 0; i < sizeof run_models / sizeof run_models[0]; i++)
-            models[nmodels++] = run_models[i];
+    static const char *const run_models[] = {MODEL_DEFAULT_SPEC, "branchy", "attn", "mlp:256-1024-1024-256"};
+    run_options ro;
+    int rc = opt_parse(&run_command, argc, argv, &ro);
+    if (rc != OPT_RUN)
+        return rc;
+    const char *const *models = ro.models.n ? ro.models.items : run_models;
+    int nmodels = ro.models.n ? ro.models.n : (int)(sizeof run_models / sizeof run_models[0]);
+    const char *implname = ro.impl;
+    long ranks = ro.ranks, iters = ro.iters;
     impl_handle h;
     if (impl_open(implname, &h) != DDP_OK)
-        return cli_usage_error("bench run", "--impl", ddp_error_text());
+        return cli_usage_error(run_command.name, "--impl", ddp_error_text());
     sched s;
     if (sched_parse(SCHED_DEFAULT, &s) != DDP_OK) {
         impl_close(&h);
@@ -333,72 +307,49 @@ static int bench_run_main(int argc, char **argv)
     return code;
 }
 
-static void bench_usage(FILE *out)
+typedef struct model_options {
+    int batch, iters, warmup;
+    opt_list models;
+} model_options;
+
+static void bench_model_init(void *o)
 {
-    fprintf(out,
-            "Usage: ddpsim bench allreduce [OPTIONS]   (see ddpsim bench allreduce --help)\n"
-            "       ddpsim bench run [OPTIONS]         (see ddpsim bench run --help)\n"
-            "       ddpsim bench model [OPTIONS]\n"
-            "Times forward + backward of each model and, in the same run, plain cblas_sgemm\n"
-            "calls of exactly the matrix shapes that forward + backward performs.\n"
-            "\n"
-            "Options (default in brackets):\n"
-            "  -m, --model SPEC   a model to measure; repeatable [%s, %s, %s, %s, %s]\n"
-            "  -b, --batch B      rows (sequences for attn) per micro-batch, 1..65536 [64]\n"
-            "  -i, --iters K      measured repetitions; medians are reported, 1..100000 [10]\n"
-            "  -w, --warmup W     unmeasured repetitions first, 0..1000 [2]\n"
-            "  -h, --help         this help\n"
-            "Exit status: 0 measured, 2 bad usage, 3 runtime fault.\n",
-            default_models[0], default_models[1], default_models[2], default_models[3], default_models[4]);
+    *(model_options *)o = (model_options){.batch = 64, .iters = 10, .warmup = 2};
 }
 
-static int bench_error(const char *opt, const char *msg)
-{
-    return cli_usage_error("bench model", opt, msg);
-}
+#define FM(field) offsetof(model_options, field)
+static const opt_spec model_specs[] = {
+    {"model", 'm', "SPEC", "a model to measure; repeatable", OPT_LIST, FM(models), 0, BENCH_MAX_MODELS, NULL,
+     "mlp:32-64-64-16, branchy, attn, mlp:256-1024-1024-256, mlp:1024-4096-4096-1024"},
+    {"batch", 'b', "B", "rows (sequences for attn) per micro-batch", OPT_INT, FM(batch), 1, 65536, NULL, NULL},
+    {"iters", 'i', "K", "measured repetitions; medians are reported", OPT_INT, FM(iters), 1, 100000, NULL, NULL},
+    {"warmup", 'w', "W", "unmeasured repetitions first", OPT_INT, FM(warmup), 0, 1000, NULL, NULL},
+    {"help", 'h', NULL, "this help", OPT_HELP, 0, 0, 0, NULL, NULL},
+    {NULL, 0, NULL, NULL, OPT_FLAG, 0, 0, 0, NULL, NULL},
+};
+
+static const opt_command model_command = {
+    .name = "bench model",
+    .usage = "[OPTIONS]",
+    .about = "Times forward + backward of each model and, in the same run, plain cblas_sgemm\n"
+             "calls of exactly the matrix shapes that forward + backward performs.",
+    .opts = model_specs,
+    .opts_size = sizeof(model_options),
+    .init = bench_model_init,
+    .epilog = "Exit status: 0 measured, 2 bad usage, 3 runtime fault.\n",
+};
 
 static int bench_model_main(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"model", required_argument, NULL, 'm'}, {"batch", required_argument, NULL, 'b'},
-        {"iters", required_argument, NULL, 'i'}, {"warmup", required_argument, NULL, 'w'},
-        {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0},
-    };
-    const char *models[BENCH_MAX_MODELS];
-    int nmodels = 0;
-    long batch = 64, iters = 10, warmup = 2;
-    char msg[256];
-    opterr = 0;
-    optind = 0; /* 0, not 1: glibc then also forgets a half-parsed option cluster from an earlier call */
-    int c;
-    while ((c = getopt_long(argc, argv, ":m:b:i:w:h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'm':
-            if (nmodels == BENCH_MAX_MODELS)
-                return bench_error("--model", "at most 16 models per run");
-            models[nmodels++] = optarg;
-            break;
-        case 'b':
-            if (units_parse_long(optarg, 1, 65536, &batch, msg, sizeof msg))
-                return bench_error("--batch", msg);
-            break;
-        case 'i':
-            if (units_parse_long(optarg, 1, 100000, &iters, msg, sizeof msg))
-                return bench_error("--iters", msg);
-            break;
-        case 'w':
-            if (units_parse_long(optarg, 0, 1000, &warmup, msg, sizeof msg))
-                return bench_error("--warmup", msg);
-            break;
-        case 'h': bench_usage(stdout); return DDPSIM_EXIT_PASS;
-        default: return bench_error(NULL, cli_getopt_message(c, argv, msg, sizeof msg));
-        }
-    }
-    if (optind < argc)
-        return bench_error(NULL, cli_getopt_message(0, argv, msg, sizeof msg));
-    if (nmodels == 0)
-        for (size_t i = 0; i < sizeof default_models / sizeof default_models[0]; i++)
-            models[nmodels++] = default_models[i];
+    static const char *const default_models[] = {"mlp:32-64-64-16", "branchy", "attn", "mlp:256-1024-1024-256",
+                                                  "mlp:1024-4096-4096-1024"};
+    model_options mo;
+    int rc = opt_parse(&model_command, argc, argv, &mo);
+    if (rc != OPT_RUN)
+        return rc;
+    const char *const *models = mo.models.n ? mo.models.items : default_models;
+    int nmodels = mo.models.n ? mo.models.n : (int)(sizeof default_models / sizeof default_models[0]);
+    long batch = mo.batch, iters = mo.iters, warmup = mo.warmup;
 
     printf("# ddpsim bench model: forward+backward vs plain cblas_sgemm of the same shapes, same run\n");
     printf("# OpenBLAS %s, 1 thread; batch %ld; medians of %ld after %ld warm-up\n", openblas_get_corename(), batch,
@@ -421,17 +372,14 @@ static int bench_model_main(int argc, char **argv)
     return DDPSIM_EXIT_PASS;
 }
 
+static const opt_subcommand benchmarks[] = {
+    {"allreduce", "the in-place allreduce over shared memory against memcpy's bandwidth", bench_allreduce_main},
+    {"model", "forward + backward of each model against plain sgemm of the same shapes", bench_model_main},
+    {"run", "whole verification runs of the default schedule", bench_run_main},
+    {NULL, NULL, NULL},
+};
+
 int bench_main(int argc, char **argv)
 {
-    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        bench_usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? DDPSIM_EXIT_USAGE : DDPSIM_EXIT_PASS;
-    }
-    if (strcmp(argv[1], "model") == 0)
-        return bench_model_main(argc - 1, argv + 1);
-    if (strcmp(argv[1], "allreduce") == 0)
-        return bench_allreduce_main(argc - 1, argv + 1);
-    if (strcmp(argv[1], "run") == 0)
-        return bench_run_main(argc - 1, argv + 1);
-    return bench_error(NULL, "unknown benchmark (available: allreduce, model, run)");
+    return opt_dispatch("bench", benchmarks, argc, argv, 0);
 }

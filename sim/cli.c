@@ -4,7 +4,6 @@
 #include "cli.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,15 +18,44 @@ int cli_usage_error(const char *sub, const char *opt, const char *msg)
     return DDPSIM_EXIT_USAGE;
 }
 
-const char *cli_getopt_message(int c, char **argv, char *msg, size_t len)
+char *cli_join_command(int argc, char **argv, cli_keep_fn keep)
 {
-    if (c == ':')
-        snprintf(msg, len, "option '%s' needs a value", argv[optind - 1]);
-    else if (c == 0)
-        snprintf(msg, len, "unexpected argument '%s'", argv[optind]);
-    else
-        snprintf(msg, len, "unknown option '%s'", argv[optind - 1]);
-    return msg;
+    char *line = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&line, &len);
+    if (!f)
+        return NULL;
+    for (int i = 0; i < argc; i++) {
+        const char *a = i == 0 ? "ddpsim" : argv[i];
+        int skip_next = 0;
+        if (i > 0 && keep && !keep(a, &skip_next)) {
+            i += skip_next;
+            continue;
+        }
+        int plain = *a != '\0';
+        for (const char *p = a; *p; p++)
+            if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=:./,@+", *p))
+                plain = 0;
+        if (i > 0)
+            fputc(' ', f);
+        if (plain) {
+            fputs(a, f);
+            continue;
+        }
+        fputc('\'', f);
+        for (const char *p = a; *p; p++) {
+            if (*p == '\'')
+                fputs("'\\''", f); /* close the quote, an escaped quote, open again */
+            else
+                fputc(*p, f);
+        }
+        fputc('\'', f);
+    }
+    if (fclose(f) != 0) {
+        free(line);
+        return NULL;
+    }
+    return line;
 }
 
 int cli_fault_exit(const world *w, ddp_status s)

@@ -24,10 +24,13 @@ enum {
 int cli_usage_error(const char *sub, const char *opt, const char *msg);
 
 /*
- * The user's message after getopt_long returned c: ':' (a value is missing),
- * anything else unknown; c = 0 for a stray argument at argv[optind].
+ * argv as one line a shell runs again ("ddpsim" for argv[0]; arguments with
+ * anything but plain characters in single quotes), keeping only the
+ * arguments keep() accepts (NULL: all; it may ask to drop the next one
+ * too). Returns a malloc'd string, or NULL when memory ran out.
  */
-const char *cli_getopt_message(int c, char **argv, char *msg, size_t len);
+typedef int (*cli_keep_fn)(const char *arg, int *skip_next);
+char *cli_join_command(int argc, char **argv, cli_keep_fn keep);
 
 /*
  * Report a failed world run on stderr (the error, then one line per rank)

@@ -22,10 +22,6 @@
 
 static int run_verification(ddpsim_options *opt)
 {
-    if (verify_check_config(&opt->run) != DDP_OK) {
-        fprintf(stderr, "ddpsim: %s\n", ddp_error_text());
-        return DDPSIM_EXIT_USAGE;
-    }
     report_header(opt);
     verify_result res;
     ddp_status s = verify_run(&opt->run, &res);
@@ -101,7 +97,7 @@ static int list_impls(void)
 static int probe_backend(ddpsim_options *opt)
 {
     if (opt->run.backend != VERIFY_BACKEND_NCCL)
-        return OPTIONS_RUN;
+        return OPT_RUN;
     if (gpu_probe_query(&opt->gpu) != DDP_OK) {
         fprintf(stderr, "ddpsim: --backend nccl: %s\n", ddp_error_text());
         return DDPSIM_EXIT_FAULT;
@@ -111,27 +107,36 @@ static int probe_backend(ddpsim_options *opt)
         return DDPSIM_EXIT_FAULT;
     }
     opt->run.ngpus = opt->gpu.ngpus;
-    return OPTIONS_RUN;
+    return OPT_RUN;
 }
+
+static const opt_subcommand subcommands[] = {
+    {"selfcheck", "the collectives self-check", selfcheck_main},
+    {"bench", "benchmarks: allreduce, model, run", bench_main},
+    {NULL, NULL, NULL},
+};
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && strcmp(argv[1], "bench") == 0)
-        return bench_main(argc - 1, argv + 1);
-    if (argc > 1 && strcmp(argv[1], "selfcheck") == 0)
-        return selfcheck_main(argc - 1, argv + 1);
+    int r = opt_dispatch("", subcommands, argc, argv, 1);
+    if (r != OPT_RUN)
+        return r;
     ddpsim_options opt;
-    int r = options_parse(argc, argv, &opt);
-    if (r == OPTIONS_RUN && !opt.list)
-        r = probe_backend(&opt);
-    if (opt.list)
+    r = options_parse(argc, argv, &opt);
+    if (r == OPT_RUN && opt.list) {
         r = list_impls();
-    else if (r == OPTIONS_RUN && opt.mutants)
-        r = mutants_main(&opt);
-    else if (r == OPTIONS_RUN && opt.repeat_mode)
-        r = repeat_main(&opt);
-    else if (r == OPTIONS_RUN)
-        r = run_verification(&opt);
+    } else if (r == OPT_RUN && !opt.mutants && verify_check_config(&opt.run) != DDP_OK) {
+        /* The one validation of a run description, before anything runs: it names the option. */
+        r = cli_usage_error(NULL, NULL, ddp_error_text());
+    } else if (r == OPT_RUN) {
+        r = probe_backend(&opt);
+        if (r == OPT_RUN && opt.mutants)
+            r = mutants_main(&opt);
+        else if (r == OPT_RUN && opt.repeat_mode)
+            r = repeat_main(&opt);
+        else if (r == OPT_RUN)
+            r = run_verification(&opt);
+    }
     options_free(&opt);
     return r;
 }

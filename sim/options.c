@@ -1,15 +1,15 @@
 /*
- * options.c - getopt_long parsing and validation of a verification run.
+ * options.c - the option table of a verification run and what only the
+ * command line can check (options.h).
  */
 #include "options.h"
 
-#include <getopt.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
-#include "gpu_probe.h"
 #include "hash.h"
 #include "model.h"
 #include "units.h"
@@ -20,95 +20,40 @@
 #define DEFAULT_TIMEOUT_S 60.0
 #define DEFAULT_LR 0.1
 #define MAX_SCHEDULE_FILE ((size_t)1 << 20)
+#define MAX_SEEDS 1000000
 
-static void usage(FILE *out)
+/* size_t fields take OPT_SIZE's uint64_t. */
+_Static_assert(sizeof(size_t) == sizeof(uint64_t), "sizes are 64-bit");
+
+static int parse_tolerance(void *o, const char *arg, char *msg, size_t len)
 {
-    fprintf(out,
-            "Usage: ddpsim [OPTIONS]\n"
-            "       ddpsim selfcheck [OPTIONS]   the collectives self-check\n"
-            "       ddpsim bench allreduce|model|run [OPTIONS]   benchmarks (see ddpsim bench)\n"
-            "\n"
-            "Runs N rank processes over shared memory. Each trains the model through the\n"
-            "schedule with a reference DDP (PyTorch's semantics) and with the implementation\n"
-            "under test, and at every grab compares their gradients on every rank.\n"
-            "\n"
-            "Options (default in brackets):\n"
-            "  -n, --ranks N            rank processes, 1..%d [%d]\n"
-            "  -I, --impl NAME|PATH     implementation under test: a built-in (see --list) or a\n"
-            "                           plugin's path, e.g. ./libmine.so [reference]\n"
-            "      --list               list the built-in implementations and the bug catalogue\n"
-            "      --mutants            run every catalogued bug and report which were caught\n"
-            "  -m, --model SPEC         mlp:IN-H-...-OUT | branchy[:IN-H-OUT] | attn[:V-T-C]\n"
-            "                           [%s]\n"
-            "  -s, --schedule SPEC      ops: fwd bwd grab zero step enter exit, nosync{...},\n"
-            "                           N*(...); or @FILE to read it from a file\n"
-            "                           [%s]\n"
-            "  -b, --batch B            rows per micro-batch (sequences for attn), 1..65536 [%d]\n"
-            "  -S, --seed S             seed of init, data and every random choice [1]\n"
-            "  -T, --tolerance TOL      bitwise | ulp:N | ulp-of-max:N | rtol=X,atol=Y\n"
-            "                           [bitwise; ulp-of-max:%d with --backend nccl]\n"
-            "  -a, --algo NAME          reduction order: ordered | ring | exact [ordered]\n"
-            "      --backend cpu|nccl   where the implementation under test reduces: the CPU\n"
-            "                           collectives or NCCL on GPU rank %% ngpus (the reference\n"
-            "                           always reduces on the CPU) [cpu]\n"
-            "      --nccl-op sum|avg    NCCL: 1/N then ncclSum, or unscaled buckets and ncclAvg\n"
-            "                           (reference and bucketed only) [sum]\n"
-            "      --bucket-cap SIZE    DDP bucket size limit in bytes, K/M/G [25M]\n"
-            "      --first-bucket-cap SIZE  limit of the first-filled bucket [1M]\n"
-            "      --find-unused        find_unused_parameters=True (needed by branchy)\n"
-            "      --bucket-view        gradient_as_bucket_view=True: divide by N in place\n"
-            "      --lr X               SGD learning rate of step [%g]\n"
-            "      --inputs DIR         initial parameters and batches from a dump directory\n"
-            "                           (DIR/init, DIR/rank<r>/batch<b>.{x,y}.npy)\n"
-            "      --dump DIR           write parameters, batches and every grab's gradients\n"
-            "      --json FILE          write the report as JSON\n"
-            "      --chaos C|A..B       shake timing with chaos seed C (delays before collectives, a\n"
-            "                           straggler, ready-event and bucket orders); a range repeats\n"
-            "      --repeat K           K runs with consecutive chaos seeds (from --chaos or 1)\n"
-            "      --fail-fast          stop repeating at the first failing seed\n"
-            "      --trace FILE         write a JSON-lines event log (ready events, arrivals)\n"
-            "      --replay FILE        force the ready-event and arrival order a trace recorded\n"
-            "      --fault SPEC         inject a fault, repeatable: crash:rank=R,op=K  abort:rank=R,op=K\n"
-            "                           hang:rank=R,op=K  slow:rank=R,ms=M  flip:rank=R,op=K\n"
-            "  -t, --timeout SEC        watchdog: stop when no rank progresses for SEC s, 0 off [%.0f]\n"
-            "  -q, --quiet              print only the verdict (and the first divergence)\n"
-            "  -h, --help               this help\n"
-            "  -V, --version            version and build configuration\n"
-            "\n"
-            "Exit status:\n"
-            "  0  every grab matched on every rank\n"
-            "  1  a divergence (or the reference failed its own sanity checks)\n"
-            "  2  bad usage or input\n"
-            "  3  runtime fault: a rank died, the watchdog fired, a backend failed\n"
-            "  130/143  interrupted by SIGINT/SIGTERM (all ranks are stopped first)\n",
-            WORLD_MAX_RANKS, DEFAULT_RANKS, MODEL_DEFAULT_SPEC, SCHED_DEFAULT, DEFAULT_BATCH, NCCL_DEFAULT_ULPS, DEFAULT_LR,
-            DEFAULT_TIMEOUT_S);
-}
-
-#define ERR(opt, msg) cli_usage_error(NULL, (opt), (msg))
-
-static void record_command(ddpsim_options *opt, int argc, char **argv)
-{
-    size_t n = 0;
-    opt->command[0] = '\0';
-    for (int i = 0; i < argc && n + 4 < sizeof opt->command; i++) {
-        const char *a = i == 0 ? "ddpsim" : argv[i];
-        int plain = *a != '\0';
-        for (const char *p = a; *p; p++)
-            if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=:./,@+", *p))
-                plain = 0;
-        int w = snprintf(opt->command + n, sizeof opt->command - n, plain ? "%s%s" : "%s'%s'", i ? " " : "", a);
-        if (w < 0)
-            break;
-        n += (size_t)w;
+    ddpsim_options *opt = o;
+    if (tol_parse(arg, &opt->run.tol) != DDP_OK) {
+        snprintf(msg, len, "%s", ddp_error_text());
+        return -1;
     }
-    if (n >= sizeof opt->command)
-        strcpy(opt->command + sizeof opt->command - 5, " ...");
+    opt->tol_given = 1;
+    return 0;
 }
 
-/* "C" or "A..B" (A <= B, at most a million seeds). */
-static int parse_chaos(const char *text, ddpsim_options *opt, char *msg, size_t len)
+static int parse_lr(void *o, const char *arg, char *msg, size_t len)
 {
+    ddpsim_options *opt = o;
+    char *end;
+    double lr = strtod(arg, &end);
+    if (end == arg || *end || !isfinite(lr) || fabs(lr) > 1e6) {
+        snprintf(msg, len, "'%s': expected a finite number (|lr| <= 1e6)", arg);
+        return -1;
+    }
+    opt->run.ddp.lr = (float)lr;
+    opt->lr = lr;
+    return 0;
+}
+
+/* "C" or "A..B" (A <= B, at most MAX_SEEDS seeds). */
+static int parse_chaos(void *o, const char *text, char *msg, size_t len)
+{
+    ddpsim_options *opt = o;
     char first[32];
     const char *dots = strstr(text, "..");
     if (!dots) {
@@ -125,12 +70,65 @@ static int parse_chaos(const char *text, ddpsim_options *opt, char *msg, size_t 
         first[n] = '\0';
         if (units_parse_u64(first, &opt->chaos_first, msg, len) || units_parse_u64(dots + 2, &opt->chaos_last, msg, len))
             return -1;
-        if (opt->chaos_last < opt->chaos_first || opt->chaos_last - opt->chaos_first >= 1000000) {
-            snprintf(msg, len, "the range %s must run upward over at most 1000000 seeds", text);
+        if (opt->chaos_last < opt->chaos_first || opt->chaos_last - opt->chaos_first >= MAX_SEEDS) {
+            snprintf(msg, len, "the range %s must run upward over at most %d seeds", text, MAX_SEEDS);
             return -1;
         }
     }
     opt->chaos_given = 1;
+    return 0;
+}
+
+static int parse_fault(void *o, const char *arg, char *msg, size_t len)
+{
+    verify_config *run = &((ddpsim_options *)o)->run;
+    if (run->nfaults == VERIFY_MAX_FAULTS) {
+        snprintf(msg, len, "at most %d faults", VERIFY_MAX_FAULTS);
+        return -1;
+    }
+    if (fault_parse(arg, &run->faults[run->nfaults]) != DDP_OK) {
+        snprintf(msg, len, "%s", ddp_error_text());
+        return -1;
+    }
+    run->nfaults++;
+    return 0;
+}
+
+static void init(void *o)
+{
+    ddpsim_options *opt = o;
+    verify_config *run = &opt->run;
+    run->nranks = DEFAULT_RANKS;
+    run->impl = "reference";
+    run->model_spec = MODEL_DEFAULT_SPEC;
+    run->batch = DEFAULT_BATCH;
+    run->seed = 1;
+    run->timeout_s = DEFAULT_TIMEOUT_S;
+    run->ddp = (ddp_config){COLL_ORDERED, DDP_DEFAULT_BUCKET_CAP, DDP_DEFAULT_FIRST_BUCKET_CAP, 0, 0, DEFAULT_LR};
+    opt->lr = DEFAULT_LR;
+    opt->schedule_arg = SCHED_DEFAULT;
+    opt->nccl_op = -1; /* not given: sum */
+}
+
+/* Schedule text: the argument itself, or the contents of @FILE. */
+static int load_schedule(ddpsim_options *opt, char *msg, size_t len)
+{
+    if (opt->schedule_arg[0] == '@') {
+        opt->schedule_text = cli_read_file(opt->schedule_arg + 1, MAX_SCHEDULE_FILE, msg, len);
+        if (!opt->schedule_text)
+            return -1;
+    } else {
+        opt->schedule_text = strdup(opt->schedule_arg);
+        if (!opt->schedule_text) {
+            snprintf(msg, len, "out of memory");
+            return -1;
+        }
+    }
+    if (sched_parse(opt->schedule_text, &opt->schedule) != DDP_OK) {
+        snprintf(msg, len, "%s", ddp_error_text());
+        return -1;
+    }
+    opt->run.schedule = &opt->schedule;
     return 0;
 }
 
@@ -142,262 +140,178 @@ static uint64_t schedule_hash(const sched *s)
     return h;
 }
 
-/* The command without --chaos, --repeat and --fail-fast: a failing seed's replay line appends "--chaos S". */
-static void build_replay_base(ddpsim_options *opt, int argc, char **argv)
-{
-    char *keep[256];
-    int n = 0;
-    for (int i = 0; i < argc && n < 256; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--fail-fast") == 0)
-            continue;
-        if (strcmp(a, "--chaos") == 0 || strcmp(a, "--repeat") == 0) {
-            i++;
-            continue;
-        }
-        if (strncmp(a, "--chaos=", 8) == 0 || strncmp(a, "--repeat=", 9) == 0)
-            continue;
-        keep[n++] = argv[i];
-    }
-    char saved[sizeof opt->command];
-    memcpy(saved, opt->command, sizeof saved);
-    record_command(opt, n, keep);
-    memcpy(opt->replay_base, opt->command, sizeof opt->replay_base);
-    memcpy(opt->command, saved, sizeof saved);
-}
+#define FAIL(opt_name, ...)                                                                                   \
+    do {                                                                                                      \
+        *which = (opt_name);                                                                                  \
+        snprintf(msg, len, __VA_ARGS__);                                                                      \
+        return -1;                                                                                            \
+    } while (0)
 
-int options_parse(int argc, char **argv, ddpsim_options *opt)
+/*
+ * What only the command line knows. Everything about the run itself (the
+ * model, the faults against the schedule, the backend's combinations) is
+ * verify_check_config's, called by main before anything runs.
+ */
+static int validate(void *o, const char **which, char *msg, size_t len)
 {
-    enum { OPT_BUCKET = 256, OPT_FIRST_BUCKET, OPT_FIND_UNUSED, OPT_BUCKET_VIEW, OPT_LR, OPT_INPUTS, OPT_DUMP,
-           OPT_JSON, OPT_LIST, OPT_MUTANTS, OPT_CHAOS, OPT_REPEAT, OPT_FAIL_FAST, OPT_TRACE, OPT_REPLAY, OPT_FAULT,
-           OPT_BACKEND, OPT_NCCL_OP };
-    static const struct option longopts[] = {
-        {"ranks", required_argument, NULL, 'n'},
-        {"impl", required_argument, NULL, 'I'},
-        {"model", required_argument, NULL, 'm'},
-        {"schedule", required_argument, NULL, 's'},
-        {"batch", required_argument, NULL, 'b'},
-        {"seed", required_argument, NULL, 'S'},
-        {"tolerance", required_argument, NULL, 'T'},
-        {"algo", required_argument, NULL, 'a'},
-        {"bucket-cap", required_argument, NULL, OPT_BUCKET},
-        {"first-bucket-cap", required_argument, NULL, OPT_FIRST_BUCKET},
-        {"find-unused", no_argument, NULL, OPT_FIND_UNUSED},
-        {"bucket-view", no_argument, NULL, OPT_BUCKET_VIEW},
-        {"lr", required_argument, NULL, OPT_LR},
-        {"inputs", required_argument, NULL, OPT_INPUTS},
-        {"dump", required_argument, NULL, OPT_DUMP},
-        {"json", required_argument, NULL, OPT_JSON},
-        {"list", no_argument, NULL, OPT_LIST},
-        {"mutants", no_argument, NULL, OPT_MUTANTS},
-        {"chaos", required_argument, NULL, OPT_CHAOS},
-        {"repeat", required_argument, NULL, OPT_REPEAT},
-        {"fail-fast", no_argument, NULL, OPT_FAIL_FAST},
-        {"trace", required_argument, NULL, OPT_TRACE},
-        {"replay", required_argument, NULL, OPT_REPLAY},
-        {"fault", required_argument, NULL, OPT_FAULT},
-        {"backend", required_argument, NULL, OPT_BACKEND},
-        {"nccl-op", required_argument, NULL, OPT_NCCL_OP},
-        {"timeout", required_argument, NULL, 't'},
-        {"quiet", no_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},
-        {NULL, 0, NULL, 0},
-    };
-    memset(opt, 0, sizeof *opt);
+    ddpsim_options *opt = o;
     verify_config *run = &opt->run;
-    run->nranks = DEFAULT_RANKS;
-    run->impl = "reference";
-    run->model_spec = MODEL_DEFAULT_SPEC;
-    run->batch = DEFAULT_BATCH;
-    run->seed = 1;
-    run->timeout_s = DEFAULT_TIMEOUT_S;
-    run->ddp = (ddp_config){COLL_ORDERED, DDP_DEFAULT_BUCKET_CAP, DDP_DEFAULT_FIRST_BUCKET_CAP, 0, 0, DEFAULT_LR};
-    opt->lr = DEFAULT_LR;
-    const char *schedule_arg = SCHED_DEFAULT;
-    record_command(opt, argc, argv);
-
-    char msg[512];
-    long v, repeat = 0;
-    uint64_t u;
-    opterr = 0;
-    optind = 0; /* 0, not 1: glibc then also forgets a half-parsed option cluster from an earlier call */
-    int c;
-    while ((c = getopt_long(argc, argv, ":n:I:m:s:b:S:T:a:t:qhV", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'n':
-            if (units_parse_long(optarg, 1, WORLD_MAX_RANKS, &v, msg, sizeof msg))
-                return ERR("--ranks", msg);
-            run->nranks = (int)v;
-            break;
-        case 'I': run->impl = optarg; break;
-        case 'm': run->model_spec = optarg; break;
-        case 's': schedule_arg = optarg; break;
-        case 'b':
-            if (units_parse_long(optarg, 1, MODEL_MAX_DIM, &v, msg, sizeof msg))
-                return ERR("--batch", msg);
-            run->batch = (int)v;
-            break;
-        case 'S':
-            if (units_parse_u64(optarg, &u, msg, sizeof msg))
-                return ERR("--seed", msg);
-            run->seed = u;
-            break;
-        case 'T':
-            if (tol_parse(optarg, &run->tol) != DDP_OK)
-                return ERR("--tolerance", ddp_error_text());
-            opt->tol_given = 1;
-            break;
-        case OPT_BACKEND:
-            if (strcmp(optarg, "cpu") == 0)
-                run->backend = VERIFY_BACKEND_CPU;
-            else if (strcmp(optarg, "nccl") == 0)
-                run->backend = VERIFY_BACKEND_NCCL;
-            else
-                return ERR("--backend", "expected cpu or nccl");
-            break;
-        case OPT_NCCL_OP:
-            if (strcmp(optarg, "sum") != 0 && strcmp(optarg, "avg") != 0)
-                return ERR("--nccl-op", "expected sum or avg");
-            run->nccl_avg = strcmp(optarg, "avg") == 0;
-            opt->nccl_op_given = 1;
-            break;
-        case 'a':
-            if (coll_algo_parse(optarg, &run->ddp.algo) != DDP_OK)
-                return ERR("--algo", ddp_error_text());
-            break;
-        case OPT_BUCKET:
-        case OPT_FIRST_BUCKET:
-            if (units_parse_size(optarg, &u, msg, sizeof msg))
-                return ERR(c == OPT_BUCKET ? "--bucket-cap" : "--first-bucket-cap", msg);
-            if (u == 0 || u > ((uint64_t)1 << 40))
-                return ERR(c == OPT_BUCKET ? "--bucket-cap" : "--first-bucket-cap", "must be 1 byte .. 1T");
-            if (c == OPT_BUCKET)
-                run->ddp.bucket_cap = u;
-            else
-                run->ddp.first_bucket_cap = u;
-            break;
-        case OPT_FIND_UNUSED: run->ddp.find_unused = 1; break;
-        case OPT_BUCKET_VIEW: run->ddp.bucket_view = 1; break;
-        case OPT_LR: {
-            char *end;
-            double lr = strtod(optarg, &end);
-            if (end == optarg || *end || !isfinite(lr) || fabs(lr) > 1e6)
-                return ERR("--lr", "expected a finite number (|lr| <= 1e6)");
-            run->ddp.lr = (float)lr;
-            opt->lr = lr;
-            break;
-        }
-        case OPT_INPUTS: run->inputs_dir = optarg; break;
-        case OPT_DUMP: run->dump_dir = optarg; break;
-        case OPT_JSON: opt->json_path = optarg; break;
-        case OPT_LIST: opt->list = 1; return DDPSIM_EXIT_PASS;
-        case OPT_MUTANTS: opt->mutants = 1; break;
-        case OPT_CHAOS:
-            if (parse_chaos(optarg, opt, msg, sizeof msg))
-                return ERR("--chaos", msg);
-            break;
-        case OPT_REPEAT:
-            if (units_parse_long(optarg, 1, 1000000, &v, msg, sizeof msg))
-                return ERR("--repeat", msg);
-            repeat = v;
-            break;
-        case OPT_FAIL_FAST: opt->fail_fast = 1; break;
-        case OPT_TRACE: run->trace_path = optarg; break;
-        case OPT_REPLAY: opt->replay_path = optarg; break;
-        case OPT_FAULT:
-            if (run->nfaults == VERIFY_MAX_FAULTS)
-                return ERR("--fault", "at most 16 faults");
-            if (fault_parse(optarg, &run->faults[run->nfaults]) != DDP_OK)
-                return ERR("--fault", ddp_error_text());
-            run->nfaults++;
-            break;
-        case 't':
-            if (units_parse_seconds(optarg, &run->timeout_s, msg, sizeof msg))
-                return ERR("--timeout", msg);
-            break;
-        case 'q': opt->quiet = 1; break;
-        case 'h': usage(stdout); return DDPSIM_EXIT_PASS;
-        case 'V': cli_print_version(); return DDPSIM_EXIT_PASS;
-        default: return ERR(NULL, cli_getopt_message(c, argv, msg, sizeof msg));
-        }
-    }
-    if (optind < argc)
-        return ERR(NULL, cli_getopt_message(0, argv, msg, sizeof msg));
-
-    /* ---- combinations and inputs ---- */
+    if (opt->list)
+        return 0;
     if (impl_open(run->impl, &opt->impl) != DDP_OK)
-        return ERR("--impl", ddp_error_text());
+        FAIL("impl", "%s", ddp_error_text());
     run->impl_ops = opt->impl.ops;
-    model *layout = NULL;
-    if (model_create_layout(run->model_spec, run->batch, &layout) != DDP_OK)
-        return ERR("--model", ddp_error_text());
-    int branchy = strcmp(model_family(layout), "branchy") == 0;
-    model_destroy(layout);
-    if (branchy && !run->ddp.find_unused)
-        return ERR("--model", "branchy has parameters that some forwards do not use; PyTorch DDP needs "
-                              "find_unused_parameters=True for it: add --find-unused");
-    if (schedule_arg[0] == '@') {
-        opt->schedule_text = cli_read_file(schedule_arg + 1, MAX_SCHEDULE_FILE, msg, sizeof msg);
-        if (!opt->schedule_text)
-            return ERR("--schedule", msg);
-    } else {
-        opt->schedule_text = strdup(schedule_arg);
+    if (load_schedule(opt, msg, len)) {
+        *which = "schedule";
+        return -1;
     }
-    if (!opt->schedule_text || sched_parse(opt->schedule_text, &opt->schedule) != DDP_OK)
-        return ERR("--schedule", opt->schedule_text ? ddp_error_text() : "out of memory");
-    run->schedule = &opt->schedule;
-    if (run->ddp.first_bucket_cap > run->ddp.bucket_cap && run->ddp.first_bucket_cap != DDP_DEFAULT_FIRST_BUCKET_CAP)
-        return ERR("--first-bucket-cap", "is larger than --bucket-cap");
-    for (int f = 0; f < run->nfaults; f++) {
-        const verify_fault *ft = &run->faults[f];
-        if (ft->rank >= run->nranks) {
-            snprintf(msg, sizeof msg, "rank %d does not exist (--ranks %d)", ft->rank, run->nranks);
-            return ERR("--fault", msg);
-        }
-        if (ft->kind != FAULT_SLOW && (size_t)ft->op >= run->schedule->nops) {
-            snprintf(msg, sizeof msg, "op %ld is past the schedule's %zu ops", ft->op, run->schedule->nops);
-            return ERR("--fault", msg);
-        }
-    }
-    /* The NCCL backend. */
-    if (run->backend == VERIFY_BACKEND_NCCL) {
-        if (!gpu_probe_built())
-            return ERR("--backend", GPU_PROBE_NOT_BUILT);
-        if (run->nccl_avg && run->impl_ops != &impl_reference_ops && run->impl_ops != &impl_bucketed_ops)
-            return ERR("--nccl-op", "avg: only the built-in reference and bucketed implementations leave their "
-                                    "buckets unscaled for ncclAvg");
-        if (!opt->tol_given)
-            run->tol = (tolerance){.kind = TOL_ULP_OF_MAX, .ulps = NCCL_DEFAULT_ULPS};
-    } else if (opt->nccl_op_given) {
-        return ERR("--nccl-op", "goes with --backend nccl");
-    }
-        /* Chaos and repetition. */
-    if (repeat) {
+    if (opt->nccl_op >= 0 && run->backend != VERIFY_BACKEND_NCCL)
+        FAIL("nccl-op", "goes with --backend nccl");
+    run->nccl_avg = opt->nccl_op == 1;
+    if (run->backend == VERIFY_BACKEND_NCCL && !opt->tol_given)
+        run->tol = (tolerance){.kind = TOL_ULP_OF_MAX, .ulps = NCCL_DEFAULT_ULPS};
+    /* Chaos and repetition. */
+    if (opt->repeat) {
         if (opt->chaos_given && opt->chaos_first != opt->chaos_last)
-            return ERR("--repeat", "give either --repeat K or a --chaos A..B range, not both");
+            FAIL("repeat", "give either --repeat K or a --chaos A..B range, not both");
         if (!opt->chaos_given)
             opt->chaos_first = 1;
-        opt->chaos_last = opt->chaos_first + (uint64_t)repeat - 1;
+        if (opt->chaos_first > UINT64_MAX - (uint64_t)(opt->repeat - 1))
+            FAIL("repeat", "%d seeds from --chaos %llu run past the largest seed", opt->repeat,
+                 (unsigned long long)opt->chaos_first);
+        opt->chaos_last = opt->chaos_first + (uint64_t)opt->repeat - 1;
         opt->chaos_given = 1;
     }
     opt->repeat_mode = opt->chaos_given && opt->chaos_last != opt->chaos_first;
     run->chaos = opt->chaos_given;
     run->chaos_seed = opt->chaos_first;
     if (opt->fail_fast && !opt->repeat_mode)
-        return ERR("--fail-fast", "goes with --repeat K or --chaos A..B");
+        FAIL("fail-fast", "goes with --repeat K or --chaos A..B");
     if (opt->repeat_mode && (run->trace_path || opt->replay_path || run->dump_dir || opt->json_path))
-        return ERR("--repeat", "--trace, --replay, --dump and --json belong to single runs: replay one seed");
-    snprintf(opt->run_key, sizeof opt->run_key, "ranks=%d seed=%llu model=%s batch=%d impl=%s ops=%zu hash=%016llx",
-             run->nranks, (unsigned long long)run->seed, run->model_spec, run->batch, run->impl,
-             run->schedule->nops, (unsigned long long)schedule_hash(run->schedule));
+        FAIL("repeat", "--trace, --replay, --dump and --json belong to single runs: replay one seed");
+    char *key = NULL;
+    size_t key_len = 0;
+    FILE *k = open_memstream(&key, &key_len);
+    if (!k)
+        FAIL(NULL, "out of memory");
+    fprintf(k, "ranks=%d seed=%llu model=%s batch=%d impl=%s ops=%zu hash=%016llx", run->nranks,
+            (unsigned long long)run->seed, run->model_spec, run->batch, run->impl, run->schedule->nops,
+            (unsigned long long)schedule_hash(run->schedule));
+    fclose(k);
+    opt->run_key = key;
+    if (!opt->run_key)
+        FAIL(NULL, "out of memory");
     if (opt->replay_path) {
         if (trace_load(opt->replay_path, opt->run_key, run->nranks, &opt->replay) != DDP_OK)
-            return ERR(NULL, ddp_error_text());
+            FAIL("replay", "%s", ddp_error_text());
         run->replay = &opt->replay;
     }
-    build_replay_base(opt, argc, argv);
-    return OPTIONS_RUN;
+    return 0;
+}
+
+#define F(field) offsetof(ddpsim_options, field)
+
+static const opt_spec specs[] = {
+    {"ranks", 'n', "N", "rank processes", OPT_INT, F(run.nranks), 1, WORLD_MAX_RANKS, NULL, NULL},
+    {"impl", 'I', "NAME|PATH", "implementation under test: a built-in (see --list) or a\nplugin's path, e.g. ./libmine.so",
+     OPT_STRING, F(run.impl), 0, 0, NULL, NULL},
+    {"list", 0, NULL, "list the built-in implementations and the bug catalogue", OPT_FLAG, F(list), 0, 0, NULL, NULL},
+    {"mutants", 0, NULL, "run every catalogued bug and report which were caught", OPT_FLAG, F(mutants), 0, 0, NULL,
+     NULL},
+    {"model", 'm', "SPEC", "mlp:IN-H-...-OUT | branchy[:IN-H-OUT] | attn[:V-T-C]", OPT_STRING, F(run.model_spec), 0, 0,
+     NULL, NULL},
+    {"schedule", 's', "SPEC", "ops: fwd bwd grab zero step enter exit, nosync{...},\nN*(...); or @FILE to read it from a file",
+     OPT_STRING, F(schedule_arg), 0, 0, NULL, NULL},
+    {"batch", 'b', "B", "rows per micro-batch (sequences for attn)", OPT_INT, F(run.batch), 1, MODEL_MAX_DIM, NULL,
+     NULL},
+    {"seed", 'S', "S", "seed of init, data and every random choice", OPT_U64, F(run.seed), 0, 0, NULL, NULL},
+    {"tolerance", 'T', "TOL", "bitwise | ulp:N | ulp-of-max:N | rtol=X,atol=Y", OPT_CUSTOM, 0, 0, 0, parse_tolerance,
+     "bitwise; ulp-of-max:64 with --backend nccl"},
+    {"algo", 'a', "ordered|ring|exact", "reduction order of every allreduce", OPT_CHOICE, F(run.ddp.algo), 0, 0, NULL,
+     NULL},
+    {"backend", 0, "cpu|nccl",
+     "where the implementation under test reduces: the CPU\ncollectives or NCCL on GPU rank % ngpus (the reference\n"
+     "always reduces on the CPU)",
+     OPT_CHOICE, F(run.backend), 0, 0, NULL, NULL},
+    {"nccl-op", 0, "sum|avg",
+     "NCCL: 1/N then ncclSum, or unscaled buckets and ncclAvg\n(reference and bucketed only)", OPT_CHOICE, F(nccl_op),
+     0, 0, NULL, "sum"},
+    {"bucket-cap", 0, "SIZE", "DDP bucket size limit in bytes, K/M/G", OPT_SIZE, F(run.ddp.bucket_cap), 1,
+     1099511627776.0, NULL, NULL},
+    {"first-bucket-cap", 0, "SIZE", "limit of the first-filled bucket", OPT_SIZE, F(run.ddp.first_bucket_cap), 1,
+     1099511627776.0, NULL, NULL},
+    {"find-unused", 0, NULL, "find_unused_parameters=True (needed by branchy)", OPT_FLAG, F(run.ddp.find_unused), 0, 0,
+     NULL, NULL},
+    {"bucket-view", 0, NULL, "gradient_as_bucket_view=True: divide by N in place", OPT_FLAG, F(run.ddp.bucket_view), 0,
+     0, NULL, NULL},
+    {"lr", 0, "X", "SGD learning rate of step", OPT_CUSTOM, 0, 0, 0, parse_lr, "0.1"},
+    {"inputs", 0, "DIR", "initial parameters and batches from a dump directory\n(DIR/init, DIR/rank<r>/batch<b>.{x,y}.npy)",
+     OPT_STRING, F(run.inputs_dir), 0, 0, NULL, NULL},
+    {"dump", 0, "DIR", "write parameters, batches and every grab's gradients", OPT_STRING, F(run.dump_dir), 0, 0, NULL,
+     NULL},
+    {"json", 0, "FILE", "write the report as JSON", OPT_STRING, F(json_path), 0, 0, NULL, NULL},
+    {"chaos", 0, "C|A..B",
+     "shake timing with chaos seed C (delays before collectives, a\nstraggler, ready-event and bucket orders); a range repeats",
+     OPT_CUSTOM, 0, 0, 0, parse_chaos, ""},
+    {"repeat", 0, "K", "K runs with consecutive chaos seeds (from --chaos or 1)", OPT_INT, F(repeat), 1, MAX_SEEDS,
+     NULL, ""},
+    {"fail-fast", 0, NULL, "stop repeating at the first failing seed", OPT_FLAG, F(fail_fast), 0, 0, NULL, NULL},
+    {"trace", 0, "FILE", "write a JSON-lines event log (ready events, arrivals)", OPT_STRING, F(run.trace_path), 0, 0,
+     NULL, NULL},
+    {"replay", 0, "FILE", "force the ready-event and arrival order a trace recorded", OPT_STRING, F(replay_path), 0, 0,
+     NULL, NULL},
+    {"fault", 0, "SPEC",
+     "inject a fault, repeatable: crash:rank=R,op=K  abort:rank=R,op=K\nhang:rank=R,op=K  slow:rank=R,ms=M  flip:rank=R,op=K",
+     OPT_CUSTOM, 0, 0, 0, parse_fault, ""},
+    {"timeout", 't', "SEC", "watchdog: stop when no rank progresses for SEC s, 0 off", OPT_SECONDS, F(run.timeout_s), 0,
+     1e7, NULL, NULL},
+    {"quiet", 'q', NULL, "print only the verdict (and the first divergence)", OPT_FLAG, F(quiet), 0, 0, NULL, NULL},
+    {"help", 'h', NULL, "this help", OPT_HELP, 0, 0, 0, NULL, NULL},
+    {"version", 'V', NULL, "version and build configuration", OPT_VERSION, 0, 0, 0, NULL, NULL},
+    {NULL, 0, NULL, NULL, OPT_FLAG, 0, 0, 0, NULL, NULL},
+};
+
+const opt_command options_command = {
+    .name = "",
+    .usage = "[OPTIONS]\n       ddpsim selfcheck [OPTIONS]   the collectives self-check\n"
+             "       ddpsim bench allreduce|model|run [OPTIONS]   benchmarks (see ddpsim bench --help)",
+    .about = "\nRuns N rank processes over shared memory. Each trains the model through the\n"
+             "schedule with a reference DDP (PyTorch's semantics) and with the implementation\n"
+             "under test, and at every grab compares their gradients on every rank.",
+    .opts = specs,
+    .opts_size = sizeof(ddpsim_options),
+    .init = init,
+    .validate = validate,
+    .epilog = "Exit status:\n"
+              "  0  every grab matched on every rank\n"
+              "  1  a divergence (or the reference failed its own sanity checks)\n"
+              "  2  bad usage or input\n"
+              "  3  runtime fault: a rank died, the watchdog fired, a backend failed\n"
+              "  130/143  interrupted by SIGINT/SIGTERM (all ranks are stopped first)\n",
+};
+
+/* The command without --chaos, --repeat and --fail-fast: a failing seed's replay line appends "--chaos S". */
+static int keep_for_replay(const char *arg, int *skip_next)
+{
+    if (strcmp(arg, "--fail-fast") == 0)
+        return 0;
+    if (strcmp(arg, "--chaos") == 0 || strcmp(arg, "--repeat") == 0) {
+        *skip_next = 1;
+        return 0;
+    }
+    return strncmp(arg, "--chaos=", 8) != 0 && strncmp(arg, "--repeat=", 9) != 0;
+}
+
+int options_parse(int argc, char **argv, ddpsim_options *opt)
+{
+    int r = opt_parse(&options_command, argc, argv, opt);
+    if (r != OPT_RUN)
+        return r;
+    opt->command = cli_join_command(argc, argv, NULL);
+    opt->replay_base = cli_join_command(argc, argv, keep_for_replay);
+    if (!opt->command || !opt->replay_base)
+        return cli_usage_error(NULL, NULL, "out of memory");
+    return OPT_RUN;
 }
 
 void options_free(ddpsim_options *opt)
@@ -406,4 +320,8 @@ void options_free(ddpsim_options *opt)
     trace_free(&opt->replay);
     sched_free(&opt->schedule);
     free(opt->schedule_text);
+    free(opt->run_key);
+    free(opt->replay_base);
+    free(opt->command);
+    memset(opt, 0, sizeof *opt);
 }

@@ -1,6 +1,10 @@
 /*
- * options.h - the command line of a verification run (`ddpsim [OPTIONS]`),
- * parsed and validated into one run description. Nothing here runs anything.
+ * options.h - the command line of a verification run (`ddpsim [OPTIONS]`):
+ * its option table (options.c), parsed into one run description. Whether
+ * the description makes sense as a run is verify_check_config's to say
+ * (engine/verify); this layer reads files the options name, opens the
+ * implementation, parses the schedule and checks what only the command line
+ * knows (repeat and chaos, --list). Nothing here runs anything.
  */
 #ifndef DDPSIM_OPTIONS_H
 #define DDPSIM_OPTIONS_H
@@ -10,6 +14,7 @@
 
 #include "gpu_probe.h"
 #include "impl.h"
+#include "optable.h"
 #include "schedule.h"
 #include "trace.h"
 #include "verify.h"
@@ -17,6 +22,7 @@
 typedef struct ddpsim_options {
     verify_config run;       /* what the engine gets */
     sched schedule;          /* owned */
+    const char *schedule_arg; /* --schedule as given (text or @FILE) */
     char *schedule_text;     /* owned: the text parsed (from --schedule or its @FILE) */
     const char *json_path;   /* --json FILE */
     int quiet;
@@ -24,27 +30,28 @@ typedef struct ddpsim_options {
     int mutants;             /* --mutants */
     impl_handle impl;        /* the opened --impl */
     /* chaos, repeat, replay */
-    int chaos_given, repeat_mode, fail_fast;
+    int chaos_given, repeat, repeat_mode, fail_fast;
     uint64_t chaos_first, chaos_last; /* --chaos C (first = last) or A..B, or --repeat K from --chaos or 1 */
     const char *replay_path;
     verify_replay replay;    /* loaded from --replay */
-    char run_key[512];       /* what a trace belongs to */
-    char replay_base[1024];  /* the command line without --chaos/--repeat/--fail-fast */
+    char *run_key;           /* owned: what a trace belongs to */
+    char *replay_base;       /* owned: the command line without --chaos/--repeat/--fail-fast */
     double lr;               /* --lr as typed (the engine gets it as float) */
-    int tol_given, nccl_op_given;
+    int tol_given;
+    int nccl_op;             /* --nccl-op: 0 sum, 1 avg, -1 not given */
     gpu_info gpu;            /* --backend nccl: what the probe found (main.c) */
-    char command[1024];      /* the command line, quoted, to print and to replay */
+    char *command;           /* owned: the command line, quoted, to print and to replay */
 } ddpsim_options;
-
-enum { OPTIONS_RUN = -1 };
 
 /* The NCCL backend's default tolerance: ulp-of-max:N (see tolerance.h and README). */
 #define NCCL_DEFAULT_ULPS 64
 
+extern const opt_command options_command;
+
 /*
- * Parse argv. Returns OPTIONS_RUN to go on, or an exit code: 0 after
- * --help/--version (printed on stdout), 2 after a one-line error and a hint
- * on stderr.
+ * Parse argv (argv[0] is the program). Returns OPT_RUN to go on, or an exit
+ * code: 0 after --help/--version (printed on stdout), 2 after a one-line
+ * error and a hint on stderr. options_free is safe after any return.
  */
 int options_parse(int argc, char **argv, ddpsim_options *opt);
 void options_free(ddpsim_options *opt);

@@ -3,7 +3,7 @@
  */
 #include "selfcheck.h"
 
-#include <getopt.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "collcheck.h"
 #include "config.h"
+#include "optable.h"
 #include "units.h"
 #include "world.h"
 
@@ -27,56 +28,13 @@ typedef struct selfcheck_options {
     int iters;
     uint64_t slot_bytes;
     uint64_t jitter_seed;
-    unsigned jitter_us;
+    int jitter_us;
     int quiet;
 } selfcheck_options;
 
-static void usage(FILE *out)
+static void init(void *o)
 {
-    fprintf(out,
-            "Usage: ddpsim selfcheck [OPTIONS]\n"
-            "The collectives self-check: every algorithm, type and op is allreduced over N\n"
-            "rank processes on inputs whose sums are exact, and every element and every\n"
-            "rank's bits are checked.\n"
-            "\n"
-            "Options (default in brackets):\n"
-            "  -n, --ranks N          rank processes, 1..%d [%d]\n"
-            "  -a, --algo NAME        reduction order: ordered | ring | exact [all three]\n"
-            "  -c, --count N          elements per allreduce, K/M/G allowed [%d]\n"
-            "  -i, --iters K          repetitions of each allreduce, 1..10000 [%d]\n"
-            "      --slot-bytes SIZE  per-rank staging buffer in the shared segment [1M]\n"
-            "      --jitter US        random delay of up to US microseconds before every\n"
-            "                         barrier arrival, to shake the arrival order [0]\n"
-            "      --jitter-seed S    seed of those delays [1]\n"
-            "  -t, --timeout SEC      watchdog: stop when no rank progresses for SEC seconds,\n"
-            "                         0 disables [%.0f]\n"
-            "  -q, --quiet            print only the verdict line\n"
-            "  -h, --help             this help\n"
-            "\n"
-            "Exit status: 0 passed, 1 a wrong element or disagreeing ranks, 2 bad usage,\n"
-            "3 runtime fault, 130/143 interrupted by SIGINT/SIGTERM.\n",
-            WORLD_MAX_RANKS, DEFAULT_RANKS, DEFAULT_COUNT, DEFAULT_ITERS, DEFAULT_TIMEOUT_S);
-}
-
-#define ERR(opt, msg) cli_usage_error("selfcheck", (opt), (msg))
-
-static int parse(int argc, char **argv, selfcheck_options *opt, int *exit_now)
-{
-    enum { OPT_SLOT = 256, OPT_JITTER, OPT_JITTER_SEED };
-    static const struct option longopts[] = {
-        {"ranks", required_argument, NULL, 'n'},
-        {"algo", required_argument, NULL, 'a'},
-        {"count", required_argument, NULL, 'c'},
-        {"iters", required_argument, NULL, 'i'},
-        {"slot-bytes", required_argument, NULL, OPT_SLOT},
-        {"jitter", required_argument, NULL, OPT_JITTER},
-        {"jitter-seed", required_argument, NULL, OPT_JITTER_SEED},
-        {"timeout", required_argument, NULL, 't'},
-        {"quiet", no_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    *opt = (selfcheck_options){
+    *(selfcheck_options *)o = (selfcheck_options){
         .ranks = DEFAULT_RANKS,
         .timeout_s = DEFAULT_TIMEOUT_S,
         .algo = -1,
@@ -85,82 +43,57 @@ static int parse(int argc, char **argv, selfcheck_options *opt, int *exit_now)
         .slot_bytes = WORLD_DEFAULT_SLOT_BYTES,
         .jitter_seed = 1,
     };
-    *exit_now = 0;
-    char msg[256];
-    long v;
-    uint64_t u;
-    opterr = 0;
-    optind = 0; /* 0, not 1: glibc then also forgets a half-parsed option cluster from an earlier call */
-    int c;
-    while ((c = getopt_long(argc, argv, ":n:a:c:i:t:qh", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'n':
-            if (units_parse_long(optarg, 1, WORLD_MAX_RANKS, &v, msg, sizeof msg))
-                return ERR("--ranks", msg);
-            opt->ranks = (int)v;
-            break;
-        case 'a': {
-            coll_algo a;
-            if (coll_algo_parse(optarg, &a) != DDP_OK)
-                return ERR("--algo", ddp_error_text());
-            opt->algo = (int)a;
-            break;
-        }
-        case 'c':
-            if (units_parse_size(optarg, &u, msg, sizeof msg))
-                return ERR("--count", msg);
-            if (u == 0 || u > ((uint64_t)1 << 31))
-                return ERR("--count", "must be between 1 and 2G elements");
-            opt->count = u;
-            break;
-        case 'i':
-            if (units_parse_long(optarg, 1, 10000, &v, msg, sizeof msg))
-                return ERR("--iters", msg);
-            opt->iters = (int)v;
-            break;
-        case OPT_SLOT:
-            if (units_parse_size(optarg, &u, msg, sizeof msg))
-                return ERR("--slot-bytes", msg);
-            if (u < 64 || u > ((uint64_t)1 << 30))
-                return ERR("--slot-bytes", "must be between 64 and 1G bytes");
-            opt->slot_bytes = u;
-            break;
-        case OPT_JITTER:
-            if (units_parse_long(optarg, 0, 1000000, &v, msg, sizeof msg))
-                return ERR("--jitter", msg);
-            opt->jitter_us = (unsigned)v;
-            break;
-        case OPT_JITTER_SEED:
-            if (units_parse_u64(optarg, &u, msg, sizeof msg))
-                return ERR("--jitter-seed", msg);
-            opt->jitter_seed = u;
-            break;
-        case 't':
-            if (units_parse_seconds(optarg, &opt->timeout_s, msg, sizeof msg))
-                return ERR("--timeout", msg);
-            break;
-        case 'q': opt->quiet = 1; break;
-        case 'h':
-            usage(stdout);
-            *exit_now = 1;
-            return DDPSIM_EXIT_PASS;
-        default: return ERR(NULL, cli_getopt_message(c, argv, msg, sizeof msg));
-        }
-    }
-    if (optind < argc)
-        return ERR(NULL, cli_getopt_message(0, argv, msg, sizeof msg));
-    /* Combinations: the segment holds one slot per rank plus a result slot. */
-    if ((uint64_t)opt->ranks * opt->slot_bytes > ((uint64_t)16 << 30))
-        return ERR("--slot-bytes", "ranks x slot bytes exceeds 16 GiB of shared memory");
-    return DDPSIM_EXIT_PASS;
 }
+
+static int validate(void *o, const char **which, char *msg, size_t len)
+{
+    /* The segment holds one slot per rank plus a result slot. */
+    const selfcheck_options *opt = o;
+    if ((uint64_t)opt->ranks * opt->slot_bytes > ((uint64_t)16 << 30)) {
+        *which = "slot-bytes";
+        snprintf(msg, len, "ranks x slot bytes exceeds 16 GiB of shared memory");
+        return -1;
+    }
+    return 0;
+}
+
+#define F(field) offsetof(selfcheck_options, field)
+static const opt_spec specs[] = {
+    {"ranks", 'n', "N", "rank processes", OPT_INT, F(ranks), 1, WORLD_MAX_RANKS, NULL, NULL},
+    {"algo", 'a', "ordered|ring|exact", "check only this reduction order", OPT_CHOICE, F(algo), 0, 0, NULL, "all three"},
+    {"count", 'c', "N", "elements per allreduce, K/M/G allowed", OPT_SIZE, F(count), 1, 2147483648.0, NULL, NULL},
+    {"iters", 'i', "K", "repetitions of each allreduce", OPT_INT, F(iters), 1, 10000, NULL, NULL},
+    {"slot-bytes", 0, "SIZE", "per-rank staging buffer in the shared segment", OPT_SIZE, F(slot_bytes), 64,
+     1073741824.0, NULL, NULL},
+    {"jitter", 0, "US", "random delay of up to US microseconds before every\nbarrier arrival, to shake the arrival order",
+     OPT_INT, F(jitter_us), 0, 1000000, NULL, NULL},
+    {"jitter-seed", 0, "S", "seed of those delays", OPT_U64, F(jitter_seed), 0, 0, NULL, NULL},
+    {"timeout", 't', "SEC", "watchdog: stop when no rank progresses for SEC seconds,\n0 disables", OPT_SECONDS,
+     F(timeout_s), 0, 1e7, NULL, NULL},
+    {"quiet", 'q', NULL, "print only the verdict line", OPT_FLAG, F(quiet), 0, 0, NULL, NULL},
+    {"help", 'h', NULL, "this help", OPT_HELP, 0, 0, 0, NULL, NULL},
+    {NULL, 0, NULL, NULL, OPT_FLAG, 0, 0, 0, NULL, NULL},
+};
+
+static const opt_command selfcheck_command = {
+    .name = "selfcheck",
+    .usage = "[OPTIONS]",
+    .about = "The collectives self-check: every algorithm, type and op is allreduced over N\n"
+             "rank processes on inputs whose sums are exact, and every element and every\n"
+             "rank's bits are checked.",
+    .opts = specs,
+    .opts_size = sizeof(selfcheck_options),
+    .init = init,
+    .validate = validate,
+    .epilog = "Exit status: 0 passed, 1 a wrong element or disagreeing ranks, 2 bad usage,\n"
+              "3 runtime fault, 130/143 interrupted by SIGINT/SIGTERM.\n",
+};
 
 int selfcheck_main(int argc, char **argv)
 {
     selfcheck_options opt;
-    int exit_now;
-    int r = parse(argc, argv, &opt, &exit_now);
-    if (r != DDPSIM_EXIT_PASS || exit_now)
+    int r = opt_parse(&selfcheck_command, argc, argv, &opt);
+    if (r != OPT_RUN)
         return r;
 
     collcheck_case cases[COLL_NALGOS * 4];
@@ -178,7 +111,7 @@ int selfcheck_main(int argc, char **argv)
         .slot_bytes = opt.slot_bytes,
         .user_bytes = collcheck_user_bytes(ncases, opt.ranks, opt.iters),
         .jitter_seed = opt.jitter_seed,
-        .jitter_max_us = opt.jitter_us,
+        .jitter_max_us = (unsigned)opt.jitter_us,
     };
     world *w = NULL;
     ddp_status s = world_create(&cfg, &w);
@@ -189,7 +122,7 @@ int selfcheck_main(int argc, char **argv)
     char slot[32];
     if (!opt.quiet) {
         printf("# ddpsim %s: collectives self-check\n", PACKAGE_VERSION);
-        printf("# ranks %d, count %llu, iters %d, slot %s, jitter %u us (seed %llu), timeout %.0f s\n", opt.ranks,
+        printf("# ranks %d, count %llu, iters %d, slot %s, jitter %d us (seed %llu), timeout %g s\n", opt.ranks,
                (unsigned long long)opt.count, opt.iters, units_format_size(opt.slot_bytes, slot, sizeof slot),
                opt.jitter_us, (unsigned long long)opt.jitter_seed, opt.timeout_s);
         printf("# inputs: integers and quarters, so every sum is exact and every element has one right answer\n");

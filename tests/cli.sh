@@ -54,12 +54,12 @@ case $("$DDPSIM" --version 2>&1) in
 *"no usable GPU"*) expect 3 "no usable GPU" "--backend nccl on a machine without a usable GPU" -- --backend nccl ;;
 *) echo "(a GPU is visible: the no-GPU case of --backend nccl is not checked here)" ;;
 esac
-expect 2 "expected cpu or nccl" "--backend with an unknown name" -- --backend gloo
+expect 2 "expected one of cpu|nccl" "--backend with an unknown name" -- --backend gloo
 expect 2 "goes with --backend nccl" "--nccl-op without --backend nccl" -- --nccl-op avg
 expect 2 "out of range 1..256" "--ranks 0" -- --ranks 0
 expect 2 "out of range 1..256" "--ranks 257" -- --ranks 257
 expect 2 "not an integer" "--ranks four" -- --ranks four
-expect 2 "ordered, ring or exact" "unknown algorithm" -- --algo tree
+expect 2 "expected one of ordered|ring|exact" "unknown algorithm" -- --algo tree
 expect 2 "unknown option" "unknown option" -- --bogus
 expect 2 "needs a value" "missing value" -- --ranks
 expect 2 "unexpected argument" "stray argument" -- --ranks 2 extra
@@ -110,7 +110,7 @@ expect 3 "rank 2 was killed by signal 6" "abort fault" -- --ranks 3 --fault abor
 expect 3 "in op 5 (enter), not in a collective \\[stuck\\]" "hang fault names the stuck rank" -- --ranks 3 --fault hang:rank=0,op=5 --timeout 1
 expect 0 "verdict: PASS" "slow fault changes nothing but time" -- --ranks 3 --fault slow:rank=1,ms=2
 expect 1 "fault: flip, rank 2 before op 10" "flip fault is caught and named" -- --ranks 3 --fault flip:rank=2,op=10
-expect 2 "rank 5 does not exist" "fault on a missing rank" -- --ranks 3 --fault crash:rank=5,op=1
+expect 2 "rank=5 does not exist" "fault on a missing rank" -- --ranks 3 --fault crash:rank=5,op=1
 expect 2 "past the schedule" "fault past the schedule" -- --fault crash:rank=0,op=999
 expect 2 "expected crash|abort|hang|flip" "unknown fault" -- --fault melt:rank=0,op=1
 expect 2 "needs rank= and op=" "incomplete fault" -- --fault crash:op=1
@@ -150,24 +150,24 @@ rm -rf "$tmpd"
 # The collectives self-check.
 expect 0 "verdict: PASS" "selfcheck" -- selfcheck --ranks 4
 expect 0 "verdict: PASS" "selfcheck: ring, pieces and jitter" -- selfcheck --ranks 3 --algo ring --count 1000 --slot-bytes 256 --jitter 200 --jitter-seed 5
-expect 2 "between 1 and 2G" "selfcheck --count 0" -- selfcheck --count 0
+expect 2 "out of range 1..2G" "selfcheck --count 0" -- selfcheck --count 0
 expect 2 "not a size" "selfcheck --count 1.5M" -- selfcheck --count 1.5M
 expect 2 "not a number of seconds" "selfcheck --timeout abc" -- selfcheck --timeout abc
 expect 2 "Try 'ddpsim selfcheck --help'" "selfcheck errors point to its help" -- selfcheck --iters 0
 expect 0 "mlp:4-8-3 " "bench model runs" -- bench model --model mlp:4-8-3 --model attn:8-4-8 --iters 2 --warmup 0
 expect 2 "unknown model 'resnet'" "bench model: bad spec" -- bench model --model resnet
 expect 2 "out of range 1..65536" "bench model: bad batch" -- bench model --batch 0
-expect 2 "unknown benchmark" "bench: unknown kind" -- bench nothing
+expect 2 "unknown subcommand .nothing." "bench: unknown kind" -- bench nothing
 tmpb=$(mktemp) || exit 99
 expect 0 "verdict: PASS (0 wrong elements)" "bench allreduce sweep" -- bench allreduce --ranks 3 --min-bytes 4K --max-bytes 64K --iters 3 --warmup 1 --json "$tmpb"
 if [ "$(grep -c '"bytes": ' "$tmpb")" -eq 5 ] && grep -q '"algo": "ordered", "time_us": ' "$tmpb" && grep -q '"wrong": 0}' "$tmpb"; then
     ok "bench allreduce json"; else bad "bench allreduce json"; fi
 rm -f "$tmpb"
 expect 0 " 12288 " "bench allreduce exact, double" -- bench allreduce --ranks 2 --bytes 12K --algo exact --type double --iters 2
-expect 2 "expected float or double" "bench allreduce bad type" -- bench allreduce --type half
+expect 2 "expected one of float|double" "bench allreduce bad type" -- bench allreduce --type half
 expect 0 "in_collectives" "bench run" -- bench run --ranks 2 --model mlp:4-8-3 --model branchy --iters 1
 expect 2 "unknown implementation" "bench run with a bad impl" -- bench run --impl nothing
-expect 2 "at most 1G" "bench allreduce too large" -- bench allreduce --bytes 2G
+expect 2 "up to at most 1G" "bench allreduce too large" -- bench allreduce --bytes 2G
 expect 2 "Usage: ddpsim bench" "bench without a kind" -- bench
 
 # Interrupt a long run: exit 128+signal, and nothing left behind. Job control

@@ -97,7 +97,7 @@ expect 0 "verdict: PASS" "--nccl-op avg with bucketed" -- --ranks 3 --backend nc
 expect 2 "only the built-in reference and bucketed" "--nccl-op avg refuses other implementations" \
     -- --backend nccl --nccl-op avg --impl sync-on-exit
 expect 2 "goes with --backend nccl" "--nccl-op without the backend" -- --nccl-op sum
-expect 2 "expected cpu or nccl" "an unknown backend" -- --backend mpi
+expect 2 "expected one of cpu|nccl" "an unknown backend" -- --backend mpi
 expect 0 "" "--json carries the backend's figures" -- --ranks 2 --backend nccl --json "$dir/r.json"
 check "json: backend, histogram, nccl object" \
     'grep -q "\"backend\": \"nccl\"" "$dir/r.json" && grep -q "\"ulp_histogram\"" "$dir/r.json" && grep -q "\"ranks_agree\": true" "$dir/r.json"'

@@ -165,7 +165,7 @@ ddp_status bench_coll_run(const bench_coll_config *c, bench_coll_result *out)
 {
     memset(out, 0, sizeof *out);
     size_t esz = coll_dtype_size(c->type);
-    if (c->min_bytes < esz || c->max_bytes < c->min_bytes || c->max_bytes > ((size_t)1 << 30))
+    if (c->min_bytes < esz || c->max_bytes < c->min_bytes || c->max_bytes > BENCH_COLL_MAX_BYTES)
         return ddp_error(DDP_ERR_INVALID, "sizes must run from %zu bytes up to at most 1 GiB (got %zu..%zu)", esz,
                          c->min_bytes, c->max_bytes);
     if (c->iters < 1 || c->warmup < 0)

@@ -15,6 +15,7 @@
 #include "status.h"
 
 #define BENCH_COLL_MAX_ROWS 40
+#define BENCH_COLL_MAX_BYTES ((size_t)1 << 30)
 
 typedef struct bench_coll_config {
     int nranks;

@@ -57,26 +57,52 @@ static ddp_status check_inputs(const verify_config *cfg)
     return DDP_OK;
 }
 
+/* The faults against the ranks and the schedule. */
+static ddp_status check_faults(const verify_config *cfg)
+{
+    for (int f = 0; f < cfg->nfaults; f++) {
+        const verify_fault *ft = &cfg->faults[f];
+        if (ft->rank >= cfg->nranks)
+            return ddp_error(DDP_ERR_INVALID, "--fault: rank=%d does not exist (--ranks %d)", ft->rank, cfg->nranks);
+        if (ft->kind != FAULT_SLOW && (size_t)ft->op >= cfg->schedule->nops)
+            return ddp_error(DDP_ERR_INVALID, "--fault: op=%ld is past the schedule's %zu ops", ft->op,
+                             cfg->schedule->nops);
+    }
+    return DDP_OK;
+}
+
 ddp_status verify_check_config(const verify_config *cfg)
 {
     if (!cfg->impl_ops || !cfg->impl)
-        return ddp_error(DDP_ERR_INVALID, "no implementation under test");
-    model *layout = NULL;
-    DDP_CHECK(model_create_layout(cfg->model_spec, cfg->batch, &layout));
-    model_destroy(layout);
+        return ddp_error(DDP_ERR_INVALID, "--impl: no implementation under test");
+    if (!cfg->schedule)
+        return ddp_error(DDP_ERR_INVALID, "--schedule: no schedule");
     if (cfg->nranks < 1 || cfg->nranks > WORLD_MAX_RANKS)
-        return ddp_error(DDP_ERR_INVALID, "number of ranks %d is out of range 1..%d", cfg->nranks, WORLD_MAX_RANKS);
+        return ddp_error(DDP_ERR_INVALID, "--ranks: %d is out of range 1..%d", cfg->nranks, WORLD_MAX_RANKS);
+    model *layout = NULL;
+    if (model_create_layout(cfg->model_spec, cfg->batch, &layout) != DDP_OK)
+        return ddp_error_prefix(DDP_ERR_INVALID, "--model");
+    int branchy = strcmp(model_family(layout), "branchy") == 0;
+    model_destroy(layout);
+    if (branchy && !cfg->ddp.find_unused)
+        return ddp_error(DDP_ERR_INVALID, "--model: branchy has parameters that some forwards do not use; PyTorch DDP "
+                                          "needs find_unused_parameters=True for it: add --find-unused");
+    if (cfg->ddp.bucket_cap == 0 || cfg->ddp.first_bucket_cap == 0)
+        return ddp_error(DDP_ERR_INVALID, "--bucket-cap: bucket caps must be positive");
+    if (cfg->ddp.first_bucket_cap > cfg->ddp.bucket_cap && cfg->ddp.first_bucket_cap != DDP_DEFAULT_FIRST_BUCKET_CAP)
+        return ddp_error(DDP_ERR_INVALID, "--first-bucket-cap: is larger than --bucket-cap");
+    DDP_CHECK(check_faults(cfg));
     if (cfg->backend == VERIFY_BACKEND_NCCL && !gpu_probe_built())
-        return ddp_error(DDP_ERR_INVALID, "--backend nccl: %s", GPU_PROBE_NOT_BUILT);
+        return ddp_error(DDP_ERR_INVALID, "--backend: %s", GPU_PROBE_NOT_BUILT);
     if (cfg->nccl_avg && cfg->backend != VERIFY_BACKEND_NCCL)
-        return ddp_error(DDP_ERR_INVALID, "--nccl-op avg needs --backend nccl");
+        return ddp_error(DDP_ERR_INVALID, "--nccl-op: avg needs --backend nccl");
     if (cfg->nccl_avg && cfg->impl_ops != &impl_reference_ops && cfg->impl_ops != &impl_bucketed_ops)
-        return ddp_error(DDP_ERR_INVALID, "--nccl-op avg: only the built-in reference and bucketed implementations "
+        return ddp_error(DDP_ERR_INVALID, "--nccl-op: avg: only the built-in reference and bucketed implementations "
                                           "leave their buckets unscaled for ncclAvg; '%s' scales them itself",
                          cfg->impl);
     size_t nrec = cfg->schedule->ngrabs * (size_t)cfg->nranks;
     if (nrec > VERIFY_MAX_RECORDS)
-        return ddp_error(DDP_ERR_INVALID, "%zu grabs on %d ranks is more than %zu records; grab less often",
+        return ddp_error(DDP_ERR_INVALID, "--schedule: %zu grabs on %d ranks is more than %zu records; grab less often",
                          cfg->schedule->ngrabs, cfg->nranks, VERIFY_MAX_RECORDS);
     if (cfg->inputs_dir)
         DDP_CHECK(check_inputs(cfg));

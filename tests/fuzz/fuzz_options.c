@@ -43,9 +43,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fclose(stdout);
     stdout = saved_out;
     stderr = saved_err;
-    if (r != OPTIONS_RUN && r != 0 && r != 2)
+    if (r != OPT_RUN && r != 0 && r != 2)
         abort();
-    if (r == OPTIONS_RUN && (opt.run.nranks < 1 || !opt.run.schedule || !opt.run.impl_ops))
+    if (r == OPT_RUN && !opt.list && (opt.run.nranks < 1 || !opt.run.schedule || !opt.run.impl_ops))
         abort();
     options_free(&opt);
     free(buf);
