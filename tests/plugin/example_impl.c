@@ -3,7 +3,7 @@
  *
  * Build it as a shared object against ddpsim's installed header:
  *
- *     cc -shared -fPIC -I/usr/local/include -o libexample_impl.so example_impl.c
+ *     cc -shared -fPIC $(pkg-config --cflags ddpsim) -o libexample_impl.so example_impl.c
  *     ddpsim --ranks 4 --impl ./libexample_impl.so
  *
  * What it does: broadcasts the parameters at create; remembers at every
