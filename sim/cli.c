@@ -62,9 +62,13 @@ int cli_fault_exit(const world *w, ddp_status s)
 {
     fprintf(stderr, "ddpsim: %s\n", ddp_error_last());
     if (w) {
-        static char detail[WORLD_MAX_RANKS * 400];
-        world_describe(w, detail, sizeof detail);
-        fputs(detail, stderr);
+        size_t len = (size_t)world_nranks(w) * 400 + 1;
+        char *detail = malloc(len);
+        if (detail) {
+            world_describe(w, detail, len);
+            fputs(detail, stderr);
+            free(detail);
+        }
     }
     if (s == DDP_ERR_INTERRUPTED && w)
         return 128 + world_interrupt_signal(w);
