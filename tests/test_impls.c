@@ -9,6 +9,7 @@
 
 #include "catalogue.h"
 #include "impl.h"
+#include "judge.h"
 #include "testutil.h"
 #include "verify.h"
 
@@ -34,11 +35,11 @@ static int run_matches(const verify_config *c)
     int bad = s != DDP_OK;
     if (bad)
         fprintf(stderr, "  %s: %s\n", c->impl, ddp_error_last());
-    for (size_t k = 0; !bad && k < res.ngrabs; k++)
-        for (int r = 0; r < res.nranks; r++) {
-            const verify_record *rec = verify_at(&res, k, r);
-            bad |= !rec->done || rec->ndiff || rec->nonfinite;
-        }
+    if (!bad) {
+        judgement j;
+        judge_run(&res, &j);
+        bad = j.verdict != JUDGE_PASS;
+    }
     verify_result_free(&res);
     return bad;
 }
