@@ -75,7 +75,7 @@ typedef struct fault_case {
     const char *name;
     verify_fault f;
     ddp_status want;
-    int fate;   /* of the faulty rank */
+    world_fate fate; /* of the faulty rank */
     int signal;
 } fault_case;
 
