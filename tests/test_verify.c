@@ -228,8 +228,8 @@ static void test_manifest(void)
     fclose(f);
     static const char *const want[] = {
         "\"format\": \"ddpsim-dump\"", "\"version\": 1", "\"ranks\": 2", "\"seed\": 7",
-        "\"layers\": [{\"type\": \"linear\", \"in\": 4, \"out\": 8}, {\"type\": \"relu\"}, "
-        "{\"type\": \"linear\", \"in\": 8, \"out\": 3}]",
+        ("\"layers\": [{\"type\": \"linear\", \"in\": 4, \"out\": 8}, {\"type\": \"relu\"}, " /* one string */
+         "{\"type\": \"linear\", \"in\": 8, \"out\": 3}]"),
         "\"loss\": \"mse\"", "{\"name\": \"0.weight\", \"shape\": [8, 4]}", "{\"name\": \"2.bias\", \"shape\": [3]}",
         "\"find_unused_parameters\": false", "{\"op\": \"no_sync_enter\"}", "{\"op\": \"forward\", \"batch\": 0}",
         "{\"op\": \"grab\", \"grab\": 0}", "{\"op\": \"step\", \"lr\": 0.1}", "\"impls\": [\"reference\"]"};
