@@ -163,28 +163,49 @@ static void attn_backward(model *m)
     memset(s->dg, 0, NC * 4 * sizeof(float));
 
     crossentropy_backward(s->dlogits, s->probs, m->batch->targets, N, V);
-    linear_backward(s->dlf, model_g(m, P_HEAD_W), NULL, s->dlogits, s->lf, model_w(m, P_HEAD_W), N, C, V);
-    layernorm_backward(s->dx2, model_g(m, P_LNF_W), model_g(m, P_LNF_B), s->dlf, s->x2, model_w(m, P_LNF_W),
+    linear_backward(s->dlf, model_lg(m, P_HEAD_W), NULL, s->dlogits, s->lf, model_w(m, P_HEAD_W), N, C, V);
+    model_param_done(m, P_HEAD_W);
+    layernorm_backward(s->dx2, model_lg(m, P_LNF_W), model_lg(m, P_LNF_B), s->dlf, s->x2, model_w(m, P_LNF_W),
                        s->meanf, s->rstdf, N, C);
+    model_param_done(m, P_LNF_B);
+    model_param_done(m, P_LNF_W);
     /* x2 = x1 + mo: dx1 += dx2, and dmo is dx2 itself. */
-    linear_backward(s->dg, model_g(m, P_MPROJ_W), model_g(m, P_MPROJ_B), s->dx2, s->g, model_w(m, P_MPROJ_W), N,
+    linear_backward(s->dg, model_lg(m, P_MPROJ_W), model_lg(m, P_MPROJ_B), s->dx2, s->g, model_w(m, P_MPROJ_W), N,
                     4 * C, C);
+    model_param_done(m, P_MPROJ_B);
+    model_param_done(m, P_MPROJ_W);
     gelu_tanh_backward(s->df, s->dg, s->f, NC * 4);
-    linear_backward(s->dl2, model_g(m, P_FC_W), model_g(m, P_FC_B), s->df, s->l2, model_w(m, P_FC_W), N, C, 4 * C);
+    linear_backward(s->dl2, model_lg(m, P_FC_W), model_lg(m, P_FC_B), s->df, s->l2, model_w(m, P_FC_W), N, C, 4 * C);
+    model_param_done(m, P_FC_B);
+    model_param_done(m, P_FC_W);
     memcpy(s->dx1, s->dx2, NC * sizeof(float));
-    layernorm_backward(s->dx1, model_g(m, P_LN2_W), model_g(m, P_LN2_B), s->dl2, s->x1, model_w(m, P_LN2_W),
+    layernorm_backward(s->dx1, model_lg(m, P_LN2_W), model_lg(m, P_LN2_B), s->dl2, s->x1, model_w(m, P_LN2_W),
                        s->mean2, s->rstd2, N, C);
+    model_param_done(m, P_LN2_B);
+    model_param_done(m, P_LN2_W);
     /* x1 = x0 + ap: dx0 += dx1, and dap is dx1 itself. */
-    linear_backward(s->dao, model_g(m, P_PROJ_W), model_g(m, P_PROJ_B), s->dx1, s->ao, model_w(m, P_PROJ_W), N, C,
+    linear_backward(s->dao, model_lg(m, P_PROJ_W), model_lg(m, P_PROJ_B), s->dx1, s->ao, model_w(m, P_PROJ_W), N, C,
                     C);
+    model_param_done(m, P_PROJ_B);
+    model_param_done(m, P_PROJ_W);
     attention_backward(s->dq, s->dk, s->dv, s->datt, s->dao, s->att, s->q, s->k, s->v, B, T, C);
-    linear_backward(s->dl1, model_g(m, P_Q_W), model_g(m, P_Q_B), s->dq, s->l1, model_w(m, P_Q_W), N, C, C);
-    linear_backward(s->dl1, model_g(m, P_K_W), model_g(m, P_K_B), s->dk, s->l1, model_w(m, P_K_W), N, C, C);
-    linear_backward(s->dl1, model_g(m, P_V_W), model_g(m, P_V_B), s->dv, s->l1, model_w(m, P_V_W), N, C, C);
+    linear_backward(s->dl1, model_lg(m, P_Q_W), model_lg(m, P_Q_B), s->dq, s->l1, model_w(m, P_Q_W), N, C, C);
+    model_param_done(m, P_Q_B);
+    model_param_done(m, P_Q_W);
+    linear_backward(s->dl1, model_lg(m, P_K_W), model_lg(m, P_K_B), s->dk, s->l1, model_w(m, P_K_W), N, C, C);
+    model_param_done(m, P_K_B);
+    model_param_done(m, P_K_W);
+    linear_backward(s->dl1, model_lg(m, P_V_W), model_lg(m, P_V_B), s->dv, s->l1, model_w(m, P_V_W), N, C, C);
+    model_param_done(m, P_V_B);
+    model_param_done(m, P_V_W);
     memcpy(s->dx0, s->dx1, NC * sizeof(float));
-    layernorm_backward(s->dx0, model_g(m, P_LN1_W), model_g(m, P_LN1_B), s->dl1, s->x0, model_w(m, P_LN1_W),
+    layernorm_backward(s->dx0, model_lg(m, P_LN1_W), model_lg(m, P_LN1_B), s->dl1, s->x0, model_w(m, P_LN1_W),
                        s->mean1, s->rstd1, N, C);
-    embedding_backward(model_g(m, P_WTE), model_g(m, P_WPE), s->dx0, m->batch->tokens, B, T, C);
+    model_param_done(m, P_LN1_B);
+    model_param_done(m, P_LN1_W);
+    embedding_backward(model_lg(m, P_WTE), model_lg(m, P_WPE), s->dx0, m->batch->tokens, B, T, C);
+    model_param_done(m, P_WPE);
+    model_param_done(m, P_WTE);
 }
 
 static void attn_free(model *m)

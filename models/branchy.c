@@ -100,16 +100,24 @@ static void branchy_backward(model *m)
     mse_backward(s->dout, s->out, m->batch->y, (size_t)B * (size_t)O);
     memset(s->dh, 0, BH * sizeof(float));
     /* out is a sum: each head's output gradient is dout itself. */
-    if (m->batch->branch & 1)
-        linear_backward(s->dh, model_g(m, P_HEAD_A_W), model_g(m, P_HEAD_A_B), s->dout, s->h, model_w(m, P_HEAD_A_W),
-                        B, H, O);
-    if (m->batch->branch & 2)
-        linear_backward(s->dh, model_g(m, P_HEAD_B_W), model_g(m, P_HEAD_B_B), s->dout, s->h, model_w(m, P_HEAD_B_W),
-                        B, H, O);
+    if (m->batch->branch & 2) {
+        linear_backward(s->dh, model_lg(m, P_HEAD_B_W), model_lg(m, P_HEAD_B_B), s->dout, s->h,
+                        model_w(m, P_HEAD_B_W), B, H, O);
+        model_param_done(m, P_HEAD_B_B);
+        model_param_done(m, P_HEAD_B_W);
+    }
+    if (m->batch->branch & 1) {
+        linear_backward(s->dh, model_lg(m, P_HEAD_A_W), model_lg(m, P_HEAD_A_B), s->dout, s->h,
+                        model_w(m, P_HEAD_A_W), B, H, O);
+        model_param_done(m, P_HEAD_A_B);
+        model_param_done(m, P_HEAD_A_W);
+    }
     memset(s->dpre, 0, BH * sizeof(float));
     tanh_backward(s->dpre, s->dh, s->h, BH);
-    linear_backward(NULL, model_g(m, P_TRUNK_W), model_g(m, P_TRUNK_B), s->dpre, m->batch->x, model_w(m, P_TRUNK_W),
-                    B, I, H);
+    linear_backward(NULL, model_lg(m, P_TRUNK_W), model_lg(m, P_TRUNK_B), s->dpre, m->batch->x,
+                    model_w(m, P_TRUNK_W), B, I, H);
+    model_param_done(m, P_TRUNK_B);
+    model_param_done(m, P_TRUNK_W);
 }
 
 static void branchy_free(model *m)

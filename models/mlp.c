@@ -92,8 +92,10 @@ static void mlp_backward(model *m)
         size_t nin = (size_t)m->B * (size_t)m->dims[l];
         if (l > 0)
             memset(s->dact[l], 0, nin * sizeof(float));
-        linear_backward(l > 0 ? s->dact[l] : NULL, model_g(m, 2 * l), model_g(m, 2 * l + 1), s->dpre[l], s->act[l],
+        linear_backward(l > 0 ? s->dact[l] : NULL, model_lg(m, 2 * l), model_lg(m, 2 * l + 1), s->dpre[l], s->act[l],
                         model_w(m, 2 * l), m->B, m->dims[l], m->dims[l + 1]);
+        model_param_done(m, 2 * l + 1);
+        model_param_done(m, 2 * l);
         if (l > 0) {
             memset(s->dpre[l - 1], 0, nin * sizeof(float));
             relu_backward(s->dpre[l - 1], s->dact[l], s->pre[l - 1], nin);

@@ -92,7 +92,8 @@ static ddp_status create(const char *spec, int batch, int with_buffers, model **
     if (s == DDP_OK && with_buffers) {
         m->w = calloc(m->size, sizeof *m->w);
         m->g = calloc(m->size, sizeof *m->g);
-        if (!m->w || !m->g)
+        m->lg = calloc(m->size, sizeof *m->lg);
+        if (!m->w || !m->g || !m->lg)
             s = ddp_error(DDP_ERR_NOMEM, "model '%s': %zu parameters", spec, m->size);
     }
     if (s == DDP_OK && with_buffers)
@@ -134,6 +135,7 @@ void model_destroy(model *m)
         m->ops->free_state(m);
     free(m->w);
     free(m->g);
+    free(m->lg);
     free(m);
 }
 
@@ -242,9 +244,56 @@ ddp_status model_forward(model *m, const model_batch *b, double *loss)
     return DDP_OK;
 }
 
+void model_param_done(model *m, int i)
+{
+    if (m->done[i])
+        return; /* a family reports a parameter once; a second report would be a bug, not a second event */
+    m->done[i] = 1;
+    if (m->ready)
+        m->ready(m->ready_ctx, i);
+}
+
+void model_backward_local(model *m, model_ready_fn ready, void *ctx)
+{
+    /* Autograd computes each micro-step's gradient fresh; the layers accumulate into zeros. */
+    for (int i = 0; i < m->nparams; i++)
+        if (m->used[i])
+            memset(model_lg(m, i), 0, m->params[i].count * sizeof(float));
+    memset(m->done, 0, sizeof m->done);
+    m->ready = ready;
+    m->ready_ctx = ctx;
+    m->ops->backward(m);
+    /* Every used parameter is complete by now; one a family forgot to report still gets its event. */
+    for (int i = m->nparams - 1; i >= 0; i--)
+        if (m->used[i] && !m->done[i])
+            model_param_done(m, i);
+    m->ready = NULL;
+    m->ready_ctx = NULL;
+}
+
+void model_accumulate(model *dst, const model *src, int i)
+{
+    const model_param *p = &dst->params[i];
+    float *g = dst->g + p->offset;
+    const float *l = src->lg + p->offset;
+    for (size_t j = 0; j < p->count; j++)
+        g[j] = g[j] + l[j];
+}
+
+static void accumulate_own(void *ctx, int i)
+{
+    model *m = ctx;
+    model_accumulate(m, m, i);
+}
+
 void model_backward(model *m)
 {
-    m->ops->backward(m);
+    model_backward_local(m, accumulate_own, m);
+}
+
+const float *model_local_grads(const model *m)
+{
+    return m->lg;
 }
 
 void model_zero_grad(model *m)

@@ -109,7 +109,23 @@ void model_batch_fill(const model *m, model_batch *b, uint64_t seed, int rank, u
 
 /* Forward on a batch; the loss (mean, as PyTorch) is computed in double. */
 ddp_status model_forward(model *m, const model_batch *b, double *loss);
-/* Backward of the last forward: ACCUMULATES into the gradient buffer. */
+/*
+ * Backward of the last forward, as autograd runs it: this micro-step's
+ * gradient of every used parameter (its "local gradient") is computed into
+ * the local-gradient buffer, layer by layer, last layer first, and ready(ctx,
+ * p) is called the moment p's local gradient is complete, interleaved with
+ * the rest of the backward (when autograd would run p's AccumulateGrad).
+ * .grad is not touched: adding the local gradient in is the caller's
+ * (model_accumulate). ready may be NULL. Entries of unused parameters in the
+ * local buffer are left as they were.
+ */
+typedef void (*model_ready_fn)(void *ctx, int param);
+void model_backward_local(model *m, model_ready_fn ready, void *ctx);
+/* This micro-step's local gradients (valid for the used parameters after a backward). */
+const float *model_local_grads(const model *m);
+/* PyTorch's AccumulateGrad: dst's .grad of parameter p += src's local gradient of p (same layout). */
+void model_accumulate(model *dst, const model *src, int p);
+/* The whole backward with accumulation: .grad += local gradient, each parameter when it is ready. */
 void model_backward(model *m);
 void model_zero_grad(model *m);
 /* used[i] is 1 when parameter i took part in the last forward. */

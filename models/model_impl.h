@@ -49,6 +49,10 @@ struct model {
     int nparams;
     size_t size;
     float *w, *g;
+    float *lg;            /* this micro-step's local gradients (model_backward_local) */
+    model_ready_fn ready; /* during backward: told as each parameter's local gradient completes */
+    void *ready_ctx;
+    unsigned char done[MODEL_MAX_PARAMS]; /* during backward: reported complete */
     unsigned char used[MODEL_MAX_PARAMS];
     const model_batch *batch; /* of the last forward, for backward */
     double flops;
@@ -59,7 +63,15 @@ struct model {
 int model_add_param(model *m, const char *name, int rows, int cols, init_kind init, int fan_in);
 
 static inline float *model_w(model *m, int i) { return m->w + m->params[i].offset; }
-static inline float *model_g(model *m, int i) { return m->g + m->params[i].offset; }
+/* Where a family's backward writes (accumulates) parameter i's local gradient of this micro-step. */
+static inline float *model_lg(model *m, int i) { return m->lg + m->params[i].offset; }
+
+/*
+ * A family's backward calls this the moment parameter i's local gradient is
+ * complete (every use of it in this micro-step added in): that is when
+ * autograd would run the parameter's AccumulateGrad node.
+ */
+void model_param_done(model *m, int i);
 
 /* Record a gemm shape into out[n] if n < max; returns n + 1. */
 int model_gemm_add(model_gemm *out, int n, int max, int M, int N, int K, int transA, int transB);

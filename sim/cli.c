@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "gpu_probe.h"
@@ -73,6 +75,52 @@ int cli_fault_exit(const world *w, ddp_status s)
     if (s == DDP_ERR_INTERRUPTED && w)
         return 128 + world_interrupt_signal(w);
     return DDPSIM_EXIT_FAULT;
+}
+
+FILE *cli_open_output(const char *path, char *msg, size_t len)
+{
+    if (strcmp(path, "-") == 0)
+        return stdout;
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(msg, len, "%s is a directory", path);
+        return NULL;
+    }
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        snprintf(msg, len, "cannot create %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    /* JSON allows leading white space, so the probe byte may stay where it cannot be taken back (a pipe). */
+    if (fputc('\n', f) == EOF || fflush(f) != 0) {
+        snprintf(msg, len, "cannot write %s: %s", path, strerror(errno));
+        fclose(f);
+        return NULL;
+    }
+    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode)) {
+        if (ftruncate(fileno(f), 0) != 0 || fseek(f, 0, SEEK_SET) != 0) {
+            snprintf(msg, len, "cannot rewrite %s: %s", path, strerror(errno));
+            fclose(f);
+            return NULL;
+        }
+    }
+    return f;
+}
+
+void cli_close_output(FILE *f)
+{
+    if (f && f != stdout)
+        fclose(f);
+}
+
+int cli_finish(int code)
+{
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "ddpsim: cannot write to standard output: %s\n", strerror(errno ? errno : EIO));
+        if (code == DDPSIM_EXIT_PASS)
+            return DDPSIM_EXIT_FAULT;
+    }
+    return code;
 }
 
 char *cli_read_file(const char *path, size_t max, char *msg, size_t msglen)

@@ -7,6 +7,7 @@
 #define DDPSIM_CLI_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "status.h"
 #include "world.h"
@@ -16,7 +17,8 @@ enum {
     DDPSIM_EXIT_PASS = 0,     /* every check matched */
     DDPSIM_EXIT_MISMATCH = 1, /* a check found a difference */
     DDPSIM_EXIT_USAGE = 2,    /* bad options or input */
-    DDPSIM_EXIT_FAULT = 3,    /* a rank died, the watchdog fired, a backend failed */
+    DDPSIM_EXIT_FAULT = 3,    /* a rank died, the watchdog fired, a backend failed, output could not be written */
+    DDPSIM_EXIT_NOTHING = 4,  /* the run verified nothing: no grab, or every grab compared only zeros */
     /* interrupted by signal S: 128 + S (130 for SIGINT, 143 for SIGTERM) */
 };
 
@@ -38,6 +40,24 @@ char *cli_join_command(int argc, char **argv, cli_keep_fn keep);
  * DDPSIM_EXIT_FAULT. w may be NULL.
  */
 int cli_fault_exit(const world *w, ddp_status s);
+
+/*
+ * An output file named on the command line, opened before anything runs so
+ * that a missing directory, a directory, or a device that takes no bytes
+ * (/dev/full) is refused up front: "-" is stdout; anything else is created
+ * (or truncated) and one byte is written and flushed to see it can be
+ * written, then taken back where the file allows. NULL with msg on error.
+ */
+FILE *cli_open_output(const char *path, char *msg, size_t len);
+/* Close what cli_open_output returned (stdout is left open). */
+void cli_close_output(FILE *f);
+
+/*
+ * The end of every command: flush stdout, and when that or an earlier write
+ * to it failed, say so on stderr. Returns code, or DDPSIM_EXIT_FAULT when
+ * code was a pass that did not reach the reader.
+ */
+int cli_finish(int code);
 
 /* Read a whole text file (at most max bytes) into a NUL-terminated buffer; NULL with msg filled on error. */
 char *cli_read_file(const char *path, size_t max, char *msg, size_t msglen);

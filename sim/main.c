@@ -22,7 +22,8 @@
 
 static int run_verification(ddpsim_options *opt)
 {
-    report_header(opt);
+    if (report_header(opt) != 0)
+        return DDPSIM_EXIT_USAGE; /* nowhere to report to: refused before the run (cli_finish says why) */
     verify_result res;
     ddp_status s = verify_run(&opt->run, &res);
     if (opt->run.trace_path && res.w) {
@@ -120,7 +121,7 @@ int main(int argc, char **argv)
 {
     int r = opt_dispatch("", subcommands, argc, argv, 1);
     if (r != OPT_RUN)
-        return r;
+        return cli_finish(r);
     ddpsim_options opt;
     r = options_parse(argc, argv, &opt);
     if (r == OPT_RUN && opt.list) {
@@ -138,5 +139,5 @@ int main(int argc, char **argv)
             r = run_verification(&opt);
     }
     options_free(&opt);
-    return r;
+    return cli_finish(r);
 }

@@ -108,6 +108,7 @@ static void init(void *o)
     opt->lr = DEFAULT_LR;
     opt->schedule_arg = SCHED_DEFAULT;
     opt->nccl_op = -1; /* not given: sum */
+    opt->out = stdout;
 }
 
 /* Schedule text: the argument itself, or the contents of @FILE. */
@@ -189,6 +190,19 @@ static int validate(void *o, const char **which, char *msg, size_t len)
         FAIL("fail-fast", "goes with --repeat K or --chaos A..B");
     if (opt->repeat_mode && (run->trace_path || opt->replay_path || run->dump_dir || opt->json_path))
         FAIL("repeat", "--trace, --replay, --dump and --json belong to single runs: replay one seed");
+    if (opt->mutants && (run->trace_path || opt->replay_path || run->dump_dir || opt->json_path || opt->chaos_given ||
+                         run->nfaults || run->inputs_dir))
+        FAIL("mutants", "runs its own configurations: --trace, --replay, --dump, --json, --chaos, --repeat, --fault "
+                        "and --inputs belong to single runs");
+    if (opt->json_path) {
+        opt->json_file = cli_open_output(opt->json_path, msg, len);
+        if (!opt->json_file) {
+            *which = "json";
+            return -1;
+        }
+        if (opt->json_file == stdout)
+            opt->out = stderr; /* the JSON owns standard output; the table goes to stderr */
+    }
     char *key = NULL;
     size_t key_len = 0;
     FILE *k = open_memstream(&key, &key_len);
@@ -249,7 +263,8 @@ static const opt_spec specs[] = {
      OPT_STRING, F(run.inputs_dir), 0, 0, NULL, NULL},
     {"dump", 0, "DIR", "write parameters, batches and every grab's gradients", OPT_STRING, F(run.dump_dir), 0, 0, NULL,
      NULL},
-    {"json", 0, "FILE", "write the report as JSON", OPT_STRING, F(json_path), 0, 0, NULL, NULL},
+    {"json", 0, "FILE", "write the report as JSON (- for standard output; the table then goes\nto standard error)",
+     OPT_STRING, F(json_path), 0, 0, NULL, NULL},
     {"chaos", 0, "C|A..B",
      "shake timing with chaos seed C (delays before collectives, a\nstraggler, ready-event and bucket orders); a range repeats",
      OPT_CUSTOM, 0, 0, 0, parse_chaos, ""},
@@ -316,6 +331,7 @@ int options_parse(int argc, char **argv, ddpsim_options *opt)
 
 void options_free(ddpsim_options *opt)
 {
+    cli_close_output(opt->json_file);
     impl_close(&opt->impl);
     trace_free(&opt->replay);
     sched_free(&opt->schedule);

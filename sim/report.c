@@ -31,72 +31,72 @@ static void header_nccl(const ddpsim_options *opt)
     const verify_config *run = &opt->run;
     char v[32], env[512];
     gpu_probe_nccl_version_text(g->nccl_version, v, sizeof v);
-    printf("# backend nccl: the implementation reduces with NCCL %s (CUDA runtime %d.%d, driver %d.%d) on %d GPU%s "
+    fprintf(opt->out, "# backend nccl: the implementation reduces with NCCL %s (CUDA runtime %d.%d, driver %d.%d) on %d GPU%s "
            "(%s), rank r on GPU r %% %d; the reference reduces on the CPU\n",
            v, g->runtime_version / 1000, (g->runtime_version % 1000) / 10, g->driver_version / 1000,
            (g->driver_version % 1000) / 10, g->ngpus, g->ngpus == 1 ? "" : "s", g->name, g->ngpus);
-    printf("#   nccl op: %s\n", run->nccl_avg ? "avg: buckets unscaled, ncclAvg (1/N applied by NCCL)"
+    fprintf(opt->out, "#   nccl op: %s\n", run->nccl_avg ? "avg: buckets unscaled, ncclAvg (1/N applied by NCCL)"
                                               : "sum: buckets scaled by 1/N as DDP does, then ncclSum");
     nccl_env_plan plan;
     nccl_env_plan_make(0, run->nranks, g->ngpus, &plan);
     nccl_env_describe(&plan, env, sizeof env);
-    printf("#   environment: %s\n", env);
+    fprintf(opt->out, "#   environment: %s\n", env);
     if (plan.separate_hosts)
-        printf("#   %d ranks on %d GPU%s: each rank has its own NCCL_HOSTID, so NCCL sees separate hosts and talks "
+        fprintf(opt->out, "#   %d ranks on %d GPU%s: each rank has its own NCCL_HOSTID, so NCCL sees separate hosts and talks "
                "over its socket transport on loopback; this works, but NVIDIA does not support it\n",
                run->nranks, g->ngpus, g->ngpus == 1 ? "" : "s");
 }
 
-void report_header(const ddpsim_options *opt)
+int report_header(const ddpsim_options *opt)
 {
     if (opt->quiet)
-        return;
+        return 0;
     const verify_config *run = &opt->run;
     model *m = NULL;
     if (model_create_layout(run->model_spec, run->batch, &m) != DDP_OK)
-        return;
+        return 0;
     int bf[MODEL_MAX_PARAMS], bc[MODEL_MAX_PARAMS];
     int nb = ddp_assign_buckets(m, run->ddp.first_bucket_cap, run->ddp.bucket_cap, bf, bc, MODEL_MAX_PARAMS);
     char tol[64], cap[32], fcap[32];
-    printf("# ddpsim %s: %s DDP under test against the reference DDP (PyTorch semantics)\n", PACKAGE_VERSION,
+    fprintf(opt->out, "# ddpsim %s: %s DDP under test against the reference DDP (PyTorch semantics)\n", PACKAGE_VERSION,
            run->impl);
-    printf("# ranks %d, model %s (%zu parameters in %d tensors, %d bucket%s), batch %d, seed %llu%s\n", run->nranks,
+    fprintf(opt->out, "# ranks %d, model %s (%zu parameters in %d tensors, %d bucket%s), batch %d, seed %llu%s\n", run->nranks,
            model_spec(m), model_size(m), model_nparams(m), nb, nb == 1 ? "" : "s", run->batch,
            (unsigned long long)run->seed, run->inputs_dir ? ", inputs from a dump" : "");
-    printf("# schedule: %s\n", opt->schedule_text);
-    printf("#   %zu ops, %zu forwards, %zu grabs\n", run->schedule->nops, run->schedule->nfwd, run->schedule->ngrabs);
-    printf("# algo %s, tolerance %s, bucket cap %s (first %s), find_unused %s, bucket_view %s, lr %g\n",
+    fprintf(opt->out, "# schedule: %s\n", opt->schedule_text);
+    fprintf(opt->out, "#   %zu ops, %zu forwards, %zu grabs\n", run->schedule->nops, run->schedule->nfwd, run->schedule->ngrabs);
+    fprintf(opt->out, "# algo %s, tolerance %s, bucket cap %s (first %s), find_unused %s, bucket_view %s, lr %g\n",
            coll_algo_name(run->ddp.algo), tol_format(&run->tol, tol, sizeof tol),
            units_format_size(run->ddp.bucket_cap, cap, sizeof cap),
            units_format_size(run->ddp.first_bucket_cap, fcap, sizeof fcap), run->ddp.find_unused ? "yes" : "no",
            run->ddp.bucket_view ? "yes" : "no", (double)run->ddp.lr);
     if (run->chaos)
-        printf("# chaos seed %llu: seeded delays before collectives, a straggler, shuffled ready events and bucket "
+        fprintf(opt->out, "# chaos seed %llu: seeded delays before collectives, a straggler, shuffled ready events and bucket "
                "launches (timing only)\n",
                (unsigned long long)run->chaos_seed);
     if (opt->replay_path)
-        printf("# replaying the ready-event and arrival order of %s\n", opt->replay_path);
+        fprintf(opt->out, "# replaying the ready-event and arrival order of %s\n", opt->replay_path);
     for (int f = 0; f < run->nfaults; f++) {
         const verify_fault *ft = &run->faults[f];
         if (ft->kind == FAULT_SLOW)
-            printf("# fault: slow, rank %d sleeps %u ms before every op\n", ft->rank, ft->ms);
+            fprintf(opt->out, "# fault: slow, rank %d sleeps %u ms before every op\n", ft->rank, ft->ms);
         else
-            printf("# fault: %s, rank %d before op %ld (%s)%s\n", fault_kind_name(ft->kind), ft->rank, ft->op,
+            fprintf(opt->out, "# fault: %s, rank %d before op %ld (%s)%s\n", fault_kind_name(ft->kind), ft->rank, ft->op,
                    sched_op_name(run->schedule->ops[ft->op]),
                    ft->kind == FAULT_FLIP ? ": one bit of its contribution to the next allreduce" : "");
     }
     if (run->backend == VERIFY_BACKEND_NCCL)
         header_nccl(opt);
-    printf("# replay: %s\n", opt->command);
-    fflush(stdout);
+    fprintf(opt->out, "# replay: %s\n", opt->command);
     model_destroy(m);
+    return fflush(opt->out) != 0 || ferror(opt->out) ? -1 : 0;
 }
 
 static void print_first(const ddpsim_options *opt, const judgement *s, const char (*labels)[SCHED_LABEL_LEN])
 {
     const verify_record *f = s->first;
     if (!f->done) {
-        printf("# first divergence: grab %zu, rank %d: never reached\n", s->first_grab, s->first_rank);
+        fprintf(opt->out, "# first divergence: grab %zu, rank %d: never reached\n", s->first_grab, s->first_rank);
         return;
     }
     model *m = NULL;
@@ -104,7 +104,7 @@ static void print_first(const ddpsim_options *opt, const judgement *s, const cha
     if (model_create_layout(opt->run.model_spec, opt->run.batch, &m) == DDP_OK && f->has_first)
         pname = model_param_at(m, f->first_param)->name;
     if (f->has_first)
-        printf("# first divergence: grab %zu (%s), rank %d, parameter %s, element %llu: expected %.9g, actual %.9g, "
+        fprintf(opt->out, "# first divergence: grab %zu (%s), rank %d, parameter %s, element %llu: expected %.9g, actual %.9g, "
                "%u ulp\n",
                s->first_grab, labels[s->first_grab], s->first_rank, pname, (unsigned long long)f->first_index,
                (double)f->first_expected, (double)f->first_actual, f->first_ulp);
@@ -131,9 +131,9 @@ static void print_ulp_histogram(const ddpsim_options *opt, const verify_result *
     uint64_t hist[TOL_ULP_BINS];
     uint32_t max_ulp;
     ulp_histogram(res, hist, &max_ulp);
-    printf("# ulp distance to the reference, all grabs and ranks: max %u; elements at", max_ulp);
+    fprintf(opt->out, "# ulp distance to the reference, all grabs and ranks: max %u; elements at", max_ulp);
     for (int b = 0; b < TOL_ULP_BINS; b++)
-        printf(" %s: %llu%s", tol_ulp_bin_label(b), (unsigned long long)hist[b], b + 1 < TOL_ULP_BINS ? "," : "\n");
+        fprintf(opt->out, " %s: %llu%s", tol_ulp_bin_label(b), (unsigned long long)hist[b], b + 1 < TOL_ULP_BINS ? "," : "\n");
 }
 
 static void print_nccl(const ddpsim_options *opt, const verify_result *res)
@@ -141,29 +141,48 @@ static void print_nccl(const ddpsim_options *opt, const verify_result *res)
     judge_nccl_total t = judge_nccl_sum(res);
     double per_call = t.calls ? t.device_ms / (double)t.calls : 0, per_rt = t.calls ? t.roundtrip_ms / (double)t.calls : 0;
     size_t steps = opt->run.schedule->nfwd;
-    printf("# nccl: %llu allreduces per rank (%llu floats); per allreduce %.3f ms on the GPU (events), %.3f ms round "
+    fprintf(opt->out, "# nccl: %llu allreduces per rank (%llu floats); per allreduce %.3f ms on the GPU (events), %.3f ms round "
            "trip with copies (slowest %.3f ms); %.3f ms per micro-step (fwd+bwd, whole run / %zu)\n",
            (unsigned long long)res->nccl[0].nallreduce, (unsigned long long)res->nccl[0].elements, per_call, per_rt,
            t.max_ms, steps ? res->wall_s * 1e3 / (double)steps : 0.0, steps);
-    printf("# nccl: result digest %016llx: %s (run again: the same digest means bitwise the same results)\n",
+    fprintf(opt->out, "# nccl: result digest %016llx: %s (run again: the same digest means bitwise the same results)\n",
            (unsigned long long)res->nccl[0].digest,
            t.digests_agree ? "identical on every rank" : "RANKS DIFFER (an allreduce gave ranks different bits)");
-    printf("# nccl: the CPU ring emulation (--algo ring) reproduces %.2f%% of NCCL's result elements bit for bit "
+    fprintf(opt->out, "# nccl: the CPU ring emulation (--algo ring) reproduces %.2f%% of NCCL's result elements bit for bit "
            "(%llu of %llu)\n",
            t.elements ? 100.0 * (double)t.ring_same / (double)t.elements : 100.0, (unsigned long long)t.ring_same,
            (unsigned long long)t.elements);
 }
 
-static int write_json(const ddpsim_options *opt, const verify_result *res, const judgement *s,
-                      const char (*labels)[SCHED_LABEL_LEN], int pass)
+static const char *verdict_word(judge_verdict v)
 {
-    FILE *f = fopen(opt->json_path, "w");
-    if (!f) {
-        fprintf(stderr, "ddpsim: cannot write --json %s: %s\n", opt->json_path, strerror(errno));
-        return -1;
+    switch (v) {
+    case JUDGE_PASS: return "pass";
+    case JUDGE_DIVERGES: return "diverges";
+    case JUDGE_REFERENCE_BAD: return "reference_bad";
+    case JUDGE_NCCL_DISAGREE: return "nccl_disagree";
+    case JUDGE_NOTHING: return "nothing_verified";
     }
+    return "?";
+}
+
+int report_exit_code(judge_verdict v)
+{
+    switch (v) {
+    case JUDGE_PASS: return DDPSIM_EXIT_PASS;
+    case JUDGE_NOTHING: return DDPSIM_EXIT_NOTHING;
+    default: return DDPSIM_EXIT_MISMATCH;
+    }
+}
+
+static int write_json(const ddpsim_options *opt, const verify_result *res, const judgement *s,
+                      const char (*labels)[SCHED_LABEL_LEN])
+{
+    FILE *f = opt->json_file;
     char tol[64];
-    fprintf(f, "{\"result\": \"%s\", \"ranks\": %d, \"impl\": ", pass ? "pass" : "fail", res->nranks);
+    fprintf(f, "{\"result\": \"%s\", \"verdict\": \"%s\", \"ranks\": %d, \"impl\": ",
+            s->verdict == JUDGE_PASS ? "pass" : s->verdict == JUDGE_NOTHING ? "nothing_verified" : "fail",
+            verdict_word(s->verdict), res->nranks);
     jsonw_string(f, opt->run.impl);
     fprintf(f, ", \"reference\": \"reference\", \"seed\": %llu, \"tolerance\": ", (unsigned long long)opt->run.seed);
     jsonw_string(f, tol_format(&opt->run.tol, tol, sizeof tol));
@@ -227,12 +246,43 @@ static int write_json(const ddpsim_options *opt, const verify_result *res, const
     jsonw_number(f, res->wall_s);
     fprintf(f, ", \"rank_peak_kib\": %ld, \"ranks_total_kib\": %ld, \"parent_peak_kib\": %ld}\n", res->rank_peak_kib,
             res->rank_total_kib, res->parent_peak_kib);
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad) {
-        fprintf(stderr, "ddpsim: cannot write --json %s\n", opt->json_path);
+    if (fflush(f) != 0 || ferror(f)) {
+        fprintf(stderr, "ddpsim: cannot write --json %s: %s\n", opt->json_path, strerror(errno));
         return -1;
     }
     return 0;
+}
+
+/* The reference's own checks, each with how often it could be checked at all. */
+static void print_sanity(const ddpsim_options *opt, const verify_result *res, const judgement *s)
+{
+    FILE *out = opt->out;
+    if (s->synced_grabs == 0)
+        fprintf(out, "# sanity: ranks agree after every syncing backward: not checked (no grab after a syncing "
+                     "backward)\n");
+    else if (s->synced_disagree)
+        fprintf(out, "# sanity: ranks agree after every syncing backward: NO (%zu of %zu grabs)\n", s->synced_disagree,
+                s->synced_grabs);
+    else
+        fprintf(out, "# sanity: ranks agree after every syncing backward: yes (%zu grabs)\n", s->synced_grabs);
+    if (res->nranks > 1) {
+        if (s->local_grabs == 0)
+            fprintf(out, "# sanity: ranks differ under no_sync: not checked (no grab after a backward that did not "
+                         "sync)\n");
+        else if (s->local_identical)
+            fprintf(out, "# sanity: ranks differ under no_sync: NOT ALWAYS (identical at %zu of %zu grabs) -- the "
+                         "data cannot reveal a missing sync there\n",
+                    s->local_identical, s->local_grabs);
+        else
+            fprintf(out, "# sanity: ranks differ under no_sync: yes (%zu grabs)\n", s->local_grabs);
+    }
+    if (s->global_checked == 0)
+        fprintf(out, "# sanity: reference equals the exact average of every rank's local gradients: not checked (no "
+                     "grab after a syncing backward)\n");
+    else
+        fprintf(out, "# sanity: reference equals the exact average of every rank's local gradients: %s (%zu grabs, "
+                     "worst %.2g of the proven rounding bound)\n",
+                s->global_failed ? "FAIL" : "ok", s->global_checked, s->global_worst);
 }
 
 int report_verification(const ddpsim_options *opt, const verify_result *res)
@@ -246,7 +296,7 @@ int report_verification(const ddpsim_options *opt, const verify_result *res)
     }
     sched_grab_labels(opt->run.schedule, labels);
     if (!opt->quiet) {
-        printf("#%5s  %-34s %6s %14s %9s  %s\n", "grab", "label", "synced", "max_abs_diff", "max_ulp", "status");
+        fprintf(opt->out, "#%5s  %-34s %6s %14s %9s  %s\n", "grab", "label", "synced", "max_abs_diff", "max_ulp", "status");
         for (size_t k = 0; k < res->ngrabs; k++) {
             double max_abs = 0;
             uint32_t max_ulp = 0;
@@ -261,23 +311,14 @@ int report_verification(const ddpsim_options *opt, const verify_result *res)
                 ok &= judge_record_ok(rec);
                 nonfinite += rec->nonfinite;
             }
-            printf("%6zu  %-34s %6s %14.6g %9u  %s\n", k, labels[k], synced_text(verify_at(res, k, 0)->synced),
+            fprintf(opt->out, "%6zu  %-34s %6s %14.6g %9u  %s\n", k, labels[k], synced_text(verify_at(res, k, 0)->synced),
                    max_abs, max_ulp, ok ? "ok" : nonfinite ? "NONFINITE" : "DIFF");
         }
-        printf("# sanity: ranks agree after every syncing backward: %s (%zu grabs)\n",
-               s.synced_disagree ? "NO" : "yes", s.synced_grabs);
-        if (res->nranks > 1)
-            printf("# sanity: ranks differ under no_sync: %s (%zu grabs)%s\n", s.local_identical ? "NOT ALWAYS" : "yes",
-                   s.local_grabs,
-                   s.local_identical ? " -- the data cannot reveal a missing sync at those grabs" : "");
-        printf("# sanity: reference vs single-process global batch: %s (%zu grabs, worst %.2g of the largest "
-               "gradient, allowed %.0e)\n",
-               s.global_failed ? "FAIL" : s.global_checked ? "ok" : "not checked", s.global_checked, s.global_worst,
-               VERIFY_GLOBAL_RTOL);
+        print_sanity(opt, res, &s);
         print_ulp_histogram(opt, res);
         if (res->nccl)
             print_nccl(opt, res);
-        printf("# time %.3f s; peak memory: %.1f MiB in the largest rank, %.1f MiB over all %d ranks, %.1f MiB "
+        fprintf(opt->out, "# time %.3f s; peak memory: %.1f MiB in the largest rank, %.1f MiB over all %d ranks, %.1f MiB "
                "in the parent\n",
                res->wall_s, (double)res->rank_peak_kib / 1024, (double)res->rank_total_kib / 1024, res->nranks,
                (double)res->parent_peak_kib / 1024);
@@ -287,25 +328,30 @@ int report_verification(const ddpsim_options *opt, const verify_result *res)
     tol_format(&opt->run.tol, tol, sizeof tol);
     switch (s.verdict) {
     case JUDGE_PASS:
-        printf("# verdict: PASS (%zu grabs x %d ranks match, %s)\n", res->ngrabs, res->nranks, tol);
-        break;
-    case JUDGE_DIVERGES:
-        printf("# verdict: FAIL (%zu of %zu grabs diverge, %s)\n", s.grabs_failed, res->ngrabs, tol);
+        fprintf(opt->out, "# verdict: PASS (%zu grabs x %d ranks match, %s)\n", res->ngrabs, res->nranks, tol);
         break;
     case JUDGE_REFERENCE_BAD:
-        printf("# verdict: FAIL (the reference failed its sanity checks: a bug in ddpsim)\n");
+        fprintf(opt->out, "# verdict: FAIL (the reference failed its own sanity checks: a bug in ddpsim; nothing else "
+                          "this run says can be trusted)\n");
+        break;
+    case JUDGE_DIVERGES:
+        fprintf(opt->out, "# verdict: FAIL (%zu of %zu grabs diverge, %s)\n", s.grabs_failed, res->ngrabs, tol);
         break;
     case JUDGE_NCCL_DISAGREE:
-        printf("# verdict: FAIL (NCCL's allreduce gave the ranks different bits)\n");
+        fprintf(opt->out, "# verdict: FAIL (NCCL's allreduce gave the ranks different bits)\n");
+        break;
+    case JUDGE_NOTHING:
+        fprintf(opt->out, "# verdict: NOTHING VERIFIED (%s)\n",
+                res->ngrabs == 0 ? "the schedule has no grab" : "every grab compared only zeros");
         break;
     }
     if (s.first)
         print_first(opt, &s, labels);
     if (!pass)
-        printf("# replay: %s\n", opt->command);
-    int code = pass ? DDPSIM_EXIT_PASS : DDPSIM_EXIT_MISMATCH;
-    if (opt->json_path && write_json(opt, res, &s, labels, pass) != 0)
-        code = DDPSIM_EXIT_USAGE;
+        fprintf(opt->out, "# replay: %s\n", opt->command);
+    int code = report_exit_code(s.verdict);
+    if (opt->json_file && write_json(opt, res, &s, labels) != 0 && code == DDPSIM_EXIT_PASS)
+        code = DDPSIM_EXIT_FAULT; /* a failed write never hides a verdict that is not a pass */
     free(labels);
     return code;
 }

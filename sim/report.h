@@ -6,13 +6,20 @@
 #ifndef DDPSIM_REPORT_H
 #define DDPSIM_REPORT_H
 
+#include "judge.h"
 #include "options.h"
 #include "verify.h"
 
-/* Print the report (and write --json); return the exit code (0 pass, 1 divergence or failed sanity, 2 JSON unwritable). */
+/*
+ * Print the report on opt->out (and write --json); return the exit code:
+ * the verdict's (report_exit_code), or 3 when a pass could not be written.
+ */
 int report_verification(const ddpsim_options *opt, const verify_result *res);
 
-/* The header lines, printed before the run starts. */
-void report_header(const ddpsim_options *opt);
+/* The exit code of a verdict: 0 pass, 1 a failure of any kind, 4 nothing verified. */
+int report_exit_code(judge_verdict v);
+
+/* The header lines, printed before the run starts: -1 when they could not be written. */
+int report_header(const ddpsim_options *opt);
 
 #endif

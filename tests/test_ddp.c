@@ -244,7 +244,7 @@ static void test_scale_before_sum(void)
     results *r = run_scenario(3, scale_order);
     CU_ASSERT_PTR_NOT_NULL_FATAL(r);
     float inv = (float)(1.0 / 3);
-    int differs_from_sum_then_divide = 0, view_differs = 0;
+    int differs_from_sum_then_divide = 0, view_differs = 0, first_sync_tells = 0;
     for (int which = 0; which < SLOTS; which++) {
         float g0 = chosen_grad(0, which), g1 = chosen_grad(1, which), g2 = chosen_grad(2, which);
         float mul = (g0 * inv + g1 * inv) + g2 * inv;      /* PyTorch: multiply while copying into the bucket */
@@ -252,14 +252,19 @@ static void test_scale_before_sum(void)
         float later = ((g0 + g1) + g2) / 3.0f;             /* what a sum-then-average would give */
         differs_from_sum_then_divide += test_bits_f(mul) != test_bits_f(later);
         view_differs += test_bits_f(mul) != test_bits_f(div);
+        /* gradient_as_bucket_view: the first sync multiplies while copying the grad into its bucket
+         * (it is no alias of the view yet), every later one divides the view in place. */
+        float view = which == 0 ? mul : div;
+        first_sync_tells += which == 0 && test_bits_f(mul) != test_bits_f(div);
         for (int k = 0; k < 3; k++) {
             CU_ASSERT_EQUAL(test_bits_f(r->v[0][k][which]), test_bits_f(mul));
-            CU_ASSERT_EQUAL(test_bits_f(r->v[1][k][which]), test_bits_f(div));
+            CU_ASSERT_EQUAL(test_bits_f(r->v[1][k][which]), test_bits_f(view));
         }
     }
     /* The chosen values must tell the orders apart, or the test shows nothing. */
     CU_ASSERT(differs_from_sum_then_divide > 0);
     CU_ASSERT(view_differs > 0);
+    CU_ASSERT(first_sync_tells > 0);
 }
 
 /*
@@ -518,7 +523,7 @@ int main(void)
 {
     static const test_entry tests[] = {
         {"broadcast, decision at forward, accumulation, step, zero_grad (hand values)", test_decisions},
-        {"1/N before the sum; gradient_as_bucket_view divides", test_scale_before_sum},
+        {"1/N before the sum; gradient_as_bucket_view multiplies at the first sync, divides after", test_scale_before_sum},
         {"find_unused: across ranks, across the window, unused everywhere; error without it",
          test_unused_parameters},
         {"bucket assignment", test_bucket_assignment},

@@ -26,6 +26,7 @@ struct ddp_ref {
     float window_used[MODEL_MAX_PARAMS]; /* used by a forward since the last sync (1/0), allreduced at sync */
     float *saved;           /* local gradients of globally unused parameters, kept across the allreduce */
     unsigned char reduced[MODEL_MAX_PARAMS]; /* which parameters the last sync reduced */
+    unsigned char alias[MODEL_MAX_PARAMS];   /* gradient_as_bucket_view: .grad is its bucket's view by now */
     ddp_reduce_fn reduce;   /* another backend's allreduce (NULL: the CPU collectives) */
     void *reduce_ctx;
     int backend_avg;        /* the backend averages: buckets go unscaled */
@@ -118,7 +119,16 @@ void ddp_ref_grad_ready(ddp_ref *d, int p)
     d->window_used[p] = 1.0f;
 }
 
-/* Scale bucket k's gradients by 1/N (or divide in place), then sum-allreduce them. */
+/*
+ * Scale bucket k's gradients by 1/N, then sum-allreduce them. How each is
+ * scaled is reducer.cpp's mark_variable_ready_dense: a grad that is not (yet)
+ * an alias of its bucket view is multiplied by 1/N (rounded to float once)
+ * while copied in, at::mul_out(bucket_view, grad, 1.0 / N); with
+ * gradient_as_bucket_view the grad then becomes the view, and from the next
+ * sync on the reducer divides it in place, bucket_view.div_(N). So the first
+ * sync multiplies and later ones divide (the two differ in the last bit for
+ * N not a power of two); a zero that fills zeros keeps the alias.
+ */
 static ddp_status reduce_bucket(ddp_ref *d, int k)
 {
     int n = world_size(d->wr);
@@ -128,10 +138,14 @@ static ddp_status reduce_bucket(ddp_ref *d, int k)
     size_t count = pl->offset + pl->count - p0->offset;
     if (d->backend_avg)
         return allreduce(d, g, count, d->cfg.algo, 1);
-    if (d->cfg.bucket_view)
-        coll_div_n(g, g, count, n);
-    else
-        coll_mul_inv_n(g, g, count, n); /* PyTorch: mul_out(bucket_view, grad, 1.0 / N) */
+    for (int i = d->bucket_first[k]; i < d->bucket_first[k] + d->bucket_count[k]; i++) {
+        const model_param *p = model_param_at(d->m, i);
+        float *gi = model_grads(d->m) + p->offset;
+        if (d->cfg.bucket_view && d->alias[i])
+            coll_div_n(gi, gi, p->count, n);
+        else
+            coll_mul_inv_n(gi, gi, p->count, n);
+    }
     return allreduce(d, g, count, d->cfg.algo, 0);
 }
 
@@ -163,6 +177,10 @@ static ddp_status sync_gradients(ddp_ref *d)
         d->reduced[i] = !d->cfg.find_unused || global_used[i] != 0.0f;
     for (int k = 0; k < d->nbuckets; k++)
         DDP_CHECK(reduce_bucket(d, k));
+    /* finalize_bucket_dense: with gradient_as_bucket_view every reduced grad is its bucket's view from now on
+     * (a locally unused one too: grad = bucket_view); a globally unused one is left as it was. */
+    for (int i = 0; i < np && d->cfg.bucket_view; i++)
+        d->alias[i] |= d->reduced[i];
     if (d->cfg.find_unused)
         for (int i = 0; i < np; i++)
             if (global_used[i] == 0.0f) {
@@ -206,6 +224,7 @@ void ddp_ref_step(ddp_ref *d)
     ddp_sgd_step(d->m, d->cfg.lr);
 }
 
+int ddp_ref_pending_sync(const ddp_ref *d) { return d->fwd_pending && d->fwd_will_sync; }
 int ddp_ref_last_synced(const ddp_ref *d) { return d->last_synced; }
 int ddp_ref_nbuckets(const ddp_ref *d) { return d->nbuckets; }
 const unsigned char *ddp_ref_reduced_params(const ddp_ref *d) { return d->reduced; }

@@ -10,8 +10,9 @@
  *  - a syncing backward reduces the ACCUMULATED gradient (every unsynced
  *    micro-step since the last sync plus this one) and overwrites it with
  *    the average: each gradient is multiplied by 1/N while copied into its
- *    bucket (gradient_as_bucket_view: divided by N in place), then the
- *    bucket is sum-allreduced;
+ *    bucket (gradient_as_bucket_view: from the second sync on, once the
+ *    grad is its bucket's view, divided by N in place), then the bucket is
+ *    sum-allreduced;
  *  - buckets: parameters are assigned in registration order with a size
  *    limit of first_bucket_cap for the first bucket and bucket_cap after,
  *    a parameter joining the open bucket before the limit is checked; the
@@ -83,6 +84,8 @@ void ddp_ref_step(ddp_ref *d);
 typedef ddp_status (*ddp_reduce_fn)(void *ctx, float *buf, size_t count, int avg);
 void ddp_ref_set_reducer(ddp_ref *d, ddp_reduce_fn fn, void *ctx, int backend_avg);
 
+/* 1 when the forward waiting for its backward decided that the backward syncs. */
+int ddp_ref_pending_sync(const ddp_ref *d);
 /* 1 when the last backward synced. */
 int ddp_ref_last_synced(const ddp_ref *d);
 

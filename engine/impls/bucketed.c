@@ -46,6 +46,7 @@ typedef struct bstate {
     unsigned char ready[MAXP];
     float window_used[MAXP];
     int rebuilt, order[MAXP], norder;
+    unsigned char alias[MAXP]; /* gradient_as_bucket_view: the grad is its bucket's view since a sync (ddp_ref.c) */
     int next_launch;
     int launch[MAXP];  /* launch order: 0, 1, ... or, under chaos, a permutation shared by every rank */
     uint64_t nsync;
@@ -244,7 +245,7 @@ static void fill_slot(bstate *s, int p)
     const float *g = svc->params[p].grad;
     if (impl_env_of(svc)->backend_avg)
         memcpy(dst, g, svc->params[p].count * sizeof(float)); /* the backend averages (ncclAvg) */
-    else if (svc->bucket_view)
+    else if (svc->bucket_view && s->alias[p])
         coll_div_n(dst, g, svc->params[p].count, svc->world_size);
     else
         coll_mul_inv_n(dst, g, svc->params[p].count, svc->world_size);
@@ -311,9 +312,11 @@ static int b_backward_end(void *state)
             return -1;
     }
     for (int p = 0; p < svc->nparams; p++)
-        if (!svc->find_unused || global_used[p] != 0.0f)
+        if (!svc->find_unused || global_used[p] != 0.0f) {
             memcpy(svc->params[p].grad, s->b[s->bucket_of[p]].buf + s->slot_of[p],
                    svc->params[p].count * sizeof(float));
+            s->alias[p] = (unsigned char)svc->bucket_view;
+        }
     for (int k = 0; k < s->nb; k++)
         s->b[k].pending = s->b[k].nmembers;
     s->next_launch = 0;

@@ -72,6 +72,7 @@ typedef struct mutant {
     float *g0;             /* .grad as it was when this forward began */
     float *first;          /* first-microbatch-only: the window's first accumulation */
     float *saved;          /* local values of parameters unused everywhere */
+    unsigned char alias[MODEL_MAX_PARAMS]; /* gradient_as_bucket_view: reduced at least once */
 } mutant;
 
 static int m_error(mutant *m, const char *msg)
@@ -95,10 +96,14 @@ static void scale(mutant *m, float *g)
                 coll_mul_inv_n(svc->params[p].grad, svc->params[p].grad, svc->params[p].count, m->n);
         return;
     default:
-        if (svc->bucket_view)
-            coll_div_n(g, g, svc->total_count, m->n);
-        else
-            coll_mul_inv_n(g, g, svc->total_count, m->n);
+        /* gradient_as_bucket_view divides only once the grad is its bucket's view, from the second sync on (ddp_ref.c) */
+        for (int p = 0; p < svc->nparams; p++) {
+            float *gp = svc->params[p].grad;
+            if (svc->bucket_view && m->alias[p])
+                coll_div_n(gp, gp, svc->params[p].count, m->n);
+            else
+                coll_mul_inv_n(gp, gp, svc->params[p].count, m->n);
+        }
     }
 }
 
@@ -127,12 +132,14 @@ static int reduce(mutant *m)
         return -1;
     if (m->bug == BUG_POST_DIVIDE)
         coll_div_n(g, g, svc->total_count, m->n);
-    if (svc->find_unused)
-        for (int p = 0; p < svc->nparams; p++)
-            if (global_used[p] == 0.0f) {
-                size_t off = (size_t)(svc->params[p].grad - g);
-                memcpy(svc->params[p].grad, m->saved + off, svc->params[p].count * sizeof(float));
-            }
+    for (int p = 0; p < svc->nparams; p++) {
+        if (svc->find_unused && global_used[p] == 0.0f) {
+            size_t off = (size_t)(svc->params[p].grad - g);
+            memcpy(svc->params[p].grad, m->saved + off, svc->params[p].count * sizeof(float));
+        } else {
+            m->alias[p] = (unsigned char)svc->bucket_view;
+        }
+    }
     memset(m->window_used, 0, sizeof m->window_used);
     m->first_in_window = 1;
     return 0;

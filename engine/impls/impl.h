@@ -53,13 +53,17 @@ typedef struct impl_env {
     uint64_t chaos_seed;
     nccl_comm *nccl;      /* --backend nccl: the implementation's reductions go through NCCL */
     int backend_avg;      /* --nccl-op avg: built-ins leave buckets unscaled and ask for ncclAvg */
-    char error[IMPL_ERROR_LEN];
+    int flip_pending;     /* --fault flip: the next reduction's contribution gets one bit flipped */
+    char error[IMPL_ERROR_LEN];      /* what the implementation said (set_error) */
+    char coll_error[IMPL_ERROR_LEN]; /* why the last collective it called failed, in ddpsim's words */
 } impl_env;
 
 /*
  * The implementation's allreduce (a ddp_reduce_fn over an impl_env): the
  * sum over ranks through the run's backend, or with avg the average (NCCL's
- * ncclAvg; on the CPU each contribution times 1/N, then the sum).
+ * ncclAvg; on the CPU each contribution times 1/N, then the sum). A pending
+ * --fault flip corrupts this rank's contribution (element 0, a high mantissa
+ * bit) on the way in.
  */
 ddp_status impl_reduce(void *env, float *buf, size_t count, int avg);
 

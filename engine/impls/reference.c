@@ -31,8 +31,8 @@ static int ref_create(const ddpsim_services *svc, void **state)
         free(st);
         return r;
     }
-    if (env->nccl)
-        ddp_ref_set_reducer(st->d, impl_reduce, env, env->backend_avg);
+    /* Its reductions go through the services like any implementation's: the run's backend, and a --fault flip. */
+    ddp_ref_set_reducer(st->d, impl_reduce, env, env->backend_avg);
     *state = st;
     return 0;
 }

@@ -6,12 +6,20 @@
 #include "impl.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "coll.h"
 
 ddp_status impl_reduce(void *env, float *buf, size_t count, int avg)
 {
     impl_env *e = env;
+    if (e->flip_pending && count > 0) {
+        uint32_t u;
+        memcpy(&u, &buf[0], sizeof u);
+        u ^= UINT32_C(1) << 22; /* the top mantissa bit: the value moves by up to half */
+        memcpy(&buf[0], &u, sizeof u);
+        e->flip_pending = 0;
+    }
     if (e->nccl)
         return nccl_comm_allreduce(e->nccl, buf, count, avg);
     if (avg)
@@ -19,19 +27,28 @@ ddp_status impl_reduce(void *env, float *buf, size_t count, int avg)
     return coll_allreduce(e->wr, buf, count, COLL_FLOAT, COLL_SUM, e->cfg.algo);
 }
 
+/* A collective the implementation called: 0, or -1 with ddpsim's reason kept for the report. */
+static int svc_result(impl_env *e, ddp_status s)
+{
+    if (s == DDP_OK)
+        return 0;
+    snprintf(e->coll_error, sizeof e->coll_error, "%s", ddp_error_text());
+    return -1;
+}
+
 static int svc_allreduce(void *env, float *buf, size_t count)
 {
-    return impl_reduce(env, buf, count, 0) == DDP_OK ? 0 : -1;
+    return svc_result(env, impl_reduce(env, buf, count, 0));
 }
 
 static int svc_broadcast(void *env, void *buf, size_t bytes, int root)
 {
-    return coll_broadcast(((impl_env *)env)->wr, buf, bytes, root) == DDP_OK ? 0 : -1;
+    return svc_result(env, coll_broadcast(((impl_env *)env)->wr, buf, bytes, root));
 }
 
 static int svc_allgather(void *env, const void *send, void *recv, size_t bytes)
 {
-    return coll_allgather(((impl_env *)env)->wr, send, recv, bytes) == DDP_OK ? 0 : -1;
+    return svc_result(env, coll_allgather(((impl_env *)env)->wr, send, recv, bytes));
 }
 
 static int svc_set_error(void *env, const char *message)

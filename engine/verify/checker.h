@@ -2,8 +2,8 @@
  * checker.h - the comparison behind every verdict: one rank's gradients of
  * the implementation under test against the reference's, element by
  * element under the run's tolerance, summarised into that rank's record of
- * the grab; and the reference's own check against a single-process replica
- * of the global batch.
+ * the grab; and the reference's own check against the exact average of
+ * every rank's local gradients.
  *
  * The checker fills records; it does not decide. judge.h turns the records
  * of a whole run into its verdict.
@@ -27,13 +27,28 @@
 void checker_compare(const tolerance *tol, const model *ref, const model *impl, verify_record *rec);
 
 /*
- * The reference against a single-process replica of the global batch:
- * S holds the sum over ranks and micro-steps of the local gradients since
- * zero_grad (the replica's gradient buffer), so every parameter the last
- * sync reduced (reduced[p]) must equal S / nranks up to rounding. Records
- * the largest error and the largest |S / nranks| in rec.
+ * The reference checks itself against arithmetic it cannot share a bug
+ * with. S holds, per element, the sum over ranks and micro-steps since
+ * zero_grad of the local gradients, accumulated in double, and M the sum of
+ * their magnitudes, accumulated in float; every rank's local gradient of a
+ * micro-step is what a single process computes for that rank's batch, so
+ * S / N is the gradient of the global batch, the value DDP promises. The
+ * reference reached its value through float arithmetic in which each local
+ * gradient went through at most `depth` rounded operations (one per
+ * accumulation, N + 1 per sync: the 1/N factor's own rounding, the product,
+ * N - 1 additions). With K = accumulations per rank since zero_grad, every
+ * element of a parameter the last sync reduced (reduced[p]) must satisfy
+ *
+ *   |g - S/N| <= (gamma_f(depth) + gamma_d(K + N)) * M / (1 - gamma_f(K + N)) / N
+ *
+ * (gamma_d covers S's own double rounding and the division; the last factor
+ * turns M's float accumulation into an upper bound of the exact magnitude
+ * sum). This is a proven bound, so a correct reference never fails it; a
+ * missing rank or micro-step, or a wrong divisor, moves g by O(1/N) of the
+ * value. Elements [lo, hi) of the gradient buffer are checked (each rank a
+ * slice); rec gets the largest |g - S/N| over the bound (NaN fails).
  */
-void checker_global(const model *ref, const unsigned char *reduced, const model *global, int nranks,
-                    verify_record *rec);
+void checker_global(const model *ref, const unsigned char *reduced, const double *S, const float *M, uint64_t depth,
+                    uint64_t K, int nranks, size_t lo, size_t hi, verify_record *rec);
 
 #endif

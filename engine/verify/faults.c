@@ -83,8 +83,9 @@ ddp_status fault_parse(const char *text, verify_fault *f)
     return DDP_OK;
 }
 
-void faults_before_op(const verify_fault *faults, int nfaults, int rank, size_t op, world_rank *wr)
+int faults_before_op(const verify_fault *faults, int nfaults, int rank, size_t op)
 {
+    int flip = 0;
     for (int i = 0; i < nfaults; i++) {
         const verify_fault *ft = &faults[i];
         if (ft->rank != rank)
@@ -105,8 +106,9 @@ void faults_before_op(const verify_fault *faults, int nfaults, int rank, size_t 
         case FAULT_HANG:
             for (;;)
                 pause(); /* no progress, not in a collective: the watchdog's case */
-        case FAULT_FLIP: world_inject_flip(wr); break;
+        case FAULT_FLIP: flip = 1; break;
         case FAULT_SLOW: break;
         }
     }
+    return flip;
 }

@@ -15,7 +15,6 @@
 #include <stddef.h>
 
 #include "status.h"
-#include "world.h"
 
 typedef enum fault_kind { FAULT_CRASH, FAULT_ABORT, FAULT_HANG, FAULT_SLOW, FAULT_FLIP } fault_kind;
 #define FAULT_NKINDS 5
@@ -34,7 +33,12 @@ const char *fault_kind_name(fault_kind k);
 /* Parse one SPEC (above). DDP_ERR_INVALID with a message naming the field that is wrong. */
 ddp_status fault_parse(const char *text, verify_fault *out);
 
-/* Strike, on rank `rank` before op `op`, every fault aimed there (may not return). */
-void faults_before_op(const verify_fault *faults, int nfaults, int rank, size_t op, world_rank *wr);
+/*
+ * Strike, on rank `rank` before op `op`, every fault aimed there (crash,
+ * abort and hang do not return). Returns 1 when a flip is due: the caller
+ * hands it to the implementation under test's side (a bit flip is a fault of
+ * the system under test, never of the reference).
+ */
+int faults_before_op(const verify_fault *faults, int nfaults, int rank, size_t op);
 
 #endif

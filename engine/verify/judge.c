@@ -3,6 +3,7 @@
  */
 #include "judge.h"
 
+#include <math.h>
 #include <string.h>
 
 int judge_record_ok(const verify_record *r)
@@ -10,10 +11,6 @@ int judge_record_ok(const verify_record *r)
     return r->done && r->ndiff == 0 && r->nonfinite == 0;
 }
 
-static int global_ok(const verify_record *r)
-{
-    return r->global_err <= VERIFY_GLOBAL_RTOL * r->global_scale;
-}
 
 judge_nccl_total judge_nccl_sum(const verify_result *res)
 {
@@ -37,7 +34,8 @@ void judge_run(const verify_result *res, judgement *j)
     memset(j, 0, sizeof *j);
     j->first_rank = -1;
     for (size_t k = 0; k < res->ngrabs; k++) {
-        int failed = 0, agree = 1;
+        int failed = 0, agree = 1, checked = 0, global_bad = 0;
+        uint64_t nonzero = 0;
         for (int r = 0; r < res->nranks; r++) {
             const verify_record *rec = verify_at(res, k, r);
             if (!judge_record_ok(rec)) {
@@ -48,16 +46,19 @@ void judge_run(const verify_result *res, judgement *j)
                     j->first_rank = r;
                 }
             }
+            nonzero += rec->nonzero;
             agree &= rec->ref_hash == verify_at(res, k, 0)->ref_hash;
             if (rec->global_checked) {
-                j->global_checked++;
-                double ratio = rec->global_scale > 0 ? rec->global_err / rec->global_scale : rec->global_err;
-                if (!(ratio <= j->global_worst))
-                    j->global_worst = ratio;
-                j->global_failed += !global_ok(rec);
+                checked = 1;
+                if (!(rec->global_ratio <= j->global_worst) && !isnan(j->global_worst))
+                    j->global_worst = rec->global_ratio; /* NaN sticks */
+                global_bad |= !(rec->global_ratio <= 1);
             }
         }
         j->grabs_failed += failed;
+        j->informative_grabs += nonzero > 0;
+        j->global_checked += checked;
+        j->global_failed += global_bad;
         int synced = verify_at(res, k, 0)->synced;
         if (synced == 1) {
             j->synced_grabs++;
@@ -68,13 +69,14 @@ void judge_run(const verify_result *res, judgement *j)
         }
     }
     j->nccl_agree = !res->nccl || judge_nccl_sum(res).digests_agree;
-    int sane = j->synced_disagree == 0 && j->global_failed == 0;
-    if (j->grabs_failed)
-        j->verdict = JUDGE_DIVERGES;
-    else if (!sane)
+    if (j->synced_disagree || j->global_failed)
         j->verdict = JUDGE_REFERENCE_BAD;
+    else if (j->grabs_failed)
+        j->verdict = JUDGE_DIVERGES;
     else if (!j->nccl_agree)
         j->verdict = JUDGE_NCCL_DISAGREE;
+    else if (j->informative_grabs == 0)
+        j->verdict = JUDGE_NOTHING;
     else
         j->verdict = JUDGE_PASS;
 }

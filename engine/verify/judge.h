@@ -3,12 +3,19 @@
  * its verdict. The report, repeat mode, the catalogue runner and the tests
  * all ask judge_run(); nothing else decides pass or fail.
  *
- * A grab fails on a rank when its record was never written, or an element
- * is outside the tolerance or not finite. Besides, the reference must pass
- * its own sanity checks (after a syncing backward every rank holds the same
- * bits; where checked, it equals the single-process computation of the
- * global batch within VERIFY_GLOBAL_RTOL), and with the NCCL backend every
- * rank must have received the same bits from every allreduce.
+ * The verdict, in this order of precedence:
+ *  1. the reference failed its own sanity checks (after a syncing backward
+ *     every rank holds the same bits, and each equals the exact average of
+ *     every rank's local gradients within a proven rounding bound,
+ *     checker.h): then nothing else it says can be trusted, and that is said
+ *     first, whatever the grabs show;
+ *  2. the implementation diverges: a grab fails on a rank when its record
+ *     was never written, or an element is outside the tolerance or not
+ *     finite;
+ *  3. with the NCCL backend, the ranks received different bits from an
+ *     allreduce;
+ *  4. nothing was verified: no grab, or every grab compared only zeros;
+ *  5. pass.
  */
 #ifndef DDPSIM_JUDGE_H
 #define DDPSIM_JUDGE_H
@@ -22,6 +29,7 @@ typedef enum judge_verdict {
     JUDGE_DIVERGES,       /* the implementation under test differs from the reference */
     JUDGE_REFERENCE_BAD,  /* the reference failed its own sanity checks: a bug in ddpsim */
     JUDGE_NCCL_DISAGREE,  /* NCCL gave the ranks different bits */
+    JUDGE_NOTHING,        /* nothing was verified */
 } judge_verdict;
 
 typedef struct judgement {
@@ -32,8 +40,9 @@ typedef struct judgement {
     int first_rank;
     size_t synced_grabs, synced_disagree; /* grabs after a syncing backward; of those, ranks not bitwise equal */
     size_t local_grabs, local_identical;  /* grabs under no_sync (2+ ranks); of those, ranks identical */
-    size_t global_checked, global_failed; /* rank 0's global-batch checks; of those, outside the bound */
-    double global_worst;            /* the largest error over scale seen */
+    size_t global_checked, global_failed; /* grabs whose reference was checked against the exact average; failed */
+    double global_worst;            /* the largest error over its bound seen (<= 1 holds) */
+    size_t informative_grabs;       /* grabs where some element on some rank was not zero */
     int nccl_agree;                 /* every rank got the same NCCL bits (1 without NCCL) */
 } judgement;
 

@@ -5,6 +5,7 @@
 #include "rank.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,11 +47,15 @@ static void ref_destroy(ref_side *s)
     model_destroy(s->m);
 }
 
-/* A callback of the implementation returned non-zero: say which and why. */
+/* A callback of the implementation returned non-zero: say which and why, in its words and in ddpsim's. */
 static ddp_status impl_failed(rank_ctx *c, const char *callback)
 {
+    const impl_env *e = &c->impl.env;
+    if (e->coll_error[0] && e->error[0] && strcmp(e->error, e->coll_error) != 0)
+        return ddp_error(DDP_ERR_BACKEND, "implementation '%s' failed in %s: %s (its collective: %s)", c->cfg->impl,
+                         callback, e->error, e->coll_error);
     return ddp_error(DDP_ERR_BACKEND, "implementation '%s' failed in %s: %s", c->cfg->impl, callback,
-                     c->impl.env.error[0] ? c->impl.env.error : "(no message)");
+                     e->error[0] ? e->error : e->coll_error[0] ? e->coll_error : "(no message)");
 }
 #define IMPL_CALL(c, call, name) ((call) == 0 ? DDP_OK : impl_failed((c), (name)))
 
@@ -122,6 +127,8 @@ static ddp_status impl_backward(rank_ctx *c)
 /* The batch of forward b on `rank`: seeded, or read from the inputs directory. */
 static ddp_status get_batch(rank_ctx *c, int rank, uint64_t b, model *m, model_batch *out)
 {
+    if (c->cfg->sabotage == SABOTAGE_SAME_DATA)
+        rank = 0;
     model_batch_fill(m, out, c->cfg->seed, rank, b);
     if (c->cfg->inputs_dir)
         DDP_CHECK(dump_read_batch(c->cfg->inputs_dir, rank, b, m, out));
@@ -143,6 +150,64 @@ static ddp_status dump_grab(rank_ctx *c, size_t k)
     return dump_write_tensors(dir, c->impl.m, model_grads(c->impl.m));
 }
 
+/*
+ * After a syncing backward: every rank's sums of local gradients and
+ * magnitudes, summed over ranks (in double and float, rank order), and this
+ * rank's slice of its reference checked against them (checker_global).
+ * Afterwards only rank 0 keeps the totals and the others start from zero, so
+ * the sums over ranks stay what they were for later checks.
+ */
+static ddp_status global_check(rank_ctx *c, verify_record *rec)
+{
+    size_t n = model_size(c->ref.m), lo, hi;
+    DDP_CHECK(coll_allreduce(c->wr, c->gsum, n, COLL_DOUBLE, COLL_SUM, COLL_ORDERED));
+    DDP_CHECK(coll_allreduce(c->wr, c->gmag, n, COLL_FLOAT, COLL_SUM, COLL_ORDERED));
+    coll_split(n, c->n, c->rank, &lo, &hi);
+    checker_global(c->ref.m, ddp_ref_reduced_params(c->ref.ddp), c->gsum, c->gmag, c->depth, c->nacc, c->n, lo, hi,
+                   rec);
+    if (c->rank != 0) {
+        memset(c->gsum, 0, n * sizeof *c->gsum);
+        memset(c->gmag, 0, n * sizeof *c->gmag);
+    }
+    return DDP_OK;
+}
+
+/* This micro-step's local gradients, into the sums the reference's own check needs. */
+static void global_accumulate(rank_ctx *c, int synced)
+{
+    const model *m = c->ref.m;
+    const float *lg = model_local_grads(m);
+    const unsigned char *used = model_used(m);
+    for (int p = 0; p < model_nparams(m); p++) {
+        if (!used[p])
+            continue;
+        const model_param *par = model_param_at(m, p);
+        for (size_t j = par->offset; j < par->offset + par->count; j++) {
+            c->gsum[j] += lg[j];
+            c->gmag[j] += fabsf(lg[j]);
+        }
+    }
+    c->nacc++;
+    c->depth += 1 + (synced ? (uint64_t)c->n + 1 : 0);
+}
+
+/* The deliberately wrong references of ddpsim's own tests (verify_sabotage), before and after a backward. */
+static void sabotage_before_backward(rank_ctx *c)
+{
+    if (c->cfg->sabotage == SABOTAGE_DROPS_MICROSTEPS && ddp_ref_pending_sync(c->ref.ddp))
+        model_zero_grad(c->ref.m);
+}
+
+static void sabotage_after_backward(rank_ctx *c)
+{
+    if (c->cfg->sabotage == SABOTAGE_RANK_DISAGREES && c->rank == 1 && ddp_ref_last_synced(c->ref.ddp)) {
+        uint32_t u;
+        memcpy(&u, model_grads(c->ref.m), sizeof u);
+        u ^= 1;
+        memcpy(model_grads(c->ref.m), &u, sizeof u);
+    }
+}
+
 static ddp_status do_grab(rank_ctx *c, size_t k)
 {
     verify_record *rec = &c->records[k * (size_t)c->n + (size_t)c->rank];
@@ -151,22 +216,11 @@ static ddp_status do_grab(rank_ctx *c, size_t k)
     checker_compare(&c->cfg->tol, c->ref.m, c->impl.m, rec);
     rec->ref_hash = hash_floats(HASH_INIT, model_grads(c->ref.m), model_size(c->ref.m));
     rec->impl_hash = hash_floats(HASH_INIT, model_grads(c->impl.m), model_size(c->impl.m));
-    if (c->global && c->params_in_sync && c->last_was_synced_bwd)
-        checker_global(c->ref.m, ddp_ref_reduced_params(c->ref.ddp), c->global, c->n, rec);
+    if (c->last_was_synced_bwd)
+        DDP_CHECK(global_check(c, rec));
     if (c->cfg->dump_dir)
         DDP_CHECK(dump_grab(c, k));
     rec->done = 1;
-    return DDP_OK;
-}
-
-/* The single-process replica runs the same micro-step on every rank's batch, accumulating. */
-static ddp_status global_backward(rank_ctx *c)
-{
-    for (int r = 0; r < c->n; r++) {
-        DDP_CHECK(get_batch(c, r, c->pending_batch, c->global, &c->gbatch));
-        DDP_CHECK(model_forward(c->global, &c->gbatch, NULL));
-        model_backward(c->global);
-    }
     return DDP_OK;
 }
 
@@ -191,36 +245,32 @@ static ddp_status run_op(rank_ctx *c, sched_op op, size_t *grab)
         DDP_CHECK(IMPL_CALL(c, im->ops->forward_begin(im->state, im->no_sync), "forward_begin"));
         return model_forward(im->m, &c->batch, NULL);
     case OP_BWD:
+        sabotage_before_backward(c);
         DDP_CHECK(ddp_ref_backward(c->ref.ddp));
+        sabotage_after_backward(c);
+        c->last_was_synced_bwd = ddp_ref_last_synced(c->ref.ddp);
+        global_accumulate(c, c->last_was_synced_bwd);
         DDP_CHECK(impl_backward(c));
-        c->grads_agree = c->last_was_synced_bwd = ddp_ref_last_synced(c->ref.ddp);
         c->bwd_since_zero = 1;
-        if (c->global && c->params_in_sync)
-            DDP_CHECK(global_backward(c));
         return DDP_OK;
     case OP_GRAB: return do_grab(c, (*grab)++);
     case OP_ZERO:
         ddp_ref_zero_grad(c->ref.ddp);
         model_zero_grad(im->m);
-        if (c->global)
-            model_zero_grad(c->global);
-        c->grads_agree = 1;
+        memset(c->gsum, 0, model_size(c->ref.m) * sizeof *c->gsum);
+        memset(c->gmag, 0, model_size(c->ref.m) * sizeof *c->gmag);
+        c->nacc = c->depth = 0;
         c->last_was_synced_bwd = c->bwd_since_zero = 0;
         return IMPL_CALL(c, im->ops->zero_grad(im->state), "zero_grad");
     case OP_STEP:
         ddp_ref_step(c->ref.ddp);
         ddp_sgd_step(im->m, c->cfg->ddp.lr);
-        DDP_CHECK(IMPL_CALL(c, im->ops->step(im->state), "step"));
-        if (!c->grads_agree)
-            c->params_in_sync = 0; /* local gradients moved the ranks apart for good */
-        if (c->global && c->params_in_sync)
-            memcpy(model_weights(c->global), model_weights(c->ref.m), model_size(c->ref.m) * sizeof(float));
-        return DDP_OK;
+        return IMPL_CALL(c, im->ops->step(im->state), "step");
     }
     return ddp_error(DDP_ERR_INVALID, "unknown op %d", (int)op);
 }
 
-/* Everything a rank needs before its first op: both sides, rank 0's global replica, the dump's init. */
+/* Everything a rank needs before its first op: both sides, the sums of the reference's own check, the dump's init. */
 static ddp_status rank_setup(rank_ctx *c)
 {
     const verify_config *cfg = c->cfg;
@@ -230,15 +280,14 @@ static ddp_status rank_setup(rank_ctx *c)
     DDP_CHECK(ref_create(c, &c->ref));
     DDP_CHECK(impl_create(c));
     DDP_CHECK(model_batch_alloc(c->ref.m, &c->batch));
-    if (c->rank == 0) {
-        DDP_CHECK(model_create(cfg->model_spec, cfg->batch, &c->global));
-        DDP_CHECK(model_batch_alloc(c->global, &c->gbatch));
-        memcpy(model_weights(c->global), model_weights(c->ref.m), model_size(c->ref.m) * sizeof(float));
-        if (cfg->dump_dir) {
-            char dir[PATH_MAX];
-            snprintf(dir, sizeof dir, "%s/init", cfg->dump_dir);
-            DDP_CHECK(dump_write_tensors(dir, c->ref.m, model_weights(c->ref.m)));
-        }
+    c->gsum = calloc(model_size(c->ref.m), sizeof *c->gsum);
+    c->gmag = calloc(model_size(c->ref.m), sizeof *c->gmag);
+    if (!c->gsum || !c->gmag)
+        return ddp_error(DDP_ERR_NOMEM, "the reference's check: %zu doubles and floats", model_size(c->ref.m));
+    if (c->rank == 0 && cfg->dump_dir) {
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof dir, "%s/init", cfg->dump_dir);
+        DDP_CHECK(dump_write_tensors(dir, c->ref.m, model_weights(c->ref.m)));
     }
     return trace_arrivals(&c->trace, c->op, c->wr); /* the constructors' broadcasts */
 }
@@ -254,7 +303,6 @@ ddp_status verify_rank_main(world_rank *wr, void *arg)
     c.n = world_size(wr);
     c.records = world_rank_user_area(wr);
     c.nccl_fig = verify_nccl_area(c.records, cfg->schedule->ngrabs * (size_t)c.n) + c.rank;
-    c.params_in_sync = c.grads_agree = 1;
     model_runtime_init();
     world_set_op(wr, -1, "setup");
     chaos_rank_init(&c.chaos, cfg->chaos, cfg->chaos_seed, c.rank, c.n);
@@ -263,7 +311,8 @@ ddp_status verify_rank_main(world_rank *wr, void *arg)
         sched_op op = cfg->schedule->ops[i];
         world_set_op(wr, (int)i, sched_op_name(op));
         c.op = i;
-        faults_before_op(cfg->faults, cfg->nfaults, c.rank, i, wr);
+        if (faults_before_op(cfg->faults, cfg->nfaults, c.rank, i))
+            c.impl.env.flip_pending = 1; /* the implementation's next reduction, never the reference's */
         chaos_delay(&c.chaos, i);
         trace_event(&c.trace, i, sched_op_name(op), NULL);
         s = run_op(&c, op, &c.next_grab);
@@ -274,8 +323,8 @@ ddp_status verify_rank_main(world_rank *wr, void *arg)
     if (s == DDP_OK)
         s = ts;
     model_batch_free(&c.batch);
-    model_batch_free(&c.gbatch);
-    model_destroy(c.global);
+    free(c.gsum);
+    free(c.gmag);
     impl_destroy(&c.impl, s != DDP_OK);
     ref_destroy(&c.ref);
     return s;

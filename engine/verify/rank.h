@@ -40,11 +40,13 @@ typedef struct rank_ctx {
     int rank, n;
     ref_side ref;
     impl_side impl;
-    model *global;        /* rank 0: the single-process replica */
-    model_batch batch, gbatch;
+    model_batch batch;
     uint64_t next_batch, pending_batch;
-    int params_in_sync;   /* every rank's parameters are equal */
-    int grads_agree;      /* every rank's gradients are equal */
+    /* The reference's own check (checker_global): since zero_grad, this rank's local gradients summed in
+     * double and their magnitudes in float, how many backwards, and how many roundings deep. */
+    double *gsum;
+    float *gmag;
+    uint64_t nacc, depth;
     int last_was_synced_bwd;
     int bwd_since_zero;   /* a backward ran since the start or the last zero_grad */
     verify_record *records;

@@ -140,3 +140,9 @@ const char *tol_ulp_bin_label(int bin)
     static const char *const labels[TOL_ULP_BINS] = {"0", "1", "2-4", "5-16", "17-256", ">256"};
     return bin >= 0 && bin < TOL_ULP_BINS ? labels[bin] : "?";
 }
+
+double tol_gamma(double k, double u)
+{
+    double ku = k * u;
+    return ku < 1 ? ku / (1 - ku) : HUGE_VAL;
+}

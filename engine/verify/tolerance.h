@@ -42,6 +42,16 @@ int tol_match(const tolerance *t, float expected, float actual);
 /* The same, in a tensor whose largest |expected| is tensor_max. */
 int tol_match_in(const tolerance *t, float expected, float actual, float tensor_max);
 
+/*
+ * gamma(k) = k u / (1 - k u): the classic bound (Higham, Accuracy and
+ * Stability of Numerical Algorithms, 3.1) on the relative error of k
+ * rounded operations in a row, unit roundoff u (2^-24 for float, 2^-53 for
+ * double). Infinity once k u >= 1 (no bound left).
+ */
+#define TOL_U_FLOAT 0x1p-24
+#define TOL_U_DOUBLE 0x1p-53
+double tol_gamma(double k, double u);
+
 /* The gap between x >= 0 and the next float up: one ulp at x's magnitude. */
 double tol_ulp_of(float x);
 

@@ -7,10 +7,10 @@
  * a gradient.
  *
  * Also per grab: a hash of each rank's reference gradients (so the parent
- * can check that ranks agree after a sync and differ under no_sync) and, on
- * rank 0, the reference against a single-process computation of the same
- * global batch (the average over ranks of the accumulated gradients),
- * checked while all ranks' parameters are known to be equal.
+ * can check that ranks agree after a sync and differ under no_sync) and,
+ * after a syncing backward, the reference against the exact average over
+ * ranks of every local gradient since zero_grad, each rank a slice
+ * (checker.h).
  */
 #ifndef DDPSIM_VERIFY_H
 #define DDPSIM_VERIFY_H
@@ -28,9 +28,18 @@
 #include "trace.h"
 #include "world.h"
 
-/* Reference vs single process: max |ref - global| <= this * max |global| (see checker.h). */
-#define VERIFY_GLOBAL_RTOL 1e-5
 #define VERIFY_MAX_RECORDS ((size_t)1 << 22)
+
+/*
+ * Deliberately wrong references, for ddpsim's own tests of its sanity
+ * checks (each check must be seen firing): never set by the program.
+ */
+typedef enum verify_sabotage {
+    SABOTAGE_NONE = 0,
+    SABOTAGE_RANK_DISAGREES,  /* rank 1's reference flips a bit of its gradient after every sync */
+    SABOTAGE_DROPS_MICROSTEPS, /* the reference forgets the accumulated gradient before every syncing backward */
+    SABOTAGE_SAME_DATA,       /* every rank trains on rank 0's batches */
+} verify_sabotage;
 
 /* Where the implementation under test's reductions run (the reference always runs on the CPU). */
 typedef enum verify_backend { VERIFY_BACKEND_CPU, VERIFY_BACKEND_NCCL } verify_backend;
@@ -57,6 +66,7 @@ typedef struct verify_config {
     verify_backend backend;
     int ngpus;              /* NCCL: GPUs the parent's probe found (>= 1) */
     int nccl_avg;           /* NCCL: built-ins leave buckets unscaled and reduce with ncclAvg */
+    verify_sabotage sabotage; /* tests only */
 } verify_config;
 
 /* What rank r found at grab k. */
@@ -73,10 +83,11 @@ typedef struct verify_record {
     float first_expected, first_actual;
     uint32_t first_ulp;
     uint64_t ulp_hist[TOL_ULP_BINS]; /* ulp distances of the finite pairs (tol_ulp_bin) */
+    uint64_t nonzero;       /* elements where either side is not zero: what the grab could tell apart */
     uint64_t ref_hash;      /* of the reference's gradient bits */
     uint64_t impl_hash;     /* of the implementation's (to see order dependence across chaos seeds) */
-    int global_checked;     /* rank 0 only */
-    double global_err, global_scale;
+    int global_checked;     /* after a syncing backward: this rank's slice of the reference checked (checker.h) */
+    double global_ratio;    /* the largest |reference - exact average| over its proven rounding bound (<= 1) */
 } verify_record;
 
 typedef struct verify_result {

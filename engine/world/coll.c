@@ -11,6 +11,7 @@
 #include "coll.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "exactsum.h"
@@ -73,6 +74,24 @@ static void coll_announce(world_rank *wr, uint64_t kind, uint64_t a, uint64_t b,
     mine[3] = c;
 }
 
+/* A descriptor as people read it: "allreduce of 7312 float (sum, ordered)", "broadcast of 64 bytes from rank 0". */
+static void describe_call(const uint64_t *d, char *buf, size_t len)
+{
+    switch (d[0]) {
+    case KIND_ALLREDUCE:
+    case KIND_ALLREDUCE_INPLACE:
+        snprintf(buf, len, "%s of %llu %s (%s, %s)", kind_name(d[0]), (unsigned long long)d[1],
+                 coll_dtype_name((coll_dtype)(d[2] & 0xff)), coll_op_name((coll_op)(d[2] >> 8)),
+                 coll_algo_name((coll_algo)d[3]));
+        break;
+    case KIND_BROADCAST:
+        snprintf(buf, len, "broadcast of %llu bytes from rank %llu", (unsigned long long)d[1], (unsigned long long)d[2]);
+        break;
+    case KIND_ALLGATHER: snprintf(buf, len, "allgather of %llu bytes per rank", (unsigned long long)d[1]); break;
+    default: snprintf(buf, len, "%s", kind_name(d[0])); break;
+    }
+}
+
 /* The opening barrier and the check of what every rank announced. */
 static ddp_status coll_meet(world_rank *wr)
 {
@@ -80,13 +99,13 @@ static ddp_status coll_meet(world_rank *wr)
     const uint64_t *d0 = world_coll_desc(wr, 0);
     for (int r = 1; r < world_size(wr); r++) {
         const uint64_t *dr = world_coll_desc(wr, r);
-        if (memcmp(dr, d0, WORLD_DESC_WORDS * sizeof *dr) != 0)
-            return ddp_error(DDP_ERR_INVALID,
-                             "ranks disagree on a collective: rank 0 called %s(%llu, %llu, %llu), "
-                             "rank %d called %s(%llu, %llu, %llu)",
-                             kind_name(d0[0]), (unsigned long long)d0[1], (unsigned long long)d0[2],
-                             (unsigned long long)d0[3], r, kind_name(dr[0]), (unsigned long long)dr[1],
-                             (unsigned long long)dr[2], (unsigned long long)dr[3]);
+        if (memcmp(dr, d0, WORLD_DESC_WORDS * sizeof *dr) != 0) {
+            char a[96], b[96];
+            describe_call(d0, a, sizeof a);
+            describe_call(dr, b, sizeof b);
+            return ddp_error(DDP_ERR_INVALID, "ranks disagree on a collective: rank 0 called %s, rank %d called %s", a,
+                             r, b);
+        }
     }
     return DDP_OK;
 }
@@ -339,13 +358,6 @@ static void divide_slice(void *dst, coll_dtype type, int n, size_t lo, size_t hi
     }
 }
 
-/* Flip one bit of this rank's contribution (element 0, a high mantissa bit) once a fault asks for it. */
-static void maybe_flip(world_rank *wr, unsigned char *contribution, size_t esz)
-{
-    if (world_take_flip(wr))
-        contribution[esz == 4 ? 2 : 6] ^= 0x40;
-}
-
 /*
  * A message that fits a mailbox: put it in this call's mailbox before the
  * opening barrier, then every rank reduces all of it from the mailboxes
@@ -361,7 +373,6 @@ static ddp_status allreduce_small(world_rank *wr, uint64_t kind, void *buf, size
     size_t esz = coll_dtype_size(type);
     unsigned char *mine = world_mailbox(wr, me);
     memcpy(mine, buf, count * esz);
-    maybe_flip(wr, mine, esz);
     DDP_CHECK(coll_meet(wr));
     void *src[WORLD_MAX_RANKS];
     for (int r = 0; r < n; r++)
@@ -398,8 +409,6 @@ ddp_status coll_allreduce(world_rank *wr, void *buf, size_t count, coll_dtype ty
     for (size_t off = 0; off < count; off += piece) {
         size_t len = count - off < piece ? count - off : piece;
         memcpy(src[me], p + off * esz, len * esz);
-        if (off == 0)
-            maybe_flip(wr, src[me], esz);
         DDP_CHECK(world_barrier(wr));
         size_t lo, hi;
         coll_split(len, n, me, &lo, &hi);

@@ -85,7 +85,6 @@ struct world_rank {
     rank_state *st;
     uint64_t jitter_key;
     uint64_t jitter_count;
-    int flip_pending;
     uint32_t flag_ticket; /* world_flag_next: how many flag handoffs this rank has begun */
     /* arrival positions at barriers: recorded (trace) and/or forced (replay) */
     int recording, rec_lost;
@@ -352,15 +351,6 @@ ddp_status world_flag_wait(world_rank *wr, int r, uint32_t value)
             return DDP_OK;
         DDP_CHECK(sync_wait_change(f, v, &wr->w->hdr->abort_word));
     }
-}
-
-void world_inject_flip(world_rank *wr) { wr->flip_pending = 1; }
-
-int world_take_flip(world_rank *wr)
-{
-    int f = wr->flip_pending;
-    wr->flip_pending = 0;
-    return f;
 }
 
 void world_record_arrivals(world_rank *wr, int on)

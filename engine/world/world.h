@@ -139,10 +139,6 @@ uint32_t world_flag_next(world_rank *wr); /* the value of this rank's next hando
 void world_flag_set(world_rank *wr, uint32_t value);
 ddp_status world_flag_wait(world_rank *wr, int r, uint32_t value);
 
-/* Fault injection: the next allreduce contribution of this rank gets one bit flipped. */
-void world_inject_flip(world_rank *wr);
-/* For the collectives: 1 once after world_inject_flip, then 0. */
-int world_take_flip(world_rank *wr);
 
 /*
  * Trace and replay of arrival order. Recording: every barrier appends the

@@ -12,7 +12,7 @@
  * gradient by 1/N and sum-allreduces the whole gradient buffer at once. One
  * allreduce instead of DDP's buckets changes no value with ddpsim's ordered
  * or exact reduction, so it matches the reference bit for bit. It does not
- * model find_unused_parameters and says so.
+ * model find_unused_parameters or gradient_as_bucket_view, and says so.
  */
 #include <ddpsim_impl.h>
 #include <stdlib.h>
@@ -26,6 +26,8 @@ static int ex_create(const ddpsim_services *svc, void **state)
 {
     if (svc->find_unused)
         return svc->set_error(svc->env, "the example plugin does not support find_unused_parameters");
+    if (svc->bucket_view)
+        return svc->set_error(svc->env, "the example plugin does not support gradient_as_bucket_view");
     example *ex = calloc(1, sizeof *ex);
     if (!ex)
         return svc->set_error(svc->env, "out of memory");
