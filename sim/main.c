@@ -50,6 +50,10 @@ static int run_verification(ddpsim_options *opt)
         code = DDPSIM_EXIT_USAGE;
     } else if (s != DDP_OK) {
         code = cli_fault_exit(res.w, s);
+        if (s == DDP_ERR_TIMEOUT && opt->replay_path)
+            fprintf(stderr, "ddpsim: the ranks were forced into the interleaving of --replay %s; a run that no longer "
+                            "follows its trace (another build of the implementation) waits for arrivals that never come\n",
+                    opt->replay_path);
     } else {
         code = report_verification(opt, &res);
         if (opt->run.dump_dir) {

@@ -18,6 +18,7 @@
 #define DEFAULT_RANKS 2
 #define DEFAULT_BATCH 4
 #define DEFAULT_TIMEOUT_S 60.0
+#define MIN_TIMEOUT_S 1.0
 #define DEFAULT_LR 0.1
 #define MAX_SCHEDULE_FILE ((size_t)1 << 20)
 #define MAX_SEEDS 1000000
@@ -166,6 +167,9 @@ static int validate(void *o, const char **which, char *msg, size_t len)
         *which = "schedule";
         return -1;
     }
+    if (run->timeout_s > 0 && run->timeout_s < MIN_TIMEOUT_S)
+        FAIL("timeout", "%g s is shorter than the shortest watchdog, %g s (0 turns it off): a healthy rank can spend "
+             "longer than that in one op", run->timeout_s, MIN_TIMEOUT_S);
     if (opt->nccl_op >= 0 && run->backend != VERIFY_BACKEND_NCCL)
         FAIL("nccl-op", "goes with --backend nccl");
     run->nccl_avg = opt->nccl_op == 1;
@@ -278,8 +282,8 @@ static const opt_spec specs[] = {
     {"fault", 0, "SPEC",
      "inject a fault, repeatable: crash:rank=R,op=K  abort:rank=R,op=K\nhang:rank=R,op=K  slow:rank=R,ms=M  flip:rank=R,op=K",
      OPT_CUSTOM, 0, 0, 0, parse_fault, ""},
-    {"timeout", 't', "SEC", "watchdog: stop when no rank progresses for SEC s, 0 off", OPT_SECONDS, F(run.timeout_s), 0,
-     1e7, NULL, NULL},
+    {"timeout", 't', "SEC", "watchdog: stop when no rank progresses for SEC s; 0 off, else\nat least 1",
+     OPT_SECONDS, F(run.timeout_s), 0, 1e7, NULL, NULL},
     {"quiet", 'q', NULL, "print only the verdict (and the first divergence)", OPT_FLAG, F(quiet), 0, 0, NULL, NULL},
     {"help", 'h', NULL, "this help", OPT_HELP, 0, 0, 0, NULL, NULL},
     {"version", 'V', NULL, "version and build configuration", OPT_VERSION, 0, 0, 0, NULL, NULL},

@@ -128,7 +128,7 @@ tmpt=$(mktemp -d) || exit 99
 expect 0 "chaos seed 5" "trace a chaotic run" -- --ranks 3 --impl bucketed --chaos 5 --trace "$tmpt/t.jsonl"
 expect 0 "replaying the ready-event and arrival order" "replay it" -- --ranks 3 --impl bucketed --replay "$tmpt/t.jsonl"
 expect 2 "recorded for another run" "replay of another run" -- --ranks 2 --replay "$tmpt/t.jsonl"
-if head -1 "$tmpt/t.jsonl" | grep -q '"ddpsim_trace": 1' && grep -q '"ev": "ready", "param"' "$tmpt/t.jsonl" &&
+if head -1 "$tmpt/t.jsonl" | grep -q '"ddpsim_trace": 2' && grep -q '"ev": "ready", "param"' "$tmpt/t.jsonl" &&
     grep -q '"ev": "arrive", "pos"' "$tmpt/t.jsonl" && [ ! -e "$tmpt/t.jsonl.rank0" ]; then
     ok "the trace is JSON lines with ready events and arrivals"
 else

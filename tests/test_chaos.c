@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "hash.h"
 #include "impl.h"
 #include "judge.h"
 #include "testutil.h"
@@ -29,10 +30,10 @@ static verify_config base(const sched *s, const ddpsim_impl_ops *ops)
 /* Hash of every record's reference (or implementation) hash. */
 static uint64_t fingerprint(const verify_result *r, int impl)
 {
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = HASH_INIT;
     for (size_t k = 0; k < r->ngrabs; k++)
         for (int q = 0; q < r->nranks; q++)
-            h = (h ^ (impl ? verify_at(r, k, q)->impl_hash : verify_at(r, k, q)->ref_hash)) * 1099511628211ull;
+            h = hash_word(h, impl ? verify_at(r, k, q)->impl_hash : verify_at(r, k, q)->ref_hash);
     return h;
 }
 
@@ -109,15 +110,19 @@ static void test_faults(void)
         if (fc->f.kind == FAULT_CRASH || fc->f.kind == FAULT_HANG)
             CU_ASSERT_EQUAL(o->op_index, fc->f.op); /* where it was when it stopped */
         if (fc->f.kind == FAULT_HANG)
-            CU_ASSERT(res.wall_s < 3.0);
-        size_t ndiff = 0;
-        for (size_t g = 0; st == DDP_OK && g < res.ngrabs; g++)
-            for (int r = 0; r < res.nranks; r++)
-                ndiff += verify_at(&res, g, r)->ndiff;
-        if (fc->f.kind == FAULT_FLIP)
-            CU_ASSERT(ndiff > 0); /* the checker catches the flipped bit */
+            CU_ASSERT(res.wall_s < 20); /* generous: ended by the 1 s watchdog, not left hanging */
+        judgement j;
+        memset(&j, 0, sizeof j);
+        if (st == DDP_OK)
+            judge_run(&res, &j);
+        if (fc->f.kind == FAULT_FLIP) {
+            /* A flip is a fault of the system under test: the implementation diverges, the reference stays sane. */
+            CU_ASSERT_EQUAL(j.verdict, JUDGE_DIVERGES);
+            CU_ASSERT_EQUAL(j.synced_disagree, 0);
+            CU_ASSERT_EQUAL(j.global_failed, 0);
+        }
         if (fc->f.kind == FAULT_SLOW)
-            CU_ASSERT_EQUAL(ndiff, 0); /* slow changes nothing but time */
+            CU_ASSERT_EQUAL(j.verdict, JUDGE_PASS); /* slow changes nothing but time */
         for (int r = 0; r < res.nranks; r++)
             CU_ASSERT(test_pid_gone(world_outcome(res.w, r)->pid));
         verify_result_free(&res);
@@ -146,8 +151,8 @@ static void interleaving(const char *text, char *out, size_t len)
     for (const char *l = text; *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l)) {
         const char *end = strchr(l, '\n');
         size_t n = end ? (size_t)(end - l) : strlen(l);
-        if ((strstr(l, "\"ready\"") && strstr(l, "\"ready\"") < l + n) ||
-            (strstr(l, "\"arrive\"") && strstr(l, "\"arrive\"") < l + n)) {
+        const char *ready = strstr(l, "\"ev\": \"ready\""), *arrive = strstr(l, "\"ev\": \"arrive\"");
+        if ((ready && ready < l + n) || (arrive && arrive < l + n)) {
             const char *r = strstr(l, "\"rank\"");
             size_t m = n - (size_t)(r - l);
             if (used + m + 2 < len) {
@@ -160,66 +165,171 @@ static void interleaving(const char *text, char *out, size_t len)
     }
 }
 
+/* A run of bucketed under chaos seed `seed` (0: no chaos), traced to path, replaying rp if given; 0 on success. */
+static int traced_run(const sched *s, uint64_t seed, const char *path, const verify_replay *rp)
+{
+    verify_config c = base(s, &impl_bucketed_ops);
+    c.chaos = seed > 0;
+    c.chaos_seed = seed;
+    c.trace_path = path;
+    c.replay = rp;
+    verify_result res;
+    ddp_status st = verify_run(&c, &res);
+    judgement j;
+    if (st == DDP_OK)
+        judge_run(&res, &j);
+    verify_result_free(&res);
+    if (st != DDP_OK || j.verdict != JUDGE_PASS)
+        return -1;
+    return trace_merge(path, 3, "test-run", NULL) == DDP_OK ? 0 : -1;
+}
+
+/* The ready events alone, in file order: per rank, the order backward events reached the implementation. */
+static void ready_order_of(const char *text, char *out, size_t len)
+{
+    char all[1 << 19];
+    interleaving(text, all, sizeof all);
+    size_t used = 0;
+    out[0] = '\0';
+    for (char *l = strtok(all, "\n"); l; l = strtok(NULL, "\n"))
+        if (strstr(l, "\"ready\"") && used + strlen(l) + 2 < len)
+            used += (size_t)snprintf(out + used, len - used, "%s\n", l);
+}
+
+static void test_chaos_changes_interleaving(void)
+{
+    /* The detector itself: with chaos off these orders would be equal, and every chaos test above would pass
+     * for nothing. Two seeds give two ready orders, and two runs without chaos the same one. */
+    sched s;
+    CU_ASSERT_EQUAL_FATAL(sched_parse(SCHED_DEFAULT, &s), DDP_OK);
+    char dir[] = "/tmp/ddpsim-chaos-XXXXXX";
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    char path[4][256];
+    static char order[4][1 << 17];
+    const uint64_t seeds[4] = {1, 2, 0, 0};
+    for (int i = 0; i < 4; i++) {
+        snprintf(path[i], sizeof path[i], "%s/t%d.jsonl", dir, i);
+        CU_ASSERT_EQUAL_FATAL(traced_run(&s, seeds[i], path[i], NULL), 0);
+        ready_order_of(read_all(path[i]), order[i], sizeof order[i]);
+        CU_ASSERT(strlen(order[i]) > 100);
+        remove(path[i]);
+    }
+    CU_ASSERT(strcmp(order[0], order[1]) != 0); /* chaos seeds 1 and 2 deliver ready events in other orders */
+    CU_ASSERT_STRING_EQUAL(order[2], order[3]); /* without chaos the order is backward's own */
+    CU_ASSERT(strcmp(order[0], order[2]) != 0);
+    rmdir(dir);
+    sched_free(&s);
+}
+
 static void test_trace_and_replay(void)
 {
     sched s;
     CU_ASSERT_EQUAL_FATAL(sched_parse(SCHED_DEFAULT, &s), DDP_OK);
     char dir[] = "/tmp/ddpsim-trace-XXXXXX";
     CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
-    char first[256], second[256];
-    snprintf(first, sizeof first, "%s/a.jsonl", dir);
-    snprintf(second, sizeof second, "%s/b.jsonl", dir);
+    char recorded[256], control[256], replayed[256];
+    snprintf(recorded, sizeof recorded, "%s/a.jsonl", dir);
+    snprintf(control, sizeof control, "%s/b.jsonl", dir);
+    snprintf(replayed, sizeof replayed, "%s/c.jsonl", dir);
     const char *key = "test-run";
 
-    verify_config c = base(&s, &impl_bucketed_ops);
-    c.chaos = 1;
-    c.chaos_seed = 11;
-    c.trace_path = first;
-    verify_result res;
-    CU_ASSERT_EQUAL(verify_run(&c, &res), DDP_OK);
-    verify_result_free(&res);
-    CU_ASSERT_EQUAL(trace_merge(first, 3, key, "\"chaos\": 11"), DDP_OK);
-
+    CU_ASSERT_EQUAL_FATAL(traced_run(&s, 11, recorded, NULL), 0);
     verify_replay rp;
-    CU_ASSERT_EQUAL_FATAL(trace_load(first, key, 3, &rp), DDP_OK);
+    CU_ASSERT_EQUAL_FATAL(trace_load(recorded, key, 3, &rp), DDP_OK);
     for (int r = 0; r < 3; r++) {
         CU_ASSERT(rp.nready[r] > 0);
         CU_ASSERT(rp.narrivals[r] > 0);
     }
-    /* Replayed under another chaos seed, the interleaving is the recorded one. */
-    c.chaos_seed = 12;
-    c.trace_path = second;
-    c.replay = &rp;
-    CU_ASSERT_EQUAL(verify_run(&c, &res), DDP_OK);
-    verify_result_free(&res);
-    CU_ASSERT_EQUAL(trace_merge(second, 3, key, NULL), DDP_OK);
-    static char a[1 << 19], b[1 << 19];
-    interleaving(read_all(first), a, sizeof a);
-    interleaving(read_all(second), b, sizeof b);
+    /* The control: another chaos seed without replay interleaves otherwise ... */
+    CU_ASSERT_EQUAL(traced_run(&s, 12, control, NULL), 0);
+    /* ... and with the replay, exactly as recorded. */
+    CU_ASSERT_EQUAL(traced_run(&s, 12, replayed, &rp), 0);
+    static char a[1 << 19], b[1 << 19], c[1 << 19];
+    interleaving(read_all(recorded), a, sizeof a);
+    interleaving(read_all(control), b, sizeof b);
+    interleaving(read_all(replayed), c, sizeof c);
     CU_ASSERT(strlen(a) > 100);
-    CU_ASSERT_STRING_EQUAL(a, b);
+    CU_ASSERT(strcmp(a, b) != 0);
+    CU_ASSERT_STRING_EQUAL(a, c);
     trace_free(&rp);
 
-    /* Traces that must be refused. */
-    CU_ASSERT_EQUAL(trace_load(first, "another-run", 3, &rp), DDP_ERR_INVALID);
+    /* Traces that must be refused before anything runs, each with why. */
+    CU_ASSERT_EQUAL(trace_load(recorded, "another-run", 3, &rp), DDP_ERR_INVALID);
     CU_ASSERT(strstr(ddp_error_last(), "recorded for another run") != NULL);
-    CU_ASSERT_EQUAL(trace_load(first, key, 2, &rp), DDP_ERR_INVALID); /* rank 2 is not a rank of 2 */
-    static const char *const bad[] = {
-        "not a trace\n",
-        "{\"ddpsim_trace\": 1, \"run\": \"test-run\"}\n{\"t\": 0, \"rank\": 0}\n",
-        "{\"ddpsim_trace\": 1, \"run\": \"test-run\"}\n{\"t\": 0, \"rank\": 0, \"op\": 1, \"ev\": \"ready\"}\n",
-        "{\"ddpsim_trace\": 1, \"run\": \"test-run\"}\n{\"t\": 0, \"rank\": 0, \"op\": 1, \"ev\": \"arrive\", \"pos\": 7}\n",
-        "",
-    };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        FILE *f = fopen(second, "w");
-        fputs(bad[i], f);
-        fclose(f);
-        CU_ASSERT_EQUAL(trace_load(second, key, 3, &rp), DDP_ERR_INVALID);
+    CU_ASSERT_EQUAL(trace_load(recorded, key, 2, &rp), DDP_ERR_INVALID); /* rank 2 is not a rank of 2 */
+    char *whole = strdup(read_all(recorded));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(whole);
+    typedef struct bad_trace {
+        const char *what, *why;
+        char text[1 << 17];
+    } bad_trace;
+    static bad_trace bad[8];
+    int nbad = 0;
+    /* cut after the header and 4 events */
+    {
+        const char *p = whole;
+        for (int k = 0; k < 5 && p; k++)
+            p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL;
+        bad[nbad] = (bad_trace){"truncated after 4 events", "cut short", ""};
+        snprintf(bad[nbad++].text, sizeof bad[0].text, "%.*s", p ? (int)(p - whole) : 0, whole);
     }
+    /* every arrival position 0 */
+    {
+        bad_trace *bt = &bad[nbad++];
+        *bt = (bad_trace){"every arrival at position 0", "two ranks arrived in position", ""};
+        size_t o = 0;
+        for (const char *p = whole; *p && o + 2 < sizeof bt->text;) {
+            if (strncmp(p, "\"pos\": ", 7) == 0) {
+                o += (size_t)snprintf(bt->text + o, sizeof bt->text - o, "\"pos\": 0");
+                p += 7;
+                while (*p >= '0' && *p <= '9')
+                    p++;
+            } else {
+                bt->text[o++] = *p++;
+            }
+        }
+        bt->text[o] = '\0';
+    }
+    /* one rank's events removed */
+    {
+        bad_trace *bt = &bad[nbad++];
+        *bt = (bad_trace){"rank 1's events removed", "no events of rank 1", ""};
+        size_t o = 0;
+        for (const char *l = whole; *l;) {
+            const char *e = strchr(l, '\n');
+            size_t n = e ? (size_t)(e - l) + 1 : strlen(l);
+            if (!(strstr(l, "\"rank\": 1,") && strstr(l, "\"rank\": 1,") < l + n) && o + n < sizeof bt->text) {
+                memcpy(bt->text + o, l, n);
+                o += n;
+            }
+            l += n;
+        }
+        bt->text[o] = '\0';
+    }
+    bad[nbad++] = (bad_trace){"garbage", "not a ddpsim trace", "garbage!\n"};
+    bad[nbad++] = (bad_trace){"an older version", "trace version 1", "{\"ddpsim_trace\": 1, \"run\": \"test-run\"}\n"};
+    bad[nbad++] = (bad_trace){"empty", "is empty", ""};
+    bad[nbad++] = (bad_trace){"an event of rank 7", "not a rank",
+                             "{\"ddpsim_trace\": 2, \"run\": \"test-run\"}\n{\"t\": 0, \"rank\": 7, \"op\": 1, "
+                             "\"ev\": \"fwd\"}\n"};
+    for (int i = 0; i < nbad; i++) {
+        FILE *f = fopen(control, "w");
+        fputs(bad[i].text, f);
+        fclose(f);
+        ddp_status st = trace_load(control, key, 3, &rp);
+        if (st != DDP_ERR_INVALID || !strstr(ddp_error_last(), bad[i].why))
+            fprintf(stderr, "  %s: %s\n", bad[i].what, ddp_error_last());
+        CU_ASSERT_EQUAL(st, DDP_ERR_INVALID);
+        CU_ASSERT(strstr(ddp_error_last(), bad[i].why) != NULL);
+        CU_ASSERT(strstr(ddp_error_last(), control) != NULL); /* the message names the trace */
+    }
+    CU_ASSERT_EQUAL(trace_load(dir, key, 3, &rp), DDP_ERR_INVALID);
+    CU_ASSERT(strstr(ddp_error_last(), "is a directory") != NULL);
     CU_ASSERT_EQUAL(trace_load("/nonexistent/trace", key, 3, &rp), DDP_ERR_INVALID);
-    remove(first);
-    remove(second);
+    free(whole);
+    remove(recorded);
+    remove(control);
+    remove(replayed);
     rmdir(dir);
     sched_free(&s);
 }
@@ -229,7 +339,9 @@ int main(void)
     static const test_entry tests[] = {
         {"chaos changes no bit of the reference or of bucketed", test_chaos_changes_no_bits},
         {"crash, abort, hang, slow, flip: status, report, cleanup", test_faults},
-        {"a trace replays the same interleaving; bad traces are refused", test_trace_and_replay},
+        {"chaos seeds change the interleaving (the detector fires)", test_chaos_changes_interleaving},
+        {"a trace replays its interleaving, which another seed does not give; bad traces are refused",
+         test_trace_and_replay},
         TEST_END,
     };
     return test_run_suite("chaos and faults", tests);

@@ -315,6 +315,88 @@ static void test_bad_configs(void)
     sched_free(&s);
 }
 
+/* Run schedule text on the tests' base configuration (on model_spec, unless NULL); judge it into j. DDP_OK when it ran. */
+static ddp_status judged_run(const char *schedule, const char *model_spec, int nranks, verify_sabotage sabotage,
+                             judgement *j)
+{
+    sched s;
+    if (sched_parse(schedule, &s) != DDP_OK)
+        return DDP_ERR_INVALID;
+    verify_config c;
+    test_verify_config(&c, &s, NULL);
+    c.nranks = nranks;
+    if (model_spec)
+        c.model_spec = model_spec;
+    c.sabotage = sabotage;
+    verify_result res;
+    ddp_status st = verify_run(&c, &res);
+    if (st == DDP_OK)
+        judge_run(&res, j);
+    verify_result_free(&res);
+    sched_free(&s);
+    return st;
+}
+
+/*
+ * Each of the reference's own sanity checks, seen firing on a reference
+ * broken on purpose, with the verdict saying so first (whatever the grabs
+ * against the intact implementation show); and quiet on the intact one.
+ */
+static void test_sanity_checks_fire(void)
+{
+    judgement j;
+    CU_ASSERT_EQUAL_FATAL(judged_run(SCHED_DEFAULT, NULL, 3, SABOTAGE_NONE, &j), DDP_OK);
+    CU_ASSERT_EQUAL(j.verdict, JUDGE_PASS);
+    CU_ASSERT(j.synced_grabs > 0 && j.global_checked == j.synced_grabs && j.local_grabs > 0);
+    CU_ASSERT_EQUAL(j.synced_disagree + j.global_failed + j.local_identical, 0);
+
+    /* Rank 1's reference one bit off after every sync: the ranks-agree check. */
+    CU_ASSERT_EQUAL_FATAL(judged_run(SCHED_DEFAULT, NULL, 3, SABOTAGE_RANK_DISAGREES, &j), DDP_OK);
+    CU_ASSERT_EQUAL(j.verdict, JUDGE_REFERENCE_BAD);
+    CU_ASSERT_EQUAL(j.synced_disagree, j.synced_grabs);
+    CU_ASSERT(j.grabs_failed > 0); /* the grabs diverge too, and still the reference is named first */
+
+    /* The reference forgets the accumulation before every sync: the ranks agree, the exact average does not. */
+    CU_ASSERT_EQUAL_FATAL(judged_run(SCHED_DEFAULT, NULL, 3, SABOTAGE_DROPS_MICROSTEPS, &j), DDP_OK);
+    CU_ASSERT_EQUAL(j.verdict, JUDGE_REFERENCE_BAD);
+    CU_ASSERT_EQUAL(j.synced_disagree, 0);
+    CU_ASSERT(j.global_failed > 0);
+    CU_ASSERT(j.global_worst > 1);
+
+    /* Every rank on the same data: the ranks-differ check (a warning: the data cannot reveal a missing sync). */
+    CU_ASSERT_EQUAL_FATAL(judged_run(SCHED_DEFAULT, NULL, 3, SABOTAGE_SAME_DATA, &j), DDP_OK);
+    CU_ASSERT_EQUAL(j.local_identical, j.local_grabs);
+    CU_ASSERT(j.local_grabs > 0);
+}
+
+/*
+ * The reference's own check holds however much was accumulated: its bound
+ * comes from the arithmetic. 20000 micro-steps on 3 ranks without a zero
+ * are 3e-4 of the largest gradient away from the exact average, which a
+ * fixed bound of 1e-5 called a bug in ddpsim.
+ */
+static void test_long_accumulation(void)
+{
+    judgement j;
+    CU_ASSERT_EQUAL_FATAL(judged_run("20000*(fwd bwd) grab", NULL, 3, SABOTAGE_NONE, &j), DDP_OK);
+    CU_ASSERT_EQUAL(j.verdict, JUDGE_PASS);
+    CU_ASSERT_EQUAL(j.global_checked, 1);
+    CU_ASSERT(j.global_worst <= 1 && j.global_worst > 0);
+}
+
+/* A run that compares nothing is not a pass. */
+static void test_nothing_verified(void)
+{
+    judgement j;
+    CU_ASSERT_EQUAL_FATAL(judged_run("fwd bwd", NULL, 2, SABOTAGE_NONE, &j), DDP_OK);
+    CU_ASSERT_EQUAL(j.verdict, JUDGE_NOTHING); /* no grab */
+    CU_ASSERT_EQUAL_FATAL(judged_run("grab zero grab", NULL, 2, SABOTAGE_NONE, &j), DDP_OK);
+    CU_ASSERT_EQUAL(j.verdict, JUDGE_NOTHING); /* only zeros compared */
+    CU_ASSERT_EQUAL(j.global_checked + j.synced_grabs + j.local_grabs, 0);
+    CU_ASSERT_EQUAL_FATAL(judged_run("grab fwd bwd grab", NULL, 2, SABOTAGE_NONE, &j), DDP_OK);
+    CU_ASSERT_EQUAL(j.verdict, JUDGE_PASS); /* one grab with something in it is enough */
+}
+
 int main(void)
 {
     static const test_entry tests[] = {
@@ -323,6 +405,10 @@ int main(void)
         {"manifest.json", test_manifest},
         {"every model family, algorithm and bucket layout passes its sanity checks", test_families_and_algorithms},
         {"bad configurations are usage errors", test_bad_configs},
+        {"each sanity check fires on a broken reference, and the verdict says so first", test_sanity_checks_fire},
+        {"the reference's own check holds after 20000 accumulations (a bound from the arithmetic)",
+         test_long_accumulation},
+        {"a run that compares nothing is NOTHING VERIFIED, not a pass", test_nothing_verified},
         TEST_END,
     };
     return test_run_suite("verify", tests);

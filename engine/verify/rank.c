@@ -319,7 +319,7 @@ ddp_status verify_rank_main(world_rank *wr, void *arg)
         if (s == DDP_OK)
             s = trace_arrivals(&c.trace, i, wr);
     }
-    ddp_status ts = trace_close(&c.trace);
+    ddp_status ts = trace_close(&c.trace, cfg->schedule->nops, s == DDP_OK);
     if (s == DDP_OK)
         s = ts;
     model_batch_free(&c.batch);

@@ -8,9 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "jsonw.h"
 #include "model.h"
+
+#define TRACE_VERSION 2 /* 2: an end event per rank; the reference's own check has collectives */
 
 ddp_status trace_open(trace_writer *w, const char *path, int rank, world_rank *wr)
 {
@@ -29,9 +32,12 @@ ddp_status trace_open(trace_writer *w, const char *path, int rank, world_rank *w
 
 void trace_event(trace_writer *w, size_t op, const char *ev, const char *extra)
 {
-    if (w->f)
-        fprintf(w->f, "{\"t\": %llu, \"rank\": %d, \"op\": %zu, \"ev\": \"%s\"%s%s}\n", (unsigned long long)w->t++,
-                w->rank, op, ev, extra ? ", " : "", extra ? extra : "");
+    if (!w->f)
+        return;
+    fprintf(w->f, "{\"t\": %llu, \"rank\": %d, \"op\": %zu, \"ev\": \"%s\"%s%s}\n", (unsigned long long)w->t++,
+            w->rank, op, ev, extra ? ", " : "", extra ? extra : "");
+    w->nready += strcmp(ev, "ready") == 0;
+    w->narrivals += strcmp(ev, "arrive") == 0;
 }
 
 ddp_status trace_arrivals(trace_writer *w, size_t op, world_rank *wr)
@@ -51,10 +57,16 @@ ddp_status trace_arrivals(trace_writer *w, size_t op, world_rank *wr)
     return DDP_OK;
 }
 
-ddp_status trace_close(trace_writer *w)
+ddp_status trace_close(trace_writer *w, size_t op, int complete)
 {
     if (!w->f)
         return DDP_OK;
+    if (complete) {
+        char extra[96];
+        snprintf(extra, sizeof extra, "\"ready\": %llu, \"arrivals\": %llu", (unsigned long long)w->nready,
+                 (unsigned long long)w->narrivals);
+        trace_event(w, op, "end", extra);
+    }
     int bad = ferror(w->f);
     int closed = fclose(w->f);
     w->f = NULL;
@@ -85,7 +97,7 @@ ddp_status trace_merge(const char *path, int nranks, const char *run_key, const 
     FILE *out = fopen(path, "w");
     if (!out)
         return ddp_error(DDP_ERR_SYSTEM, "cannot create --trace %s: %s", path, strerror(errno));
-    fprintf(out, "{\"ddpsim_trace\": 1, \"run\": ");
+    fprintf(out, "{\"ddpsim_trace\": %d, \"run\": ", TRACE_VERSION);
     jsonw_string(out, run_key);
     fprintf(out, "%s%s}\n", extra_json && *extra_json ? ", " : "", extra_json ? extra_json : "");
     char part[PATH_MAX], buf[65536];
@@ -133,70 +145,137 @@ static int push_i32(int32_t **a, size_t *n, size_t *cap, int32_t v)
     return 0;
 }
 
+/* What one rank's events must add up to. */
+typedef struct rank_log {
+    uint64_t next_t;        /* the next event's logical time */
+    int ended;
+    unsigned long long end_ready, end_arrivals;
+} rank_log;
+
+#define BAD(...) ddp_error(DDP_ERR_INVALID, __VA_ARGS__)
+
+/* One event line of the trace into out and logs. */
+static ddp_status load_event(const char *path, long lineno, const char *line, int nranks, verify_replay *out,
+                             rank_log *logs, size_t *cap_ready, size_t *cap_arr)
+{
+    unsigned long long t;
+    int rank, used;
+    size_t op;
+    char ev[16];
+    if (sscanf(line, "{\"t\": %llu, \"rank\": %d, \"op\": %zu, \"ev\": \"%15[^\"]\"%n", &t, &rank, &op, ev, &used) < 4)
+        return BAD("%s line %ld: not an event of this trace format", path, lineno);
+    if (rank < 0 || rank >= nranks)
+        return BAD("%s line %ld: rank %d is not a rank of this run (0..%d)", path, lineno, rank, nranks - 1);
+    rank_log *lg = &logs[rank];
+    if (lg->ended)
+        return BAD("%s line %ld: an event of rank %d after its end", path, lineno, rank);
+    if (t != lg->next_t)
+        return BAD("%s line %ld: rank %d's event %llu follows its event %llu (events are missing)", path,
+                   lineno, rank, t, (unsigned long long)lg->next_t - 1);
+    lg->next_t++;
+    if (strcmp(ev, "ready") == 0) {
+        int p;
+        const char *q = strstr(line + used, "\"param\": ");
+        if (!q || sscanf(q, "\"param\": %d", &p) != 1 || p < 0 || p >= MODEL_MAX_PARAMS)
+            return BAD("%s line %ld: a ready event without a parameter index", path, lineno);
+        if (push_i32(&out->ready[rank], &out->nready[rank], &cap_ready[rank], p))
+            return ddp_error(DDP_ERR_NOMEM, "trace: ready events");
+    } else if (strcmp(ev, "arrive") == 0) {
+        unsigned pos;
+        const char *q = strstr(line + used, "\"pos\": ");
+        if (!q || sscanf(q, "\"pos\": %u", &pos) != 1 || pos >= (unsigned)nranks)
+            return BAD("%s line %ld: an arrival without a position 0..%d", path, lineno, nranks - 1);
+        if (push_i32((int32_t **)&out->arrivals[rank], &out->narrivals[rank], &cap_arr[rank], (int32_t)pos))
+            return ddp_error(DDP_ERR_NOMEM, "trace: arrivals");
+    } else if (strcmp(ev, "end") == 0) {
+        const char *q = strstr(line + used, "\"ready\": ");
+        if (!q || sscanf(q, "\"ready\": %llu, \"arrivals\": %llu", &lg->end_ready, &lg->end_arrivals) != 2)
+            return BAD("%s line %ld: an end event without its counts", path, lineno);
+        lg->ended = 1;
+    }
+    return DDP_OK;
+}
+
+/* A whole and consistent trace: every rank ended with what it wrote, and every barrier seen alike by all. */
+static ddp_status check_whole(const char *path, int nranks, const verify_replay *out, const rank_log *logs)
+{
+    for (int r = 0; r < nranks; r++) {
+        if (logs[r].next_t == 0)
+            return BAD("%s has no events of rank %d", path, r);
+        if (!logs[r].ended)
+            return BAD("%s is cut short: rank %d has no end event (the run it recorded did not finish, or "
+                       "the file was truncated)",
+                       path, r);
+        if (logs[r].end_ready != out->nready[r] || logs[r].end_arrivals != out->narrivals[r])
+            return BAD("%s: rank %d wrote %llu ready events and %llu arrivals, but the file holds %zu and %zu",
+                       path, r, logs[r].end_ready, logs[r].end_arrivals, out->nready[r], out->narrivals[r]);
+        if (out->narrivals[r] != out->narrivals[0])
+            return BAD("%s: rank %d passed %zu barriers, rank 0 %zu; every barrier is every rank's", path, r,
+                       out->narrivals[r], out->narrivals[0]);
+    }
+    unsigned char seen[WORLD_MAX_RANKS];
+    for (size_t k = 0; k < out->narrivals[0]; k++) {
+        memset(seen, 0, sizeof seen);
+        for (int r = 0; r < nranks; r++) {
+            uint32_t pos = out->arrivals[r][k];
+            if (seen[pos])
+                return BAD("%s: at barrier %zu two ranks arrived in position %u; positions 0..%d must each "
+                           "appear once, or forcing them deadlocks",
+                           path, k, pos, nranks - 1);
+            seen[pos] = 1;
+        }
+    }
+    return DDP_OK;
+}
+
 ddp_status trace_load(const char *path, const char *run_key, int nranks, verify_replay *out)
 {
     memset(out, 0, sizeof *out);
     out->nranks = nranks;
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return BAD("cannot open %s: %s", path, strerror(errno));
+    if (S_ISDIR(st.st_mode))
+        return BAD("%s is a directory, not a trace file", path);
     FILE *f = fopen(path, "r");
     if (!f)
-        return ddp_error(DDP_ERR_INVALID, "cannot open --replay %s: %s", path, strerror(errno));
+        return BAD("cannot open %s: %s", path, strerror(errno));
     size_t cap_ready[WORLD_MAX_RANKS] = {0}, cap_arr[WORLD_MAX_RANKS] = {0};
+    rank_log *logs = calloc((size_t)nranks, sizeof *logs);
     char line[1024];
     long lineno = 0;
-    ddp_status s = DDP_OK;
+    ddp_status s = logs ? DDP_OK : ddp_error(DDP_ERR_NOMEM, "trace: %d ranks", nranks);
     while (s == DDP_OK && fgets(line, sizeof line, f)) {
         lineno++;
-        if (!strchr(line, '\n') && !feof(f)) {
-            s = ddp_error(DDP_ERR_INVALID, "--replay %s line %ld: too long", path, lineno);
-            break;
-        }
+        int whole = strchr(line, '\n') || feof(f);
         if (lineno == 1) {
+            int version;
             const char *k = strstr(line, "\"run\": \"");
             size_t klen = strlen(run_key);
-            if (strncmp(line, "{\"ddpsim_trace\": 1,", 19) != 0 || !k)
-                s = ddp_error(DDP_ERR_INVALID, "--replay %s is not a ddpsim trace (version 1)", path);
+            if (!whole || sscanf(line, "{\"ddpsim_trace\": %d,", &version) != 1 || !k)
+                s = BAD("%s is not a ddpsim trace (its first line is not a ddpsim_trace header)", path);
+            else if (version != TRACE_VERSION)
+                s = BAD("%s is trace version %d; this ddpsim reads version %d: record it again", path, version,
+                        TRACE_VERSION);
             else if (strncmp(k + 8, run_key, klen) != 0 || k[8 + klen] != '"')
-                s = ddp_error(DDP_ERR_INVALID,
-                              "--replay %s was recorded for another run; replay it with the same ranks, seed, "
-                              "model, batch, schedule and --impl (this run: %s)",
-                              path, run_key);
+                s = BAD("%s was recorded for another run; replay it with the same ranks, seed, model, batch, "
+                        "schedule and --impl (this run: %s)",
+                        path, run_key);
             continue;
         }
-        unsigned long long t;
-        int rank, used;
-        size_t op;
-        char ev[16];
-        if (sscanf(line, "{\"t\": %llu, \"rank\": %d, \"op\": %zu, \"ev\": \"%15[^\"]\"%n", &t, &rank, &op, ev, &used) <
-                4 ||
-            rank < 0 || rank >= nranks) {
-            s = ddp_error(DDP_ERR_INVALID, "--replay %s line %ld: not an event of a rank 0..%d", path, lineno,
-                          nranks - 1);
-            break;
-        }
-        if (strcmp(ev, "ready") == 0) {
-            int p;
-            const char *q = strstr(line + used, "\"param\": ");
-            if (!q || sscanf(q, "\"param\": %d", &p) != 1 || p < 0) {
-                s = ddp_error(DDP_ERR_INVALID, "--replay %s line %ld: a ready event without a parameter", path, lineno);
-                break;
-            }
-            if (push_i32(&out->ready[rank], &out->nready[rank], &cap_ready[rank], p))
-                s = ddp_error(DDP_ERR_NOMEM, "--replay: ready events");
-        } else if (strcmp(ev, "arrive") == 0) {
-            unsigned pos;
-            const char *q = strstr(line + used, "\"pos\": ");
-            if (!q || sscanf(q, "\"pos\": %u", &pos) != 1 || pos >= (unsigned)nranks) {
-                s = ddp_error(DDP_ERR_INVALID, "--replay %s line %ld: an arrival without a position 0..%d", path,
-                              lineno, nranks - 1);
-                break;
-            }
-            if (push_i32((int32_t **)&out->arrivals[rank], &out->narrivals[rank], &cap_arr[rank], (int32_t)pos))
-                s = ddp_error(DDP_ERR_NOMEM, "--replay: arrivals");
-        }
+        if (!whole)
+            s = BAD("%s line %ld: longer than any event ddpsim writes", path, lineno);
+        else
+            s = load_event(path, lineno, line, nranks, out, logs, cap_ready, cap_arr);
     }
+    if (s == DDP_OK && ferror(f))
+        s = BAD("cannot read %s", path);
     if (s == DDP_OK && lineno == 0)
-        s = ddp_error(DDP_ERR_INVALID, "--replay %s is empty", path);
+        s = BAD("%s is empty", path);
+    if (s == DDP_OK)
+        s = check_whole(path, nranks, out, logs);
     fclose(f);
+    free(logs);
     if (s != DDP_OK)
         trace_free(out);
     return s;

@@ -271,6 +271,13 @@ void world_set_op(world_rank *wr, int op_index, const char *label)
     atomic_fetch_add_explicit(&wr->st->progress, 1, memory_order_relaxed);
 }
 
+int world_peer_in_coll(world_rank *wr, int r, uint64_t *seq)
+{
+    const rank_state *st = &wr->w->ranks[r];
+    *seq = atomic_load_explicit(&st->coll_seq, memory_order_acquire);
+    return atomic_load_explicit(&st->in_coll, memory_order_acquire) != 0;
+}
+
 int world_aborted(world_rank *wr)
 {
     return atomic_load_explicit(&wr->w->hdr->abort_word, memory_order_acquire) != 0;
@@ -493,7 +500,7 @@ static ddp_status supervise(world *w, const sigset_t *watched, int live)
         } else if (w->cfg.timeout_s > 0 && t - last_change > w->cfg.timeout_s) {
             w->stuck_for_s = t - last_change;
             stop_all(w, &live);
-            return ddp_error(DDP_ERR_TIMEOUT, "no rank made progress for %.1f s (--timeout %.1f)",
+            return ddp_error(DDP_ERR_TIMEOUT, "no rank made progress for %.1f s (--timeout %g)",
                              w->stuck_for_s, w->cfg.timeout_s);
         }
     }

@@ -122,6 +122,13 @@ void world_leave_coll(world_rank *wr);
  * rank waiting on something outside the world (a GPU) polls this to give up. */
 int world_aborted(world_rank *wr);
 
+/*
+ * Where rank r is, as the supervisor would report it: 1 when it is inside a
+ * collective (how many it has entered in *seq), 0 otherwise. For ordering
+ * events in tests and for diagnostics; it synchronizes nothing.
+ */
+int world_peer_in_coll(world_rank *wr, int r, uint64_t *seq);
+
 /* All ranks meet. Returns DDP_OK or DDP_ERR_ABORTED when the world was aborted. */
 ddp_status world_barrier(world_rank *wr);
 
