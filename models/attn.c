@@ -11,6 +11,7 @@
  * Parameter names follow a PyTorch module with those attribute names
  * (wte, wpe, ln1, attn.q/k/v/proj, ln2, mlp.fc/proj, lnf, head).
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,7 +62,14 @@ static ddp_status attn_build(model *m)
     model_add_param(m, "lnf.bias", C, 0, INIT_NORM_BIAS, 1);
     model_add_param(m, "head.weight", V, C, INIT_LINEAR, C);
     m->seq_len = T;
+    if ((size_t)m->B * (size_t)T > (size_t)INT_MAX / (size_t)(4 * C > V ? 4 * C : V))
+        return ddp_error(DDP_ERR_INVALID, "model %s: batch %d x sequence %d is too many positions for one micro-batch",
+                         m->spec[0] ? m->spec : "attn", m->B, T);
     int N = m->B * T;
+    {
+        size_t n = (size_t)N, c = (size_t)C, btt = (size_t)m->B * (size_t)T * (size_t)T;
+        m->act_floats = n * c * 13 + n * 4 * c * 4 + n * (size_t)V * 3 + btt * 2 + n * 6 + n * c * 9;
+    }
     m->flops = 4 * model_linear_flops(N, C, C, 1) + model_linear_flops(N, C, 4 * C, 1) +
                model_linear_flops(N, 4 * C, C, 1) + model_linear_flops(N, C, V, 1) +
                3.0 * 2.0 * 2.0 * m->B * (double)T * T * C / 2; /* causal q k^T and att v, fwd + bwd, half masked */
@@ -76,12 +84,10 @@ static ddp_status attn_alloc(model *m)
     if (!s)
         return ddp_error(DDP_ERR_NOMEM, "attn state");
     m->state = s;
-    /* sizes of every buffer, in the order they are carved out below */
-    size_t total = N * C * 13 + N * 4 * C * 4 + N * V * 3 + BTT * 2 + N * 6;
-    total += N * C * 9; /* the [N,C] gradients */
-    s->arena = calloc(total, sizeof(float));
+    /* act_floats (attn_build) is the sum of every buffer carved out below */
+    s->arena = calloc(m->act_floats, sizeof(float));
     if (!s->arena)
-        return ddp_error(DDP_ERR_NOMEM, "attn activations (%zu floats)", total);
+        return ddp_error(DDP_ERR_NOMEM, "attn activations (%zu floats)", m->act_floats);
     float *p = s->arena;
 #define CARVE(field, n) (s->field = p, p += (n))
     CARVE(x0, N * C);

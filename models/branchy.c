@@ -45,6 +45,7 @@ static ddp_status branchy_build(model *m)
     m->y_cols = O;
     /* With both heads: the most work a step does. */
     m->flops = model_linear_flops(m->B, I, H, 0) + 2 * model_linear_flops(m->B, H, O, 1);
+    m->act_floats = 4 * (size_t)m->B * (size_t)H + 4 * (size_t)m->B * (size_t)O;
     return DDP_OK;
 }
 
@@ -55,7 +56,7 @@ static ddp_status branchy_alloc(model *m)
     if (!s)
         return ddp_error(DDP_ERR_NOMEM, "branchy state");
     m->state = s;
-    s->arena = calloc(4 * BH + 4 * BO, sizeof(float));
+    s->arena = calloc(m->act_floats, sizeof(float));
     if (!s->arena)
         return ddp_error(DDP_ERR_NOMEM, "branchy activations");
     float *p = s->arena;

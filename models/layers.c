@@ -69,16 +69,25 @@ void linear_backward_naive(float *dinp, float *dweight, float *dbias, const floa
         }
 }
 
+/*
+ * As PyTorch's relu (clamp_min): only what is below zero becomes 0, so NaN
+ * stays NaN and -0 stays -0.
+ */
 void relu_forward(float *out, const float *inp, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
+        out[i] = inp[i] < 0.0f ? 0.0f : inp[i];
 }
 
+/*
+ * PyTorch's threshold_backward on the output: the gradient stops where the
+ * output is <= 0 and passes everywhere else, NaN included (!(x <= 0) is
+ * true for a NaN input, whose output is NaN).
+ */
 void relu_backward(float *dinp, const float *dout, const float *inp, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        dinp[i] += inp[i] > 0.0f ? dout[i] : 0.0f;
+        dinp[i] += !(inp[i] <= 0.0f) ? dout[i] : 0.0f;
 }
 
 void tanh_forward(float *out, const float *inp, size_t n)

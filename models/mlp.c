@@ -34,6 +34,8 @@ static ddp_status mlp_build(model *m)
     }
     m->x_cols = m->dims[0];
     m->y_cols = m->dims[L];
+    for (int l = 1; l <= L; l++)
+        m->act_floats += (size_t)m->B * (size_t)m->dims[l] * (l < L ? 4 : 2);
     return DDP_OK;
 }
 
@@ -49,12 +51,9 @@ static ddp_status mlp_alloc(model *m)
     s->pre = calloc((size_t)L, sizeof *s->pre);
     s->dact = calloc((size_t)L + 1, sizeof *s->dact);
     s->dpre = calloc((size_t)L, sizeof *s->dpre);
-    size_t total = 0;
-    for (int l = 1; l <= L; l++)
-        total += (size_t)m->B * (size_t)m->dims[l] * (l < L ? 4 : 2);
-    s->arena = calloc(total ? total : 1, sizeof *s->arena);
+    s->arena = calloc(m->act_floats ? m->act_floats : 1, sizeof *s->arena);
     if (!s->act || !s->pre || !s->dact || !s->dpre || !s->arena)
-        return ddp_error(DDP_ERR_NOMEM, "mlp activations (%zu floats)", total);
+        return ddp_error(DDP_ERR_NOMEM, "mlp activations (%zu floats)", m->act_floats);
     float *p = s->arena;
     for (int l = 0; l < L; l++) {
         size_t n = (size_t)m->B * (size_t)m->dims[l + 1];

@@ -89,6 +89,9 @@ static ddp_status create(const char *spec, int batch, int with_buffers, model **
     if (s == DDP_OK && m->size > MODEL_MAX_FLOATS)
         s = ddp_error(DDP_ERR_INVALID, "model '%s' has %zu parameters, more than %zu", spec, m->size,
                       MODEL_MAX_FLOATS);
+    if (s == DDP_OK && m->act_floats > MODEL_MAX_FLOATS)
+        s = ddp_error(DDP_ERR_INVALID, "model '%s' with batch %d needs %zu floats of activations, more than %zu", spec,
+                      batch, m->act_floats, MODEL_MAX_FLOATS);
     if (s == DDP_OK && with_buffers) {
         m->w = calloc(m->size, sizeof *m->w);
         m->g = calloc(m->size, sizeof *m->g);
@@ -155,6 +158,12 @@ int model_add_param(model *m, const char *name, int rows, int cols, init_kind in
     m->init[i] = init;
     m->fan_in[i] = fan_in;
     return i;
+}
+
+size_t model_memory_bytes(const model *m)
+{
+    size_t batch = (size_t)m->B * ((size_t)m->x_cols + (size_t)m->y_cols + 2 * (size_t)m->seq_len);
+    return (3 * m->size + m->act_floats + batch) * sizeof(float);
 }
 
 const char *model_spec(const model *m) { return m->spec; }

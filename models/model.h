@@ -95,6 +95,9 @@ const model_param *model_param_at(const model *m, int i);
 /* Index of the parameter with this name, or -1. */
 int model_param_find(const model *m, const char *name);
 size_t model_size(const model *m); /* total parameter elements */
+/* The bytes a replica of this model takes (parameters, gradients, local gradients, activations, a batch); the
+ * layout alone knows it, so it is checked before anything is allocated. */
+size_t model_memory_bytes(const model *m);
 float *model_weights(const model *m); /* the buffers are the model's; const only says the model's layout is not changed */
 float *model_grads(const model *m);
 

@@ -22,9 +22,9 @@ typedef struct model_family_ops {
     const char *name;
     const char *default_dims; /* used when the spec has no ":dims" (NULL: dims required) */
     int min_dims, max_dims;
-    /* Register parameters (model_add_param) and size the batch; allocate m->state. */
+    /* Register parameters (model_add_param), size the batch and the activations (act_floats); no allocation. */
     ddp_status (*build)(model *m);
-    /* Allocate activations once the parameter buffers exist. */
+    /* Allocate m->state and its act_floats of activations once the parameter buffers exist. */
     ddp_status (*alloc)(model *m);
     double (*forward)(model *m, const model_batch *b);
     void (*backward)(model *m);
@@ -48,6 +48,7 @@ struct model {
     int fan_in[MODEL_MAX_PARAMS];
     int nparams;
     size_t size;
+    size_t act_floats;    /* the activation arena a forward + backward needs (set by build, used by alloc) */
     float *w, *g;
     float *lg;            /* this micro-step's local gradients (model_backward_local) */
     model_ready_fn ready; /* during backward: told as each parameter's local gradient completes */

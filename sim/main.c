@@ -25,7 +25,7 @@ static int run_verification(ddpsim_options *opt)
     if (report_header(opt) != 0)
         return DDPSIM_EXIT_USAGE; /* nowhere to report to: refused before the run (cli_finish says why) */
     verify_result res;
-    ddp_status s = verify_run(&opt->run, &res);
+    ddp_status s = verify_run(&opt->run, &res), ms = DDP_OK;
     if (opt->run.trace_path && res.w) {
         /* Keep the log of a failed run too: that is the one to debug. */
         char *extra = NULL;
@@ -36,13 +36,10 @@ static int run_verification(ddpsim_options *opt)
             jsonw_string(mem, opt->command);
             fclose(mem);
         }
-        ddp_status ms = trace_merge(opt->run.trace_path, opt->run.nranks, opt->run_key, extra ? extra : "");
+        ms = trace_merge(opt->run.trace_path, opt->run.nranks, opt->run_key, extra ? extra : "");
         free(extra);
-        if (ms != DDP_OK && s == DDP_OK) {
+        if (ms != DDP_OK)
             fprintf(stderr, "ddpsim: %s\n", ddp_error_text());
-            verify_result_free(&res);
-            return DDPSIM_EXIT_USAGE;
-        }
     }
     int code;
     if (s == DDP_ERR_INVALID && !res.w) {
@@ -56,27 +53,9 @@ static int run_verification(ddpsim_options *opt)
                     opt->replay_path);
     } else {
         code = report_verification(opt, &res);
-        if (opt->run.dump_dir) {
-            char name[64];
-            const char *impls[2] = {"reference", verify_dump_name(&opt->run, name, sizeof name)};
-            dump_manifest_info info = {
-                .nranks = opt->run.nranks,
-                .seed = opt->run.seed,
-                .model_spec = opt->run.model_spec,
-                .batch = opt->run.batch,
-                .lr = opt->lr,
-                .find_unused = opt->run.ddp.find_unused,
-                .schedule_text = opt->schedule_text,
-                .schedule = opt->run.schedule,
-                .impls = impls,
-                .nimpls = opt->run.impl_ops == &impl_reference_ops ? 1 : 2,
-            };
-            if (dump_write_manifest(opt->run.dump_dir, &info) != DDP_OK) {
-                fprintf(stderr, "ddpsim: %s\n", ddp_error_last());
-                code = DDPSIM_EXIT_FAULT;
-            }
-        }
     }
+    if (ms != DDP_OK && code == DDPSIM_EXIT_PASS)
+        code = DDPSIM_EXIT_FAULT; /* the trace asked for is missing; a verdict that is not a pass stays */
     verify_result_free(&res);
     return code;
 }

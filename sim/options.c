@@ -131,6 +131,7 @@ static int load_schedule(ddpsim_options *opt, char *msg, size_t len)
         return -1;
     }
     opt->run.schedule = &opt->schedule;
+    opt->run.schedule_text = opt->schedule_text;
     return 0;
 }
 
@@ -266,6 +267,8 @@ static const opt_spec specs[] = {
     {"inputs", 0, "DIR", "initial parameters and batches from a dump directory\n(DIR/init, DIR/rank<r>/batch<b>.{x,y}.npy)",
      OPT_STRING, F(run.inputs_dir), 0, 0, NULL, NULL},
     {"dump", 0, "DIR", "write parameters, batches and every grab's gradients", OPT_STRING, F(run.dump_dir), 0, 0, NULL,
+     NULL},
+    {"force", 0, NULL, "with --dump: replace an earlier ddpsim dump in DIR", OPT_FLAG, F(run.dump_force), 0, 0, NULL,
      NULL},
     {"json", 0, "FILE", "write the report as JSON (- for standard output; the table then goes\nto standard error)",
      OPT_STRING, F(json_path), 0, 0, NULL, NULL},

@@ -74,7 +74,7 @@ expect 2 "already inside no_sync" "schedule: nested enter" -- --schedule "enter 
 expect 2 "repeat count must be 1..100000" "schedule: count 0" -- --schedule "0*(fwd bwd)"
 expect 2 "cannot open" "schedule file missing" -- --schedule @/nonexistent/schedule
 expect 2 "expected bitwise, ulp:N, ulp-of-max:N or rtol=X,atol=Y" "bad tolerance" -- --tolerance close
-expect 2 "--inputs: cannot open" "missing inputs" -- --inputs /nonexistent/dump
+expect 2 "--inputs: /nonexistent/dump/manifest.json" "missing inputs" -- --inputs /nonexistent/dump
 expect 2 "--dump: cannot create directory" "unwritable dump" -- --dump /proc/ddpsim/x
 expect 2 "finite number" "bad lr" -- --lr nan
 expect 2 "Try 'ddpsim --help'" "errors point to --help" -- --batch 0
@@ -148,6 +148,71 @@ else
 fi
 expect 2 "--json: cannot create" "unwritable json" -- --ranks 2 --json /proc/ddpsim/r.json --schedule "fwd bwd grab"
 rm -rf "$tmpd"
+
+# Verdicts that must not be a pass, and input that must be refused before any rank starts.
+expect 4 "NOTHING VERIFIED (the schedule has no grab)" "a run without a grab verifies nothing" -- --schedule "fwd bwd"
+expect 4 "NOTHING VERIFIED (every grab compared only zeros)" "a grab of zeros verifies nothing" -- --schedule "grab"
+expect 1 "reference equals the exact average of every rank's local gradients: ok" \
+    "a flip is the implementation's fault, the reference stays sane" -- --ranks 4 --impl bucketed --fault flip:rank=2,op=24
+if grep -q "grabs diverge" "$out"; then ok "the flip is blamed on the implementation"; else bad "the flip is blamed on the implementation"; fi
+expect 2 "run past the largest seed" "--repeat past the last seed" -- --repeat 3 --chaos 18446744073709551615
+expect 0 "2 runs, 0 failing" "a chaos range ending at the largest seed ends" -- --chaos 18446744073709551614..18446744073709551615 -q
+expect 2 "shorter than the shortest watchdog" "--timeout under 1 s" -- --timeout 0.001
+expect 2 "needs about" "a model too large for the machine" -- --model mlp:8192-16384-8192 --ranks 64
+expect 2 "floats of activations" "an attention block too long" -- --model attn:32-65536-16
+expect 2 "rank=-1 is not a whole number" "a fault's field is named" -- --fault crash:rank=-1,op=1
+expect 2 "--json: cannot write /dev/full" "--json to a device that takes nothing" -- --json /dev/full
+expect 2 "is a directory" "--json to a directory" -- --json /tmp
+expect 2 "cannot create" "--json into a missing directory" -- --json /nonexistent/r.json
+"$DDPSIM" --json - --schedule "fwd bwd grab" >"$out" 2>"$err"
+if [ $? -eq 0 ] && head -c 1 "$out" | grep -q '{' && grep -q "verdict: PASS" "$err"; then
+    ok "--json - writes JSON to stdout and the table to stderr"; else bad "--json - writes JSON to stdout and the table to stderr"; fi
+"$DDPSIM" --schedule "fwd bwd grab" >/dev/full 2>"$err"
+if [ $? -ne 0 ] && grep -q "cannot write to standard output" "$err"; then ok "a full stdout is an error"; else bad "a full stdout is an error"; fi
+tmpi=$(mktemp -d) || exit 99
+cp -r "$golden" "$tmpi/g"
+gold_args="--ranks 3 --model mlp:4-8-3 --batch 2 --schedule 2*(nosync{fwd,bwd},grab) --inputs"
+# shellcheck disable=SC2086
+expect 0 "verdict: PASS" "a copy of the golden inputs" -- $gold_args "$tmpi/g"
+cp -r "$tmpi/g" "$tmpi/t" && sed -i 's/(8, 4)/(4, 8)/' "$tmpi/t/init/0.weight.npy"
+# shellcheck disable=SC2086
+expect 2 "expected float32 of shape \[8, 4\], found float32 of shape \[4, 8\]" "a transposed init tensor" -- $gold_args "$tmpi/t"
+cp -r "$tmpi/g" "$tmpi/n" && printf '\000\000\300\177' | dd of="$tmpi/n/init/2.bias.npy" bs=1 seek=128 conv=notrunc 2>/dev/null
+# shellcheck disable=SC2086
+expect 2 "2.bias.npy: element 0 is nan" "a NaN in an initial weight" -- $gold_args "$tmpi/n"
+cp -r "$tmpi/g" "$tmpi/m" && rm "$tmpi/m/manifest.json"
+# shellcheck disable=SC2086
+expect 2 "manifest.json: No such file" "inputs without a manifest" -- $gold_args "$tmpi/m"
+cp -r "$tmpi/g" "$tmpi/b" && printf '{"format": "ddpsim-dump",' >"$tmpi/b/manifest.json"
+# shellcheck disable=SC2086
+expect 2 "manifest.json: line 1, column 26: expected a member name" "a broken manifest" -- $gold_args "$tmpi/b"
+cp -r "$tmpi/g" "$tmpi/r" && sed -i 's/"ranks": 3/"ranks": 7/' "$tmpi/r/manifest.json"
+# shellcheck disable=SC2086
+expect 2 "made with ranks 7, this run has --ranks 3" "a manifest of 7 ranks" -- $gold_args "$tmpi/r"
+cp -r "$tmpi/g" "$tmpi/x" && rm "$tmpi/x/rank1/batch3.x.npy"
+expect 2 "rank1/batch3.x.npy" "a missing batch is refused before the run" -- --ranks 3 --model mlp:4-8-3 --batch 2 \
+    --schedule "4*(fwd bwd grab)" --inputs "$tmpi/x"
+expect 0 "verdict: PASS" "a dump made with --bucket-view" -- --bucket-view --ranks 3 --dump "$tmpi/d" --schedule "fwd bwd grab"
+expect 2 "gradient_as_bucket_view=true, this run does not give --bucket-view" "inputs replayed with other options" -- \
+    --ranks 3 --inputs "$tmpi/d" --schedule "fwd bwd grab"
+expect 2 "holds an earlier ddpsim dump; give --force" "--dump over an earlier dump" -- --ranks 3 --dump "$tmpi/d" --schedule "fwd bwd grab"
+expect 0 "verdict: PASS" "--dump --force replaces it" -- --ranks 2 --dump "$tmpi/d" --force --schedule "fwd bwd grab"
+if [ ! -e "$tmpi/d/rank2" ] && [ -f "$tmpi/d/rank1/batch0.x.npy" ]; then ok "no stale file of the earlier dump is left"; else bad "no stale file of the earlier dump is left"; fi
+mkdir -p "$tmpi/o" && echo notes >"$tmpi/o/notes.txt"
+expect 2 "is not empty and holds no ddpsim dump" "--dump into a directory of other files" -- --dump "$tmpi/o" --force
+rm -rf "$tmpi"
+tmpr=$(mktemp -d) || exit 99
+"$DDPSIM" --ranks 3 --impl bucketed --chaos 5 --trace "$tmpr/t.jsonl" -q >/dev/null 2>&1
+head -5 "$tmpr/t.jsonl" >"$tmpr/cut.jsonl"
+sed 's/"pos": [0-9]*/"pos": 0/' "$tmpr/t.jsonl" >"$tmpr/zero.jsonl"
+grep -v '"rank": 1,' "$tmpr/t.jsonl" >"$tmpr/norank1.jsonl"
+printf 'garbage!\n' >"$tmpr/garbage.jsonl"
+expect 2 "cut.jsonl is cut short" "a truncated trace" -- --ranks 3 --impl bucketed --replay "$tmpr/cut.jsonl"
+expect 2 "two ranks arrived in position 0" "a trace whose arrival positions are all 0" -- --ranks 3 --impl bucketed --replay "$tmpr/zero.jsonl"
+expect 2 "has no events of rank 1" "a trace without rank 1" -- --ranks 3 --impl bucketed --replay "$tmpr/norank1.jsonl"
+expect 2 "is not a ddpsim trace" "a garbage trace" -- --ranks 3 --impl bucketed --replay "$tmpr/garbage.jsonl"
+expect 2 "is a directory, not a trace file" "a directory as a trace" -- --ranks 3 --impl bucketed --replay "$tmpr"
+rm -rf "$tmpr"
 
 # The collectives self-check.
 expect 0 "verdict: PASS" "selfcheck" -- selfcheck --ranks 4

@@ -403,6 +403,62 @@ static void test_crossentropy(void)
     CU_ASSERT(isnan(crossentropy_forward(probs, logits, bad_target, N, V)));
 }
 
+/*
+ * Not-a-number and infinities go where PyTorch 1.13 sends them (each value
+ * below was printed by torch for the inputs [nan, -1, 2, inf, -inf] and
+ * -0): relu keeps NaN and -0 and passes the gradient through a NaN; tanh,
+ * gelu (both forms) and their gradients propagate NaN and give PyTorch's
+ * NaN at -inf; a row with a NaN is NaN in softmax cross-entropy and in
+ * layernorm.
+ */
+static void test_nonfinite_as_pytorch(void)
+{
+    const float nan = NAN, inf = INFINITY;
+    const float x[5] = {nan, -1.0f, 2.0f, inf, -inf}, ones[5] = {1, 1, 1, 1, 1};
+    float y[5], d[5];
+    relu_forward(y, x, 5);
+    CU_ASSERT(isnan(y[0]) && y[1] == 0 && y[2] == 2 && y[3] == inf && y[4] == 0);
+    memset(d, 0, sizeof d);
+    relu_backward(d, ones, x, 5);
+    CU_ASSERT(d[0] == 1 && d[1] == 0 && d[2] == 1 && d[3] == 1 && d[4] == 0);
+    const float mz = -0.0f;
+    float r;
+    relu_forward(&r, &mz, 1);
+    CU_ASSERT_EQUAL(test_bits_f(r), test_bits_f(-0.0f));
+    float g = 0;
+    relu_backward(&g, ones, &mz, 1);
+    CU_ASSERT_EQUAL(g, 0);
+
+    tanh_forward(y, x, 5);
+    memset(d, 0, sizeof d);
+    tanh_backward(d, ones, y, 5);
+    CU_ASSERT(isnan(y[0]) && y[3] == 1 && y[4] == -1);
+    CU_ASSERT(isnan(d[0]) && d[3] == 0 && d[4] == 0);
+
+    void (*const fwd[2])(float *, const float *, size_t) = {gelu_tanh_forward, gelu_erf_forward};
+    void (*const bwd[2])(float *, const float *, const float *, size_t) = {gelu_tanh_backward, gelu_erf_backward};
+    for (int k = 0; k < 2; k++) {
+        fwd[k](y, x, 5);
+        memset(d, 0, sizeof d);
+        bwd[k](d, ones, x, 5);
+        CU_ASSERT(isnan(y[0]) && y[3] == inf && isnan(y[4]));
+        CU_ASSERT(isnan(d[0]) && isnan(d[3]) && isnan(d[4]));
+        CU_ASSERT(isfinite(y[1]) && isfinite(y[2]) && isfinite(d[1]) && isfinite(d[2]));
+    }
+
+    float logits[6] = {nan, 1.0f, 2.0f, 0.5f, 1.0f, 2.0f}, probs[6];
+    int targets[2] = {1, 2};
+    double loss = crossentropy_forward(probs, logits, targets, 2, 3);
+    CU_ASSERT(isnan(loss));
+    CU_ASSERT(isnan(probs[0]) && isnan(probs[1]) && isnan(probs[2]));
+    CU_ASSERT(isfinite(probs[3]) && isfinite(probs[4]) && isfinite(probs[5]));
+
+    float ln_out[6], mean[2], rstd[2], w[3] = {1, 1, 1}, b[3] = {0, 0, 0};
+    layernorm_forward(ln_out, mean, rstd, logits, w, b, 2, 3);
+    CU_ASSERT(isnan(ln_out[0]) && isnan(ln_out[1]) && isnan(ln_out[2]));
+    CU_ASSERT(isfinite(ln_out[3]) && isfinite(ln_out[4]) && isfinite(ln_out[5]));
+}
+
 int main(void)
 {
     static const test_entry tests[] = {
@@ -417,6 +473,7 @@ int main(void)
         {"causal attention: masking, finite differences", test_attention_fd},
         {"mse: hand values, finite differences", test_mse},
         {"cross-entropy: hand values, finite differences, bad target", test_crossentropy},
+        {"NaN and infinities propagate as in PyTorch", test_nonfinite_as_pytorch},
         TEST_END,
     };
     return test_run_suite("layers", tests);

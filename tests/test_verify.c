@@ -200,7 +200,7 @@ static void test_dump_round_trip(void)
         CU_ASSERT_EQUAL(bad, 0);
         CU_ASSERT_EQUAL(compared, 2 * 2 * model_size(m));
         snprintf(a, sizeof a, "%s/manifest.json", first);
-        CU_ASSERT(access(a, R_OK) != 0); /* the engine leaves the manifest to the program */
+        CU_ASSERT(access(a, R_OK) == 0); /* the engine writes the manifest with the dump, before the run */
         model_destroy(m);
         sched_free(&s);
         remove_tree(first);
@@ -214,7 +214,8 @@ static void test_manifest(void)
     CU_ASSERT_EQUAL_FATAL(sched_parse("enter fwd exit bwd grab step", &s), DDP_OK);
     char *dir = make_tmpdir();
     const char *impls[] = {"reference"};
-    dump_manifest_info info = {2, 7, "mlp:4-8-3", 2, 0.1, 0, "enter fwd exit bwd grab step", &s, impls, 1};
+    ddp_config ddp = {COLL_ORDERED, DDP_DEFAULT_BUCKET_CAP, DDP_DEFAULT_FIRST_BUCKET_CAP, 0, 0, 0.1f};
+    dump_manifest_info info = {2, 7, "mlp:4-8-3", 2, &ddp, "enter fwd exit bwd grab step", &s, impls, 1};
     CU_ASSERT_EQUAL(dump_write_manifest(dir, &info), DDP_OK);
     char path[256];
     snprintf(path, sizeof path, "%s/manifest.json", dir);
@@ -225,12 +226,15 @@ static void test_manifest(void)
     text[n] = '\0';
     fclose(f);
     static const char *const want[] = {
-        "\"format\": \"ddpsim-dump\"", "\"version\": 1", "\"ranks\": 2", "\"seed\": 7",
+        "\"format\": \"ddpsim-dump\"", "\"version\": 2", "\"ranks\": 2", "\"seed\": 7",
         ("\"layers\": [{\"type\": \"linear\", \"in\": 4, \"out\": 8}, {\"type\": \"relu\"}, " /* one string */
          "{\"type\": \"linear\", \"in\": 8, \"out\": 3}]"),
         "\"loss\": \"mse\"", "{\"name\": \"0.weight\", \"shape\": [8, 4]}", "{\"name\": \"2.bias\", \"shape\": [3]}",
         "\"find_unused_parameters\": false", "{\"op\": \"no_sync_enter\"}", "{\"op\": \"forward\", \"batch\": 0}",
-        "{\"op\": \"grab\", \"grab\": 0}", "{\"op\": \"step\", \"lr\": 0.1}", "\"impls\": [\"reference\"]"};
+        "{\"op\": \"grab\", \"grab\": 0}", "{\"op\": \"step\", \"lr\": 0.1}", "\"impls\": [\"reference\"]",
+        ("\"ddp\": {\"bucket_cap\": 26214400, \"first_bucket_cap\": 1048576, \"find_unused_parameters\": false, "
+         "\"gradient_as_bucket_view\": false, \"algo\": \"ordered\"}"),
+        "\"zero_grad\": \"fill_zeros\"", "\"optimizer\": {\"type\": \"sgd\", \"lr\": 0.1}"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         if (!strstr(text, want[i]))
             fprintf(stderr, "  manifest lacks %s\n", want[i]);
@@ -301,14 +305,14 @@ static void test_bad_configs(void)
     c = base_config(&s);
     c.inputs_dir = "/nonexistent-ddpsim-inputs";
     CU_ASSERT_EQUAL(verify_run(&c, &res), DDP_ERR_INVALID);
-    CU_ASSERT(strstr(ddp_error_last(), "/nonexistent-ddpsim-inputs/init/0.weight.npy") != NULL);
+    CU_ASSERT(strstr(ddp_error_last(), "/nonexistent-ddpsim-inputs/manifest.json") != NULL);
     c = base_config(&s);
     c.model_spec = "mlp:4-8-4";
     c.nranks = 3;
     c.batch = 2;
     c.inputs_dir = GOLDEN; /* shapes do not fit */
     CU_ASSERT_EQUAL(verify_run(&c, &res), DDP_ERR_INVALID);
-    CU_ASSERT(strstr(ddp_error_last(), "expected 32 elements") != NULL);
+    CU_ASSERT(strstr(ddp_error_last(), "parameter 2.weight has another shape") != NULL);
     c = base_config(&s);
     c.dump_dir = "/proc/ddpsim-cannot-write-here";
     CU_ASSERT_EQUAL(verify_run(&c, &res), DDP_ERR_INVALID);

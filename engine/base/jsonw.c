@@ -20,20 +20,33 @@ void jsonw_string(FILE *f, const char *s)
     fputc('"', f);
 }
 
+/* The shortest text that reads back as x, as a double or (as_float) as a float: 0.1, not 0.10000000000000001. */
+static void shortest(FILE *f, double x, int as_float)
+{
+    if (isnan(x)) {
+        fputs("\"nan\"", f);
+        return;
+    }
+    if (isinf(x)) {
+        fputs(x > 0 ? "\"inf\"" : "\"-inf\"", f);
+        return;
+    }
+    char buf[32];
+    for (int digits = 1; digits <= 17; digits++) {
+        snprintf(buf, sizeof buf, "%.*g", digits, x);
+        double back = strtod(buf, NULL);
+        if (as_float ? (float)back == (float)x : back == x)
+            break;
+    }
+    fputs(buf, f);
+}
+
 void jsonw_number(FILE *f, double x)
 {
-    if (isnan(x))
-        fputs("\"nan\"", f);
-    else if (isinf(x))
-        fputs(x > 0 ? "\"inf\"" : "\"-inf\"", f);
-    else {
-        /* The shortest text that reads back as the same double (0.1, not 0.10000000000000001). */
-        char buf[32];
-        for (int digits = 1; digits <= 17; digits++) {
-            snprintf(buf, sizeof buf, "%.*g", digits, x);
-            if (strtod(buf, NULL) == x)
-                break;
-        }
-        fputs(buf, f);
-    }
+    shortest(f, x, 0);
+}
+
+void jsonw_float(FILE *f, float x)
+{
+    shortest(f, x, 1);
 }

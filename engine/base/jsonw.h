@@ -10,5 +10,7 @@
 
 void jsonw_string(FILE *f, const char *s);
 void jsonw_number(FILE *f, double x);
+/* A float as the shortest decimal that reads back as the same float (0.1f as 0.1). */
+void jsonw_float(FILE *f, float x);
 
 #endif

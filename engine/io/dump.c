@@ -1,18 +1,25 @@
 /*
  * dump.c - writing and reading the dump layout (dump.h).
  */
+#include "config.h" /* first: _GNU_SOURCE (AC_USE_SYSTEM_EXTENSIONS) for nftw */
+
 #include "dump.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <ftw.h>
+#include <math.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "config.h"
+#include "json.h"
 #include "jsonw.h"
 #include "npy.h"
+
+#define DUMP_MANIFEST_VERSION 2 /* 2: the ddp options, zero_grad and the optimizer */
 
 ddp_status dump_mkdirs(const char *path)
 {
@@ -35,8 +42,75 @@ ddp_status dump_mkdirs(const char *path)
     }
 }
 
-ddp_status dump_prepare(const char *dir, int nranks, const char *const *impls, int nimpls)
+/* 1 when the tree below dir holds a file (anything but a directory); -1 when it cannot be read. */
+static int holds_files(const char *dir)
 {
+    DIR *d = opendir(dir);
+    if (!d)
+        return errno == ENOENT ? 0 : -1;
+    int found = 0;
+    struct dirent *e;
+    char path[PATH_MAX];
+    while (!found && (e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (lstat(path, &st) != 0)
+            found = -1;
+        else if (S_ISDIR(st.st_mode))
+            found = holds_files(path);
+        else
+            found = 1;
+    }
+    closedir(d);
+    return found;
+}
+
+/* 1 when DIR/manifest.json says it is a ddpsim dump. */
+static int is_ddpsim_dump(const char *dir)
+{
+    char path[PATH_MAX], text[4096];
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    return strstr(text, "\"format\": \"ddpsim-dump\"") != NULL;
+}
+
+ddp_status dump_check_dir(const char *dir, int force)
+{
+    struct stat st;
+    if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode))
+        return ddp_error(DDP_ERR_INVALID, "%s exists and is not a directory", dir);
+    int files = holds_files(dir);
+    if (files < 0)
+        return ddp_error(DDP_ERR_INVALID, "cannot read %s: %s", dir, strerror(errno));
+    if (files == 0)
+        return DDP_OK;
+    if (!is_ddpsim_dump(dir))
+        return ddp_error(DDP_ERR_INVALID, "%s is not empty and holds no ddpsim dump: choose an empty or a new directory",
+                         dir);
+    if (!force)
+        return ddp_error(DDP_ERR_INVALID, "%s holds an earlier ddpsim dump; give --force to replace it", dir);
+    return DDP_OK;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    return ftw->level == 0 ? 0 : remove(path); /* everything below the directory, not the directory itself */
+}
+
+ddp_status dump_prepare(const char *dir, int nranks, const char *const *impls, int nimpls, int force)
+{
+    DDP_CHECK(dump_check_dir(dir, force));
+    if (holds_files(dir) > 0 && nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+        return ddp_error(DDP_ERR_SYSTEM, "cannot clear the earlier dump in %s: %s", dir, strerror(errno));
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/init", dir);
     DDP_CHECK(dump_mkdirs(path));
@@ -103,17 +177,51 @@ ddp_status dump_write_batch(const char *dir, int rank, uint64_t b, const model *
     return npy_write(path, a.dtype, a.yshape, 2, a.y);
 }
 
-/* Read path into dst, checking dtype and element count. */
-static ddp_status read_exact(const char *path, npy_dtype dtype, size_t count, void *dst)
+static const char *dtype_name(npy_dtype t)
+{
+    return t == NPY_I4 ? "int32" : t == NPY_F4 ? "float32" : "float64";
+}
+
+/* "[8, 4]" */
+static void format_shape(const size_t *shape, int ndim, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "[");
+    for (int i = 0; i < ndim && n > 0 && (size_t)n < len; i++)
+        n += snprintf(buf + n, len - (size_t)n, "%s%zu", i ? ", " : "", shape[i]);
+    if (n > 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, "]");
+}
+
+/*
+ * Read path into dst, checking dtype and shape exactly (a [32, 64] where
+ * [64, 32] belongs is refused, not reinterpreted) and, for floats, that
+ * every value is finite.
+ */
+static ddp_status read_exact(const char *path, npy_dtype dtype, const size_t *shape, int ndim, void *dst)
 {
     npy_array arr;
     DDP_CHECK(npy_read(path, &arr));
     ddp_status s = DDP_OK;
-    if (arr.dtype != dtype || arr.count != count)
-        s = ddp_error(DDP_ERR_INVALID, "%s: expected %zu elements of %s, found %zu of %s", path, count,
-                      dtype == NPY_I4 ? "int32" : "float32", arr.count,
-                      arr.dtype == NPY_I4 ? "int32" : arr.dtype == NPY_F4 ? "float32" : "float64");
-    else
+    int same = arr.dtype == dtype && arr.ndim == ndim;
+    size_t count = 1;
+    for (int i = 0; i < ndim; i++) {
+        same &= arr.ndim == ndim && arr.shape[i] == shape[i];
+        count *= shape[i];
+    }
+    if (!same) {
+        char want[64], got[64];
+        format_shape(shape, ndim, want, sizeof want);
+        format_shape(arr.shape, arr.ndim, got, sizeof got);
+        s = ddp_error(DDP_ERR_INVALID, "%s: expected %s of shape %s, found %s of shape %s", path, dtype_name(dtype),
+                      want, dtype_name(arr.dtype), got);
+    } else if (dtype == NPY_F4) {
+        const float *x = arr.data;
+        for (size_t i = 0; i < count && s == DDP_OK; i++)
+            if (!isfinite(x[i]))
+                s = ddp_error(DDP_ERR_INVALID, "%s: element %zu is %g; a run on it could verify nothing", path, i,
+                              (double)x[i]);
+    }
+    if (s == DDP_OK)
         memcpy(dst, arr.data, count * npy_dtype_size(dtype));
     npy_free(&arr);
     return s;
@@ -124,8 +232,10 @@ ddp_status dump_read_init(const char *dir, model *m)
     char path[PATH_MAX];
     for (int i = 0; i < model_nparams(m); i++) {
         const model_param *p = model_param_at(m, i);
+        size_t shape[2];
+        param_shape(p, shape);
         snprintf(path, sizeof path, "%s/init/%s.npy", dir, p->name);
-        DDP_CHECK(read_exact(path, NPY_F4, p->count, model_weights(m) + p->offset));
+        DDP_CHECK(read_exact(path, NPY_F4, shape, p->ndim, model_weights(m) + p->offset));
     }
     return DDP_OK;
 }
@@ -135,9 +245,9 @@ ddp_status dump_read_batch(const char *dir, int rank, uint64_t b, const model *m
     batch_arrays a = arrays_of(m, batch);
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/rank%d/batch%llu.x.npy", dir, rank, (unsigned long long)b);
-    DDP_CHECK(read_exact(path, a.dtype, a.xshape[0] * a.xshape[1], a.x));
+    DDP_CHECK(read_exact(path, a.dtype, a.xshape, 2, a.x));
     snprintf(path, sizeof path, "%s/rank%d/batch%llu.y.npy", dir, rank, (unsigned long long)b);
-    DDP_CHECK(read_exact(path, a.dtype, a.yshape[0] * a.yshape[1], a.y));
+    DDP_CHECK(read_exact(path, a.dtype, a.yshape, 2, a.y));
     if (batch->tokens) {
         int V = model_param_at(m, 0)->shape[0];
         size_t n = a.xshape[0] * a.xshape[1];
@@ -161,8 +271,8 @@ ddp_status dump_write_manifest(const char *dir, const dump_manifest_info *info)
     }
     char layers[4096];
     model_describe(m, layers, sizeof layers);
-    fprintf(f, "{\n \"format\": \"ddpsim-dump\",\n \"version\": 1,\n \"ranks\": %d,\n \"seed\": %llu,\n", info->nranks,
-            (unsigned long long)info->seed);
+    fprintf(f, "{\n \"format\": \"ddpsim-dump\",\n \"version\": %d,\n \"ranks\": %d,\n \"seed\": %llu,\n",
+            DUMP_MANIFEST_VERSION, info->nranks, (unsigned long long)info->seed);
     fprintf(f, " \"model\": {\"name\": ");
     jsonw_string(f, model_spec(m));
     fprintf(f, ", \"layers\": %s, \"loss\": ", layers);
@@ -177,10 +287,18 @@ ddp_status dump_write_manifest(const char *dir, const dump_manifest_info *info)
         else
             fprintf(f, ", \"shape\": [%d, %d]}", p->shape[0], p->shape[1]);
     }
-    fprintf(f, "\n ],\n \"find_unused_parameters\": %s,\n \"schedule\": ", info->find_unused ? "true" : "false");
+    const ddp_config *d = info->ddp;
+    fprintf(f, "\n ],\n \"find_unused_parameters\": %s,\n", d->find_unused ? "true" : "false");
+    fprintf(f, " \"ddp\": {\"bucket_cap\": %zu, \"first_bucket_cap\": %zu, \"find_unused_parameters\": %s, "
+               "\"gradient_as_bucket_view\": %s, \"algo\": \"%s\"},\n",
+            d->bucket_cap, d->first_bucket_cap, d->find_unused ? "true" : "false", d->bucket_view ? "true" : "false",
+            coll_algo_name(d->algo));
+    fprintf(f, " \"zero_grad\": \"fill_zeros\",\n \"optimizer\": {\"type\": \"sgd\", \"lr\": ");
+    jsonw_float(f, d->lr);
+    fprintf(f, "},\n \"schedule\": ");
     jsonw_string(f, info->schedule_text);
     fprintf(f, ",\n \"batch\": %d,\n \"lr\": ", info->batch);
-    jsonw_number(f, info->lr);
+    jsonw_float(f, d->lr);
     fprintf(f, ",\n \"producer\": \"ddpsim %s reference DDP\",\n \"ops\": [", PACKAGE_VERSION);
     size_t b = 0, k = 0;
     for (size_t i = 0; i < info->schedule->nops; i++) {
@@ -192,7 +310,7 @@ ddp_status dump_write_manifest(const char *dir, const dump_manifest_info *info)
         case OP_ZERO: fprintf(f, "{\"op\": \"zero_grad\"}"); break;
         case OP_STEP:
             fprintf(f, "{\"op\": \"step\", \"lr\": ");
-            jsonw_number(f, info->lr);
+            jsonw_float(f, d->lr);
             fprintf(f, "}");
             break;
         case OP_ENTER: fprintf(f, "{\"op\": \"no_sync_enter\"}"); break;
@@ -209,4 +327,163 @@ ddp_status dump_write_manifest(const char *dir, const dump_manifest_info *info)
     if (ferror(f) | (fclose(f) != 0))
         return ddp_error(DDP_ERR_SYSTEM, "cannot write %s", path);
     return DDP_OK;
+}
+
+/* ---- checking a manifest against the run that reads the dump ---- */
+
+#define CONFLICT(...) ddp_error(DDP_ERR_INVALID, __VA_ARGS__)
+
+static ddp_status need(const char *path, const json_value *v, const char *key, json_type type, const json_value **out)
+{
+    *out = json_get(v, key);
+    if (!*out)
+        return CONFLICT("%s: no \"%s\"", path, key);
+    if ((*out)->type != type)
+        return CONFLICT("%s: \"%s\" is %s, expected %s", path, key, json_type_name((*out)->type), json_type_name(type));
+    return DDP_OK;
+}
+
+/* An integer member (present and whole) equal to want. */
+static ddp_status check_int(const char *path, const json_value *v, const char *key, double want, const char *opt)
+{
+    const json_value *x;
+    DDP_CHECK(need(path, v, key, JSON_NUMBER, &x));
+    if (x->number != floor(x->number))
+        return CONFLICT("%s: \"%s\" is %g, not a whole number", path, key, x->number);
+    if (x->number != want)
+        return CONFLICT("%s: the dump was made with %s %.0f, this run has %s %.0f", path, key, x->number, opt, want);
+    return DDP_OK;
+}
+
+/* An optional boolean member equal to want. */
+static ddp_status check_bool(const char *path, const json_value *v, const char *key, int want, const char *opt)
+{
+    const json_value *x = json_get(v, key);
+    if (!x)
+        return DDP_OK;
+    if (x->type != JSON_BOOL)
+        return CONFLICT("%s: \"%s\" is %s, expected a boolean", path, key, json_type_name(x->type));
+    if (x->boolean != want)
+        return CONFLICT("%s: the dump was made with %s=%s, this run %s %s", path, key, x->boolean ? "true" : "false",
+                        want ? "gives" : "does not give", opt);
+    return DDP_OK;
+}
+
+static ddp_status check_params(const char *path, const json_value *root, const model *m)
+{
+    const json_value *params;
+    DDP_CHECK(need(path, root, "params", JSON_ARRAY, &params));
+    if (params->n != (size_t)model_nparams(m))
+        return CONFLICT("%s: the dump has %zu parameters, model %s has %d", path, params->n, model_spec(m),
+                        model_nparams(m));
+    for (int i = 0; i < model_nparams(m); i++) {
+        const model_param *p = model_param_at(m, i);
+        const json_value *e = &params->items[i], *name, *shape;
+        DDP_CHECK(need(path, e, "name", JSON_STRING, &name));
+        DDP_CHECK(need(path, e, "shape", JSON_ARRAY, &shape));
+        if (strcmp(name->string, p->name) != 0)
+            return CONFLICT("%s: parameter %d is \"%s\" in the dump, \"%s\" in model %s", path, i, name->string,
+                            p->name, model_spec(m));
+        int same = shape->n == (size_t)p->ndim;
+        for (size_t k = 0; same && k < shape->n; k++)
+            same = shape->items[k].type == JSON_NUMBER && shape->items[k].number == p->shape[k];
+        if (!same) {
+            size_t want[2] = {(size_t)p->shape[0], (size_t)p->shape[1]};
+            char w[64];
+            format_shape(want, p->ndim, w, sizeof w);
+            return CONFLICT("%s: parameter %s has another shape in the dump than in model %s (%s)", path, p->name,
+                            model_spec(m), w);
+        }
+    }
+    return DDP_OK;
+}
+
+/* Version 2's record of what changes bits. */
+static ddp_status check_ddp_section(const char *path, const json_value *root, const dump_manifest_info *run)
+{
+    const json_value *ddp, *algo, *zero;
+    DDP_CHECK(need(path, root, "ddp", JSON_OBJECT, &ddp));
+    DDP_CHECK(check_int(path, ddp, "bucket_cap", (double)run->ddp->bucket_cap, "--bucket-cap"));
+    DDP_CHECK(check_int(path, ddp, "first_bucket_cap", (double)run->ddp->first_bucket_cap, "--first-bucket-cap"));
+    DDP_CHECK(check_bool(path, ddp, "gradient_as_bucket_view", run->ddp->bucket_view, "--bucket-view"));
+    DDP_CHECK(check_bool(path, ddp, "find_unused_parameters", run->ddp->find_unused, "--find-unused"));
+    DDP_CHECK(need(path, ddp, "algo", JSON_STRING, &algo));
+    if (strcmp(algo->string, coll_algo_name(run->ddp->algo)) != 0)
+        return CONFLICT("%s: the dump was made with --algo %s, this run has --algo %s", path, algo->string,
+                        coll_algo_name(run->ddp->algo));
+    DDP_CHECK(need(path, root, "zero_grad", JSON_STRING, &zero));
+    if (strcmp(zero->string, "fill_zeros") != 0)
+        return CONFLICT("%s: the dump's zero_grad is \"%s\"; this ddpsim's zero fills zeros", path, zero->string);
+    return DDP_OK;
+}
+
+static ddp_status check_root(const char *path, const json_value *root, const dump_manifest_info *run, const model *m)
+{
+    const json_value *format, *version, *lr;
+    if (root->type != JSON_OBJECT)
+        return CONFLICT("%s: the manifest is %s, expected an object", path, json_type_name(root->type));
+    DDP_CHECK(need(path, root, "format", JSON_STRING, &format));
+    if (strcmp(format->string, "ddpsim-dump") != 0)
+        return CONFLICT("%s: format \"%s\", expected \"ddpsim-dump\"", path, format->string);
+    DDP_CHECK(need(path, root, "version", JSON_NUMBER, &version));
+    if (version->number != 1 && version->number != 2)
+        return CONFLICT("%s: manifest version %g; this ddpsim reads 1 and 2", path, version->number);
+    DDP_CHECK(check_int(path, root, "ranks", run->nranks, "--ranks"));
+    DDP_CHECK(check_int(path, root, "batch", run->batch, "--batch"));
+    DDP_CHECK(check_params(path, root, m));
+    DDP_CHECK(check_bool(path, root, "find_unused_parameters", run->ddp->find_unused, "--find-unused"));
+    /* The learning rate: version 2 keeps it with the optimizer, version 1 at the top. */
+    const json_value *opt = json_get(root, "optimizer");
+    lr = json_get(opt ? opt : root, "lr");
+    if (lr && (lr->type != JSON_NUMBER || (float)lr->number != run->ddp->lr))
+        return CONFLICT("%s: the dump was made with lr %g, this run has --lr %g", path,
+                        lr->type == JSON_NUMBER ? lr->number : NAN, (double)run->ddp->lr);
+    if (version->number >= 2)
+        DDP_CHECK(check_ddp_section(path, root, run));
+    return DDP_OK;
+}
+
+ddp_status dump_check_manifest(const char *dir, const dump_manifest_info *run)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return CONFLICT("%s: %s (a dump directory has a manifest.json saying what it holds; see ddpsim(1), FILES)",
+                        path, strerror(errno));
+    char *text = NULL;
+    size_t len = 0, cap = 0, n;
+    char buf[65536];
+    ddp_status s = DDP_OK;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0 && s == DDP_OK) {
+        if (len + n + 1 > cap) {
+            cap = (len + n + 1) * 2;
+            char *t = realloc(text, cap);
+            if (!t)
+                s = ddp_error(DDP_ERR_NOMEM, "%s", path);
+            else
+                text = t;
+        }
+        if (s == DDP_OK) {
+            memcpy(text + len, buf, n);
+            len += n;
+        }
+    }
+    fclose(f);
+    if (s == DDP_OK && !text)
+        s = CONFLICT("%s is empty", path);
+    if (s == DDP_OK && strlen((text[len] = '\0', text)) != len)
+        s = CONFLICT("%s contains a NUL byte", path);
+    json_value *root = NULL;
+    if (s == DDP_OK && json_parse(text, &root) != DDP_OK)
+        s = ddp_error_prefix(DDP_ERR_INVALID, path);
+    free(text);
+    model *m = NULL;
+    if (s == DDP_OK)
+        s = model_create_layout(run->model_spec, run->batch, &m);
+    if (s == DDP_OK)
+        s = check_root(path, root, run, m);
+    model_destroy(m);
+    json_free(root);
+    return s;
 }

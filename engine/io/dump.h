@@ -23,8 +23,21 @@
 /* mkdir -p. DDP_ERR_SYSTEM with the path when it fails. */
 ddp_status dump_mkdirs(const char *path);
 
-/* Create DIR, DIR/init, DIR/rank<r> and DIR/<impl>/rank<r> for every impl. */
-ddp_status dump_prepare(const char *dir, int nranks, const char *const *impls, int nimpls);
+/*
+ * Whether DIR may receive a dump, without touching it: it does not exist,
+ * or holds no file at any depth, or holds an earlier ddpsim dump (its
+ * manifest.json says "format": "ddpsim-dump") and force is set. Otherwise
+ * DDP_ERR_INVALID saying why: stale files of another run would sit beside a
+ * manifest that does not list them.
+ */
+ddp_status dump_check_dir(const char *dir, int force);
+
+/*
+ * Make DIR ready (dump_check_dir first): clear an earlier dump when force
+ * allows it, then create DIR, DIR/init, DIR/rank<r> and DIR/<impl>/rank<r>
+ * for every impl.
+ */
+ddp_status dump_prepare(const char *dir, int nranks, const char *const *impls, int nimpls, int force);
 
 /* Write every parameter (or every gradient) of m as <subdir>/<name>.npy. */
 ddp_status dump_write_tensors(const char *subdir, const model *m, const float *values);
@@ -32,26 +45,45 @@ ddp_status dump_write_tensors(const char *subdir, const model *m, const float *v
 /* DIR/rank<r>/batch<b>.{x,y}.npy: floats for mlp/branchy, int32 tokens and targets for attn. */
 ddp_status dump_write_batch(const char *dir, int rank, uint64_t b, const model *m, const model_batch *batch);
 
-/* Load DIR/init/<param>.npy into the parameters; DDP_ERR_INVALID on a missing file or wrong shape. */
+/* Load DIR/init/<param>.npy into the parameters; DDP_ERR_INVALID on a missing file, a wrong shape or dtype, or a
+ * value that is not finite (a run on it could verify nothing). */
 ddp_status dump_read_init(const char *dir, model *m);
 
-/* Load DIR/rank<r>/batch<b>.{x,y}.npy into batch (shapes checked against the model). */
+/* Load DIR/rank<r>/batch<b>.{x,y}.npy into batch: shapes and dtypes checked against the model, floats finite,
+ * tokens and targets in the vocabulary. */
 ddp_status dump_read_batch(const char *dir, int rank, uint64_t b, const model *m, model_batch *batch);
 
+/* What a run is, as a manifest records it: everything needed to replay the dump elsewhere. */
 typedef struct dump_manifest_info {
     int nranks;
     uint64_t seed;
     const char *model_spec;
     int batch;
-    double lr;
-    int find_unused;
+    const ddp_config *ddp;    /* bucket caps, find_unused, bucket_view, algo, lr */
     const char *schedule_text;
     const sched *schedule;
     const char *const *impls;
     int nimpls;
 } dump_manifest_info;
 
-/* DIR/manifest.json (format "ddpsim-dump", version 1). */
+/*
+ * DIR/manifest.json, format "ddpsim-dump" version 2: ranks, seed, the model
+ * (name, layers, loss, every parameter's name and shape), the batch, the
+ * schedule and its ops, and what changes bits: "ddp" (bucket_cap,
+ * first_bucket_cap, find_unused_parameters, gradient_as_bucket_view, algo),
+ * "zero_grad" ("fill_zeros": zero_grad(set_to_none=False)) and "optimizer"
+ * ({"type": "sgd", "lr": X}, p.add_(grad, alpha=-lr)).
+ */
 ddp_status dump_write_manifest(const char *dir, const dump_manifest_info *info);
+
+/*
+ * Check DIR/manifest.json against the run about to read DIR's inputs: the
+ * format, the number of ranks, the batch, every parameter's name and shape,
+ * and every option that changes bits the manifest records (version 1, as
+ * PyTorch scripts write it: find_unused_parameters and lr; version 2 also
+ * the "ddp" section and zero_grad). DDP_ERR_INVALID naming the field, the
+ * dump's value and the run's.
+ */
+ddp_status dump_check_manifest(const char *dir, const dump_manifest_info *run);
 
 #endif

@@ -14,6 +14,7 @@
 #include "clock.h"
 #include "dump.h"
 #include "gpu_probe.h"
+#include "machine.h"
 #include "impl.h"
 #include "rank.h"
 
@@ -33,27 +34,63 @@ const char *verify_dump_name(const verify_config *cfg, char *buf, size_t len)
 }
 
 /*
- * Check the inputs directory before any rank starts, so a missing or
- * misshapen file is a usage error with its path rather than a failed rank:
- * every init tensor, and the first and last batch of every rank.
+ * Check the inputs directory before any rank starts, so that anything wrong
+ * in it is a usage error naming the file rather than a failed rank: the
+ * manifest against this run (ranks, batch, every parameter's name and
+ * shape, the options that change bits), every init tensor, and every batch
+ * of every rank the schedule will read (shape, dtype, finite values, tokens
+ * in the vocabulary).
  */
 static ddp_status check_inputs(const verify_config *cfg)
 {
+    dump_manifest_info run = {.nranks = cfg->nranks, .model_spec = cfg->model_spec, .batch = cfg->batch,
+                              .ddp = &cfg->ddp, .schedule = cfg->schedule};
+    if (dump_check_manifest(cfg->inputs_dir, &run) != DDP_OK)
+        return ddp_error_prefix(DDP_ERR_INVALID, "--inputs");
     model *m = NULL;
     model_batch b;
     DDP_CHECK(model_create(cfg->model_spec, cfg->batch, &m));
     ddp_status s = model_batch_alloc(m, &b);
     if (s == DDP_OK)
         s = dump_read_init(cfg->inputs_dir, m);
-    for (int r = 0; s == DDP_OK && r < cfg->nranks && cfg->schedule->nfwd > 0; r++) {
-        s = dump_read_batch(cfg->inputs_dir, r, 0, m, &b);
-        if (s == DDP_OK)
-            s = dump_read_batch(cfg->inputs_dir, r, cfg->schedule->nfwd - 1, m, &b);
-    }
+    for (int r = 0; s == DDP_OK && r < cfg->nranks; r++)
+        for (size_t k = 0; s == DDP_OK && k < cfg->schedule->nfwd; k++)
+            s = dump_read_batch(cfg->inputs_dir, r, k, m, &b);
     model_batch_free(&b);
     model_destroy(m);
     if (s != DDP_OK)
         return ddp_error_prefix(DDP_ERR_INVALID, "--inputs");
+    return DDP_OK;
+}
+
+/*
+ * What the run will take, against what the machine has, before any rank
+ * tries to allocate it: per rank two replicas (parameters, gradients, local
+ * gradients, activations), the reference's check (a double and a float per
+ * parameter) and room for an implementation's own copy of the gradients;
+ * the shared segment in /dev/shm.
+ */
+static ddp_status check_memory(const verify_config *cfg, const model *layout)
+{
+    double per_rank = 2.0 * (double)model_memory_bytes(layout) + 16.0 * (double)model_size(layout);
+    double need = per_rank * cfg->nranks;
+    world_config wc = {.nranks = cfg->nranks,
+                       .user_bytes = verify_user_bytes(cfg->schedule->ngrabs * (size_t)cfg->nranks, cfg->nranks)};
+    double shm = (double)world_segment_bytes(&wc);
+    size_t avail = machine_memory_available(), shm_free = machine_disk_free("/dev/shm");
+    char a[32], b[32];
+    if (avail && need + shm > (double)avail)
+        return ddp_error(DDP_ERR_INVALID,
+                         "--model: %s with batch %d needs about %s of memory on %d ranks (two replicas per rank: "
+                         "parameters, gradients and activations), and this machine has %s available: use fewer "
+                         "--ranks, a smaller --batch or a smaller model",
+                         model_spec(layout), cfg->batch, machine_format_bytes(need + shm, a, sizeof a), cfg->nranks,
+                         machine_format_bytes((double)avail, b, sizeof b));
+    if (shm_free && shm > (double)shm_free)
+        return ddp_error(DDP_ERR_INVALID,
+                         "--ranks: %d ranks and %zu grabs need a %s shared-memory segment, and /dev/shm has %s free",
+                         cfg->nranks, cfg->schedule->ngrabs, machine_format_bytes(shm, a, sizeof a),
+                         machine_format_bytes((double)shm_free, b, sizeof b));
     return DDP_OK;
 }
 
@@ -83,7 +120,9 @@ ddp_status verify_check_config(const verify_config *cfg)
     if (model_create_layout(cfg->model_spec, cfg->batch, &layout) != DDP_OK)
         return ddp_error_prefix(DDP_ERR_INVALID, "--model");
     int branchy = strcmp(model_family(layout), "branchy") == 0;
+    ddp_status ms = check_memory(cfg, layout);
     model_destroy(layout);
+    DDP_CHECK(ms);
     if (branchy && !cfg->ddp.find_unused)
         return ddp_error(DDP_ERR_INVALID, "--model: branchy has parameters that some forwards do not use; PyTorch DDP "
                                           "needs find_unused_parameters=True for it: add --find-unused");
@@ -106,19 +145,39 @@ ddp_status verify_check_config(const verify_config *cfg)
                          cfg->schedule->ngrabs, cfg->nranks, VERIFY_MAX_RECORDS);
     if (cfg->inputs_dir)
         DDP_CHECK(check_inputs(cfg));
-    if (cfg->dump_dir) {
-        char name[64];
-        const char *impls[2] = {"reference", verify_dump_name(cfg, name, sizeof name)};
-        if (dump_prepare(cfg->dump_dir, cfg->nranks, impls, cfg->impl_ops == &impl_reference_ops ? 1 : 2) != DDP_OK)
-            return ddp_error_prefix(DDP_ERR_INVALID, "--dump");
-    }
+    if (cfg->dump_dir && dump_check_dir(cfg->dump_dir, cfg->dump_force) != DDP_OK)
+        return ddp_error_prefix(DDP_ERR_INVALID, "--dump");
     return DDP_OK;
+}
+
+/* The dump directory, ready and with its manifest, before any rank writes into it. */
+static ddp_status prepare_dump(const verify_config *cfg)
+{
+    char name[64];
+    const char *impls[2] = {"reference", verify_dump_name(cfg, name, sizeof name)};
+    int nimpls = cfg->impl_ops == &impl_reference_ops ? 1 : 2;
+    if (dump_prepare(cfg->dump_dir, cfg->nranks, impls, nimpls, cfg->dump_force) != DDP_OK)
+        return ddp_error_prefix(DDP_ERR_INVALID, "--dump");
+    dump_manifest_info info = {
+        .nranks = cfg->nranks,
+        .seed = cfg->seed,
+        .model_spec = cfg->model_spec,
+        .batch = cfg->batch,
+        .ddp = &cfg->ddp,
+        .schedule_text = cfg->schedule_text ? cfg->schedule_text : "",
+        .schedule = cfg->schedule,
+        .impls = impls,
+        .nimpls = nimpls,
+    };
+    return dump_write_manifest(cfg->dump_dir, &info);
 }
 
 ddp_status verify_run(const verify_config *cfg, verify_result *out)
 {
     memset(out, 0, sizeof *out);
     DDP_CHECK(verify_check_config(cfg));
+    if (cfg->dump_dir)
+        DDP_CHECK(prepare_dump(cfg));
     size_t nrec = cfg->schedule->ngrabs * (size_t)cfg->nranks;
     world_config wc = {
         .nranks = cfg->nranks,

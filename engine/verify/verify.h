@@ -55,6 +55,8 @@ typedef struct verify_config {
     const char *impl;       /* the implementation under test: its name (or plugin path) ... */
     const ddpsim_impl_ops *impl_ops; /* ... and its callbacks (impl_open) */
     const char *dump_dir;   /* NULL: no dump */
+    int dump_force;         /* replace an earlier ddpsim dump in dump_dir */
+    const char *schedule_text; /* the schedule as written, for the dump's manifest (NULL: not recorded) */
     const char *inputs_dir; /* NULL: seeded init and data; else init and batches from this dump layout */
     double timeout_s;
     verify_fault faults[VERIFY_MAX_FAULTS];
@@ -103,17 +105,23 @@ typedef struct verify_result {
 } verify_result;
 
 /*
- * Validate cfg (model spec, sizes, the number of records), create the world
- * and run. Returns DDP_OK when the run completed (whatever it found),
- * DDP_ERR_INVALID for a bad configuration, a world status otherwise; out is
- * filled in every case once the world exists (free with verify_result_free).
+ * Validate cfg (verify_check_config), prepare the dump directory (and write
+ * its manifest.json, so that even a failed run's dump can be replayed),
+ * create the world and run. Returns DDP_OK when the run completed (whatever
+ * it found), DDP_ERR_INVALID for a bad configuration, a world status
+ * otherwise; out is filled in every case once the world exists (free with
+ * verify_result_free).
  */
 ddp_status verify_run(const verify_config *cfg, verify_result *out);
 
 /* The directory name of the implementation under test in a dump: its table's name, made safe. Returns buf. */
 const char *verify_dump_name(const verify_config *cfg, char *buf, size_t len);
 
-/* The validation verify_run starts with (it also creates the dump directories): DDP_ERR_INVALID with why. */
+/*
+ * The validation verify_run starts with, touching nothing (a sim front end
+ * calls it first, before any output): DDP_ERR_INVALID with why, starting
+ * with the option to blame ("--model: ...").
+ */
 ddp_status verify_check_config(const verify_config *cfg);
 void verify_result_free(verify_result *r);
 

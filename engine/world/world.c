@@ -130,6 +130,32 @@ static ddp_status segment_map(world *w)
     return DDP_OK;
 }
 
+/* Where each part of the segment starts (see the layout at the top). */
+typedef struct segment_layout {
+    size_t slot_stride, off_ranks, off_slots, off_result, off_mail, off_user, total;
+} segment_layout;
+
+static void layout_of(const world_config *cfg, segment_layout *l)
+{
+    size_t n = (size_t)cfg->nranks, slot = cfg->slot_bytes ? cfg->slot_bytes : WORLD_DEFAULT_SLOT_BYTES;
+    l->slot_stride = ALIGN64(slot);
+    l->off_ranks = ALIGN64(sizeof(seg_header));
+    l->off_slots = l->off_ranks + ALIGN64(n * sizeof(rank_state));
+    l->off_result = l->off_slots + n * l->slot_stride;
+    l->off_mail = l->off_result + l->slot_stride;
+    l->off_user = l->off_mail + n * 2 * WORLD_MAILBOX_BYTES;
+    l->total = l->off_user + ALIGN64(cfg->user_bytes ? cfg->user_bytes : 1);
+}
+
+size_t world_segment_bytes(const world_config *cfg)
+{
+    if (cfg->nranks < 1 || cfg->nranks > WORLD_MAX_RANKS)
+        return 0;
+    segment_layout l;
+    layout_of(cfg, &l);
+    return l.total;
+}
+
 ddp_status world_create(const world_config *cfg, world **out)
 {
     *out = NULL;
@@ -152,14 +178,10 @@ ddp_status world_create(const world_config *cfg, world **out)
         free(w);
         return ddp_error(DDP_ERR_NOMEM, "rank outcomes");
     }
-    size_t n = (size_t)cfg->nranks;
-    size_t off_ranks = ALIGN64(sizeof(seg_header));
-    size_t off_slots = off_ranks + ALIGN64(n * sizeof(rank_state));
-    w->slot_stride = ALIGN64(slot);
-    size_t off_result = off_slots + n * w->slot_stride;
-    size_t off_mail = off_result + w->slot_stride;
-    size_t off_user = off_mail + n * 2 * WORLD_MAILBOX_BYTES;
-    w->total = off_user + ALIGN64(cfg->user_bytes ? cfg->user_bytes : 1);
+    segment_layout lay;
+    layout_of(cfg, &lay);
+    w->slot_stride = lay.slot_stride;
+    w->total = lay.total;
 
     ddp_status s = segment_map(w);
     if (s != DDP_OK) {
@@ -168,11 +190,11 @@ ddp_status world_create(const world_config *cfg, world **out)
         return s;
     }
     w->hdr = (seg_header *)w->base;
-    w->ranks = (rank_state *)(w->base + off_ranks);
-    w->slots = w->base + off_slots;
-    w->result = w->base + off_result;
-    w->mailboxes = w->base + off_mail;
-    w->user = w->base + off_user;
+    w->ranks = (rank_state *)(w->base + lay.off_ranks);
+    w->slots = w->base + lay.off_slots;
+    w->result = w->base + lay.off_result;
+    w->mailboxes = w->base + lay.off_mail;
+    w->user = w->base + lay.off_user;
     w->hdr->magic = SEG_MAGIC;
     w->hdr->nranks = cfg->nranks;
     *out = w;

@@ -67,6 +67,9 @@ typedef struct world_rank_outcome {
 
 /* ---- parent side ---- */
 
+/* The bytes of shared memory a world of cfg maps (0 for a bad cfg). */
+size_t world_segment_bytes(const world_config *cfg);
+
 /*
  * Create a world: validate cfg and create the shared segment (with a unique
  * name, unlinked at once since ranks inherit the mapping). Returns
