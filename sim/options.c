@@ -309,6 +309,7 @@ const opt_command options_command = {
               "  1  a divergence (or the reference failed its own sanity checks)\n"
               "  2  bad usage or input\n"
               "  3  runtime fault: a rank died, the watchdog fired, a backend failed\n"
+              "  4  nothing verified: no grab, or every grab compared only zeros\n"
               "  130/143  interrupted by SIGINT/SIGTERM (all ranks are stopped first)\n",
 };
 
