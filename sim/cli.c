@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "file.h"
 #include "gpu_probe.h"
 
 int cli_usage_error(const char *sub, const char *opt, const char *msg)
@@ -125,26 +126,12 @@ int cli_finish(int code)
 
 char *cli_read_file(const char *path, size_t max, char *msg, size_t msglen)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        snprintf(msg, msglen, "cannot open %s: %s", path, strerror(errno));
+    char *buf;
+    size_t n;
+    if (file_read_all(path, max, &buf, &n) != DDP_OK) {
+        snprintf(msg, msglen, "%s", ddp_error_text());
         return NULL;
     }
-    char *buf = malloc(max + 1);
-    size_t n = buf ? fread(buf, 1, max + 1, f) : 0;
-    int err = ferror(f);
-    fclose(f);
-    if (!buf || err) {
-        snprintf(msg, msglen, "cannot read %s", path);
-        free(buf);
-        return NULL;
-    }
-    if (n > max) {
-        snprintf(msg, msglen, "%s is larger than %zu bytes", path, max);
-        free(buf);
-        return NULL;
-    }
-    buf[n] = '\0';
     if (strlen(buf) != n) {
         snprintf(msg, msglen, "%s contains a NUL byte", path);
         free(buf);

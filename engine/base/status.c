@@ -63,3 +63,17 @@ ddp_status ddp_error_prefix_at(ddp_status s, const char *file, int line, const c
     snprintf(text, sizeof text, "%s", ddp_error_text());
     return ddp_error_at(s, file, line, "%s: %s", prefix, text);
 }
+
+void ddp_text_position(const char *text, const char *at, int *line, int *col)
+{
+    *line = 1;
+    *col = 1;
+    for (const char *c = text; c < at; c++) {
+        if (*c == '\n') {
+            (*line)++;
+            *col = 1;
+        } else {
+            (*col)++;
+        }
+    }
+}

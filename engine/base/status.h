@@ -50,6 +50,9 @@ const char *ddp_error_text(void);
 /* The message of the most recent ddp_error() in this thread ("" if none). */
 const char *ddp_error_last(void);
 
+/* Where `at` lies in text, from 1: for parsers' messages ("line L, column C: ..."). */
+void ddp_text_position(const char *text, const char *at, int *line, int *col);
+
 /* Forget the last error (tests use it to check that a call set one). */
 void ddp_error_clear(void);
 

@@ -23,25 +23,11 @@ typedef struct parser {
     size_t cap;
 } parser;
 
-static void where(const parser *ps, const char *at, int *line, int *col)
-{
-    *line = 1;
-    *col = 1;
-    for (const char *q = ps->text; q < at; q++) {
-        if (*q == '\n') {
-            (*line)++;
-            *col = 1;
-        } else {
-            (*col)++;
-        }
-    }
-}
-
 /* An error at `at`: "line L, column C: <what> (found '<token>')". */
 static ddp_status fail_at(const parser *ps, const char *at, const char *what)
 {
     int line, col;
-    where(ps, at, &line, &col);
+    ddp_text_position(ps->text, at, &line, &col);
     int n = 0;
     while (at[n] && !isspace((unsigned char)at[n]) && n < 12)
         n++;

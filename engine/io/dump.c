@@ -14,11 +14,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "file.h"
 #include "json.h"
 #include "jsonw.h"
 #include "npy.h"
 
+#define DUMP_MAX_MANIFEST ((size_t)64 << 20)
 #define DUMP_MANIFEST_VERSION 2 /* 2: the ddp options, zero_grad and the optimizer */
 
 ddp_status dump_mkdirs(const char *path)
@@ -447,36 +450,19 @@ ddp_status dump_check_manifest(const char *dir, const dump_manifest_info *run)
 {
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/manifest.json", dir);
-    FILE *f = fopen(path, "r");
-    if (!f)
+    char *text = NULL;
+    size_t len;
+    ddp_status s = file_read_all(path, DUMP_MAX_MANIFEST, &text, &len);
+    if (s == DDP_ERR_SYSTEM && access(path, F_OK) != 0)
         return CONFLICT("%s: %s (a dump directory has a manifest.json saying what it holds; see ddpsim(1), FILES)",
                         path, strerror(errno));
-    char *text = NULL;
-    size_t len = 0, cap = 0, n;
-    char buf[65536];
-    ddp_status s = DDP_OK;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0 && s == DDP_OK) {
-        if (len + n + 1 > cap) {
-            cap = (len + n + 1) * 2;
-            char *t = realloc(text, cap);
-            if (!t)
-                s = ddp_error(DDP_ERR_NOMEM, "%s", path);
-            else
-                text = t;
-        }
-        if (s == DDP_OK) {
-            memcpy(text + len, buf, n);
-            len += n;
-        }
-    }
-    fclose(f);
-    if (s == DDP_OK && !text)
-        s = CONFLICT("%s is empty", path);
-    if (s == DDP_OK && strlen((text[len] = '\0', text)) != len)
+    if (s == DDP_OK && strlen(text) != len)
         s = CONFLICT("%s contains a NUL byte", path);
     json_value *root = NULL;
     if (s == DDP_OK && json_parse(text, &root) != DDP_OK)
         s = ddp_error_prefix(DDP_ERR_INVALID, path);
+    if (s != DDP_OK)
+        s = DDP_ERR_INVALID; /* the message names the file and why */
     free(text);
     model *m = NULL;
     if (s == DDP_OK)

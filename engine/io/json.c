@@ -14,25 +14,10 @@ typedef struct parser {
     int depth;
 } parser;
 
-/* Line and column (from 1) of position q. */
-static void where(const parser *ps, const char *q, int *line, int *col)
-{
-    *line = 1;
-    *col = 1;
-    for (const char *c = ps->text; c < q; c++) {
-        if (*c == '\n') {
-            (*line)++;
-            *col = 1;
-        } else {
-            (*col)++;
-        }
-    }
-}
-
 static ddp_status fail(const parser *ps, const char *what)
 {
     int line, col;
-    where(ps, ps->p, &line, &col);
+    ddp_text_position(ps->text, ps->p, &line, &col);
     if (*ps->p == '\0')
         return ddp_error(DDP_ERR_INVALID, "line %d, column %d: %s, found the end of the text", line, col, what);
     return ddp_error(DDP_ERR_INVALID, "line %d, column %d: %s, found '%c'", line, col, what, *ps->p);

@@ -8,6 +8,8 @@
  */
 #include "npy.h"
 
+#include "file.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <stdint.h>
@@ -177,33 +179,10 @@ ddp_status npy_parse(const unsigned char *buf, size_t len, npy_array *out)
 ddp_status npy_read(const char *path, npy_array *out)
 {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return ddp_error(DDP_ERR_SYSTEM, "cannot open %s: %s", path, strerror(errno));
-    size_t cap = 4096, len = 0;
-    unsigned char *buf = malloc(cap);
-    while (buf) {
-        len += fread(buf + len, 1, cap - len, f);
-        if (len < cap || len >= NPY_MAX_BYTES)
-            break;
-        unsigned char *nb = realloc(buf, cap * 2);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (!buf)
-        return ddp_error(DDP_ERR_NOMEM, "reading %s", path);
-    if (err) {
-        free(buf);
-        return ddp_error(DDP_ERR_SYSTEM, "cannot read %s", path);
-    }
-    ddp_status s = npy_parse(buf, len, out);
+    char *buf;
+    size_t len;
+    DDP_CHECK(file_read_all(path, NPY_MAX_BYTES, &buf, &len));
+    ddp_status s = npy_parse((const unsigned char *)buf, len, out);
     free(buf);
     if (s != DDP_OK)
         return ddp_error_prefix(s, path);
