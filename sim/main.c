@@ -20,8 +20,21 @@
 #include "selfcheck.h"
 #include "verify.h"
 
+/* --json: created (and written to once) before the run, so a bad destination is refused before any rank starts. */
+static int open_json(ddpsim_options *opt)
+{
+    if (!opt->json_path)
+        return 0;
+    char msg[512];
+    opt->json_file = cli_open_output(opt->json_path, msg, sizeof msg);
+    return opt->json_file ? 0 : cli_usage_error(NULL, "--json", msg);
+}
+
 static int run_verification(ddpsim_options *opt)
 {
+    int bad = open_json(opt);
+    if (bad)
+        return bad;
     if (report_header(opt) != 0)
         return DDPSIM_EXIT_USAGE; /* nowhere to report to: refused before the run (cli_finish says why) */
     verify_result res;

@@ -199,15 +199,8 @@ static int validate(void *o, const char **which, char *msg, size_t len)
                          run->nfaults || run->inputs_dir))
         FAIL("mutants", "runs its own configurations: --trace, --replay, --dump, --json, --chaos, --repeat, --fault "
                         "and --inputs belong to single runs");
-    if (opt->json_path) {
-        opt->json_file = cli_open_output(opt->json_path, msg, len);
-        if (!opt->json_file) {
-            *which = "json";
-            return -1;
-        }
-        if (opt->json_file == stdout)
-            opt->out = stderr; /* the JSON owns standard output; the table goes to stderr */
-    }
+    if (opt->json_path && strcmp(opt->json_path, "-") == 0)
+        opt->out = stderr; /* the JSON owns standard output; the table goes to stderr */
     char *key = NULL;
     size_t key_len = 0;
     FILE *k = open_memstream(&key, &key_len);
@@ -339,7 +332,7 @@ int options_parse(int argc, char **argv, ddpsim_options *opt)
 
 void options_free(ddpsim_options *opt)
 {
-    cli_close_output(opt->json_file);
+    cli_close_output(opt->json_file); /* main opened it */
     impl_close(&opt->impl);
     trace_free(&opt->replay);
     sched_free(&opt->schedule);
