@@ -519,6 +519,67 @@ static void test_backend_reducer(void)
     }
 }
 
+/*
+ * PyTorch's bucket rebuild on a model larger than 1 MiB: mlp:512-1024-256
+ * has 0.weight [1024, 512] (2 MiB), 0.bias (4 KiB), 2.weight [256, 1024]
+ * (1 MiB), 2.bias (1 KiB). The constructor fills registration order with
+ * the 1 MiB first-bucket limit: {0.weight} closes at 2 MiB, {0.bias,
+ * 2.weight, 2.bias} stays under 25 MiB; reversed, bucket 0 = {1, 2, 3},
+ * bucket 1 = {0}. The rebuild takes the ready order of the first sync,
+ * 2.bias, 2.weight, 0.bias, 0.weight, with the same limits, not reversed:
+ * {3, 2} closes at 1 MiB + 1 KiB, and {1, 0} is the rest.
+ */
+static ddp_status rebuild_layout(world_rank *wr, results *res)
+{
+    ddp_config cfg = cfg_default();
+    model *m = NULL;
+    ddp_ref *d = NULL;
+    model_batch b;
+    DDP_CHECK(model_create("mlp:512-1024-256", 2, &m));
+    DDP_CHECK(model_batch_alloc(m, &b));
+    model_init(m, 1, world_rank_id(wr));
+    DDP_CHECK(ddp_ref_create(&cfg, m, wr, &d));
+    DDP_CHECK(ddp_ref_broadcast_params(d));
+    float *v = res->v[0][world_rank_id(wr)];
+    int members[MODEL_MAX_PARAMS], k = 0;
+    /* the layout each forward ran in: a no_sync step (records nothing), the first sync, two more */
+    const char *plan = "NSFF";
+    for (const char *c = plan; *c; c++) {
+        if (*c == 'N')
+            DDP_CHECK(ddp_ref_no_sync_enter(d));
+        model_batch_fill(m, &b, 1, world_rank_id(wr), (uint64_t)(c - plan));
+        DDP_CHECK(ddp_ref_forward(d, &b));
+        for (int j = 0; j < ddp_ref_nbuckets(d) && k + 6 < SLOTS; j++) {
+            int n = ddp_ref_bucket(d, j, members, MODEL_MAX_PARAMS);
+            v[k++] = (float)n;
+            for (int q = 0; q < n; q++)
+                v[k++] = (float)members[q];
+        }
+        v[k++] = -1; /* end of this layout */
+        DDP_CHECK(ddp_ref_backward(d));
+        if (*c == 'N')
+            DDP_CHECK(ddp_ref_no_sync_exit(d));
+    }
+    ddp_ref_destroy(d);
+    model_batch_free(&b);
+    model_destroy(m);
+    return DDP_OK;
+}
+
+static void test_bucket_rebuild(void)
+{
+    results *r = run_scenario(2, rebuild_layout);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    /* per bucket its size and members; -1 ends a layout. Forwards 1 (no_sync) and 2 (the first sync) run in the
+     * constructor's layout; forward 3 rebuilds before it runs, from forward 2's ready order; forward 4 keeps it. */
+    static const float want[] = {3, 1, 2, 3, 1, 0, -1, 3, 1, 2, 3, 1, 0, -1, 2, 3, 2, 2, 1, 0, -1, 2, 3, 2, 2, 1, 0, -1};
+    for (int rank = 0; rank < 2; rank++) {
+        CU_ASSERT_EQUAL(r->status[rank], DDP_OK);
+        for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+            CU_ASSERT_EQUAL(r->v[0][rank][i], want[i]);
+    }
+}
+
 int main(void)
 {
     static const test_entry tests[] = {
@@ -528,6 +589,8 @@ int main(void)
          test_unused_parameters},
         {"bucket assignment", test_bucket_assignment},
         {"bucket sizes change no value (ordered)", test_buckets_change_no_value},
+        {"buckets are rebuilt after the first sync in ready order (hand layout of a 3.3 MiB model)",
+         test_bucket_rebuild},
         {"a backend reducer gets every reduction; an averaging one gets unscaled buckets", test_backend_reducer},
         TEST_END,
     };

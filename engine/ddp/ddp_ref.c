@@ -1,23 +1,34 @@
 /*
  * ddp_ref.c - the reference DDP (ddp_ref.h).
  *
- * Every bucket is a run of consecutive parameter indices (one dtype, one
- * device), and the gradients of consecutive parameters are contiguous in the
- * model's gradient buffer, so a bucket is a slice of that buffer: scaling
- * and reducing in place there gives exactly the values PyTorch's copy into a
- * separate bucket and copy back would give, without the extra memory.
+ * A bucket is a list of parameters in bucket order. In the constructor's
+ * layout each bucket is a run of consecutive parameter indices, whose
+ * gradients are contiguous in the model's buffer: scaling and reducing in
+ * place there gives exactly the values PyTorch's copy into a bucket and back
+ * gives, without the copy. After the rebuild a bucket holds its parameters
+ * in the order their gradients became ready; it is then gathered into a flat
+ * buffer in that order, reduced, and scattered back, as PyTorch's reducer
+ * does (the order matters to a ring's summation, not to ordered or exact).
  */
 #include "ddp_ref.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+typedef struct ref_bucket {
+    int members[MODEL_MAX_PARAMS]; /* parameter indices, in bucket order */
+    int n;
+    size_t count;                  /* elements */
+    int contiguous;                /* members are consecutive, ascending: reduce in place */
+} ref_bucket;
+
 struct ddp_ref {
     ddp_config cfg;
     model *m;
     world_rank *wr;
     int nbuckets;
-    int bucket_first[MODEL_MAX_PARAMS], bucket_count[MODEL_MAX_PARAMS];
+    ref_bucket buckets[MODEL_MAX_PARAMS];
+    float *flat;            /* a bucket's gathered gradients (rebuilt layout) */
     int no_sync;            /* inside no_sync now */
     int fwd_pending;        /* a forward waits for its backward */
     int fwd_will_sync;      /* decided at that forward */
@@ -27,10 +38,68 @@ struct ddp_ref {
     float *saved;           /* local gradients of globally unused parameters, kept across the allreduce */
     unsigned char reduced[MODEL_MAX_PARAMS]; /* which parameters the last sync reduced */
     unsigned char alias[MODEL_MAX_PARAMS];   /* gradient_as_bucket_view: .grad is its bucket's view by now */
+    /* The rebuild: the ready order of the first syncing backward, applied at the next forward. */
+    int ready_order[MODEL_MAX_PARAMS], nready;
+    int recorded, rebuilt;
     ddp_reduce_fn reduce;   /* another backend's allreduce (NULL: the CPU collectives) */
     void *reduce_ctx;
     int backend_avg;        /* the backend averages: buckets go unscaled */
 };
+
+/* Buckets from parameter indices `order` grouped into runs (first, count) of positions in it. */
+static void set_layout(ddp_ref *d, const int *order, const int *first, const int *count, int nb)
+{
+    d->nbuckets = nb;
+    for (int k = 0; k < nb; k++) {
+        ref_bucket *b = &d->buckets[k];
+        b->n = count[k];
+        b->count = 0;
+        b->contiguous = 1;
+        for (int j = 0; j < b->n; j++) {
+            b->members[j] = order[first[k] + j];
+            b->count += model_param_at(d->m, b->members[j])->count;
+            if (j > 0 && b->members[j] != b->members[j - 1] + 1)
+                b->contiguous = 0;
+        }
+    }
+}
+
+/* The constructor's layout (buckets.h): registration order, the list reversed. */
+static void initial_layout(ddp_ref *d)
+{
+    int order[MODEL_MAX_PARAMS], first[MODEL_MAX_PARAMS], count[MODEL_MAX_PARAMS];
+    for (int i = 0; i < model_nparams(d->m); i++)
+        order[i] = i;
+    int nb = ddp_assign_buckets(d->m, d->cfg.first_bucket_cap, d->cfg.bucket_cap, first, count, MODEL_MAX_PARAMS);
+    set_layout(d, order, first, count, nb);
+}
+
+/*
+ * reducer.cpp's rebuild_buckets: the parameters in the order their
+ * gradients became ready in the first syncing backward, filled with the same
+ * two limits (first bucket, then cap) and not reversed, so the small first
+ * bucket now holds the parameters whose gradients come first.
+ */
+static ddp_status rebuild(ddp_ref *d)
+{
+    /* Ranks may have seen different orders; every rank takes rank 0's (sync_bucket_indices). */
+    int32_t order[MODEL_MAX_PARAMS];
+    for (int i = 0; i < d->nready; i++)
+        order[i] = d->ready_order[i];
+    DDP_CHECK(coll_broadcast(d->wr, order, (size_t)d->nready * sizeof order[0], 0));
+    size_t bytes[MODEL_MAX_PARAMS];
+    int first[MODEL_MAX_PARAMS], count[MODEL_MAX_PARAMS];
+    for (int i = 0; i < d->nready; i++) {
+        if (order[i] < 0 || order[i] >= model_nparams(d->m))
+            return ddp_error(DDP_ERR_INVALID, "rank 0's bucket order is corrupt");
+        d->ready_order[i] = order[i];
+        bytes[i] = model_param_at(d->m, d->ready_order[i])->count * sizeof(float);
+    }
+    int nb = ddp_fill_buckets(bytes, d->nready, d->cfg.first_bucket_cap, d->cfg.bucket_cap, first, count);
+    set_layout(d, d->ready_order, first, count, nb);
+    d->rebuilt = 1;
+    return DDP_OK;
+}
 
 void ddp_ref_set_reducer(ddp_ref *d, ddp_reduce_fn fn, void *ctx, int backend_avg)
 {
@@ -58,14 +127,13 @@ ddp_status ddp_ref_create(const ddp_config *cfg, model *m, world_rank *wr, ddp_r
     d->cfg = *cfg;
     d->m = m;
     d->wr = wr;
-    d->nbuckets = ddp_assign_buckets(m, cfg->first_bucket_cap, cfg->bucket_cap, d->bucket_first, d->bucket_count,
-                                     MODEL_MAX_PARAMS);
-    if (cfg->find_unused) {
+    initial_layout(d);
+    d->flat = malloc(model_size(m) * sizeof(float));
+    if (cfg->find_unused)
         d->saved = malloc(model_size(m) * sizeof(float));
-        if (!d->saved) {
-            free(d);
-            return ddp_error(DDP_ERR_NOMEM, "reference DDP scratch of %zu floats", model_size(m));
-        }
+    if (!d->flat || (cfg->find_unused && !d->saved)) {
+        ddp_ref_destroy(d);
+        return ddp_error(DDP_ERR_NOMEM, "reference DDP scratch of %zu floats", model_size(m));
     }
     *out = d;
     return DDP_OK;
@@ -76,6 +144,7 @@ void ddp_ref_destroy(ddp_ref *d)
     if (!d)
         return;
     free(d->saved);
+    free(d->flat);
     free(d);
 }
 
@@ -100,16 +169,21 @@ ddp_status ddp_ref_no_sync_exit(ddp_ref *d)
     return DDP_OK;
 }
 
-void ddp_ref_forward_begin(ddp_ref *d)
+ddp_status ddp_ref_forward_begin(ddp_ref *d)
 {
+    /* distributed.py forward: "if torch.is_grad_enabled() and self.reducer._rebuild_buckets()", at any forward
+     * after the first sync, inside no_sync too; never with find_unused_parameters (should_rebuild_buckets). */
+    if (d->recorded && !d->rebuilt && !d->cfg.find_unused)
+        DDP_CHECK(rebuild(d));
     d->fwd_pending = 1;
     d->fwd_will_sync = !d->no_sync; /* the decision is taken here, at forward */
     memset(d->used_now, 0, sizeof d->used_now);
+    return DDP_OK;
 }
 
 ddp_status ddp_ref_forward(ddp_ref *d, const model_batch *b)
 {
-    ddp_ref_forward_begin(d);
+    DDP_CHECK(ddp_ref_forward_begin(d));
     return model_forward(d->m, b, NULL);
 }
 
@@ -117,6 +191,9 @@ void ddp_ref_grad_ready(ddp_ref *d, int p)
 {
     d->used_now[p] = 1;
     d->window_used[p] = 1.0f;
+    /* autograd_hook's push_rebuilt_params: the ready order of the first backward that syncs */
+    if (!d->recorded && d->fwd_pending && d->fwd_will_sync && d->nready < MODEL_MAX_PARAMS)
+        d->ready_order[d->nready++] = p;
 }
 
 /*
@@ -132,21 +209,33 @@ void ddp_ref_grad_ready(ddp_ref *d, int p)
 static ddp_status reduce_bucket(ddp_ref *d, int k)
 {
     int n = world_size(d->wr);
-    const model_param *p0 = model_param_at(d->m, d->bucket_first[k]);
-    const model_param *pl = model_param_at(d->m, d->bucket_first[k] + d->bucket_count[k] - 1);
-    float *g = model_grads(d->m) + p0->offset;
-    size_t count = pl->offset + pl->count - p0->offset;
-    if (d->backend_avg)
-        return allreduce(d, g, count, d->cfg.algo, 1);
-    for (int i = d->bucket_first[k]; i < d->bucket_first[k] + d->bucket_count[k]; i++) {
+    const ref_bucket *b = &d->buckets[k];
+    float *grads = model_grads(d->m);
+    /* A contiguous bucket is reduced where it lies; any other is gathered in bucket order into d->flat. */
+    float *buf = b->contiguous ? grads + model_param_at(d->m, b->members[0])->offset : d->flat;
+    size_t off = 0;
+    for (int j = 0; j < b->n; j++) {
+        int i = b->members[j];
         const model_param *p = model_param_at(d->m, i);
-        float *gi = model_grads(d->m) + p->offset;
-        if (d->cfg.bucket_view && d->alias[i])
-            coll_div_n(gi, gi, p->count, n);
+        float *gi = grads + p->offset, *dst = buf + off;
+        if (d->backend_avg)
+            memmove(dst, gi, p->count * sizeof(float));
+        else if (d->cfg.bucket_view && d->alias[i])
+            coll_div_n(dst, gi, p->count, n);
         else
-            coll_mul_inv_n(gi, gi, p->count, n);
+            coll_mul_inv_n(dst, gi, p->count, n); /* PyTorch: mul_out(bucket_view, grad, 1.0 / N) */
+        off += p->count;
     }
-    return allreduce(d, g, count, d->cfg.algo, 0);
+    DDP_CHECK(allreduce(d, buf, b->count, d->cfg.algo, d->backend_avg));
+    if (b->contiguous)
+        return DDP_OK;
+    off = 0;
+    for (int j = 0; j < b->n; j++) {
+        const model_param *p = model_param_at(d->m, b->members[j]);
+        memcpy(grads + p->offset, buf + off, p->count * sizeof(float));
+        off += p->count;
+    }
+    return DDP_OK;
 }
 
 static ddp_status sync_gradients(ddp_ref *d)
@@ -197,20 +286,26 @@ ddp_status ddp_ref_backward_end(ddp_ref *d)
         return ddp_error(DDP_ERR_INVALID, "backward without a forward");
     d->fwd_pending = 0;
     d->last_synced = d->fwd_will_sync;
-    if (d->fwd_will_sync)
+    if (d->fwd_will_sync) {
         DDP_CHECK(sync_gradients(d));
+        d->recorded = 1;
+    }
     return DDP_OK;
+}
+
+/* AccumulateGrad, then the reducer's hook: each parameter the moment backward completes it. */
+static void own_ready(void *ctx, int p)
+{
+    ddp_ref *d = ctx;
+    model_accumulate(d->m, d->m, p);
+    ddp_ref_grad_ready(d, p);
 }
 
 ddp_status ddp_ref_backward(ddp_ref *d)
 {
     if (!d->fwd_pending)
         return ddp_error(DDP_ERR_INVALID, "backward without a forward");
-    model_backward(d->m); /* accumulates into .grad */
-    const unsigned char *used = model_used(d->m);
-    for (int p = model_nparams(d->m) - 1; p >= 0; p--)
-        if (used[p])
-            ddp_ref_grad_ready(d, p);
+    model_backward_local(d->m, own_ready, d);
     return ddp_ref_backward_end(d);
 }
 
@@ -229,8 +324,10 @@ int ddp_ref_last_synced(const ddp_ref *d) { return d->last_synced; }
 int ddp_ref_nbuckets(const ddp_ref *d) { return d->nbuckets; }
 const unsigned char *ddp_ref_reduced_params(const ddp_ref *d) { return d->reduced; }
 
-void ddp_ref_bucket(const ddp_ref *d, int k, int *first, int *count)
+int ddp_ref_bucket(const ddp_ref *d, int k, int *members, int max)
 {
-    *first = d->bucket_first[k];
-    *count = d->bucket_count[k];
+    const ref_bucket *b = &d->buckets[k];
+    for (int j = 0; j < b->n && j < max; j++)
+        members[j] = b->members[j];
+    return b->n;
 }

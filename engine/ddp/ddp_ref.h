@@ -18,8 +18,10 @@
  *    a parameter joining the open bucket before the limit is checked; the
  *    list is then reversed, so bucket 0 holds the last-registered
  *    parameters (whose gradients backward produces first) and buckets are
- *    reduced in index order. With ordered or exact reduction bucketing
- *    changes no value;
+ *    reduced in index order. At the first forward after the first sync they
+ *    are rebuilt (reducer.cpp rebuild_buckets): the same limits over the
+ *    order gradients became ready in that sync, not reversed; never with
+ *    find_unused. With ordered or exact reduction bucketing changes no value;
  *  - find_unused: a parameter used in any forward of the window (since the
  *    last sync) on any rank is synced, ranks that did not use it
  *    contributing their current gradient; a parameter unused everywhere
@@ -67,8 +69,8 @@ ddp_status ddp_ref_forward(ddp_ref *d, const model_batch *b);
 /* A backward: the model's backward, a ready event per used parameter (last first), backward_end. */
 ddp_status ddp_ref_backward(ddp_ref *d);      /* DDP_ERR_INVALID without a forward */
 
-/* The same as events, for a caller that runs the model itself. */
-void ddp_ref_forward_begin(ddp_ref *d);
+/* The same as events, for a caller that runs the model itself (forward_begin may rebuild the buckets: a collective). */
+ddp_status ddp_ref_forward_begin(ddp_ref *d);
 void ddp_ref_grad_ready(ddp_ref *d, int param);
 ddp_status ddp_ref_backward_end(ddp_ref *d);  /* DDP_ERR_INVALID without a forward */
 void ddp_ref_zero_grad(ddp_ref *d);
@@ -92,9 +94,9 @@ int ddp_ref_last_synced(const ddp_ref *d);
 /* After a syncing backward: flags[i] is 1 when parameter i was reduced (0: unused everywhere, kept local). */
 const unsigned char *ddp_ref_reduced_params(const ddp_ref *d);
 
-/* Buckets, for tests and reports: parameter indices [first, first + count) of bucket k. */
+/* Buckets, for tests and reports: the parameter indices of bucket k in bucket order (returns how many). */
 int ddp_ref_nbuckets(const ddp_ref *d);
-void ddp_ref_bucket(const ddp_ref *d, int k, int *first, int *count);
+int ddp_ref_bucket(const ddp_ref *d, int k, int *members, int max);
 
 
 #endif

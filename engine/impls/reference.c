@@ -49,8 +49,8 @@ static void ref_destroy(void *state)
 static int ref_forward_begin(void *state, int no_sync_active)
 {
     (void)no_sync_active; /* the reference tracks no_sync from enter/exit itself */
-    ddp_ref_forward_begin(((ref_state *)state)->d);
-    return 0;
+    ref_state *st = state;
+    return ddp_ref_forward_begin(st->d) == DDP_OK ? 0 : fail(st->svc);
 }
 
 static int ref_enter(void *state)

@@ -24,16 +24,3 @@ void chaos_delay(const chaos_rank *ch, size_t op)
         us += 500 + rng_below(rng_key(ch->key, 'D'), op, 1500);
     clock_sleep_us(us);
 }
-
-void chaos_shuffle(const chaos_rank *ch, uint64_t nbwd, int *order, int n)
-{
-    if (!ch->on)
-        return;
-    uint64_t key = rng_key(rng_key(ch->key, 'r'), nbwd);
-    for (int i = n - 1; i > 0; i--) {
-        int j = (int)rng_below(key, (uint64_t)i, (uint32_t)i + 1);
-        int t = order[i];
-        order[i] = order[j];
-        order[j] = t;
-    }
-}

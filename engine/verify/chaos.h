@@ -4,8 +4,9 @@
  *
  *  - before every op, every rank sleeps a seeded 0..200 us, and one
  *    straggler rank (chosen by the seed) another 0.5..2 ms;
- *  - the ready events of each backward come in a seeded random order (any
- *    order is one a backward could produce once every gradient is there);
+ *  - the ready events of each backward are held back for a seeded while and
+ *    delivered in a seeded order, never before the gradient exists
+ *    (events.h);
  *  - the world's barriers get seeded arrival delays (CHAOS_BARRIER_JITTER_US);
  *  - implementations may shake their own timing-only choices with the seed
  *    (bucketed shuffles its bucket launches the same way on every rank).
@@ -30,7 +31,5 @@ void chaos_rank_init(chaos_rank *ch, int on, uint64_t seed, int rank, int nranks
 /* The seeded delay before op `op` (nothing when chaos is off). */
 void chaos_delay(const chaos_rank *ch, size_t op);
 
-/* Shuffle the n ready events of backward number `nbwd` (nothing when chaos is off). */
-void chaos_shuffle(const chaos_rank *ch, uint64_t nbwd, int *order, int n);
 
 #endif

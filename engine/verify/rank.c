@@ -11,13 +11,19 @@
 #include <string.h>
 
 #include "checker.h"
+#include "clock.h"
 #include "dump.h"
 #include "faults.h"
 #include "hash.h"
 
 size_t verify_user_bytes(size_t nrecords, int nranks)
 {
-    return nrecords * sizeof(verify_record) + (size_t)nranks * sizeof(nccl_figures);
+    return nrecords * sizeof(verify_record) + (size_t)nranks * (sizeof(nccl_figures) + sizeof(verify_rank_figures));
+}
+
+verify_rank_figures *verify_figures_area(void *user, size_t nrecords, int nranks)
+{
+    return (verify_rank_figures *)(verify_nccl_area(user, nrecords) + nranks);
 }
 
 nccl_figures *verify_nccl_area(void *user, size_t nrecords)
@@ -84,44 +90,93 @@ static void impl_destroy(impl_side *s, int failed)
     model_destroy(s->m);
 }
 
-/*
- * The ready events of one backward: every used parameter once, last
- * registered first, as backward produces them; under chaos in a seeded
- * random order (every gradient is complete when the events are delivered,
- * so any order is one a backward could produce); under replay in the
- * recorded order.
- */
-static ddp_status ready_order(rank_ctx *c, int *order, int *n)
-{
-    const unsigned char *used = model_used(c->impl.m);
-    int np = model_nparams(c->impl.m);
-    *n = 0;
-    for (int p = np - 1; p >= 0; p--)
-        if (used[p])
-            order[(*n)++] = p;
-    if (c->cfg->replay)
-        return trace_replay_ready(c->cfg->replay, c->rank, &c->next_ready, used, np, order, *n);
-    chaos_shuffle(&c->chaos, c->nbwd, order, *n);
-    return DDP_OK;
-}
-
-static ddp_status impl_backward(rank_ctx *c)
+/* Hand the implementation its ready events, in order, and write them to the trace. */
+static void deliver(rank_ctx *c, const int *events, int n)
 {
     impl_side *s = &c->impl;
-    model_backward(s->m);
-    int order[MODEL_MAX_PARAMS], n;
-    DDP_CHECK(ready_order(c, order, &n));
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n && c->bwd_status == DDP_OK; i++) {
         if (c->trace.f) {
             char extra[128];
-            snprintf(extra, sizeof extra, "\"param\": %d, \"name\": \"%s\"", order[i],
-                     model_param_at(s->m, order[i])->name);
+            snprintf(extra, sizeof extra, "\"param\": %d, \"name\": \"%s\"", events[i],
+                     model_param_at(s->m, events[i])->name);
             trace_event(&c->trace, c->op, "ready", extra);
         }
-        DDP_CHECK(IMPL_CALL(c, s->ops->grad_ready(s->state, order[i]), "grad_ready"));
+        c->bwd_status = IMPL_CALL(c, s->ops->grad_ready(s->state, events[i]), "grad_ready");
     }
+}
+
+/* The implementation's side of a parameter whose gradient just completed: its .grad, then its event. */
+static void impl_ready(rank_ctx *c, const model *src, int p)
+{
+    int out[MODEL_MAX_PARAMS];
+    model_accumulate(c->impl.m, src, p); /* AccumulateGrad runs first; the hook after */
+    int n = ready_produce(&c->events, p, out);
+    if (n < 0 && c->bwd_status == DDP_OK)
+        c->bwd_status = DDP_ERR_INVALID;
+    deliver(c, out, n);
+}
+
+/* Backward of the reference's replica, serving the implementation too when their parameters are equal. */
+static void on_ready_ref(void *ctx, int p)
+{
+    rank_ctx *c = ctx;
+    model_accumulate(c->ref.m, c->ref.m, p);
+    ddp_ref_grad_ready(c->ref.ddp, p);
+    if (c->shared)
+        impl_ready(c, c->ref.m, p);
+}
+
+/* Backward of the implementation's own replica (its parameters differ from the reference's). */
+static void on_ready_impl(void *ctx, int p)
+{
+    rank_ctx *c = ctx;
+    impl_ready(c, c->impl.m, p);
+}
+
+/*
+ * One backward. Gradients complete layer by layer and each one's event goes
+ * out at once, interleaved with the rest of the backward, as autograd's
+ * hooks do: an implementation that reads a gradient before its event sees
+ * it incomplete, and a communication thread overlaps the remaining compute.
+ * The implementation ends its backward (draining its own reductions) before
+ * the reference reduces, so the two never interleave their collectives.
+ */
+static ddp_status run_backward(rank_ctx *c)
+{
+    impl_side *im = &c->impl;
+    c->bwd_status = DDP_OK;
+    ready_begin(&c->events, &c->chaos, c->nbwd, c->cfg->replay, c->rank, &c->next_ready);
+    uint64_t t0 = clock_now_ns(), comm0 = world_coll_ns(c->wr);
+    model_backward_local(c->ref.m, on_ready_ref, c);
+    if (!c->shared)
+        model_backward_local(im->m, on_ready_impl, c);
+    int out[MODEL_MAX_PARAMS];
+    int n = ready_finish(&c->events, out);
+    if (n < 0 && c->bwd_status == DDP_OK)
+        c->bwd_status = DDP_ERR_INVALID;
+    deliver(c, out, n > 0 ? n : 0);
+    uint64_t t1 = clock_now_ns(), comm1 = world_coll_ns(c->wr);
+    DDP_CHECK(c->bwd_status);
     c->nbwd++;
-    return IMPL_CALL(c, s->ops->backward_end(s->state), "backward_end");
+    DDP_CHECK(IMPL_CALL(c, im->ops->backward_end(im->state), "backward_end"));
+    /* What the implementation reduced while the backward computed was hidden behind it; the rest it made us wait. */
+    c->fig->compute_ns += t1 - t0;
+    c->fig->impl_comm_hidden_ns += comm1 - comm0;
+    c->fig->impl_comm_exposed_ns += world_coll_ns(c->wr) - comm1;
+    return ddp_ref_backward_end(c->ref.ddp);
+}
+
+/* The forward: the reference's, and the implementation's own only when its parameters differ. */
+static ddp_status run_forward(rank_ctx *c)
+{
+    impl_side *im = &c->impl;
+    uint64_t t0 = clock_now_ns();
+    DDP_CHECK(ddp_ref_forward(c->ref.ddp, &c->batch));
+    DDP_CHECK(IMPL_CALL(c, im->ops->forward_begin(im->state, im->no_sync), "forward_begin"));
+    c->shared = memcmp(model_weights(c->ref.m), model_weights(im->m), model_size(im->m) * sizeof(float)) == 0;
+    ddp_status s = c->shared ? DDP_OK : model_forward(im->m, &c->batch, NULL);
+    c->fig->compute_ns += clock_now_ns() - t0;
+    return s;
 }
 
 /* The batch of forward b on `rank`: seeded, or read from the inputs directory. */
@@ -241,16 +296,13 @@ static ddp_status run_op(rank_ctx *c, sched_op op, size_t *grab)
         if (c->cfg->dump_dir)
             DDP_CHECK(dump_write_batch(c->cfg->dump_dir, c->rank, c->next_batch, c->ref.m, &c->batch));
         c->pending_batch = c->next_batch++;
-        DDP_CHECK(ddp_ref_forward(c->ref.ddp, &c->batch));
-        DDP_CHECK(IMPL_CALL(c, im->ops->forward_begin(im->state, im->no_sync), "forward_begin"));
-        return model_forward(im->m, &c->batch, NULL);
+        return run_forward(c);
     case OP_BWD:
         sabotage_before_backward(c);
-        DDP_CHECK(ddp_ref_backward(c->ref.ddp));
+        DDP_CHECK(run_backward(c));
         sabotage_after_backward(c);
         c->last_was_synced_bwd = ddp_ref_last_synced(c->ref.ddp);
         global_accumulate(c, c->last_was_synced_bwd);
-        DDP_CHECK(impl_backward(c));
         c->bwd_since_zero = 1;
         return DDP_OK;
     case OP_GRAB: return do_grab(c, (*grab)++);
@@ -303,6 +355,7 @@ ddp_status verify_rank_main(world_rank *wr, void *arg)
     c.n = world_size(wr);
     c.records = world_rank_user_area(wr);
     c.nccl_fig = verify_nccl_area(c.records, cfg->schedule->ngrabs * (size_t)c.n) + c.rank;
+    c.fig = verify_figures_area(c.records, cfg->schedule->ngrabs * (size_t)c.n, c.n) + c.rank;
     model_runtime_init();
     world_set_op(wr, -1, "setup");
     chaos_rank_init(&c.chaos, cfg->chaos, cfg->chaos_seed, c.rank, c.n);

@@ -12,6 +12,7 @@
 
 #include "chaos.h"
 #include "ddp_ref.h"
+#include "events.h"
 #include "impl.h"
 #include "model.h"
 #include "trace.h"
@@ -51,17 +52,22 @@ typedef struct rank_ctx {
     int bwd_since_zero;   /* a backward ran since the start or the last zero_grad */
     verify_record *records;
     nccl_figures *nccl_fig; /* this rank's, in the shared segment */
+    verify_rank_figures *fig; /* this rank's, in the shared segment */
     chaos_rank chaos;
     uint64_t nbwd;        /* backwards so far */
+    int shared;           /* the implementation's parameters equal the reference's: one forward and backward serve both */
+    ready_queue events;   /* this backward's ready events for the implementation */
+    ddp_status bwd_status; /* the first failure inside this backward's callbacks */
     trace_writer trace;
     size_t op;            /* the op being executed */
     size_t next_grab;     /* grabs so far: the index of the next one */
     size_t next_ready;    /* replay: next recorded ready event of this rank */
 } rank_ctx;
 
-/* The shared user area: a record per (grab, rank), then the NCCL figures of every rank. */
+/* The shared user area: a record per (grab, rank), then the NCCL figures and the figures of every rank. */
 size_t verify_user_bytes(size_t nrecords, int nranks);
 nccl_figures *verify_nccl_area(void *user, size_t nrecords);
+verify_rank_figures *verify_figures_area(void *user, size_t nrecords, int nranks);
 
 /* The rank main of a verification run (arg: the verify_config). */
 ddp_status verify_rank_main(world_rank *wr, void *arg);

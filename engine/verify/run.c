@@ -197,6 +197,10 @@ ddp_status verify_run(const verify_config *cfg, verify_result *out)
     ddp_status s = world_run(out->w, verify_rank_main, (void *)cfg);
     out->wall_s = clock_now_s() - t0;
     memcpy(out->records, world_user_area(out->w), nrec * sizeof *out->records);
+    out->figures = calloc((size_t)cfg->nranks, sizeof *out->figures);
+    if (out->figures)
+        memcpy(out->figures, verify_figures_area(world_user_area(out->w), nrec, cfg->nranks),
+               (size_t)cfg->nranks * sizeof *out->figures);
     if (cfg->backend == VERIFY_BACKEND_NCCL) {
         out->nccl = calloc((size_t)cfg->nranks, sizeof *out->nccl);
         if (out->nccl)
@@ -220,6 +224,7 @@ void verify_result_free(verify_result *r)
 {
     free(r->records);
     free(r->nccl);
+    free(r->figures);
     world_destroy(r->w);
     memset(r, 0, sizeof *r);
 }

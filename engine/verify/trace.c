@@ -75,23 +75,6 @@ ddp_status trace_close(trace_writer *w, size_t op, int complete)
     return DDP_OK;
 }
 
-ddp_status trace_replay_ready(const verify_replay *rp, int rank, size_t *next, const unsigned char *used,
-                              int nparams, int *order, int n)
-{
-    unsigned char seen[MODEL_MAX_PARAMS] = {0};
-    for (int i = 0; i < n; i++) {
-        if (*next >= rp->nready[rank])
-            return ddp_error(DDP_ERR_INVALID, "replay: the trace has fewer ready events than this run on rank %d", rank);
-        int p = rp->ready[rank][(*next)++];
-        if (p < 0 || p >= nparams || !used[p] || seen[p])
-            return ddp_error(DDP_ERR_INVALID, "replay: ready event %zu of rank %d does not fit this run", *next - 1,
-                             rank);
-        seen[p] = 1;
-        order[i] = p;
-    }
-    return DDP_OK;
-}
-
 ddp_status trace_merge(const char *path, int nranks, const char *run_key, const char *extra_json)
 {
     FILE *out = fopen(path, "w");

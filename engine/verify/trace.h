@@ -57,14 +57,6 @@ ddp_status trace_arrivals(trace_writer *w, size_t op, world_rank *wr);
 /* Close after an "end" event at op `op` when the rank finished (complete); DDP_ERR_SYSTEM when it could not be written. */
 ddp_status trace_close(trace_writer *w, size_t op, int complete);
 
-/*
- * Replay: the next n ready events of `rank` from the trace, starting at
- * *next (advanced), into order. Each must be a parameter of this backward
- * (used[p]) and appear once; DDP_ERR_INVALID otherwise.
- */
-ddp_status trace_replay_ready(const verify_replay *rp, int rank, size_t *next, const unsigned char *used,
-                              int nparams, int *order, int n);
-
 /* ---- the parent ---- */
 
 /*

@@ -92,11 +92,19 @@ typedef struct verify_record {
     double global_ratio;    /* the largest |reference - exact average| over its proven rounding bound (<= 1) */
 } verify_record;
 
+/* What one rank measured of its own run. */
+typedef struct verify_rank_figures {
+    uint64_t compute_ns;           /* forward and backward math */
+    uint64_t impl_comm_hidden_ns;  /* the implementation's collectives while backward was still computing */
+    uint64_t impl_comm_exposed_ns; /* ... and after it, until its backward_end returned */
+} verify_rank_figures;
+
 typedef struct verify_result {
     int nranks;
     size_t ngrabs;
     verify_record *records; /* [ngrabs][nranks] */
     nccl_figures *nccl;     /* [nranks] with the NCCL backend, else NULL */
+    verify_rank_figures *figures; /* [nranks] */
     world *w;               /* for world_describe() after a fault */
     double wall_s;
     long rank_peak_kib;     /* largest peak RSS of a rank process */

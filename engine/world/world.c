@@ -305,6 +305,11 @@ int world_aborted(world_rank *wr)
     return atomic_load_explicit(&wr->w->hdr->abort_word, memory_order_acquire) != 0;
 }
 
+uint64_t world_coll_ns(world_rank *wr)
+{
+    return atomic_load_explicit(&wr->st->coll_ns, memory_order_relaxed);
+}
+
 void world_enter_coll(world_rank *wr, const char *name)
 {
     wr->st->coll_start_ns = clock_now_ns();

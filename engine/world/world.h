@@ -117,6 +117,9 @@ void *world_rank_user_area(world_rank *wr);
 /* Announce the op this rank is executing, for supervision reports. Counts as progress. */
 void world_set_op(world_rank *wr, int op_index, const char *label);
 
+/* The time this rank has spent inside collectives so far (finished ones), in nanoseconds. */
+uint64_t world_coll_ns(world_rank *wr);
+
 /* Mark the rank inside / outside a named collective (the name must be a literal). */
 void world_enter_coll(world_rank *wr, const char *name);
 void world_leave_coll(world_rank *wr);
