@@ -2,8 +2,8 @@
  * repeat.c - running many chaos seeds (repeat.h).
  *
  * Every seed is a complete run with the same data and a different timing.
- * Two fingerprints per run (a hash over every grab's and rank's gradient
- * bits) say what changed with the seed: the reference's must never change
+ * Two fingerprints per run (a hash over every check's and rank's gradient
+ * and parameter bits) say what changed with the seed: the reference's must never change
  * (a ddpsim bug otherwise); an implementation's that changes is reported as
  * order-dependent. Progress goes to stderr: a bar on a terminal, a line per
  * seed otherwise. The summary lists each failing seed with the command that
@@ -28,7 +28,7 @@ typedef struct seed_result {
 static uint64_t fingerprint(const verify_result *res, int impl)
 {
     uint64_t h = HASH_INIT;
-    for (size_t k = 0; k < res->ngrabs; k++)
+    for (size_t k = 0; k < res->nchecks; k++)
         for (int r = 0; r < res->nranks; r++) {
             const verify_record *rec = verify_at(res, k, r);
             h = hash_word(h, impl ? rec->impl_hash : rec->ref_hash);
@@ -50,19 +50,6 @@ static void progress(int tty, uint64_t done, uint64_t total, size_t failing, con
     }
 }
 
-/* Why one seed's run did not pass, in a few words. */
-static void why_not(const judgement *j, char *buf, size_t len)
-{
-    if (j->verdict == JUDGE_REFERENCE_BAD)
-        snprintf(buf, len, "the reference failed its own sanity checks");
-    else if (j->first)
-        snprintf(buf, len, "first divergence at grab %zu, rank %d", j->first_grab, j->first_rank);
-    else if (j->verdict == JUDGE_NCCL_DISAGREE)
-        snprintf(buf, len, "NCCL gave the ranks different bits");
-    else
-        snprintf(buf, len, "nothing verified");
-}
-
 int repeat_main(const ddpsim_options *opt)
 {
     /* A count, not a seed loop: the last seed may be UINT64_MAX (options.c keeps the range under a million). */
@@ -77,6 +64,9 @@ int repeat_main(const ddpsim_options *opt)
         fprintf(stderr, "ddpsim: out of memory\n");
         return DDPSIM_EXIT_FAULT;
     }
+    model *layout = NULL; /* to name parameters */
+    if (model_create_layout(opt->run.model_spec, opt->run.batch, &layout) != DDP_OK)
+        layout = NULL;
     size_t nfailed = 0;
     uint64_t ref_fp = 0, impl_fp = 0, runs = 0, attempted = 0, informative = 0;
     int ref_changed = 0, impl_changed = 0, interrupted = 0;
@@ -103,7 +93,7 @@ int repeat_main(const ddpsim_options *opt)
             informative += j.verdict != JUDGE_NOTHING;
             if (j.verdict != JUDGE_PASS && j.verdict != JUDGE_NOTHING) {
                 sr.code = DDPSIM_EXIT_MISMATCH;
-                why_not(&j, sr.why, sizeof sr.why);
+                judge_summary(&res, &j, layout, sr.why, sizeof sr.why);
             }
             uint64_t rf = fingerprint(&res, 0), imf = fingerprint(&res, 1);
             if (runs++ == 0) {
@@ -142,6 +132,7 @@ int repeat_main(const ddpsim_options *opt)
                impl_changed ? "changes: ORDER-DEPENDENT (its results depend on timing)" : "bitwise identical");
     }
     free(failed);
+    model_destroy(layout);
     if (interrupted) {
         printf("# interrupted by signal %d\n", interrupted);
         return 128 + interrupted;

@@ -92,11 +92,14 @@ int report_header(const ddpsim_options *opt)
     return fflush(opt->out) != 0 || ferror(opt->out) ? -1 : 0;
 }
 
-static void print_first(const ddpsim_options *opt, const judgement *s, const char (*labels)[SCHED_LABEL_LEN])
+static void print_first(const ddpsim_options *opt, const verify_result *res, const judgement *s)
 {
     const verify_record *f = s->first;
+    const sched_check *ck = &res->checks[s->first_check];
+    char where[32];
+    sched_check_name(ck, where, sizeof where);
     if (!f->done) {
-        fprintf(opt->out, "# first divergence: grab %zu, rank %d: never reached\n", s->first_grab, s->first_rank);
+        fprintf(opt->out, "# first divergence: %s (%s), rank %d: never reached\n", where, ck->label, s->first_rank);
         return;
     }
     model *m = NULL;
@@ -104,10 +107,25 @@ static void print_first(const ddpsim_options *opt, const judgement *s, const cha
     if (model_create_layout(opt->run.model_spec, opt->run.batch, &m) == DDP_OK && f->has_first)
         pname = model_param_at(m, f->first_param)->name;
     if (f->has_first)
-        fprintf(opt->out, "# first divergence: grab %zu (%s), rank %d, parameter %s, element %llu: expected %.9g, actual %.9g, "
+        fprintf(opt->out, "# first divergence: %s (%s), rank %d, parameter %s, element %llu: expected %.9g, actual %.9g, "
                "%u ulp\n",
-               s->first_grab, labels[s->first_grab], s->first_rank, pname, (unsigned long long)f->first_index,
+               where, ck->label, s->first_rank, pname, (unsigned long long)f->first_index,
                (double)f->first_expected, (double)f->first_actual, f->first_ulp);
+    model_destroy(m);
+}
+
+/* The implementation's first disagreement between its own ranks. */
+static void print_disagreement(const ddpsim_options *opt, const judgement *s)
+{
+    const verify_agreement *a = s->disagree;
+    model *m = NULL;
+    const char *pname = "?";
+    if (model_create_layout(opt->run.model_spec, opt->run.batch, &m) == DDP_OK)
+        pname = model_param_at(m, a->param)->name;
+    fprintf(opt->out, "# ranks disagree: after the syncing backward at op %zu, parameter %s, element %llu: rank 0 has "
+                      "%.9g, rank %d has %.9g (%u ulp)\n",
+            a->op, pname, (unsigned long long)a->index, (double)a->rank0, s->disagree_rank, (double)a->mine,
+            tol_ulp_distance(a->rank0, a->mine));
     model_destroy(m);
 }
 
@@ -115,7 +133,9 @@ static void ulp_histogram(const verify_result *res, uint64_t hist[TOL_ULP_BINS],
 {
     memset(hist, 0, TOL_ULP_BINS * sizeof *hist);
     *max_ulp = 0;
-    for (size_t i = 0; i < res->ngrabs * (size_t)res->nranks; i++) {
+    for (size_t i = 0; i < res->nchecks * (size_t)res->nranks; i++) {
+        if (res->checks[i / (size_t)res->nranks].kind != CHECK_GRADS)
+            continue;
         for (int b = 0; b < TOL_ULP_BINS; b++)
             hist[b] += res->records[i].ulp_hist[b];
         if (res->records[i].max_ulp > *max_ulp)
@@ -162,6 +182,7 @@ static const char *verdict_word(judge_verdict v)
     case JUDGE_REFERENCE_BAD: return "reference_bad";
     case JUDGE_NCCL_DISAGREE: return "nccl_disagree";
     case JUDGE_NOTHING: return "nothing_verified";
+    case JUDGE_RANKS_DISAGREE: return "ranks_disagree";
     }
     return "?";
 }
@@ -175,8 +196,7 @@ int report_exit_code(judge_verdict v)
     }
 }
 
-static int write_json(const ddpsim_options *opt, const verify_result *res, const judgement *s,
-                      const char (*labels)[SCHED_LABEL_LEN])
+static int write_json(const ddpsim_options *opt, const verify_result *res, const judgement *s)
 {
     FILE *f = opt->json_file;
     char tol[64];
@@ -190,12 +210,15 @@ static int write_json(const ddpsim_options *opt, const verify_result *res, const
     jsonw_string(f, opt->run.model_spec);
     fprintf(f, ", \"algo\": \"%s\", \"command\": ", coll_algo_name(opt->run.ddp.algo));
     jsonw_string(f, opt->command);
-    fprintf(f, ",\n \"grabs\": [");
-    for (size_t k = 0; k < res->ngrabs; k++)
+    fprintf(f, ",\n \"checks\": [");
+    char where[32];
+    for (size_t k = 0; k < res->nchecks; k++)
         for (int r = 0; r < res->nranks; r++) {
             const verify_record *rec = verify_at(res, k, r);
-            fprintf(f, "%s\n  {\"grab\": %zu, \"label\": ", k || r ? "," : "", k);
-            jsonw_string(f, labels[k]);
+            const sched_check *ck = &res->checks[k];
+            fprintf(f, "%s\n  {\"check\": \"%s\", \"kind\": \"%s\", \"label\": ", k || r ? "," : "",
+                    sched_check_name(ck, where, sizeof where), ck->kind == CHECK_GRADS ? "gradients" : "parameters");
+            jsonw_string(f, ck->label);
             fprintf(f, ", \"synced\": %s, \"rank\": %d, \"max_abs_diff\": ", rec->synced == 1 ? "true" : "false", r);
             jsonw_number(f, rec->max_abs);
             fprintf(f, ", \"max_ulp\": %u, \"nonfinite\": %llu, \"match\": %s}", rec->max_ulp,
@@ -205,7 +228,10 @@ static int write_json(const ddpsim_options *opt, const verify_result *res, const
     model *m = NULL;
     if (s->first && s->first->has_first && model_create_layout(opt->run.model_spec, opt->run.batch, &m) == DDP_OK) {
         const verify_record *fr = s->first;
-        fprintf(f, "{\"grab\": %zu, \"rank\": %d, \"param\": ", s->first_grab, s->first_rank);
+        const sched_check *ck = &res->checks[s->first_check];
+        fprintf(f, "{\"check\": \"%s\", \"kind\": \"%s\", \"rank\": %d, \"param\": ",
+                sched_check_name(ck, where, sizeof where), ck->kind == CHECK_GRADS ? "gradients" : "parameters",
+                s->first_rank);
         jsonw_string(f, model_param_at(m, fr->first_param)->name);
         fprintf(f, ", \"index\": %llu, \"expected\": ", (unsigned long long)fr->first_index);
         jsonw_number(f, fr->first_expected);
@@ -216,10 +242,24 @@ static int write_json(const ddpsim_options *opt, const verify_result *res, const
     } else {
         fprintf(f, "null");
     }
+    fprintf(f, ",\n \"ranks_disagree\": ");
+    if (s->disagree && model_create_layout(opt->run.model_spec, opt->run.batch, &m) == DDP_OK) {
+        const verify_agreement *a = s->disagree;
+        fprintf(f, "{\"op\": %zu, \"rank\": %d, \"param\": ", a->op, s->disagree_rank);
+        jsonw_string(f, model_param_at(m, a->param)->name);
+        fprintf(f, ", \"index\": %llu, \"rank0\": ", (unsigned long long)a->index);
+        jsonw_number(f, a->rank0);
+        fprintf(f, ", \"value\": ");
+        jsonw_number(f, a->mine);
+        fprintf(f, "}");
+        model_destroy(m);
+    } else {
+        fprintf(f, "null");
+    }
     fprintf(f, ",\n \"sanity\": {\"synced_grabs\": %zu, \"synced_disagree\": %zu, \"local_grabs\": %zu, "
-               "\"local_identical\": %zu, \"global_checked\": %zu, \"global_failed\": %zu, \"global_worst\": ",
+               "\"local_identical\": %zu, \"global_checked\": %zu, \"global_failed\": %zu, \"agreement_syncs\": %llu, \"global_worst\": ",
             s->synced_grabs, s->synced_disagree, s->local_grabs, s->local_identical, s->global_checked,
-            s->global_failed);
+            s->global_failed, (unsigned long long)s->agreement_syncs);
     jsonw_number(f, s->global_worst);
     uint64_t hist[TOL_ULP_BINS];
     uint32_t max_ulp;
@@ -283,21 +323,26 @@ static void print_sanity(const ddpsim_options *opt, const verify_result *res, co
         fprintf(out, "# sanity: reference equals the exact average of every rank's local gradients: %s (%zu grabs, "
                      "worst %.2g of the proven rounding bound)\n",
                 s->global_failed ? "FAIL" : "ok", s->global_checked, s->global_worst);
+    if (res->nranks > 1) {
+        if (s->agreement_syncs == 0)
+            fprintf(out, "# agreement: the implementation's ranks hold the same bits after every syncing backward: not "
+                         "checked (no syncing backward)\n");
+        else
+            fprintf(out, "# agreement: the implementation's ranks hold the same bits after every syncing backward: %s "
+                         "(%llu syncs)\n",
+                    s->disagree ? "NO" : "yes", (unsigned long long)s->agreement_syncs);
+    }
 }
 
 int report_verification(const ddpsim_options *opt, const verify_result *res)
 {
     judgement s;
     judge_run(res, &s);
-    char(*labels)[SCHED_LABEL_LEN] = calloc(res->ngrabs ? res->ngrabs : 1, sizeof *labels);
-    if (!labels) {
-        fprintf(stderr, "ddpsim: out of memory for the report\n");
-        return DDPSIM_EXIT_FAULT;
-    }
-    sched_grab_labels(opt->run.schedule, labels);
     if (!opt->quiet) {
-        fprintf(opt->out, "#%5s  %-34s %6s %14s %9s  %s\n", "grab", "label", "synced", "max_abs_diff", "max_ulp", "status");
-        for (size_t k = 0; k < res->ngrabs; k++) {
+        fprintf(opt->out, "#%-7s  %-34s %6s %14s %9s  %s\n", "check", "label", "synced", "max_abs_diff", "max_ulp",
+                "status");
+        char where[32];
+        for (size_t k = 0; k < res->nchecks; k++) {
             double max_abs = 0;
             uint32_t max_ulp = 0;
             int ok = 1;
@@ -311,8 +356,9 @@ int report_verification(const ddpsim_options *opt, const verify_result *res)
                 ok &= judge_record_ok(rec);
                 nonfinite += rec->nonfinite;
             }
-            fprintf(opt->out, "%6zu  %-34s %6s %14.6g %9u  %s\n", k, labels[k], synced_text(verify_at(res, k, 0)->synced),
-                   max_abs, max_ulp, ok ? "ok" : nonfinite ? "NONFINITE" : "DIFF");
+            fprintf(opt->out, "%8s  %-34s %6s %14.6g %9u  %s\n", sched_check_name(&res->checks[k], where, sizeof where),
+                    res->checks[k].label, synced_text(verify_at(res, k, 0)->synced), max_abs, max_ulp,
+                    ok ? "ok" : nonfinite ? "NONFINITE" : "DIFF");
         }
         print_sanity(opt, res, &s);
         print_ulp_histogram(opt, res);
@@ -328,17 +374,23 @@ int report_verification(const ddpsim_options *opt, const verify_result *res)
     tol_format(&opt->run.tol, tol, sizeof tol);
     switch (s.verdict) {
     case JUDGE_PASS:
-        fprintf(opt->out, "# verdict: PASS (%zu grabs x %d ranks match, %s)\n", res->ngrabs, res->nranks, tol);
+        fprintf(opt->out, "# verdict: PASS (%zu grabs and %zu parameter checks x %d ranks match, %s)\n", res->ngrabs,
+                s.params_checked, res->nranks, tol);
         break;
     case JUDGE_REFERENCE_BAD:
         fprintf(opt->out, "# verdict: FAIL (the reference failed its own sanity checks: a bug in ddpsim; nothing else "
                           "this run says can be trusted)\n");
         break;
     case JUDGE_DIVERGES:
-        fprintf(opt->out, "# verdict: FAIL (%zu of %zu grabs diverge, %s)\n", s.grabs_failed, res->ngrabs, tol);
+        fprintf(opt->out, "# verdict: FAIL (%zu of %zu grabs and %zu of %zu parameter checks diverge, %s)\n",
+                s.grabs_failed, res->ngrabs, s.params_failed, s.params_checked, tol);
         break;
     case JUDGE_NCCL_DISAGREE:
         fprintf(opt->out, "# verdict: FAIL (NCCL's allreduce gave the ranks different bits)\n");
+        break;
+    case JUDGE_RANKS_DISAGREE:
+        fprintf(opt->out, "# verdict: FAIL (the implementation's ranks hold different gradients after a syncing "
+                          "backward; DDP gives every rank the same bits, whatever the tolerance)\n");
         break;
     case JUDGE_NOTHING:
         fprintf(opt->out, "# verdict: NOTHING VERIFIED (%s)\n",
@@ -346,12 +398,13 @@ int report_verification(const ddpsim_options *opt, const verify_result *res)
         break;
     }
     if (s.first)
-        print_first(opt, &s, labels);
+        print_first(opt, res, &s);
+    if (s.disagree)
+        print_disagreement(opt, &s);
     if (!pass)
         fprintf(opt->out, "# replay: %s\n", opt->command);
     int code = report_exit_code(s.verdict);
-    if (opt->json_file && write_json(opt, res, &s, labels) != 0 && code == DDPSIM_EXIT_PASS)
+    if (opt->json_file && write_json(opt, res, &s) != 0 && code == DDPSIM_EXIT_PASS)
         code = DDPSIM_EXIT_FAULT; /* a failed write never hides a verdict that is not a pass */
-    free(labels);
     return code;
 }

@@ -102,7 +102,7 @@ expect 2 "cannot load plugin" "a missing plugin" -- --impl ./no-such-plugin.so
 expect 3 "does not support find_unused" "a plugin failing at create" -- --impl "$plugins/libexample_impl.so" --model branchy --find-unused
 tmpj=$(mktemp) || exit 99
 expect 1 "verdict: FAIL" "json of a failing run" -- --impl never-sync --ranks 2 --json "$tmpj" --schedule "fwd bwd grab"
-if grep -q '"result": "fail"' "$tmpj" && grep -q '"first_divergence": {"grab": 0, "rank": 0, "param": "0.weight", "index": 0' "$tmpj" &&
+if grep -q '"result": "fail"' "$tmpj" && grep -q '"first_divergence": {"check": "grab 0", "kind": "gradients", "rank": 0, "param": "0.weight", "index": 0' "$tmpj" &&
     grep -q '"match": false' "$tmpj"; then ok "json names the first divergence"; else bad "json names the first divergence"; fi
 rm -f "$tmpj"
 
@@ -140,7 +140,7 @@ rm -rf "$tmpt"
 tmpd=$(mktemp -d) || exit 99
 expect 0 "verdict: PASS" "json and dump" -- --ranks 2 --json "$tmpd/r.json" --dump "$tmpd/d" --schedule "nosync{fwd bwd} grab fwd bwd grab"
 if grep -q '"result": "pass"' "$tmpd/r.json" && grep -q '"first_divergence": null' "$tmpd/r.json" &&
-    [ "$(grep -c '"grab": ' "$tmpd/r.json")" -eq 4 ] && grep -q '"format": "ddpsim-dump"' "$tmpd/d/manifest.json" &&
+    [ "$(grep -c '"check": "grab' "$tmpd/r.json")" -eq 4 ] && [ "$(grep -c '"check": "end"' "$tmpd/r.json")" -eq 2 ] && grep -q '"format": "ddpsim-dump"' "$tmpd/d/manifest.json" &&
     [ -f "$tmpd/d/reference/rank1/grab1/4.bias.npy" ] && [ -f "$tmpd/d/rank0/batch1.y.npy" ] && [ -f "$tmpd/d/init/0.weight.npy" ]; then
     ok "json report and dump layout"
 else
@@ -154,7 +154,7 @@ expect 4 "NOTHING VERIFIED (the schedule has no grab)" "a run without a grab ver
 expect 4 "NOTHING VERIFIED (every grab compared only zeros)" "a grab of zeros verifies nothing" -- --schedule "grab"
 expect 1 "reference equals the exact average of every rank's local gradients: ok" \
     "a flip is the implementation's fault, the reference stays sane" -- --ranks 4 --impl bucketed --fault flip:rank=2,op=24
-if grep -q "grabs diverge" "$out"; then ok "the flip is blamed on the implementation"; else bad "the flip is blamed on the implementation"; fi
+if grep -q "grabs and .* parameter checks diverge" "$out"; then ok "the flip is blamed on the implementation"; else bad "the flip is blamed on the implementation"; fi
 expect 2 "run past the largest seed" "--repeat past the last seed" -- --repeat 3 --chaos 18446744073709551615
 expect 0 "2 runs, 0 failing" "a chaos range ending at the largest seed ends" -- --chaos 18446744073709551614..18446744073709551615 -q
 expect 2 "shorter than the shortest watchdog" "--timeout under 1 s" -- --timeout 0.001

@@ -167,6 +167,7 @@ static ddp_status validate(sched *s)
             break;
         case OP_GRAB: s->ngrabs++; break;
         case OP_STEP:
+            s->nsteps++;
             /* PyTorch's autograd refuses a backward after its parameters changed in place. */
             if (fwd_pending)
                 return ddp_error(DDP_ERR_INVALID,
@@ -194,12 +195,12 @@ ddp_status sched_parse(const char *text, sched *s)
     return st;
 }
 
-void sched_grab_labels(const sched *s, char (*labels)[SCHED_LABEL_LEN])
+/* Walk s and hand every grab's label to label_out, in order. */
+static void walk_grab_labels(const sched *s, void (*label_out)(void *ctx, const char *label), void *ctx)
 {
     enum { NONE, AFTER_BWD, AFTER_ZERO } last = NONE;
     int in_nosync = 0, fwd_in = 0, bwd_in = 0, stepped = 0;
     unsigned acc = 0;
-    size_t k = 0;
     for (size_t i = 0; i < s->nops; i++) {
         switch (s->ops[i]) {
         case OP_ENTER: in_nosync = 1; break;
@@ -217,27 +218,84 @@ void sched_grab_labels(const sched *s, char (*labels)[SCHED_LABEL_LEN])
             break;
         case OP_STEP: stepped = 1; break;
         case OP_GRAB: {
-            char *l = labels[k++];
+            char l[SCHED_LABEL_LEN];
             if (last == NONE) {
-                snprintf(l, SCHED_LABEL_LEN, "before any backward");
-                break;
+                snprintf(l, sizeof l, "before any backward");
+            } else if (last == AFTER_ZERO) {
+                snprintf(l, sizeof l, "after zero_grad");
+            } else {
+                const char *what = fwd_in && bwd_in ? "no_sync fwd+bwd"
+                                   : fwd_in        ? "no_sync fwd, bwd outside"
+                                   : bwd_in        ? "fwd, bwd in no_sync"
+                                                   : "fwd+bwd";
+                char accs[24] = "";
+                if (acc > 1)
+                    snprintf(accs, sizeof accs, " (%u acc)", acc);
+                snprintf(l, sizeof l, "after %s%s%s", what, accs, stepped ? ", step" : "");
             }
-            if (last == AFTER_ZERO) {
-                snprintf(l, SCHED_LABEL_LEN, "after zero_grad");
-                break;
-            }
-            const char *what = fwd_in && bwd_in ? "no_sync fwd+bwd"
-                               : fwd_in        ? "no_sync fwd, bwd outside"
-                               : bwd_in        ? "fwd, bwd in no_sync"
-                                               : "fwd+bwd";
-            char accs[24] = "";
-            if (acc > 1)
-                snprintf(accs, sizeof accs, " (%u acc)", acc);
-            snprintf(l, SCHED_LABEL_LEN, "after %s%s%s", what, accs, stepped ? ", step" : "");
+            label_out(ctx, l);
             break;
         }
         }
     }
+}
+
+typedef struct label_sink {
+    char (*labels)[SCHED_LABEL_LEN];
+    sched_check *checks;
+    size_t next;
+} label_sink;
+
+static void to_labels(void *ctx, const char *label)
+{
+    label_sink *k = ctx;
+    snprintf(k->labels[k->next++], SCHED_LABEL_LEN, "%s", label);
+}
+
+void sched_grab_labels(const sched *s, char (*labels)[SCHED_LABEL_LEN])
+{
+    label_sink k = {.labels = labels};
+    walk_grab_labels(s, to_labels, &k);
+}
+
+/* The next grab's label goes to the next check of kind CHECK_GRADS. */
+static void to_checks(void *ctx, const char *label)
+{
+    label_sink *k = ctx;
+    while (k->checks[k->next].kind != CHECK_GRADS)
+        k->next++;
+    snprintf(k->checks[k->next++].label, SCHED_LABEL_LEN, "%s", label);
+}
+
+size_t sched_nchecks(const sched *s)
+{
+    return s->ngrabs + s->nsteps + 1;
+}
+
+void sched_checks(const sched *s, sched_check *out)
+{
+    size_t k = 0, grab = 0, step = 0;
+    for (size_t i = 0; i < s->nops; i++) {
+        if (s->ops[i] == OP_GRAB)
+            out[k++] = (sched_check){.kind = CHECK_GRADS, .op = i, .index = grab++};
+        else if (s->ops[i] == OP_STEP)
+            out[k++] = (sched_check){.kind = CHECK_PARAMS, .op = i, .index = step++, .label = "parameters after step"};
+    }
+    out[k] = (sched_check){.kind = CHECK_PARAMS, .op = s->nops, .index = s->nsteps, .at_end = 1,
+                         .label = "parameters at the end"};
+    label_sink sink = {.checks = out};
+    walk_grab_labels(s, to_checks, &sink);
+}
+
+const char *sched_check_name(const sched_check *c, char *buf, size_t len)
+{
+    if (c->kind == CHECK_GRADS)
+        snprintf(buf, len, "grab %zu", c->index);
+    else if (c->at_end)
+        snprintf(buf, len, "end");
+    else
+        snprintf(buf, len, "step %zu", c->index);
+    return buf;
 }
 
 void sched_free(sched *s)

@@ -36,6 +36,7 @@ typedef struct sched {
     size_t nops;
     size_t nfwd;   /* forwards: batches are numbered 0..nfwd-1 in order */
     size_t ngrabs; /* grabs: numbered 0..ngrabs-1 */
+    size_t nsteps; /* steps: numbered 0..nsteps-1 */
 } sched;
 
 /* Parse text into s. DDP_ERR_INVALID with "line L, column C: ..." on any error. */
@@ -53,6 +54,29 @@ void sched_free(sched *s);
  * to say. labels has s->ngrabs entries.
  */
 void sched_grab_labels(const sched *s, char (*labels)[SCHED_LABEL_LEN]);
+
+/*
+ * What a verification run compares, in schedule order: the gradients at
+ * every grab, and the parameters after every step and once more at the end
+ * of the run (a bug in the last step, or an optimizer that used unsynced
+ * gradients, shows there even when no grab follows).
+ */
+typedef enum sched_check_kind { CHECK_GRADS, CHECK_PARAMS } sched_check_kind;
+
+typedef struct sched_check {
+    sched_check_kind kind;
+    size_t op;      /* the op it follows (nops: the end of the run) */
+    size_t index;   /* CHECK_GRADS: the grab's number; CHECK_PARAMS: the step's (nsteps: the end) */
+    int at_end;     /* the parameters at the end of the run */
+    char label[SCHED_LABEL_LEN]; /* the grab's label (sched_grab_labels), or "parameters after step" / "... at the end" */
+} sched_check;
+
+/* How many checks a run of s makes: ngrabs + nsteps + 1. */
+size_t sched_nchecks(const sched *s);
+/* Every check of s, in order, into out (sched_nchecks entries). */
+void sched_checks(const sched *s, sched_check *out);
+/* "grab 3", "step 2", "end": where a check is, in a few characters. */
+const char *sched_check_name(const sched_check *c, char *buf, size_t len);
 
 /* "fwd", "bwd", ... as written in the language. */
 const char *sched_op_name(sched_op op);

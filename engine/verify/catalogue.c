@@ -54,18 +54,12 @@ static void run_config(const verify_config *base, const ddpsim_impl_ops *ops, co
         judge_run(&res, &j);
         o->failed = j.verdict != JUDGE_PASS;
     }
-    if (!o->fault && o->failed && j.first) {
-        const verify_record *rec = j.first;
+    if (!o->fault && o->failed) {
         model *m = NULL;
-        const char *pname = "?";
-        if (rec->has_first && model_create_layout(cc->model, c.batch, &m) == DDP_OK)
-            pname = model_param_at(m, rec->first_param)->name;
-        snprintf(o->where, sizeof o->where, "grab %zu, rank %d, %s[%llu]", j.first_grab, j.first_rank, pname,
-                 (unsigned long long)rec->first_index);
+        if (model_create_layout(cc->model, c.batch, &m) != DDP_OK)
+            m = NULL;
+        judge_summary(&res, &j, m, o->where, sizeof o->where);
         model_destroy(m);
-    } else if (!o->fault && o->failed) {
-        snprintf(o->where, sizeof o->where, "%s",
-                 j.verdict == JUDGE_REFERENCE_BAD ? "the reference failed its sanity checks" : "NCCL ranks disagree");
     }
     verify_result_free(&res);
     sched_free(&s);

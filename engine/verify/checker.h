@@ -18,13 +18,16 @@
 #include "verify.h"
 
 /*
- * Compare the gradients of impl with those of ref (the same model layout)
- * under tol and add the counts into rec: largest difference and ulp
- * distance over finite pairs, the ulp histogram, elements outside the
- * tolerance, non-finite elements, and the first element that fails. A NaN
- * or an infinity on either side is counted as non-finite and fails.
+ * Compare the implementation's values `actual` with the reference's
+ * `expected` (gradients or parameters, laid out as `layout`'s) under tol and
+ * add the counts into rec: largest difference and ulp distance over finite
+ * pairs, the ulp histogram, elements outside the tolerance, non-finite
+ * elements, and the first element that fails. A NaN or an infinity on
+ * either side is counted as non-finite and fails. `allow` is the
+ * per-element bound of the order tolerance (NULL for the others).
  */
-void checker_compare(const tolerance *tol, const model *ref, const model *impl, verify_record *rec);
+void checker_compare(const tolerance *tol, const model *layout, const float *expected, const float *actual,
+                     const float *allow, verify_record *rec);
 
 /*
  * The reference checks itself against arithmetic it cannot share a bug

@@ -4,6 +4,7 @@
 #include "judge.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 int judge_record_ok(const verify_record *r)
@@ -32,8 +33,9 @@ judge_nccl_total judge_nccl_sum(const verify_result *res)
 void judge_run(const verify_result *res, judgement *j)
 {
     memset(j, 0, sizeof *j);
-    j->first_rank = -1;
-    for (size_t k = 0; k < res->ngrabs; k++) {
+    j->first_rank = j->disagree_rank = -1;
+    for (size_t k = 0; k < res->nchecks; k++) {
+        int grads = res->checks[k].kind == CHECK_GRADS;
         int failed = 0, agree = 1, checked = 0, global_bad = 0;
         uint64_t nonzero = 0;
         for (int r = 0; r < res->nranks; r++) {
@@ -42,10 +44,12 @@ void judge_run(const verify_result *res, judgement *j)
                 failed = 1;
                 if (!j->first) {
                     j->first = rec;
-                    j->first_grab = k;
+                    j->first_check = k;
                     j->first_rank = r;
                 }
             }
+            if (!grads)
+                continue;
             nonzero += rec->nonzero;
             agree &= rec->ref_hash == verify_at(res, k, 0)->ref_hash;
             if (rec->global_checked) {
@@ -54,6 +58,12 @@ void judge_run(const verify_result *res, judgement *j)
                     j->global_worst = rec->global_ratio; /* NaN sticks */
                 global_bad |= !(rec->global_ratio <= 1);
             }
+        }
+        j->checks_failed += failed;
+        if (!grads) {
+            j->params_checked++;
+            j->params_failed += failed;
+            continue;
         }
         j->grabs_failed += failed;
         j->informative_grabs += nonzero > 0;
@@ -68,15 +78,64 @@ void judge_run(const verify_result *res, judgement *j)
             j->local_identical += agree;
         }
     }
+    for (int r = 0; r < res->nranks; r++) {
+        const verify_agreement *a = &res->agreement[r];
+        if (a->syncs > j->agreement_syncs)
+            j->agreement_syncs = a->syncs;
+        if (a->differs && !j->disagree) {
+            j->disagree = a;
+            j->disagree_rank = r;
+        }
+    }
     j->nccl_agree = !res->nccl || judge_nccl_sum(res).digests_agree;
     if (j->synced_disagree || j->global_failed)
         j->verdict = JUDGE_REFERENCE_BAD;
-    else if (j->grabs_failed)
+    else if (j->checks_failed)
         j->verdict = JUDGE_DIVERGES;
     else if (!j->nccl_agree)
         j->verdict = JUDGE_NCCL_DISAGREE;
+    else if (j->disagree)
+        j->verdict = JUDGE_RANKS_DISAGREE;
     else if (j->informative_grabs == 0)
         j->verdict = JUDGE_NOTHING;
     else
         j->verdict = JUDGE_PASS;
+}
+
+static const char *param_name(const model *layout, int p, char *buf, size_t len)
+{
+    if (layout && p >= 0 && p < model_nparams(layout))
+        return model_param_at(layout, p)->name;
+    snprintf(buf, len, "#%d", p);
+    return buf;
+}
+
+const char *judge_summary(const verify_result *res, const judgement *j, const model *layout, char *buf, size_t len)
+{
+    char where[32], pn[16];
+    switch (j->verdict) {
+    case JUDGE_PASS: snprintf(buf, len, "-"); break;
+    case JUDGE_REFERENCE_BAD: snprintf(buf, len, "the reference failed its own sanity checks"); break;
+    case JUDGE_NCCL_DISAGREE: snprintf(buf, len, "NCCL gave the ranks different bits"); break;
+    case JUDGE_NOTHING: snprintf(buf, len, "nothing verified"); break;
+    case JUDGE_RANKS_DISAGREE: {
+        const verify_agreement *a = j->disagree;
+        snprintf(buf, len, "ranks 0 and %d differ after op %zu, %s[%llu]", j->disagree_rank, a->op,
+                 param_name(layout, a->param, pn, sizeof pn), (unsigned long long)a->index);
+        break;
+    }
+    case JUDGE_DIVERGES: {
+        const verify_record *f = j->first;
+        sched_check_name(&res->checks[j->first_check], where, sizeof where);
+        if (!f->done)
+            snprintf(buf, len, "%s, rank %d: never reached", where, j->first_rank);
+        else if (f->has_first)
+            snprintf(buf, len, "%s, rank %d, %s[%llu]", where, j->first_rank,
+                     param_name(layout, f->first_param, pn, sizeof pn), (unsigned long long)f->first_index);
+        else
+            snprintf(buf, len, "%s, rank %d", where, j->first_rank);
+        break;
+    }
+    }
+    return buf;
 }

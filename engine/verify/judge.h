@@ -9,19 +9,26 @@
  *     every rank's local gradients within a proven rounding bound,
  *     checker.h): then nothing else it says can be trusted, and that is said
  *     first, whatever the grabs show;
- *  2. the implementation diverges: a grab fails on a rank when its record
+ *  2. the implementation diverges: a check (the gradients at a grab, the
+ *     parameters after a step or at the end) fails on a rank when its record
  *     was never written, or an element is outside the tolerance or not
  *     finite;
  *  3. with the NCCL backend, the ranks received different bits from an
  *     allreduce;
- *  4. nothing was verified: no grab, or every grab compared only zeros;
- *  5. pass.
+ *  4. the implementation's ranks disagree: after a syncing backward some
+ *     rank holds other bits than rank 0 for a parameter the sync reduced
+ *     (verify_agreement), which no tolerance excuses;
+ *  5. nothing was verified: no grab, or every grab compared only zeros
+ *     (parameters alone do not count: a step scales a gradient's error by
+ *     the learning rate, below the parameters' own rounding);
+ *  6. pass.
  */
 #ifndef DDPSIM_JUDGE_H
 #define DDPSIM_JUDGE_H
 
 #include <stddef.h>
 
+#include "model.h"
 #include "verify.h"
 
 typedef enum judge_verdict {
@@ -30,14 +37,20 @@ typedef enum judge_verdict {
     JUDGE_REFERENCE_BAD,  /* the reference failed its own sanity checks: a bug in ddpsim */
     JUDGE_NCCL_DISAGREE,  /* NCCL gave the ranks different bits */
     JUDGE_NOTHING,        /* nothing was verified */
+    JUDGE_RANKS_DISAGREE, /* the implementation's ranks hold different bits after a sync */
 } judge_verdict;
 
 typedef struct judgement {
     judge_verdict verdict;
-    size_t grabs_failed;            /* grabs on which some rank fails */
-    const verify_record *first;     /* the first failing record (grab order, then rank), or NULL */
-    size_t first_grab;
+    size_t checks_failed;           /* checks on which some rank fails */
+    size_t grabs_failed, params_failed; /* ... of them gradients, parameters */
+    size_t params_checked;          /* parameter checks (steps and the end) */
+    const verify_record *first;     /* the first failing record (schedule order, then rank), or NULL */
+    size_t first_check;             /* its check (res->checks[first_check]) */
     int first_rank;
+    const verify_agreement *disagree; /* the implementation's first disagreeing rank's view, or NULL */
+    int disagree_rank;
+    uint64_t agreement_syncs;       /* syncing backwards at which the implementation's ranks were compared */
     size_t synced_grabs, synced_disagree; /* grabs after a syncing backward; of those, ranks not bitwise equal */
     size_t local_grabs, local_identical;  /* grabs under no_sync (2+ ranks); of those, ranks identical */
     size_t global_checked, global_failed; /* grabs whose reference was checked against the exact average; failed */
@@ -51,6 +64,15 @@ int judge_record_ok(const verify_record *r);
 
 /* Judge a completed run. */
 void judge_run(const verify_result *res, judgement *out);
+
+/*
+ * What a run that did not pass found first, in a line for tables: "grab 2,
+ * rank 1, 0.weight[3]", "step 0, rank 1, 0.weight[3]", "grab 2, rank 1:
+ * never reached", "ranks 0 and 2 differ after op 7, 0.weight[3]", "the
+ * reference failed its own sanity checks", ... Parameters are named from
+ * layout (NULL: by index). Returns buf.
+ */
+const char *judge_summary(const verify_result *res, const judgement *j, const model *layout, char *buf, size_t len);
 
 /* The NCCL figures of every rank added up (res->nccl must be set). */
 typedef struct judge_nccl_total {

@@ -15,20 +15,16 @@
 #include "dump.h"
 #include "faults.h"
 #include "hash.h"
+#include "judge.h"
 
 size_t verify_user_bytes(size_t nrecords, int nranks)
 {
-    return nrecords * sizeof(verify_record) + (size_t)nranks * (sizeof(nccl_figures) + sizeof(verify_rank_figures));
+    return nrecords * sizeof(verify_record) + (size_t)nranks * sizeof(verify_rank_area);
 }
 
-verify_rank_figures *verify_figures_area(void *user, size_t nrecords, int nranks)
+verify_rank_area *verify_rank_areas(void *user, size_t nrecords)
 {
-    return (verify_rank_figures *)(verify_nccl_area(user, nrecords) + nranks);
-}
-
-nccl_figures *verify_nccl_area(void *user, size_t nrecords)
-{
-    return (nccl_figures *)((verify_record *)user + nrecords);
+    return (verify_rank_area *)((verify_record *)user + nrecords);
 }
 
 static ddp_status replica_create(rank_ctx *c, model **m)
@@ -263,12 +259,19 @@ static void sabotage_after_backward(rank_ctx *c)
     }
 }
 
+/* This rank's record of the next check, cleared. */
+static verify_record *next_record(rank_ctx *c)
+{
+    verify_record *rec = &c->records[c->next_check++ * (size_t)c->n + (size_t)c->rank];
+    memset(rec, 0, sizeof *rec);
+    return rec;
+}
+
 static ddp_status do_grab(rank_ctx *c, size_t k)
 {
-    verify_record *rec = &c->records[k * (size_t)c->n + (size_t)c->rank];
-    memset(rec, 0, sizeof *rec);
+    verify_record *rec = next_record(c);
     rec->synced = c->bwd_since_zero ? ddp_ref_last_synced(c->ref.ddp) : -1;
-    checker_compare(&c->cfg->tol, c->ref.m, c->impl.m, rec);
+    checker_compare(&c->cfg->tol, c->ref.m, model_grads(c->ref.m), model_grads(c->impl.m), NULL, rec);
     rec->ref_hash = hash_floats(HASH_INIT, model_grads(c->ref.m), model_size(c->ref.m));
     rec->impl_hash = hash_floats(HASH_INIT, model_grads(c->impl.m), model_size(c->impl.m));
     if (c->last_was_synced_bwd)
@@ -276,6 +279,74 @@ static ddp_status do_grab(rank_ctx *c, size_t k)
     if (c->cfg->dump_dir)
         DDP_CHECK(dump_grab(c, k));
     rec->done = 1;
+    return DDP_OK;
+}
+
+/*
+ * The implementation's parameters against the reference's, after a step or
+ * at the end. Under a tolerance that is not bitwise a passing check also
+ * puts the reference's parameters into the implementation's replica: the
+ * drift it allowed (reported as the check's difference) would otherwise
+ * grow step by step and feed every later gradient, which the tolerance does
+ * not account for.
+ */
+static void check_params(rank_ctx *c)
+{
+    verify_record *rec = next_record(c);
+    rec->synced = -1;
+    const float *e = model_weights(c->ref.m);
+    float *a = model_weights(c->impl.m);
+    checker_compare(&c->cfg->tol, c->ref.m, e, a, NULL, rec);
+    rec->ref_hash = hash_floats(HASH_INIT, e, model_size(c->ref.m));
+    rec->impl_hash = hash_floats(HASH_INIT, a, model_size(c->impl.m));
+    rec->done = 1;
+    if (c->cfg->tol.kind != TOL_BITWISE && judge_record_ok(rec))
+        memcpy(a, e, model_size(c->ref.m) * sizeof *a);
+}
+
+/*
+ * After a syncing backward every rank of the implementation must hold the
+ * same bits for every parameter the sync reduced. Each rank hashes its
+ * gradients parameter by parameter and the hashes are allgathered; only
+ * when some differ is the first such parameter's gradient broadcast from
+ * rank 0, for each rank that differs to find its first differing element.
+ * Every rank takes the same path (the hashes are the same everywhere), so
+ * the collectives stay matched; after the first disagreement only the
+ * hashes go on.
+ */
+static ddp_status check_agreement(rank_ctx *c)
+{
+    const model *m = c->impl.m;
+    int np = model_nparams(m);
+    const unsigned char *reduced = ddp_ref_reduced_params(c->ref.ddp);
+    const float *g = model_grads(m);
+    uint64_t mine[MODEL_MAX_PARAMS];
+    for (int p = 0; p < np; p++) {
+        const model_param *par = model_param_at(m, p);
+        mine[p] = reduced[p] ? hash_floats(HASH_INIT, g + par->offset, par->count) : 0;
+    }
+    DDP_CHECK(coll_allgather(c->wr, mine, c->peer_hashes, (size_t)np * sizeof *mine));
+    c->agree->syncs++;
+    if (c->disagreement_seen)
+        return DDP_OK;
+    int bad = -1;
+    for (int p = 0; p < np && bad < 0; p++)
+        for (int r = 1; r < c->n && bad < 0; r++)
+            if (c->peer_hashes[(size_t)r * np + p] != c->peer_hashes[p])
+                bad = p;
+    if (bad < 0)
+        return DDP_OK;
+    c->disagreement_seen = 1;
+    const model_param *par = model_param_at(m, bad);
+    if (c->rank == 0)
+        memcpy(c->peer_param, g + par->offset, par->count * sizeof(float));
+    DDP_CHECK(coll_broadcast(c->wr, c->peer_param, par->count * sizeof(float), 0));
+    for (size_t j = 0; j < par->count; j++)
+        if (memcmp(&c->peer_param[j], &g[par->offset + j], sizeof(float)) != 0) {
+            *c->agree = (verify_agreement){.syncs = c->agree->syncs, .differs = 1, .op = c->op, .param = bad,
+                                           .index = j, .rank0 = c->peer_param[j], .mine = g[par->offset + j]};
+            break;
+        }
     return DDP_OK;
 }
 
@@ -304,7 +375,7 @@ static ddp_status run_op(rank_ctx *c, sched_op op, size_t *grab)
         c->last_was_synced_bwd = ddp_ref_last_synced(c->ref.ddp);
         global_accumulate(c, c->last_was_synced_bwd);
         c->bwd_since_zero = 1;
-        return DDP_OK;
+        return c->last_was_synced_bwd ? check_agreement(c) : DDP_OK;
     case OP_GRAB: return do_grab(c, (*grab)++);
     case OP_ZERO:
         ddp_ref_zero_grad(c->ref.ddp);
@@ -317,7 +388,9 @@ static ddp_status run_op(rank_ctx *c, sched_op op, size_t *grab)
     case OP_STEP:
         ddp_ref_step(c->ref.ddp);
         ddp_sgd_step(im->m, c->cfg->ddp.lr);
-        return IMPL_CALL(c, im->ops->step(im->state), "step");
+        DDP_CHECK(IMPL_CALL(c, im->ops->step(im->state), "step"));
+        check_params(c);
+        return DDP_OK;
     }
     return ddp_error(DDP_ERR_INVALID, "unknown op %d", (int)op);
 }
@@ -336,6 +409,14 @@ static ddp_status rank_setup(rank_ctx *c)
     c->gmag = calloc(model_size(c->ref.m), sizeof *c->gmag);
     if (!c->gsum || !c->gmag)
         return ddp_error(DDP_ERR_NOMEM, "the reference's check: %zu doubles and floats", model_size(c->ref.m));
+    size_t largest = 0;
+    for (int p = 0; p < model_nparams(c->ref.m); p++)
+        if (model_param_at(c->ref.m, p)->count > largest)
+            largest = model_param_at(c->ref.m, p)->count;
+    c->peer_hashes = calloc((size_t)c->n * MODEL_MAX_PARAMS, sizeof *c->peer_hashes);
+    c->peer_param = malloc(largest * sizeof *c->peer_param);
+    if (!c->peer_hashes || !c->peer_param)
+        return ddp_error(DDP_ERR_NOMEM, "the agreement check");
     if (c->rank == 0 && cfg->dump_dir) {
         char dir[PATH_MAX];
         snprintf(dir, sizeof dir, "%s/init", cfg->dump_dir);
@@ -354,8 +435,10 @@ ddp_status verify_rank_main(world_rank *wr, void *arg)
     c.rank = world_rank_id(wr);
     c.n = world_size(wr);
     c.records = world_rank_user_area(wr);
-    c.nccl_fig = verify_nccl_area(c.records, cfg->schedule->ngrabs * (size_t)c.n) + c.rank;
-    c.fig = verify_figures_area(c.records, cfg->schedule->ngrabs * (size_t)c.n, c.n) + c.rank;
+    verify_rank_area *area = verify_rank_areas(c.records, sched_nchecks(cfg->schedule) * (size_t)c.n) + c.rank;
+    c.nccl_fig = &area->nccl;
+    c.fig = &area->fig;
+    c.agree = &area->agree;
     model_runtime_init();
     world_set_op(wr, -1, "setup");
     chaos_rank_init(&c.chaos, cfg->chaos, cfg->chaos_seed, c.rank, c.n);
@@ -372,12 +455,18 @@ ddp_status verify_rank_main(world_rank *wr, void *arg)
         if (s == DDP_OK)
             s = trace_arrivals(&c.trace, i, wr);
     }
+    if (s == DDP_OK) {
+        world_set_op(wr, (int)cfg->schedule->nops, "end");
+        check_params(&c);
+    }
     ddp_status ts = trace_close(&c.trace, cfg->schedule->nops, s == DDP_OK);
     if (s == DDP_OK)
         s = ts;
     model_batch_free(&c.batch);
     free(c.gsum);
     free(c.gmag);
+    free(c.peer_hashes);
+    free(c.peer_param);
     impl_destroy(&c.impl, s != DDP_OK);
     ref_destroy(&c.ref);
     return s;

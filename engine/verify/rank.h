@@ -53,6 +53,10 @@ typedef struct rank_ctx {
     verify_record *records;
     nccl_figures *nccl_fig; /* this rank's, in the shared segment */
     verify_rank_figures *fig; /* this rank's, in the shared segment */
+    verify_agreement *agree;  /* this rank's, in the shared segment */
+    int disagreement_seen;    /* some rank of the implementation disagreed (every rank knows) */
+    uint64_t *peer_hashes;    /* the agreement check: every rank's per-parameter hashes */
+    float *peer_param;        /* ... and rank 0's gradient of the first parameter that differs */
     chaos_rank chaos;
     uint64_t nbwd;        /* backwards so far */
     int shared;           /* the implementation's parameters equal the reference's: one forward and backward serve both */
@@ -61,13 +65,20 @@ typedef struct rank_ctx {
     trace_writer trace;
     size_t op;            /* the op being executed */
     size_t next_grab;     /* grabs so far: the index of the next one */
+    size_t next_check;    /* checks so far (sched_checks) */
     size_t next_ready;    /* replay: next recorded ready event of this rank */
 } rank_ctx;
 
-/* The shared user area: a record per (grab, rank), then the NCCL figures and the figures of every rank. */
+/* What each rank writes into the shared user area besides its records. */
+typedef struct verify_rank_area {
+    nccl_figures nccl;
+    verify_rank_figures fig;
+    verify_agreement agree;
+} verify_rank_area;
+
+/* The shared user area: a record per (check, rank), then a verify_rank_area per rank. */
 size_t verify_user_bytes(size_t nrecords, int nranks);
-nccl_figures *verify_nccl_area(void *user, size_t nrecords);
-verify_rank_figures *verify_figures_area(void *user, size_t nrecords, int nranks);
+verify_rank_area *verify_rank_areas(void *user, size_t nrecords);
 
 /* The rank main of a verification run (arg: the verify_config). */
 ddp_status verify_rank_main(world_rank *wr, void *arg);

@@ -75,7 +75,8 @@ static ddp_status check_memory(const verify_config *cfg, const model *layout)
     double per_rank = 2.0 * (double)model_memory_bytes(layout) + 16.0 * (double)model_size(layout);
     double need = per_rank * cfg->nranks;
     world_config wc = {.nranks = cfg->nranks,
-                       .user_bytes = verify_user_bytes(cfg->schedule->ngrabs * (size_t)cfg->nranks, cfg->nranks)};
+                       .user_bytes = verify_user_bytes(sched_nchecks(cfg->schedule) * (size_t)cfg->nranks,
+                                                       cfg->nranks)};
     double shm = (double)world_segment_bytes(&wc);
     size_t avail = machine_memory_available(), shm_free = machine_disk_free("/dev/shm");
     char a[32], b[32];
@@ -139,10 +140,11 @@ ddp_status verify_check_config(const verify_config *cfg)
         return ddp_error(DDP_ERR_INVALID, "--nccl-op: avg: only the built-in reference and bucketed implementations "
                                           "leave their buckets unscaled for ncclAvg; '%s' scales them itself",
                          cfg->impl);
-    size_t nrec = cfg->schedule->ngrabs * (size_t)cfg->nranks;
+    size_t nrec = sched_nchecks(cfg->schedule) * (size_t)cfg->nranks;
     if (nrec > VERIFY_MAX_RECORDS)
-        return ddp_error(DDP_ERR_INVALID, "--schedule: %zu grabs on %d ranks is more than %zu records; grab less often",
-                         cfg->schedule->ngrabs, cfg->nranks, VERIFY_MAX_RECORDS);
+        return ddp_error(DDP_ERR_INVALID,
+                         "--schedule: %zu grabs and %zu steps on %d ranks is more than %zu records; check less often",
+                         cfg->schedule->ngrabs, cfg->schedule->nsteps, cfg->nranks, VERIFY_MAX_RECORDS);
     if (cfg->inputs_dir)
         DDP_CHECK(check_inputs(cfg));
     if (cfg->dump_dir && dump_check_dir(cfg->dump_dir, cfg->dump_force) != DDP_OK)
@@ -178,7 +180,7 @@ ddp_status verify_run(const verify_config *cfg, verify_result *out)
     DDP_CHECK(verify_check_config(cfg));
     if (cfg->dump_dir)
         DDP_CHECK(prepare_dump(cfg));
-    size_t nrec = cfg->schedule->ngrabs * (size_t)cfg->nranks;
+    size_t nchecks = sched_nchecks(cfg->schedule), nrec = nchecks * (size_t)cfg->nranks;
     world_config wc = {
         .nranks = cfg->nranks,
         .timeout_s = cfg->timeout_s,
@@ -189,22 +191,28 @@ ddp_status verify_run(const verify_config *cfg, verify_result *out)
     DDP_CHECK(world_create(&wc, &out->w));
     out->nranks = cfg->nranks;
     out->ngrabs = cfg->schedule->ngrabs;
-    out->records = calloc(nrec ? nrec : 1, sizeof *out->records);
-    if (!out->records)
-        return ddp_error(DDP_ERR_NOMEM, "%zu grab records", nrec);
+    out->nchecks = nchecks;
+    out->checks = calloc(nchecks, sizeof *out->checks);
+    out->records = calloc(nrec, sizeof *out->records);
+    out->figures = calloc((size_t)cfg->nranks, sizeof *out->figures);
+    out->agreement = calloc((size_t)cfg->nranks, sizeof *out->agreement);
+    if (cfg->backend == VERIFY_BACKEND_NCCL)
+        out->nccl = calloc((size_t)cfg->nranks, sizeof *out->nccl);
+    if (!out->checks || !out->records || !out->figures || !out->agreement ||
+        (cfg->backend == VERIFY_BACKEND_NCCL && !out->nccl))
+        return ddp_error(DDP_ERR_NOMEM, "%zu check records", nrec);
+    sched_checks(cfg->schedule, out->checks);
     memset(world_user_area(out->w), 0, wc.user_bytes);
     double t0 = clock_now_s();
     ddp_status s = world_run(out->w, verify_rank_main, (void *)cfg);
     out->wall_s = clock_now_s() - t0;
     memcpy(out->records, world_user_area(out->w), nrec * sizeof *out->records);
-    out->figures = calloc((size_t)cfg->nranks, sizeof *out->figures);
-    if (out->figures)
-        memcpy(out->figures, verify_figures_area(world_user_area(out->w), nrec, cfg->nranks),
-               (size_t)cfg->nranks * sizeof *out->figures);
-    if (cfg->backend == VERIFY_BACKEND_NCCL) {
-        out->nccl = calloc((size_t)cfg->nranks, sizeof *out->nccl);
+    const verify_rank_area *areas = verify_rank_areas(world_user_area(out->w), nrec);
+    for (int r = 0; r < cfg->nranks; r++) {
+        out->figures[r] = areas[r].fig;
+        out->agreement[r] = areas[r].agree;
         if (out->nccl)
-            memcpy(out->nccl, verify_nccl_area(world_user_area(out->w), nrec), (size_t)cfg->nranks * sizeof *out->nccl);
+            out->nccl[r] = areas[r].nccl;
     }
     /* Each rank's own peak, from wait4: RUSAGE_CHILDREN would also count whatever the
      * process that exec'd ddpsim had waited for (a compiler, make). */
@@ -222,9 +230,11 @@ ddp_status verify_run(const verify_config *cfg, verify_result *out)
 
 void verify_result_free(verify_result *r)
 {
+    free(r->checks);
     free(r->records);
     free(r->nccl);
     free(r->figures);
+    free(r->agreement);
     world_destroy(r->w);
     memset(r, 0, sizeof *r);
 }

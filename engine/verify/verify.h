@@ -71,10 +71,11 @@ typedef struct verify_config {
     verify_sabotage sabotage; /* tests only */
 } verify_config;
 
-/* What rank r found at grab k. */
+/* What rank r found at check k (sched_checks: the gradients at a grab, the parameters after a step or at the end). */
 typedef struct verify_record {
     int done;
-    int synced;             /* the reference's last backward synced: 1, 0; -1 no backward since zero_grad */
+    int synced;             /* gradients: the reference's last backward synced: 1, 0; -1 no backward since zero_grad
+                             * (and -1 for parameters) */
     double max_abs;         /* largest |impl - ref| over finite pairs */
     uint32_t max_ulp;
     uint64_t ndiff;         /* elements outside the tolerance */
@@ -86,11 +87,26 @@ typedef struct verify_record {
     uint32_t first_ulp;
     uint64_t ulp_hist[TOL_ULP_BINS]; /* ulp distances of the finite pairs (tol_ulp_bin) */
     uint64_t nonzero;       /* elements where either side is not zero: what the grab could tell apart */
-    uint64_t ref_hash;      /* of the reference's gradient bits */
+    uint64_t ref_hash;      /* of the reference's gradient (or parameter) bits */
     uint64_t impl_hash;     /* of the implementation's (to see order dependence across chaos seeds) */
     int global_checked;     /* after a syncing backward: this rank's slice of the reference checked (checker.h) */
     double global_ratio;    /* the largest |reference - exact average| over its proven rounding bound (<= 1) */
 } verify_record;
+
+/*
+ * The implementation's ranks against each other: after every syncing
+ * backward all of them must hold the same bits for every parameter the sync
+ * reduced, whatever the tolerance against the reference. The first
+ * disagreement, from the side of a rank that differs from rank 0.
+ */
+typedef struct verify_agreement {
+    uint64_t syncs;         /* syncing backwards checked */
+    int differs;            /* this rank differed from rank 0 (the first time any rank did) */
+    size_t op;              /* the backward's op */
+    int param;
+    uint64_t index;
+    float rank0, mine;      /* the element on rank 0 and here */
+} verify_agreement;
 
 /* What one rank measured of its own run. */
 typedef struct verify_rank_figures {
@@ -102,9 +118,12 @@ typedef struct verify_rank_figures {
 typedef struct verify_result {
     int nranks;
     size_t ngrabs;
-    verify_record *records; /* [ngrabs][nranks] */
+    size_t nchecks;         /* grabs, steps and the end (sched_nchecks) */
+    sched_check *checks;    /* [nchecks]: what each record is */
+    verify_record *records; /* [nchecks][nranks] */
     nccl_figures *nccl;     /* [nranks] with the NCCL backend, else NULL */
     verify_rank_figures *figures; /* [nranks] */
+    verify_agreement *agreement;  /* [nranks] */
     world *w;               /* for world_describe() after a fault */
     double wall_s;
     long rank_peak_kib;     /* largest peak RSS of a rank process */
@@ -133,9 +152,9 @@ const char *verify_dump_name(const verify_config *cfg, char *buf, size_t len);
 ddp_status verify_check_config(const verify_config *cfg);
 void verify_result_free(verify_result *r);
 
-static inline verify_record *verify_at(const verify_result *r, size_t grab, int rank)
+static inline verify_record *verify_at(const verify_result *r, size_t check, int rank)
 {
-    return &r->records[grab * (size_t)r->nranks + (size_t)rank];
+    return &r->records[check * (size_t)r->nranks + (size_t)rank];
 }
 
 #endif
