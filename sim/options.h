@@ -46,7 +46,6 @@ typedef struct ddpsim_options {
 } ddpsim_options;
 
 /* The NCCL backend's default tolerance: ulp-of-max:N (see tolerance.h and README). */
-#define NCCL_DEFAULT_ULPS 64
 
 extern const opt_command options_command;
 

@@ -144,10 +144,13 @@ static void ulp_histogram(const verify_result *res, uint64_t hist[TOL_ULP_BINS],
 }
 
 /* Where the comparison is not bitwise, how far off the elements were. */
-static void print_ulp_histogram(const ddpsim_options *opt, const verify_result *res)
+static void print_ulp_histogram(const ddpsim_options *opt, const verify_result *res, const judgement *s)
 {
     if (opt->run.tol.kind == TOL_BITWISE && !res->nccl)
         return;
+    if (opt->run.tol.kind == TOL_ORDER)
+        fprintf(opt->out, "# order: the largest |implementation - reference| was %.3g of its element's proven bound\n",
+                s->bound_worst);
     uint64_t hist[TOL_ULP_BINS];
     uint32_t max_ulp;
     ulp_histogram(res, hist, &max_ulp);
@@ -264,8 +267,9 @@ static int write_json(const ddpsim_options *opt, const verify_result *res, const
     uint64_t hist[TOL_ULP_BINS];
     uint32_t max_ulp;
     ulp_histogram(res, hist, &max_ulp);
-    fprintf(f, "},\n \"backend\": \"%s\", \"max_ulp\": %u, \"ulp_histogram\": {",
-            res->nccl ? "nccl" : "cpu", max_ulp);
+    fprintf(f, "},\n \"backend\": \"%s\", \"bound_worst\": ", res->nccl ? "nccl" : "cpu");
+    jsonw_number(f, s->bound_worst);
+    fprintf(f, ", \"max_ulp\": %u, \"ulp_histogram\": {", max_ulp);
     for (int b = 0; b < TOL_ULP_BINS; b++)
         fprintf(f, "%s\"%s\": %llu", b ? ", " : "", tol_ulp_bin_label(b), (unsigned long long)hist[b]);
     fprintf(f, "}");
@@ -361,7 +365,7 @@ int report_verification(const ddpsim_options *opt, const verify_result *res)
                     ok ? "ok" : nonfinite ? "NONFINITE" : "DIFF");
         }
         print_sanity(opt, res, &s);
-        print_ulp_histogram(opt, res);
+        print_ulp_histogram(opt, res, &s);
         if (res->nccl)
             print_nccl(opt, res);
         fprintf(opt->out, "# time %.3f s; peak memory: %.1f MiB in the largest rank, %.1f MiB over all %d ranks, %.1f MiB "

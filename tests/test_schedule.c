@@ -187,17 +187,17 @@ static void test_tolerance_ulp_of_max(void)
     tolerance u4 = {TOL_ULP_OF_MAX, 4, 0, 0};
     float tiny = 1e-6f, eps = 0x1p-23f;
     CU_ASSERT_DOUBLE_EQUAL(tol_ulp_of(1.0f), eps, 0);
-    CU_ASSERT(tol_match_in(&u4, tiny, tiny + 4 * eps, 1.0f));
-    CU_ASSERT(!tol_match_in(&u4, tiny, tiny + 5 * eps, 1.0f));
+    CU_ASSERT(tol_match_in(&u4, tiny, tiny + 4 * eps, 1.0f, 0));
+    CU_ASSERT(!tol_match_in(&u4, tiny, tiny + 5 * eps, 1.0f, 0));
     /* ... where plain ulp:4 fails the same nearly-cancelled element by thousands of its own ulps */
     tolerance plain = {TOL_ULP, 4, 0, 0};
     CU_ASSERT(!tol_match(&plain, tiny, tiny + 4 * eps));
     CU_ASSERT(tol_ulp_distance(tiny, tiny + 4 * eps) > 1000);
     /* the element itself sets the scale when it is the largest; non-finite never passes */
-    CU_ASSERT(tol_match_in(&u4, 1024.0f, 1024.0f + 4 * 1024 * eps, 0.0f));
-    CU_ASSERT(!tol_match_in(&u4, NAN, NAN, 1.0f));
-    CU_ASSERT(!tol_match_in(&u4, 1.0f, INFINITY, 1.0f));
-    CU_ASSERT(!tol_match_in(&u4, tiny, 1.0f, INFINITY)); /* a non-finite scale is ignored, not a licence */
+    CU_ASSERT(tol_match_in(&u4, 1024.0f, 1024.0f + 4 * 1024 * eps, 0.0f, 0));
+    CU_ASSERT(!tol_match_in(&u4, NAN, NAN, 1.0f, 0));
+    CU_ASSERT(!tol_match_in(&u4, 1.0f, INFINITY, 1.0f, 0));
+    CU_ASSERT(!tol_match_in(&u4, tiny, 1.0f, INFINITY, 0)); /* a non-finite scale is ignored, not a licence */
 }
 
 static void test_ulp_bins(void)

@@ -15,7 +15,7 @@
 #include "world.h"
 
 #define IMPL_NAME_LEN 256
-#define IMPL_ERROR_LEN 256
+#define IMPL_ERROR_LEN 512
 
 /* A built-in implementation and what the catalogue says of it. */
 typedef struct impl_entry {

@@ -20,7 +20,7 @@
 #include "verify.h"
 
 #define CATALOGUE_TIMEOUT_S 5.0
-#define CATALOGUE_LOOSE_TOLERANCE "rtol=1e-4,atol=1e-6"
+#define CATALOGUE_LOOSE_TOLERANCE "order" /* a correct reordering passes it (budget.h) */
 
 typedef struct catalogue_config {
     const char *what, *model, *schedule;

@@ -20,7 +20,7 @@ static size_t count_nonfinite(const float *x, size_t n, uint64_t *nonzero)
 
 /* One tensor, element by element, into rec (accumulated locally: rec may live in shared memory). */
 static void compare_tensor(const tolerance *tol, verify_record *rec, int p, const float *e, const float *a,
-                           size_t count)
+                           const float *allow, size_t count)
 {
     float tensor_max = 0; /* the largest finite |expected| of this tensor, for ulp-of-max */
     if (tol->kind == TOL_ULP_OF_MAX)
@@ -28,24 +28,28 @@ static void compare_tensor(const tolerance *tol, verify_record *rec, int p, cons
             if (isfinite(e[j]) && fabsf(e[j]) > tensor_max)
                 tensor_max = fabsf(e[j]);
     uint64_t hist[TOL_ULP_BINS] = {0}, nonfinite = 0, ndiff = 0, nonzero = 0;
-    double max_abs = rec->max_abs;
+    double max_abs = rec->max_abs, bound_ratio = rec->bound_ratio;
     uint32_t max_ulp = rec->max_ulp;
     for (size_t j = 0; j < count; j++) {
         float ev = e[j], av = a[j];
         int finite = isfinite(ev) && isfinite(av);
         nonzero += ev != 0 || av != 0;
         uint32_t ulp = tol_ulp_distance(ev, av);
+        float bound = allow ? allow[j] : 0;
         if (finite) {
             double d = fabs((double)av - ev);
             if (d > max_abs)
                 max_abs = d;
+            double ratio = d == 0 ? 0 : d / bound; /* something with nothing allowed: infinity */
+            if (ratio > bound_ratio)
+                bound_ratio = ratio;
             if (ulp > max_ulp)
                 max_ulp = ulp;
             hist[tol_ulp_bin(ulp)]++;
         } else {
             nonfinite++;
         }
-        if (!tol_match_in(tol, ev, av, tensor_max)) {
+        if (!tol_match_in(tol, ev, av, tensor_max, bound)) {
             if (!rec->has_first) {
                 rec->has_first = 1;
                 rec->first_param = p;
@@ -64,6 +68,7 @@ static void compare_tensor(const tolerance *tol, verify_record *rec, int p, cons
     rec->nonzero += nonzero;
     rec->max_abs = max_abs;
     rec->max_ulp = max_ulp;
+    rec->bound_ratio = bound_ratio;
 }
 
 /*
@@ -74,7 +79,6 @@ static void compare_tensor(const tolerance *tol, verify_record *rec, int p, cons
 void checker_compare(const tolerance *tol, const model *layout, const float *e, const float *a, const float *allow,
                      verify_record *rec)
 {
-    (void)allow;
     for (int p = 0; p < model_nparams(layout); p++) {
         const model_param *par = model_param_at(layout, p);
         const float *ep = e + par->offset, *ap = a + par->offset;
@@ -83,7 +87,7 @@ void checker_compare(const tolerance *tol, const model *layout, const float *e, 
             rec->nonzero += nz;
             rec->ulp_hist[0] += par->count;
         } else {
-            compare_tensor(tol, rec, p, ep, ap, par->count);
+            compare_tensor(tol, rec, p, ep, ap, allow ? allow + par->offset : NULL, par->count);
         }
     }
 }

@@ -40,6 +40,8 @@ void judge_run(const verify_result *res, judgement *j)
         uint64_t nonzero = 0;
         for (int r = 0; r < res->nranks; r++) {
             const verify_record *rec = verify_at(res, k, r);
+            if (rec->bound_ratio > j->bound_worst)
+                j->bound_worst = rec->bound_ratio;
             if (!judge_record_ok(rec)) {
                 failed = 1;
                 if (!j->first) {

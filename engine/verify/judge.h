@@ -56,6 +56,7 @@ typedef struct judgement {
     size_t global_checked, global_failed; /* grabs whose reference was checked against the exact average; failed */
     double global_worst;            /* the largest error over its bound seen (<= 1 holds) */
     size_t informative_grabs;       /* grabs where some element on some rank was not zero */
+    double bound_worst;             /* order tolerance: the largest |impl - ref| over its bound at any check */
     int nccl_agree;                 /* every rank got the same NCCL bits (1 without NCCL) */
 } judgement;
 

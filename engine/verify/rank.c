@@ -59,7 +59,25 @@ static ddp_status impl_failed(rank_ctx *c, const char *callback)
     return ddp_error(DDP_ERR_BACKEND, "implementation '%s' failed in %s: %s", c->cfg->impl, callback,
                      e->error[0] ? e->error : e->coll_error[0] ? e->coll_error : "(no message)");
 }
-#define IMPL_CALL(c, call, name) ((call) == 0 ? DDP_OK : impl_failed((c), (name)))
+
+/*
+ * The rank's own thread makes the reference's collectives unless it says
+ * otherwise: a callback of the implementation runs as the implementation's,
+ * ddpsim's checks as the checks' (coll_set_caller).
+ */
+static ddp_status impl_returned(rank_ctx *c, int rc, const char *callback)
+{
+    coll_set_caller(COLL_CALLER_REFERENCE);
+    return rc == 0 ? DDP_OK : impl_failed(c, callback);
+}
+#define IMPL_CALL(c, call, name) impl_returned((c), (coll_set_caller(COLL_CALLER_IMPL), (call)), (name))
+
+static ddp_status checks_returned(ddp_status s)
+{
+    coll_set_caller(COLL_CALLER_REFERENCE);
+    return s;
+}
+#define AS_CHECKS(call) checks_returned((coll_set_caller(COLL_CALLER_CHECKS), (call)))
 
 static ddp_status impl_create(rank_ctx *c)
 {
@@ -159,7 +177,16 @@ static ddp_status run_backward(rank_ctx *c)
     c->fig->compute_ns += t1 - t0;
     c->fig->impl_comm_hidden_ns += comm1 - comm0;
     c->fig->impl_comm_exposed_ns += world_coll_ns(c->wr) - comm1;
-    return ddp_ref_backward_end(c->ref.ddp);
+    if (!c->budget.E)
+        return ddp_ref_backward_end(c->ref.ddp);
+    /* The order tolerance's bound follows the accumulation and the sync (budget.h). */
+    budget_accumulate(&c->budget, c->ref.m, model_grads(c->ref.m), model_used(c->ref.m));
+    int syncs = ddp_ref_pending_sync(c->ref.ddp);
+    if (syncs)
+        budget_before_sync(&c->budget, model_grads(c->ref.m));
+    DDP_CHECK(ddp_ref_backward_end(c->ref.ddp));
+    return syncs ? AS_CHECKS(budget_after_sync(&c->budget, c->wr, c->ref.m, ddp_ref_reduced_params(c->ref.ddp)))
+                 : DDP_OK;
 }
 
 /* The forward: the reference's, and the implementation's own only when its parameters differ. */
@@ -271,11 +298,11 @@ static ddp_status do_grab(rank_ctx *c, size_t k)
 {
     verify_record *rec = next_record(c);
     rec->synced = c->bwd_since_zero ? ddp_ref_last_synced(c->ref.ddp) : -1;
-    checker_compare(&c->cfg->tol, c->ref.m, model_grads(c->ref.m), model_grads(c->impl.m), NULL, rec);
+    checker_compare(&c->cfg->tol, c->ref.m, model_grads(c->ref.m), model_grads(c->impl.m), c->budget.E, rec);
     rec->ref_hash = hash_floats(HASH_INIT, model_grads(c->ref.m), model_size(c->ref.m));
     rec->impl_hash = hash_floats(HASH_INIT, model_grads(c->impl.m), model_size(c->impl.m));
     if (c->last_was_synced_bwd)
-        DDP_CHECK(global_check(c, rec));
+        DDP_CHECK(AS_CHECKS(global_check(c, rec)));
     if (c->cfg->dump_dir)
         DDP_CHECK(dump_grab(c, k));
     rec->done = 1;
@@ -290,13 +317,18 @@ static ddp_status do_grab(rank_ctx *c, size_t k)
  * grow step by step and feed every later gradient, which the tolerance does
  * not account for.
  */
-static void check_params(rank_ctx *c)
+static void check_params(rank_ctx *c, int after_step)
 {
     verify_record *rec = next_record(c);
     rec->synced = -1;
     const float *e = model_weights(c->ref.m);
     float *a = model_weights(c->impl.m);
-    checker_compare(&c->cfg->tol, c->ref.m, e, a, NULL, rec);
+    const float *allow = NULL; /* at the end: nothing since the last (rebased) step */
+    if (c->param_allow && after_step) {
+        budget_params(&c->budget, c->cfg->ddp.lr, model_grads(c->ref.m), e, c->param_allow);
+        allow = c->param_allow;
+    }
+    checker_compare(&c->cfg->tol, c->ref.m, e, a, allow, rec);
     rec->ref_hash = hash_floats(HASH_INIT, e, model_size(c->ref.m));
     rec->impl_hash = hash_floats(HASH_INIT, a, model_size(c->impl.m));
     rec->done = 1;
@@ -375,7 +407,7 @@ static ddp_status run_op(rank_ctx *c, sched_op op, size_t *grab)
         c->last_was_synced_bwd = ddp_ref_last_synced(c->ref.ddp);
         global_accumulate(c, c->last_was_synced_bwd);
         c->bwd_since_zero = 1;
-        return c->last_was_synced_bwd ? check_agreement(c) : DDP_OK;
+        return c->last_was_synced_bwd ? AS_CHECKS(check_agreement(c)) : DDP_OK;
     case OP_GRAB: return do_grab(c, (*grab)++);
     case OP_ZERO:
         ddp_ref_zero_grad(c->ref.ddp);
@@ -384,12 +416,13 @@ static ddp_status run_op(rank_ctx *c, sched_op op, size_t *grab)
         memset(c->gmag, 0, model_size(c->ref.m) * sizeof *c->gmag);
         c->nacc = c->depth = 0;
         c->last_was_synced_bwd = c->bwd_since_zero = 0;
+        budget_zero(&c->budget);
         return IMPL_CALL(c, im->ops->zero_grad(im->state), "zero_grad");
     case OP_STEP:
         ddp_ref_step(c->ref.ddp);
         ddp_sgd_step(im->m, c->cfg->ddp.lr);
         DDP_CHECK(IMPL_CALL(c, im->ops->step(im->state), "step"));
-        check_params(c);
+        check_params(c, 1);
         return DDP_OK;
     }
     return ddp_error(DDP_ERR_INVALID, "unknown op %d", (int)op);
@@ -413,6 +446,12 @@ static ddp_status rank_setup(rank_ctx *c)
     for (int p = 0; p < model_nparams(c->ref.m); p++)
         if (model_param_at(c->ref.m, p)->count > largest)
             largest = model_param_at(c->ref.m, p)->count;
+    if (cfg->tol.kind == TOL_ORDER) {
+        DDP_CHECK(budget_init(&c->budget, model_size(c->ref.m), c->n));
+        c->param_allow = malloc(model_size(c->ref.m) * sizeof *c->param_allow);
+        if (!c->param_allow)
+            return ddp_error(DDP_ERR_NOMEM, "the order tolerance's bound on the parameters");
+    }
     c->peer_hashes = calloc((size_t)c->n * MODEL_MAX_PARAMS, sizeof *c->peer_hashes);
     c->peer_param = malloc(largest * sizeof *c->peer_param);
     if (!c->peer_hashes || !c->peer_param)
@@ -440,6 +479,7 @@ ddp_status verify_rank_main(world_rank *wr, void *arg)
     c.fig = &area->fig;
     c.agree = &area->agree;
     model_runtime_init();
+    coll_set_caller(COLL_CALLER_REFERENCE);
     world_set_op(wr, -1, "setup");
     chaos_rank_init(&c.chaos, cfg->chaos, cfg->chaos_seed, c.rank, c.n);
     ddp_status s = rank_setup(&c);
@@ -457,7 +497,7 @@ ddp_status verify_rank_main(world_rank *wr, void *arg)
     }
     if (s == DDP_OK) {
         world_set_op(wr, (int)cfg->schedule->nops, "end");
-        check_params(&c);
+        check_params(&c, 0);
     }
     ddp_status ts = trace_close(&c.trace, cfg->schedule->nops, s == DDP_OK);
     if (s == DDP_OK)
@@ -467,6 +507,8 @@ ddp_status verify_rank_main(world_rank *wr, void *arg)
     free(c.gmag);
     free(c.peer_hashes);
     free(c.peer_param);
+    free(c.param_allow);
+    budget_free(&c.budget);
     impl_destroy(&c.impl, s != DDP_OK);
     ref_destroy(&c.ref);
     return s;

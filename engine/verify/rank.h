@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "budget.h"
 #include "chaos.h"
 #include "ddp_ref.h"
 #include "events.h"
@@ -48,6 +49,8 @@ typedef struct rank_ctx {
     double *gsum;
     float *gmag;
     uint64_t nacc, depth;
+    order_budget budget;  /* --tolerance order: every gradient element's proven bound (budget.h) */
+    float *param_allow;   /* ... and the parameters' after a step */
     int last_was_synced_bwd;
     int bwd_since_zero;   /* a backward ran since the start or the last zero_grad */
     verify_record *records;

@@ -31,8 +31,8 @@ ddp_status tol_parse(const char *text, tolerance *out)
     memset(out, 0, sizeof *out);
     if (!text)
         return ddp_error(DDP_ERR_INVALID, "no tolerance");
-    if (strcmp(text, "bitwise") == 0) {
-        out->kind = TOL_BITWISE;
+    if (strcmp(text, "bitwise") == 0 || strcmp(text, "order") == 0) {
+        out->kind = text[0] == 'b' ? TOL_BITWISE : TOL_ORDER;
         return DDP_OK;
     }
     int of_max = strncmp(text, "ulp-of-max:", 11) == 0;
@@ -61,14 +61,14 @@ ddp_status tol_parse(const char *text, tolerance *out)
             dst = &out->atol;
         if (!dst || parse_nonneg(p + 5, end, dst) != 0)
             return ddp_error(DDP_ERR_INVALID,
-                             "tolerance '%s': expected bitwise, ulp:N, ulp-of-max:N or rtol=X,atol=Y with X, Y >= 0", text);
+                             "tolerance '%s': expected bitwise, order, ulp:N, ulp-of-max:N or rtol=X,atol=Y with X, Y >= 0", text);
         seen++;
         if (comma && comma[1] == '\0')
             return ddp_error(DDP_ERR_INVALID, "tolerance '%s': trailing comma", text);
         p = comma ? comma + 1 : end;
     }
     if (!seen)
-        return ddp_error(DDP_ERR_INVALID, "tolerance '%s': expected bitwise, ulp:N, ulp-of-max:N or rtol=X,atol=Y", text);
+        return ddp_error(DDP_ERR_INVALID, "tolerance '%s': expected bitwise, order, ulp:N, ulp-of-max:N or rtol=X,atol=Y", text);
     return DDP_OK;
 }
 
@@ -76,6 +76,7 @@ const char *tol_format(const tolerance *t, char *buf, size_t len)
 {
     switch (t->kind) {
     case TOL_BITWISE: snprintf(buf, len, "bitwise"); break;
+    case TOL_ORDER: snprintf(buf, len, "order"); break;
     case TOL_ULP: snprintf(buf, len, "ulp:%u", t->ulps); break;
     case TOL_ULP_OF_MAX: snprintf(buf, len, "ulp-of-max:%u", t->ulps); break;
     case TOL_CLOSE: snprintf(buf, len, "rtol=%g,atol=%g", t->rtol, t->atol); break;
@@ -109,12 +110,13 @@ double tol_ulp_of(float x)
     return (double)nextafterf(x, INFINITY) - (double)x;
 }
 
-int tol_match_in(const tolerance *t, float expected, float actual, float tensor_max)
+int tol_match_in(const tolerance *t, float expected, float actual, float tensor_max, float allow)
 {
     if (!isfinite(expected) || !isfinite(actual))
         return 0;
     switch (t->kind) {
     case TOL_BITWISE: return memcmp(&expected, &actual, sizeof expected) == 0;
+    case TOL_ORDER: return fabs((double)actual - expected) <= allow;
     case TOL_ULP: return tol_ulp_distance(expected, actual) <= t->ulps;
     case TOL_ULP_OF_MAX: {
         float scale = isfinite(tensor_max) && fabsf(tensor_max) > fabsf(expected) ? fabsf(tensor_max) : fabsf(expected);
@@ -127,7 +129,7 @@ int tol_match_in(const tolerance *t, float expected, float actual, float tensor_
 
 int tol_match(const tolerance *t, float expected, float actual)
 {
-    return tol_match_in(t, expected, actual, expected);
+    return tol_match_in(t, expected, actual, expected, 0);
 }
 
 int tol_ulp_bin(uint32_t ulps)

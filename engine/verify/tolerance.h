@@ -1,8 +1,9 @@
 /*
  * tolerance.h - how two gradients are compared: bitwise (the default),
- * within N units in the last place, within N units in the last place of
- * the tensor's largest element (ulp-of-max:N, the default of the NCCL
- * backend), or within rtol/atol as numpy.allclose
+ * within the proven bound of a reordered summation (order, the default of
+ * the NCCL backend: budget.h), within N units in the last place, within N
+ * units in the last place of the tensor's largest element (ulp-of-max:N),
+ * or within rtol/atol as numpy.allclose
  * (|actual - expected| <= atol + rtol * |expected|). In every mode a NaN or
  * an infinity on either side is a mismatch: non-finite values never pass.
  *
@@ -21,7 +22,7 @@
 
 #include "status.h"
 
-typedef enum tol_kind { TOL_BITWISE, TOL_ULP, TOL_CLOSE, TOL_ULP_OF_MAX } tol_kind;
+typedef enum tol_kind { TOL_BITWISE, TOL_ULP, TOL_CLOSE, TOL_ULP_OF_MAX, TOL_ORDER } tol_kind;
 
 typedef struct tolerance {
     tol_kind kind;
@@ -29,7 +30,7 @@ typedef struct tolerance {
     double rtol, atol;  /* TOL_CLOSE */
 } tolerance;
 
-/* "bitwise" | "ulp:N" | "ulp-of-max:N" | "rtol=X,atol=Y" (either part may be left out: 0). */
+/* "bitwise" | "order" | "ulp:N" | "ulp-of-max:N" | "rtol=X,atol=Y" (either part may be left out: 0). */
 ddp_status tol_parse(const char *text, tolerance *out);
 /* The canonical text of t ("bitwise", "ulp:4", "rtol=1e-05,atol=1e-08"). */
 const char *tol_format(const tolerance *t, char *buf, size_t len);
@@ -39,8 +40,11 @@ uint32_t tol_ulp_distance(float a, float b);
 
 /* 1 when actual passes against expected (for ulp-of-max, |expected| stands for the tensor's largest). */
 int tol_match(const tolerance *t, float expected, float actual);
-/* The same, in a tensor whose largest |expected| is tensor_max. */
-int tol_match_in(const tolerance *t, float expected, float actual, float tensor_max);
+/*
+ * The same, in a tensor whose largest |expected| is tensor_max; for order,
+ * within `allow`, the element's proven bound (budget.h).
+ */
+int tol_match_in(const tolerance *t, float expected, float actual, float tensor_max, float allow);
 
 /*
  * gamma(k) = k u / (1 - k u): the classic bound (Higham, Accuracy and

@@ -78,6 +78,7 @@ typedef struct verify_record {
                              * (and -1 for parameters) */
     double max_abs;         /* largest |impl - ref| over finite pairs */
     uint32_t max_ulp;
+    double bound_ratio;     /* order tolerance: the largest |impl - ref| over its element's bound (<= 1 passes) */
     uint64_t ndiff;         /* elements outside the tolerance */
     uint64_t nonfinite;     /* elements where either side is NaN or infinite */
     int has_first;          /* the first differing element: */

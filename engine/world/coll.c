@@ -48,6 +48,25 @@ const char *coll_dtype_name(coll_dtype t) { return t == COLL_FLOAT ? "float" : t
 const char *coll_op_name(coll_op op) { return op == COLL_SUM ? "sum" : op == COLL_AVG ? "avg" : "?"; }
 size_t coll_dtype_size(coll_dtype t) { return t == COLL_DOUBLE ? sizeof(double) : sizeof(float); }
 
+static _Thread_local coll_caller current_caller = COLL_CALLER_IMPL;
+
+coll_caller coll_set_caller(coll_caller c)
+{
+    coll_caller before = current_caller;
+    current_caller = c;
+    return before;
+}
+
+const char *coll_caller_name(coll_caller c)
+{
+    switch (c) {
+    case COLL_CALLER_IMPL: return "the implementation";
+    case COLL_CALLER_REFERENCE: return "the reference";
+    case COLL_CALLER_CHECKS: return "ddpsim's checks";
+    }
+    return "?";
+}
+
 static const char *kind_name(uint64_t k)
 {
     switch (k) {
@@ -72,6 +91,7 @@ static void coll_announce(world_rank *wr, uint64_t kind, uint64_t a, uint64_t b,
     mine[1] = a;
     mine[2] = b;
     mine[3] = c;
+    mine[4] = (uint64_t)current_caller;
 }
 
 /* A descriptor as people read it: "allreduce of 7312 float (sum, ordered)", "broadcast of 64 bytes from rank 0". */
@@ -90,6 +110,9 @@ static void describe_call(const uint64_t *d, char *buf, size_t len)
     case KIND_ALLGATHER: snprintf(buf, len, "allgather of %llu bytes per rank", (unsigned long long)d[1]); break;
     default: snprintf(buf, len, "%s", kind_name(d[0])); break;
     }
+    size_t n = strlen(buf);
+    if (n < len)
+        snprintf(buf + n, len - n, " for %s", coll_caller_name((coll_caller)d[4]));
 }
 
 /* The opening barrier and the check of what every rank announced. */
@@ -100,7 +123,7 @@ static ddp_status coll_meet(world_rank *wr)
     for (int r = 1; r < world_size(wr); r++) {
         const uint64_t *dr = world_coll_desc(wr, r);
         if (memcmp(dr, d0, WORLD_DESC_WORDS * sizeof *dr) != 0) {
-            char a[96], b[96];
+            char a[128], b[128];
             describe_call(d0, a, sizeof a);
             describe_call(dr, b, sizeof b);
             return ddp_error(DDP_ERR_INVALID, "ranks disagree on a collective: rank 0 called %s, rank %d called %s", a,

@@ -38,6 +38,20 @@ typedef enum coll_op { COLL_SUM = 0, COLL_AVG = 1 } coll_op;
 typedef enum coll_algo { COLL_ORDERED = 0, COLL_RING = 1, COLL_EXACT = 2 } coll_algo;
 #define COLL_NALGOS 3
 
+/*
+ * On whose behalf the calling thread makes its collectives: part of what
+ * every rank must agree on, and named when they do not. In a verification
+ * run a rank's collectives serve the implementation under test (the
+ * default of every thread, so an implementation's own threads need not say
+ * so), the reference DDP, or ddpsim's own checks; all three share the
+ * world, so without this a rank that skipped one collective could meet its
+ * peers in another of the same shape and go on with garbage.
+ */
+typedef enum coll_caller { COLL_CALLER_IMPL = 0, COLL_CALLER_REFERENCE, COLL_CALLER_CHECKS } coll_caller;
+/* Set the calling thread's caller; returns the one before. */
+coll_caller coll_set_caller(coll_caller c);
+const char *coll_caller_name(coll_caller c);
+
 /* Parse "ordered" | "ring" | "exact". DDP_ERR_INVALID names the choices. */
 ddp_status coll_algo_parse(const char *name, coll_algo *out);
 const char *coll_algo_name(coll_algo a);

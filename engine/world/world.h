@@ -25,7 +25,7 @@
 #define WORLD_MAX_RANKS 256
 #define WORLD_DEFAULT_SLOT_BYTES ((size_t)1 << 20)
 #define WORLD_LABEL_LEN 32
-#define WORLD_ERROR_LEN 256
+#define WORLD_ERROR_LEN 512
 
 typedef struct world world;           /* the parent's handle */
 typedef struct world_rank world_rank; /* a rank's handle, valid inside its main */
@@ -183,7 +183,7 @@ void *world_mailbox(world_rank *wr, int r);
 /* Rank r's descriptor of the collective the caller is in (since world_enter_coll):
  * WORLD_DESC_WORDS words a collective publishes so every rank can check that
  * all ranks made the same call. */
-#define WORLD_DESC_WORDS 4
+#define WORLD_DESC_WORDS 5
 uint64_t *world_coll_desc(world_rank *wr, int r);
 
 #endif

@@ -1,0 +1,99 @@
+/*
+ * budget.c - the order tolerance's per-element bound (budget.h).
+ *
+ * Every update is computed in double from float inputs, widened by the
+ * double roundings and stored rounded up (next float towards infinity), so
+ * the stored bound is never below the real one; the only float arithmetic is the allreduce of the contributions,
+ * whose rounding (N - 1 additions of non-negative terms) is covered by
+ * dividing by 1 - gamma(N).
+ */
+#include "budget.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll.h"
+#include "tolerance.h"
+
+/* x >= 0, computed in double with a few roundings, as a float no smaller than its exact value. */
+static float round_up(double x)
+{
+    x *= 1 + 0x1p-50; /* the double roundings of x's own computation (each at most 2^-53 of it) */
+    float f = (float)x;
+    return (double)f < x ? nextafterf(f, INFINITY) : f;
+}
+
+ddp_status budget_init(order_budget *b, size_t n, int nranks)
+{
+    memset(b, 0, sizeof *b);
+    b->E = calloc(n, sizeof *b->E);
+    b->v = calloc(n, sizeof *b->v);
+    if (!b->E || !b->v) {
+        budget_free(b);
+        return ddp_error(DDP_ERR_NOMEM, "the order tolerance's bound: %zu floats", 2 * n);
+    }
+    b->n = n;
+    b->nranks = nranks;
+    return DDP_OK;
+}
+
+void budget_free(order_budget *b)
+{
+    free(b->E);
+    free(b->v);
+    memset(b, 0, sizeof *b);
+}
+
+void budget_zero(order_budget *b)
+{
+    if (b->any)
+        memset(b->E, 0, b->n * sizeof *b->E);
+    b->any = 0;
+}
+
+void budget_accumulate(order_budget *b, const model *layout, const float *g, const unsigned char *used)
+{
+    if (!b->any)
+        return; /* the same local gradient added to the same values: the same bits */
+    const double u = TOL_U_FLOAT;
+    for (int p = 0; p < model_nparams(layout); p++) {
+        if (!used[p])
+            continue;
+        const model_param *par = model_param_at(layout, p);
+        for (size_t j = par->offset; j < par->offset + par->count; j++)
+            if (b->E[j] != 0)
+                b->E[j] = round_up((double)b->E[j] * (1 + u) + 2 * u * fabs((double)g[j]) / (1 - u));
+    }
+}
+
+void budget_before_sync(order_budget *b, const float *g)
+{
+    double gm = tol_gamma(b->nranks + 1, TOL_U_FLOAT);
+    for (size_t j = 0; j < b->n; j++)
+        b->v[j] = round_up((double)b->E[j] * (1 + gm) + 2 * gm * fabs((double)g[j]));
+}
+
+ddp_status budget_after_sync(order_budget *b, world_rank *wr, const model *layout, const unsigned char *reduced)
+{
+    DDP_CHECK(coll_allreduce(wr, b->v, b->n, COLL_FLOAT, COLL_SUM, COLL_ORDERED));
+    double scale = 1.0 / b->nranks / (1 - tol_gamma(b->nranks, TOL_U_FLOAT));
+    for (int p = 0; p < model_nparams(layout); p++) {
+        if (!reduced[p])
+            continue; /* not reduced: its local gradient, and its bound, stay */
+        const model_param *par = model_param_at(layout, p);
+        for (size_t j = par->offset; j < par->offset + par->count; j++) {
+            b->E[j] = round_up((double)b->v[j] * scale);
+            b->any |= b->E[j] != 0;
+        }
+    }
+    return DDP_OK;
+}
+
+void budget_params(const order_budget *b, float lr, const float *g, const float *w, float *out)
+{
+    const double u = TOL_U_FLOAT, lr_d = fabs((double)lr);
+    for (size_t j = 0; j < b->n; j++)
+        out[j] = round_up((lr_d * b->E[j] * (1 + u) + 2 * u * (fabs((double)w[j]) + lr_d * fabs((double)g[j]))) *
+                          (1 + tol_gamma(4, u)));
+}

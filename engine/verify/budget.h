@@ -1,0 +1,75 @@
+/*
+ * budget.h - the order tolerance (--tolerance order): how far, element by
+ * element, an implementation that computes DDP's sums in another order may
+ * be from the reference, proven from the arithmetic rather than tuned.
+ *
+ * u = 2^-24 and gamma(k) = k u / (1 - k u) (tolerance.h). Each element
+ * carries a budget E, the largest |impl - ref| a correct implementation can
+ * have reached by now; the comparison passes when |impl - ref| <= E. E
+ * starts at 0 (so until the first sync the two must be equal: they are the
+ * same local gradients) and follows the operations:
+ *
+ *  - a sync over N ranks: every correct way to average (multiply each
+ *    contribution by fl(1/N) or divide it by N, or divide the sum; add in any
+ *    order or tree, in float or wider) passes each contribution g_r through
+ *    at most N + 1 rounded operations, so each side is within
+ *    gamma(N+1)/N * sum_r |g_r| of the exact average of its own inputs
+ *    (Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed., 4.2).
+ *    With |g'_r - g_r| <= E_r on the way in:
+ *
+ *        E <- 1/N * sum_r ( E_r (1 + gamma(N+1)) + 2 gamma(N+1) |g_r| )
+ *
+ *    The sum of the magnitudes is reduced alongside the reference's sum (a
+ *    float allreduce of this vector), and the result is rounded up;
+ *  - an accumulation g <- g + l of the same local gradient on both sides:
+ *    |fl(a' + l) - fl(a + l)| <= E (1 + u) + 2u |a + l|, with
+ *    |a + l| <= |fl(a + l)| / (1 - u); nothing when E = 0;
+ *  - zero_grad: E <- 0.
+ *
+ * The 2 gamma(N+1) per sync is the issue's 2 gamma(N-1) sum_r |x_r| plus
+ * the rounding of the 1/N scaling on both sides. A missing rank or
+ * micro-step, or a wrong divisor, moves an element by O(1/N) of its
+ * magnitude: far beyond E, which is O(N u) of it.
+ *
+ * Parameters after a step w' = w - lr g: each side rounds the product and
+ * the difference at most once each (the implementation may own its update),
+ * so |w'_impl - w'_ref| <= lr E (1 + u) + 2u (|w'_ref| + lr |g|), rounded
+ * up; at the end of the run (parameters rebased after every passing step)
+ * the bound is 0.
+ */
+#ifndef DDPSIM_BUDGET_H
+#define DDPSIM_BUDGET_H
+
+#include <stddef.h>
+
+#include "model.h"
+#include "status.h"
+#include "world.h"
+
+typedef struct order_budget {
+    float *E;   /* per gradient element: the bound by now */
+    float *v;   /* this rank's contribution to the next sync's bound */
+    size_t n;
+    int nranks;
+    int any;    /* some element of E is not zero (before the first sync since zero_grad none is) */
+} order_budget;
+
+ddp_status budget_init(order_budget *b, size_t n, int nranks);
+void budget_free(order_budget *b);
+
+/* zero_grad. */
+void budget_zero(order_budget *b);
+
+/* A backward accumulated into the reference's gradients g the parameters marked used. */
+void budget_accumulate(order_budget *b, const model *layout, const float *g, const unsigned char *used);
+
+/* Before a sync: this rank's contribution to the bound, from its gradients g as they go in. */
+void budget_before_sync(order_budget *b, const float *g);
+
+/* After the reference's sync: the new bound of every parameter it reduced (a collective: every rank calls it). */
+ddp_status budget_after_sync(order_budget *b, world_rank *wr, const model *layout, const unsigned char *reduced);
+
+/* The bound on the parameters after a step with lr (gradients g, the reference's new parameters w) into out. */
+void budget_params(const order_budget *b, float lr, const float *g, const float *w, float *out);
+
+#endif

@@ -1,0 +1,156 @@
+/*
+ * simple_ddp.h - the correct DDP that ddpsim's test plugins share (static
+ * functions: each plugin includes it once). It follows PyTorch's semantics
+ * without buckets: the decision to sync is taken at forward; a syncing
+ * backward scales every gradient by 1/N (multiplying by the rounded 1/N, or
+ * with gradient_as_bucket_view dividing once a .grad is its bucket's view)
+ * and sums the whole gradient buffer across ranks in one call; with
+ * find_unused_parameters a parameter no rank used since the last sync keeps
+ * its local gradient. Summed in rank order this gives the reference's bits.
+ *
+ * A plugin changes one thing through the hooks: how the sum is taken (the
+ * correct reorderings of reorder.c) or one deliberate bug (blind.c).
+ */
+#ifndef DDPSIM_TEST_SIMPLE_DDP_H
+#define DDPSIM_TEST_SIMPLE_DDP_H
+
+#include <ddpsim_impl.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct sddp sddp;
+
+typedef struct sddp_hooks {
+    /* Sum buf over ranks in place (NULL: the services' allreduce_sum). */
+    int (*sum)(sddp *d, float *buf, size_t count);
+    /* Scale one gradient by 1/N before the sum (NULL: as PyTorch does). */
+    void (*scale)(sddp *d, int param, float *g, size_t count);
+    /* After the sync, before the locally kept gradients are put back (NULL: nothing). */
+    int (*after_sync)(sddp *d);
+} sddp_hooks;
+
+struct sddp {
+    const ddpsim_services *svc;
+    sddp_hooks hooks;
+    int n;
+    int no_sync, fwd_sync, fwd_pending;
+    unsigned syncs;               /* syncs so far */
+    unsigned char *used_now;      /* got a gradient in this backward */
+    float *window_used;           /* ... in any backward since the last sync (0/1) */
+    unsigned char *alias;         /* gradient_as_bucket_view: .grad is its bucket's view by now */
+    float *saved;                 /* local gradients of parameters no rank used */
+    void *user;                   /* the plugin's own state */
+};
+
+static int sddp_fail(sddp *d, const char *msg)
+{
+    return d->svc->set_error(d->svc->env, msg);
+}
+
+static int sddp_create(const ddpsim_services *svc, const sddp_hooks *hooks, sddp **out)
+{
+    sddp *d = calloc(1, sizeof *d);
+    *out = d;
+    if (!d)
+        return svc->set_error(svc->env, "out of memory");
+    d->svc = svc;
+    d->hooks = *hooks;
+    d->n = svc->world_size;
+    d->used_now = calloc((size_t)svc->nparams, 1);
+    d->window_used = calloc((size_t)svc->nparams, sizeof(float));
+    d->alias = calloc((size_t)svc->nparams, 1);
+    d->saved = calloc(svc->total_count, sizeof(float));
+    if (!d->used_now || !d->window_used || !d->alias || !d->saved)
+        return sddp_fail(d, "out of memory");
+    for (int p = 0; p < svc->nparams; p++) /* DDP's constructor */
+        if (svc->broadcast(svc->env, svc->params[p].data, svc->params[p].count * sizeof(float), 0))
+            return -1;
+    return 0;
+}
+
+static void sddp_destroy(sddp *d)
+{
+    if (!d)
+        return;
+    free(d->used_now);
+    free(d->window_used);
+    free(d->alias);
+    free(d->saved);
+    free(d);
+}
+
+static int sddp_forward_begin(sddp *d, int no_sync_active)
+{
+    d->fwd_sync = !no_sync_active;
+    d->fwd_pending = 1;
+    memset(d->used_now, 0, (size_t)d->svc->nparams);
+    return 0;
+}
+
+static void sddp_grad_ready(sddp *d, int p)
+{
+    d->used_now[p] = 1;
+    d->window_used[p] = 1;
+}
+
+static void sddp_default_scale(sddp *d, int p, float *g, size_t count)
+{
+    if (d->svc->bucket_view && d->alias[p]) {
+        for (size_t i = 0; i < count; i++)
+            g[i] /= (float)d->n;
+    } else {
+        float inv = (float)(1.0 / d->n);
+        for (size_t i = 0; i < count; i++)
+            g[i] *= inv;
+    }
+}
+
+static int sddp_sync(sddp *d)
+{
+    const ddpsim_services *svc = d->svc;
+    int np = svc->nparams;
+    if (svc->find_unused) {
+        if (svc->allreduce_sum(svc->env, d->window_used, (size_t)np))
+            return -1;
+    } else {
+        for (int p = 0; p < np; p++)
+            if (!d->used_now[p])
+                return sddp_fail(d, "a parameter got no gradient in a syncing backward (find_unused is off)");
+    }
+    for (int p = 0; p < np; p++) {
+        const ddpsim_param_view *v = &svc->params[p];
+        if (svc->find_unused && d->window_used[p] == 0) { /* no rank used it: reduce zeros, keep the local one */
+            memcpy(d->saved + (v->grad - svc->all_grads), v->grad, v->count * sizeof(float));
+            memset(v->grad, 0, v->count * sizeof(float));
+            continue;
+        }
+        if (d->hooks.scale)
+            d->hooks.scale(d, p, v->grad, v->count);
+        else
+            sddp_default_scale(d, p, v->grad, v->count);
+    }
+    int rc = d->hooks.sum ? d->hooks.sum(d, svc->all_grads, svc->total_count)
+                          : svc->allreduce_sum(svc->env, svc->all_grads, svc->total_count);
+    if (rc)
+        return rc;
+    d->syncs++;
+    if (d->hooks.after_sync && d->hooks.after_sync(d))
+        return -1;
+    for (int p = 0; p < np; p++) {
+        const ddpsim_param_view *v = &svc->params[p];
+        int reduced = !svc->find_unused || d->window_used[p] != 0;
+        if (!reduced)
+            memcpy(v->grad, d->saved + (v->grad - svc->all_grads), v->count * sizeof(float));
+        d->alias[p] |= reduced && svc->bucket_view;
+    }
+    memset(d->window_used, 0, (size_t)np * sizeof(float));
+    return 0;
+}
+
+static int sddp_backward_end(sddp *d)
+{
+    d->fwd_pending = 0;
+    return d->fwd_sync ? sddp_sync(d) : 0;
+}
+
+#endif
