@@ -6,6 +6,8 @@
  * is left behind.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -275,6 +277,71 @@ static void test_watchdog_names_stuck_rank(void)
     world_destroy(w);
 }
 
+/*
+ * Rank 1 finishes after one barrier; the others go into a second one that
+ * needs it. With a watchdog of 60 s, only the deadlock rule can end this
+ * run in time: the status says which one did.
+ */
+static ddp_status one_leaves_early(world_rank *wr, void *arg)
+{
+    (void)arg;
+    world_set_op(wr, 4, "bwd");
+    DDP_CHECK(coll_barrier(wr));
+    if (world_rank_id(wr) == 1)
+        return DDP_OK;
+    world_set_op(wr, 5, "grab");
+    return coll_barrier(wr);
+}
+
+static void test_deadlock_named_at_once(void)
+{
+    world *w = make_world(3, 60);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+    CU_ASSERT_EQUAL(world_run(w, one_leaves_early, NULL), DDP_ERR_DEADLOCK);
+    CU_ASSERT(strstr(ddp_error_last(), "deadlock: rank 1 has finished, and every other rank waits in a collective") !=
+              NULL);
+    char text[4096];
+    world_describe(w, text, sizeof text);
+    CU_ASSERT(strstr(text, "rank 1 (pid") != NULL && strstr(text, "finished, in op 4 (bwd)") != NULL);
+    CU_ASSERT(strstr(text, "in op 5 (grab), inside barrier #2") != NULL);
+    CU_ASSERT_EQUAL(world_outcome(w, 0)->fate, WORLD_FATE_STOPPED);
+    assert_all_gone(w);
+    world_destroy(w);
+}
+
+/* Two threads of one rank inside collectives at once: refused by name, not a corrupt barrier. */
+static void *second_barrier(void *arg)
+{
+    return (void *)(intptr_t)coll_barrier(arg);
+}
+
+static ddp_status two_threads_collide(world_rank *wr, void *arg)
+{
+    (void)arg;
+    if (world_rank_id(wr) != 0) /* held back until rank 0 is done, so the thread's barrier cannot complete */
+        return world_flag_wait(wr, 0, 1);
+    pthread_t t;
+    if (pthread_create(&t, NULL, second_barrier, wr) != 0)
+        return ddp_error(DDP_ERR_SYSTEM, "pthread_create");
+    uint64_t seq;
+    while (!world_peer_in_coll(wr, 0, &seq))
+        usleep(1000);
+    ddp_status s = coll_barrier(wr);
+    world_flag_set(wr, 1);
+    return s;
+}
+
+static void test_concurrent_collectives_refused(void)
+{
+    world *w = make_world(2, 30);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+    CU_ASSERT_EQUAL(world_run(w, two_threads_collide, NULL), DDP_ERR_RANK_FAILED);
+    CU_ASSERT(strstr(world_outcome(w, 0)->error, "called barrier while another of its threads was inside barrier #1") !=
+              NULL);
+    assert_all_gone(w);
+    world_destroy(w);
+}
+
 /* A world whose ranks sleep; used under a supervisor process that the test signals. */
 static ddp_status sleeper(world_rank *wr, void *arg)
 {
@@ -384,6 +451,8 @@ int main(void)
         {"a rank killed inside a collective is reported at once", test_rank_dies_in_collective},
         {"a segfaulting rank is reported with its signal", test_rank_segfaults},
         {"a rank calling _exit(7) is reported with its code", test_rank_exits_nonzero},
+        {"a rank that finished while the others wait is a deadlock, named at once", test_deadlock_named_at_once},
+        {"two threads of a rank in collectives at once are refused", test_concurrent_collectives_refused},
         {"the watchdog names the stuck rank and where the others wait", test_watchdog_names_stuck_rank},
         {"SIGTERM and SIGINT to the supervisor stop every rank", test_sigterm_and_sigint_stop_everything},
         {"a SIGKILLed supervisor leaves no rank and no segment", test_supervisor_killed},

@@ -22,6 +22,7 @@ const char *ddp_status_str(ddp_status s)
     case DDP_ERR_INTERRUPTED: return "interrupted";
     case DDP_ERR_MISMATCH: return "mismatch";
     case DDP_ERR_BACKEND: return "backend error";
+    case DDP_ERR_DEADLOCK: return "deadlock";
     }
     return "unknown status";
 }

@@ -23,6 +23,7 @@ typedef enum ddp_status {
     DDP_ERR_INTERRUPTED, /* SIGINT or SIGTERM reached the supervisor */
     DDP_ERR_MISMATCH,    /* a self-check found a wrong value */
     DDP_ERR_BACKEND,     /* CUDA/NCCL or another backend call failed */
+    DDP_ERR_DEADLOCK,    /* every rank still running waits on one that has finished */
 } ddp_status;
 
 /* A short fixed name for a status ("invalid argument", ...); never NULL. */

@@ -83,15 +83,16 @@ static const char *kind_name(uint64_t k)
  * Enter a collective: publish what this rank calls, meet, and compare with
  * rank 0. Every rank sees the same descriptors, so all fail together.
  */
-static void coll_announce(world_rank *wr, uint64_t kind, uint64_t a, uint64_t b, uint64_t c)
+static ddp_status coll_announce(world_rank *wr, uint64_t kind, uint64_t a, uint64_t b, uint64_t c)
 {
-    world_enter_coll(wr, kind_name(kind));
+    DDP_CHECK(world_enter_coll(wr, kind_name(kind)));
     uint64_t *mine = world_coll_desc(wr, world_rank_id(wr));
     mine[0] = kind;
     mine[1] = a;
     mine[2] = b;
     mine[3] = c;
     mine[4] = (uint64_t)current_caller;
+    return DDP_OK;
 }
 
 /* A descriptor as people read it: "allreduce of 7312 float (sum, ordered)", "broadcast of 64 bytes from rank 0". */
@@ -135,7 +136,7 @@ static ddp_status coll_meet(world_rank *wr)
 
 static ddp_status coll_begin(world_rank *wr, uint64_t kind, uint64_t a, uint64_t b, uint64_t c)
 {
-    coll_announce(wr, kind, a, b, c);
+    DDP_CHECK(coll_announce(wr, kind, a, b, c));
     return coll_meet(wr);
 }
 
@@ -391,7 +392,7 @@ static void divide_slice(void *dst, coll_dtype type, int n, size_t lo, size_t hi
 static ddp_status allreduce_small(world_rank *wr, uint64_t kind, void *buf, size_t count, coll_dtype type,
                                   coll_op op, coll_algo algo)
 {
-    coll_announce(wr, kind, count, (uint64_t)type | (uint64_t)op << 8, (uint64_t)algo);
+    DDP_CHECK(coll_announce(wr, kind, count, (uint64_t)type | (uint64_t)op << 8, (uint64_t)algo));
     int n = world_size(wr), me = world_rank_id(wr);
     size_t esz = coll_dtype_size(type);
     unsigned char *mine = world_mailbox(wr, me);

@@ -36,6 +36,9 @@
 #define SEG_MAGIC 0x64647073u /* "ddps" */
 #define ALIGN64(x) (((x) + (size_t)63) & ~(size_t)63)
 
+/* What a rank is waiting for (rank_state.wait_kind). */
+enum { WAIT_NONE = 0, WAIT_BARRIER, WAIT_FLAG, WAIT_OTHER };
+
 /* Exit codes a rank process uses; anything else came from code it ran. */
 enum { RANK_EXIT_FAILED = 1, RANK_EXIT_ORPHANED = 2, RANK_EXIT_ABORTED = 4 };
 
@@ -45,6 +48,11 @@ typedef struct rank_state {
     _Alignas(64) _Atomic uint64_t progress; /* bumped by every op, collective and barrier */
     _Atomic int32_t op_index;
     _Atomic uint32_t in_coll;
+    /* What the rank waits for, for the supervisor's deadlock rule: a barrier generation to pass, or rank
+     * wait_rank's flag to reach wait_value; WAIT_OTHER for anything it cannot judge (a replayed arrival). */
+    _Atomic uint32_t wait_kind;
+    _Atomic uint32_t wait_gen, wait_value;
+    _Atomic int32_t wait_rank;
     _Atomic uint64_t coll_seq;
     _Atomic uint64_t coll_ns;          /* time spent inside collectives */
     uint64_t coll_start_ns;
@@ -310,13 +318,18 @@ uint64_t world_coll_ns(world_rank *wr)
     return atomic_load_explicit(&wr->st->coll_ns, memory_order_relaxed);
 }
 
-void world_enter_coll(world_rank *wr, const char *name)
+ddp_status world_enter_coll(world_rank *wr, const char *name)
 {
+    if (atomic_exchange_explicit(&wr->st->in_coll, 1, memory_order_relaxed))
+        return ddp_error(DDP_ERR_INVALID,
+                         "rank %d called %s while another of its threads was inside %s #%llu: a rank makes its "
+                         "collectives one at a time, in the same order as every other rank",
+                         wr->rank, name, wr->st->coll, (unsigned long long)atomic_load(&wr->st->coll_seq));
     wr->st->coll_start_ns = clock_now_ns();
     copy_label(wr->st->coll, name);
     atomic_fetch_add_explicit(&wr->st->coll_seq, 1, memory_order_relaxed);
-    atomic_store_explicit(&wr->st->in_coll, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&wr->st->progress, 1, memory_order_relaxed);
+    return DDP_OK;
 }
 
 void world_leave_coll(world_rank *wr)
@@ -335,6 +348,7 @@ ddp_status world_barrier(world_rank *wr)
     }
     atomic_fetch_add_explicit(&wr->st->progress, 1, memory_order_relaxed);
     if (wr->forced && wr->next_forced < wr->nforced) {
+        atomic_store_explicit(&wr->st->wait_kind, WAIT_OTHER, memory_order_release);
         /* Replay: arrive only when exactly as many ranks are in as arrived before us when recorded. */
         uint32_t want = wr->forced[wr->next_forced++];
         while (atomic_load_explicit(&w->hdr->barrier.arrived, memory_order_acquire) != want) {
@@ -345,7 +359,11 @@ ddp_status world_barrier(world_rank *wr)
         }
     }
     uint32_t pos = 0;
+    /* The generation cannot move before this rank arrives: it is the one sync_barrier_wait_pos waits on. */
+    atomic_store_explicit(&wr->st->wait_gen, atomic_load(&w->hdr->barrier.generation), memory_order_relaxed);
+    atomic_store_explicit(&wr->st->wait_kind, WAIT_BARRIER, memory_order_release);
     ddp_status s = sync_barrier_wait_pos(&w->hdr->barrier, &w->hdr->abort_word, &pos);
+    atomic_store_explicit(&wr->st->wait_kind, WAIT_NONE, memory_order_release);
     if (wr->recording) {
         if (wr->nrec == wr->rec_cap) {
             size_t cap = wr->rec_cap ? wr->rec_cap * 2 : 256;
@@ -379,12 +397,20 @@ ddp_status world_flag_wait(world_rank *wr, int r, uint32_t value)
 {
     _Atomic uint32_t *f = &wr->w->ranks[r].flag;
     atomic_fetch_add_explicit(&wr->st->progress, 1, memory_order_relaxed);
+    atomic_store_explicit(&wr->st->wait_rank, r, memory_order_relaxed);
+    atomic_store_explicit(&wr->st->wait_value, value, memory_order_relaxed);
+    atomic_store_explicit(&wr->st->wait_kind, WAIT_FLAG, memory_order_release);
+    ddp_status s = DDP_OK;
     for (;;) {
         uint32_t v = atomic_load_explicit(f, memory_order_acquire);
         if ((int32_t)(v - value) >= 0) /* reached or passed (counters may wrap) */
-            return DDP_OK;
-        DDP_CHECK(sync_wait_change(f, v, &wr->w->hdr->abort_word));
+            break;
+        s = sync_wait_change(f, v, &wr->w->hdr->abort_word);
+        if (s != DDP_OK)
+            break;
     }
+    atomic_store_explicit(&wr->st->wait_kind, WAIT_NONE, memory_order_release);
+    return s;
 }
 
 void world_record_arrivals(world_rank *wr, int on)
@@ -482,10 +508,69 @@ static void collect_states(world *w)
     }
 }
 
+/* Rank r waits for something that has not happened: a barrier not yet released, a flag not yet reached. */
+static int still_waiting(const world *w, int r)
+{
+    const rank_state *st = &w->ranks[r];
+    switch (atomic_load_explicit(&st->wait_kind, memory_order_acquire)) {
+    case WAIT_BARRIER:
+        return atomic_load(&w->hdr->barrier.generation) == atomic_load(&st->wait_gen);
+    case WAIT_FLAG: {
+        int32_t owner = atomic_load(&st->wait_rank);
+        uint32_t v = atomic_load(&w->ranks[owner].flag), want = atomic_load(&st->wait_value);
+        return (int32_t)(v - want) < 0;
+    }
+    default: return 0; /* running, or a wait this rule cannot judge */
+    }
+}
+
+/*
+ * A deadlock the supervisor can prove: some rank has finished (it will
+ * never arrive at a barrier again, and every collective starts with one),
+ * and every rank still running waits in the world for a barrier that has
+ * not been released or a flag not yet set, with no progress anywhere for
+ * two ticks. None of them can ever be released, so there is no point in
+ * waiting for the watchdog, which stays for hangs inside an
+ * implementation's own code. (A rank that was released but has not run
+ * yet, on a loaded machine, is not waiting by this rule.)
+ */
+static int deadlocked(const world *w, int quiet_ticks)
+{
+    int finished = 0, blocked = 1;
+    for (int r = 0; r < w->cfg.nranks; r++) {
+        const world_rank_outcome *o = &w->outcomes[r];
+        if (o->fate == WORLD_FATE_OK)
+            finished++;
+        else if (o->fate == WORLD_FATE_NOT_STARTED)
+            blocked &= still_waiting(w, r);
+    }
+    return finished > 0 && blocked && quiet_ticks >= 2;
+}
+
+/* "ranks 1 and 2 have finished" */
+static void list_finished(const world *w, char *buf, size_t len)
+{
+    size_t used = 0;
+    int k = 0, total = 0;
+    for (int r = 0; r < w->cfg.nranks; r++)
+        total += w->outcomes[r].fate == WORLD_FATE_OK;
+    buf[0] = '\0';
+    for (int r = 0; r < w->cfg.nranks && used + 16 < len; r++) {
+        if (w->outcomes[r].fate != WORLD_FATE_OK)
+            continue;
+        k++;
+        int n = snprintf(buf + used, len - used, "%s%d", k == 1 ? "" : k == total ? " and " : ", ", r);
+        if (n < 0)
+            break;
+        used += (size_t)n;
+    }
+}
+
 static ddp_status supervise(world *w, const sigset_t *watched, int live)
 {
     uint64_t last_sum = UINT64_MAX;
     double last_change = clock_now_s();
+    int quiet_ticks = 0;
     for (;;) {
         if (live == 0)
             break;
@@ -521,6 +606,20 @@ static ddp_status supervise(world *w, const sigset_t *watched, int live)
         for (int r = 0; r < w->cfg.nranks; r++)
             sum += atomic_load_explicit(&w->ranks[r].progress, memory_order_relaxed);
         double t = clock_now_s();
+        quiet_ticks = sum == last_sum ? quiet_ticks + 1 : 0;
+        if (live > 0 && deadlocked(w, quiet_ticks)) {
+            char who[256];
+            int finished = 0;
+            for (int r = 0; r < w->cfg.nranks; r++)
+                finished += w->outcomes[r].fate == WORLD_FATE_OK;
+            list_finished(w, who, sizeof who);
+            stop_all(w, &live);
+            return ddp_error(DDP_ERR_DEADLOCK,
+                             "deadlock: rank%s %s %s finished, and every other rank waits in a collective that needs "
+                             "%s",
+                             finished == 1 ? "" : "s", who, finished == 1 ? "has" : "have",
+                             finished == 1 ? "it" : "them");
+        }
         if (sum != last_sum) {
             last_sum = sum;
             last_change = t;

@@ -120,8 +120,13 @@ void world_set_op(world_rank *wr, int op_index, const char *label);
 /* The time this rank has spent inside collectives so far (finished ones), in nanoseconds. */
 uint64_t world_coll_ns(world_rank *wr);
 
-/* Mark the rank inside / outside a named collective (the name must be a literal). */
-void world_enter_coll(world_rank *wr, const char *name);
+/*
+ * Mark the rank inside / outside a named collective (the name must be a
+ * literal). DDP_ERR_INVALID when another thread of this rank is inside one
+ * already: a rank's collectives are made one at a time, or the ranks could
+ * not agree on their order.
+ */
+ddp_status world_enter_coll(world_rank *wr, const char *name);
 void world_leave_coll(world_rank *wr);
 
 /* 1 once the world is being aborted (a peer failed, a timeout, an interrupt): a

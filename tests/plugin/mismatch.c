@@ -1,8 +1,12 @@
 /*
- * mismatch.c - a plugin whose ranks call a collective with different counts:
- * rank 1 leaves the last gradient element out of its allreduce. ddpsim must
- * fail the run at once (exit 3) and say which ranks called what, not wait for
+ * mismatch.c - a plugin whose ranks call different collectives: rank 1
+ * leaves the last gradient element out of its allreduce. ddpsim must fail
+ * the run at once (exit 3) and say which ranks called what, not wait for
  * the watchdog or print "(no message)".
+ *
+ * Built with -DMISMATCH_EXTRA_AT_END instead, the allreduces agree and rank
+ * 0 makes one more when it is destroyed, after the others have finished:
+ * a deadlock, which ddpsim must name at once (exit 3) rather than wait.
  */
 #include <ddpsim_impl.h>
 #include <stdlib.h>
@@ -27,6 +31,11 @@ static int mm_create(const ddpsim_services *svc, void **state)
 
 static void mm_destroy(void *state)
 {
+#ifdef MISMATCH_EXTRA_AT_END
+    mm *m = state;
+    if (m->svc->rank == 0)
+        m->svc->allreduce_sum(m->svc->env, m->svc->all_grads, 1);
+#endif
     free(state);
 }
 
@@ -58,7 +67,11 @@ static int mm_backward_end(void *state)
     float inv = (float)(1.0 / svc->world_size);
     for (size_t i = 0; i < svc->total_count; i++)
         svc->all_grads[i] *= inv;
+#ifdef MISMATCH_EXTRA_AT_END
+    size_t count = svc->total_count;
+#else
     size_t count = svc->total_count - (svc->rank == 1 ? 1 : 0); /* the bug */
+#endif
     return svc->allreduce_sum(svc->env, svc->all_grads, count);
 }
 
