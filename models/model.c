@@ -285,6 +285,11 @@ void model_accumulate(model *dst, const model *src, int i)
     const model_param *p = &dst->params[i];
     float *g = dst->g + p->offset;
     const float *l = src->lg + p->offset;
+    if (!dst->defined[i]) {
+        memcpy(g, l, p->count * sizeof *g);
+        dst->defined[i] = 1;
+        return;
+    }
     for (size_t j = 0; j < p->count; j++)
         g[j] = g[j] + l[j];
 }
@@ -305,9 +310,21 @@ const float *model_local_grads(const model *m)
     return m->lg;
 }
 
-void model_zero_grad(model *m)
+unsigned char *model_grad_defined(model *m)
+{
+    return m->defined;
+}
+
+void model_zero_grad_as(model *m, int set_to_none)
 {
     memset(m->g, 0, m->size * sizeof *m->g);
+    if (set_to_none)
+        memset(m->defined, 0, sizeof m->defined);
+}
+
+void model_zero_grad(model *m)
+{
+    model_zero_grad_as(m, 0);
 }
 
 int model_gemms(const model *m, model_gemm *out, int max)

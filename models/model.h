@@ -126,11 +126,24 @@ typedef void (*model_ready_fn)(void *ctx, int param);
 void model_backward_local(model *m, model_ready_fn ready, void *ctx);
 /* This micro-step's local gradients (valid for the used parameters after a backward). */
 const float *model_local_grads(const model *m);
-/* PyTorch's AccumulateGrad: dst's .grad of parameter p += src's local gradient of p (same layout). */
+/*
+ * PyTorch's AccumulateGrad: dst's .grad of parameter p += src's local
+ * gradient of p (same layout); a .grad that is None becomes the local
+ * gradient itself (so a -0 stays -0, where 0 + -0 would be +0).
+ */
 void model_accumulate(model *dst, const model *src, int p);
 /* The whole backward with accumulation: .grad += local gradient, each parameter when it is ready. */
 void model_backward(model *m);
-void model_zero_grad(model *m);
+/*
+ * Whether each .grad is a tensor or None: None at creation (as a fresh
+ * PyTorch parameter), a tensor after its first accumulation or when a sync
+ * gives it a value; None again after zero_grad(set_to_none=True). A None
+ * .grad holds zeros in the buffer, so it reads as zeros.
+ */
+unsigned char *model_grad_defined(model *m);
+/* zero_grad: set_to_none = 0 fills the tensors with zeros (None stays None); 1 makes every .grad None. */
+void model_zero_grad_as(model *m, int set_to_none);
+void model_zero_grad(model *m); /* model_zero_grad_as(m, 0) */
 /* used[i] is 1 when parameter i took part in the last forward. */
 const unsigned char *model_used(const model *m);
 

@@ -55,6 +55,7 @@ struct model {
     void *ready_ctx;
     unsigned char done[MODEL_MAX_PARAMS]; /* during backward: reported complete */
     unsigned char used[MODEL_MAX_PARAMS];
+    unsigned char defined[MODEL_MAX_PARAMS]; /* .grad is a tensor (0: None, read as zeros) */
     const model_batch *batch; /* of the last forward, for backward */
     double flops;
     void *state;

@@ -266,8 +266,9 @@ static int bench_run_main(int argc, char **argv)
         vc.batch = 4;
         vc.seed = 1;
         vc.schedule = &s;
-        vc.ddp = (ddp_config){COLL_ORDERED, DDP_DEFAULT_BUCKET_CAP, DDP_DEFAULT_FIRST_BUCKET_CAP,
-                              strncmp(models[k], "branchy", 7) == 0, 0, 0.1f};
+        vc.ddp = (ddp_config){.algo = COLL_ORDERED, .bucket_cap = DDP_DEFAULT_BUCKET_CAP,
+                              .first_bucket_cap = DDP_DEFAULT_FIRST_BUCKET_CAP,
+                              .find_unused = strncmp(models[k], "branchy", 7) == 0, .lr = 0.1f};
         vc.tol.kind = TOL_BITWISE;
         vc.impl = implname;
         vc.impl_ops = h.ops;

@@ -105,7 +105,8 @@ static void init(void *o)
     run->batch = DEFAULT_BATCH;
     run->seed = 1;
     run->timeout_s = DEFAULT_TIMEOUT_S;
-    run->ddp = (ddp_config){COLL_ORDERED, DDP_DEFAULT_BUCKET_CAP, DDP_DEFAULT_FIRST_BUCKET_CAP, 0, 0, DEFAULT_LR};
+    run->ddp = (ddp_config){.algo = COLL_ORDERED, .bucket_cap = DDP_DEFAULT_BUCKET_CAP,
+                            .first_bucket_cap = DDP_DEFAULT_FIRST_BUCKET_CAP, .lr = DEFAULT_LR};
     opt->lr = DEFAULT_LR;
     opt->schedule_arg = SCHED_DEFAULT;
     opt->nccl_op = -1; /* not given: sum */
@@ -256,6 +257,9 @@ static const opt_spec specs[] = {
      NULL, NULL},
     {"bucket-view", 0, NULL, "gradient_as_bucket_view=True: divide by N in place", OPT_FLAG, F(run.ddp.bucket_view), 0,
      0, NULL, NULL},
+    {"zero-grad", 0, "zeros|none",
+     "what zero does to .grad: fill zeros (set_to_none=False,\nPyTorch < 2.0) or None (set_to_none=True, PyTorch >= 2.0)",
+     OPT_CHOICE, F(run.ddp.set_to_none), 0, 0, NULL, "zeros"},
     {"lr", 0, "X", "SGD learning rate of step", OPT_CUSTOM, 0, 0, 0, parse_lr, "0.1"},
     {"inputs", 0, "DIR", "initial parameters and batches from a dump directory\n(DIR/init, DIR/rank<r>/batch<b>.{x,y}.npy)",
      OPT_STRING, F(run.inputs_dir), 0, 0, NULL, NULL},

@@ -95,12 +95,15 @@ if [ -f "$tmpp/d/example/rank1/grab0/0.weight.npy" ] && grep -q '"impls": \["ref
     ok "a plugin's gradients are dumped under its name"; else bad "a plugin's gradients are dumped under its name"; fi
 rm -rf "$tmpp"
 expect 2 "interface version 99" "a plugin of another version" -- --impl "$plugins/libbad_version.so"
-expect 3 "rank 0 called allreduce of 7312 float (sum, ordered) for the implementation, rank 1 called allreduce of 7311 float (sum, ordered) for the implementation" \
+expect 3 "failed in backward_end: mismatch: its allreduce failed: ranks disagree on a collective: rank 0 called allreduce of 7312 float (sum, ordered) for the implementation, rank 1 called allreduce of 7311 float (sum, ordered) for the implementation" \
     "a plugin whose ranks call a collective with different counts is named" -- --ranks 3 --impl "$plugins/libmismatch.so"
 expect 3 "deadlock: ranks 1 and 2 have finished, and every other rank waits in a collective that needs them" \
     "a rank left waiting after the others finished is a deadlock, named at once" -- --ranks 3 --timeout 600 --impl "$plugins/libextra_at_end.so"
 grep -q "rank 0 (pid [0-9]*): stopped by the supervisor, in op 40 (end), inside allreduce" "$err" &&
     ok "the deadlock names where rank 0 waits" || bad "the deadlock names where rank 0 waits"
+expect 2 "was built for interface version 1, which cannot see zero_to_none" \
+    "a version-1 plugin cannot run --zero-grad none with --bucket-view" -- --impl "$plugins/libv1_plugin.so" --zero-grad none --bucket-view
+expect 0 "verdict: PASS" "a version-1 plugin still runs" -- --ranks 3 --impl "$plugins/libv1_plugin.so" --zero-grad none
 expect 2 "does not export ddpsim_impl_get" "a plugin without the entry" -- --impl "$plugins/libno_entry.so"
 expect 2 "cannot load plugin" "a missing plugin" -- --impl ./no-such-plugin.so
 expect 3 "does not support find_unused" "a plugin failing at create" -- --impl "$plugins/libexample_impl.so" --model branchy --find-unused

@@ -64,7 +64,8 @@ static results *run_scenario(int n, scenario_fn fn)
 
 static ddp_config cfg_default(void)
 {
-    return (ddp_config){COLL_ORDERED, DDP_DEFAULT_BUCKET_CAP, DDP_DEFAULT_FIRST_BUCKET_CAP, 0, 0, 0.5f};
+    return (ddp_config){.algo = COLL_ORDERED, .bucket_cap = DDP_DEFAULT_BUCKET_CAP,
+                        .first_bucket_cap = DDP_DEFAULT_FIRST_BUCKET_CAP, .lr = 0.5f};
 }
 
 /*
@@ -218,16 +219,21 @@ static float chosen_grad(int rank, int which)
     return (rng_uniform_f(key, (uint64_t)rank) + 0.5f) * (rank == 1 ? 3.0f : 1.0f);
 }
 
+/* Variants: 0 plain, 1 gradient_as_bucket_view, 2 the same with a zero_grad(set_to_none) before every sync. */
 static ddp_status scale_order(world_rank *wr, results *res)
 {
-    for (int view = 0; view < 2; view++) {
+    for (int view = 0; view < 3; view++) {
         ddp_config cfg = cfg_default();
-        cfg.bucket_view = view;
+        cfg.bucket_view = view > 0;
+        cfg.set_to_none = view == 2;
         lin l;
         DDP_CHECK(lin_setup(wr, &l, cfg));
         for (int which = 0; which < SLOTS; which++) {
+            if (view == 2)
+                ddp_ref_zero_grad(l.d);
             model_grads(l.m)[0] = chosen_grad(l.rank, which);
             model_grads(l.m)[1] = 0.0f;
+            model_grad_defined(l.m)[0] = model_grad_defined(l.m)[1] = 1; /* a .grad with that value, not None */
             l.b.x[0] = 0.0f;
             l.b.y[0] = 0.0f;
             DDP_CHECK(ddp_ref_forward(l.d, &l.b));
@@ -259,6 +265,8 @@ static void test_scale_before_sum(void)
         for (int k = 0; k < 3; k++) {
             CU_ASSERT_EQUAL(test_bits_f(r->v[0][k][which]), test_bits_f(mul));
             CU_ASSERT_EQUAL(test_bits_f(r->v[1][k][which]), test_bits_f(view));
+            /* a None .grad is no bucket's view: every sync after zero_grad(set_to_none) multiplies again */
+            CU_ASSERT_EQUAL(test_bits_f(r->v[2][k][which]), test_bits_f(mul));
         }
     }
     /* The chosen values must tell the orders apart, or the test shows nothing. */
@@ -584,7 +592,9 @@ int main(void)
 {
     static const test_entry tests[] = {
         {"broadcast, decision at forward, accumulation, step, zero_grad (hand values)", test_decisions},
-        {"1/N before the sum; gradient_as_bucket_view multiplies at the first sync, divides after", test_scale_before_sum},
+        {"1/N before the sum; gradient_as_bucket_view multiplies at the first sync, divides after, multiplies again "
+         "after zero_grad(set_to_none)",
+         test_scale_before_sum},
         {"find_unused: across ranks, across the window, unused everywhere; error without it",
          test_unused_parameters},
         {"bucket assignment", test_bucket_assignment},

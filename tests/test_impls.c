@@ -182,6 +182,147 @@ static void test_plugins(void)
     CU_ASSERT(strstr(ddp_error_last(), "unknown implementation 'no-such-builtin'") != NULL);
 }
 
+/*
+ * Interface version 2: the examples of each new hook pass bit for bit over
+ * rank counts, chaos seeds (the services' chaos points shake the buckets
+ * example's communication thread), zero_grad(set_to_none) and bucket
+ * layouts; a plugin built for version 1, its table followed by poison,
+ * still runs.
+ */
+static void test_plugins_v2(void)
+{
+    static const struct {
+        const char *lib;
+        int ranks;
+        uint64_t chaos;
+        int none, view;
+        size_t cap;
+        const char *model;
+    } runs[] = {
+        {"libexample_zero1.so", 2, 0, 0, 0, 0, NULL},
+        {"libexample_zero1.so", 3, 5, 1, 0, 0, NULL},
+        {"libexample_zero1.so", 5, 0, 0, 0, 0, "attn"},
+        {"libexample_buckets.so", 3, 0, 0, 0, 1024, NULL},
+        {"libexample_buckets.so", 4, 7, 1, 1, 2048, NULL},
+        {"libexample_buckets.so", 5, 11, 0, 1, 1024, "attn"},
+        {"libexample_buckets.so", 3, 13, 1, 1, 0, "mlp:13-7-5"},
+        {"libv1_plugin.so", 3, 0, 0, 0, 0, NULL},
+        {"libv1_plugin.so", 3, 3, 1, 0, 0, "branchy"},
+    };
+    sched s;
+    CU_ASSERT_EQUAL_FATAL(sched_parse(SCHED_DEFAULT " enter fwd exit bwd grab fwd enter bwd exit grab", &s), DDP_OK);
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        char path[256];
+        snprintf(path, sizeof path, PLUGIN_DIR "/%s", runs[i].lib);
+        impl_handle h;
+        CU_ASSERT_EQUAL_FATAL(impl_open(path, &h), DDP_OK);
+        verify_config c = base(&s, h.ops);
+        c.impl = path;
+        c.nranks = runs[i].ranks;
+        c.chaos = runs[i].chaos != 0;
+        c.chaos_seed = runs[i].chaos;
+        c.ddp.set_to_none = runs[i].none;
+        c.ddp.bucket_view = runs[i].view;
+        if (runs[i].cap)
+            c.ddp.bucket_cap = c.ddp.first_bucket_cap = runs[i].cap;
+        if (runs[i].model) {
+            c.model_spec = runs[i].model;
+            c.ddp.find_unused = strcmp(runs[i].model, "branchy") == 0;
+        }
+        int bad = run_matches(&c);
+        if (bad)
+            fprintf(stderr, "  run %zu (%s) did not pass\n", i, runs[i].lib);
+        CU_ASSERT_EQUAL(bad, 0);
+        impl_close(&h);
+    }
+    sched_free(&s);
+    /* The version-2 part of a version-1 table is never read: ddpsim keeps it NULL. */
+    impl_handle h;
+    CU_ASSERT_EQUAL_FATAL(impl_open(PLUGIN_DIR "/libv1_plugin.so", &h), DDP_OK);
+    CU_ASSERT_EQUAL(h.ops->api_version, 1);
+    CU_ASSERT_PTR_NULL(h.ops->optimizer_step);
+    impl_close(&h);
+    CU_ASSERT_EQUAL_FATAL(impl_open(PLUGIN_DIR "/libexample_zero1.so", &h), DDP_OK);
+    CU_ASSERT_PTR_NOT_NULL(h.ops->optimizer_step);
+    impl_close(&h);
+}
+
+/* What the services of one rank did, written into the world's user area. */
+typedef struct services_seen {
+    int version, zero_to_none, layout_ok, bad_order;
+    uint64_t quiet_points, shaken_points, after_allreduce;
+    char error_before[64], error_after[256];
+} services_seen;
+
+static ddp_status probe_services(world_rank *wr, void *arg)
+{
+    (void)arg;
+    services_seen *seen = world_rank_user_area(wr);
+    model *m = NULL;
+    DDP_CHECK(model_create("mlp:512-1024-256", 2, &m));
+    ddp_config cfg = {.bucket_cap = DDP_DEFAULT_BUCKET_CAP, .first_bucket_cap = DDP_DEFAULT_FIRST_BUCKET_CAP,
+                      .set_to_none = 1};
+    impl_env env = {.wr = wr, .m = m, .cfg = cfg, .zero_to_none = 1};
+    ddpsim_services svc;
+    ddpsim_param_view views[MODEL_MAX_PARAMS];
+    impl_services_init(&svc, views, &env);
+    seen->version = (int)svc.version;
+    seen->zero_to_none = svc.zero_to_none;
+    /* Without chaos a chaos point is nothing; with it, each one counts at its site. */
+    svc.chaos_point(svc.env, 3);
+    seen->quiet_points = env.chaos_count[3];
+    env.chaos = 1;
+    svc.chaos = 1;
+    for (int i = 0; i < 4; i++)
+        svc.chaos_point(svc.env, 3);
+    seen->shaken_points = env.chaos_count[3];
+    float one = 1.0f;
+    uint64_t before = 0;
+    for (int k = 0; k < 16; k++)
+        before += env.chaos_count[k];
+    svc.allreduce_sum(svc.env, &one, 1);
+    for (int k = 0; k < 16; k++)
+        seen->after_allreduce += env.chaos_count[k];
+    seen->after_allreduce -= before;
+    /* last_error: nothing yet, then ddpsim's words for a collective that failed */
+    snprintf(seen->error_before, sizeof seen->error_before, "%s", svc.last_error(svc.env));
+    svc.allreduce_sum(svc.env, &one, 0);
+    snprintf(seen->error_after, sizeof seen->error_after, "%s", svc.last_error(svc.env));
+    /* bucket_layout: the constructor's and a rebuilt one (the hand layouts of test_ddp's rebuild test) */
+    int members[MODEL_MAX_PARAMS], sizes[MODEL_MAX_PARAMS];
+    int nb = svc.bucket_layout(svc.env, NULL, 0, members, sizes);
+    seen->layout_ok = nb == 2 && sizes[0] == 3 && members[0] == 1 && members[1] == 2 && members[2] == 3 &&
+                      sizes[1] == 1 && members[3] == 0;
+    const int ready[4] = {3, 2, 1, 0};
+    nb = svc.bucket_layout(svc.env, ready, 4, members, sizes);
+    seen->layout_ok &= nb == 2 && sizes[0] == 2 && members[0] == 3 && members[1] == 2 && sizes[1] == 2 &&
+                       members[2] == 1 && members[3] == 0;
+    const int twice[4] = {3, 3, 1, 0};
+    seen->bad_order = svc.bucket_layout(svc.env, twice, 4, members, sizes);
+    model_destroy(m);
+    return DDP_OK;
+}
+
+static void test_services_v2(void)
+{
+    world_config wc = {.nranks = 1, .timeout_s = 30, .user_bytes = sizeof(services_seen)};
+    world *w = NULL;
+    CU_ASSERT_EQUAL_FATAL(world_create(&wc, &w), DDP_OK);
+    memset(world_user_area(w), 0, sizeof(services_seen));
+    CU_ASSERT_EQUAL_FATAL(world_run(w, probe_services, NULL), DDP_OK);
+    const services_seen *seen = world_user_area(w);
+    CU_ASSERT_EQUAL(seen->version, 2);
+    CU_ASSERT_EQUAL(seen->zero_to_none, 1);
+    CU_ASSERT_EQUAL(seen->quiet_points, 0);
+    CU_ASSERT_EQUAL(seen->shaken_points, 4);
+    CU_ASSERT_EQUAL(seen->after_allreduce, 1); /* every collective of the services is a chaos point too */
+    CU_ASSERT_STRING_EQUAL(seen->error_before, "");
+    CU_ASSERT(strstr(seen->error_after, "allreduce") != NULL);
+    CU_ASSERT_EQUAL(seen->layout_ok, 1);
+    CU_ASSERT_EQUAL(seen->bad_order, -1);
+    world_destroy(w);
+}
+
 int main(void)
 {
     static const test_entry tests[] = {
@@ -189,6 +330,8 @@ int main(void)
         {"every catalogued bug is caught; correct implementations pass", test_catalogue},
         {"a mutant's first divergence is recorded", test_mutant_divergence_record},
         {"plugins: the example runs; broken ones are refused clearly", test_plugins},
+        {"interface version 2: the examples of every hook pass; a version-1 plugin still runs", test_plugins_v2},
+        {"interface version 2: the services' chaos points, last error and bucket layouts", test_services_v2},
         TEST_END,
     };
     return test_run_suite("implementations", tests);

@@ -13,6 +13,7 @@
 
 #include "fdcheck.h"
 #include "model.h"
+#include "model_impl.h"
 #include "npy.h"
 #include "testutil.h"
 
@@ -217,6 +218,41 @@ static void run_hashes(const char *spec, uint64_t seed, int rank, uint64_t micro
     model_destroy(m);
 }
 
+/*
+ * A .grad starts as None: the first gradient is copied into it, so a -0 of
+ * the local gradient stays -0, where adding it to a zero-filled .grad gives
+ * +0. zero_grad fills zeros (None stays None) or, with set_to_none, makes
+ * every .grad None again. The local gradient is written by hand here
+ * (model_impl.h): the models' own products rarely make a -0.
+ */
+static void test_none_grad(void)
+{
+    model *m = NULL;
+    CU_ASSERT_EQUAL_FATAL(model_create("mlp:3-2", 1, &m), DDP_OK); /* 0.weight [2, 3], 0.bias [2] */
+    const float local[8] = {-0.0f, 1.5f, -2.0f, 0.0f, -0.0f, 3.0f, -0.0f, 0.25f};
+    memcpy(model_lg(m, 0), local, sizeof local);
+    for (int p = 0; p < 2; p++)
+        CU_ASSERT_EQUAL(model_grad_defined(m)[p], 0);
+    model_accumulate(m, m, 0);
+    CU_ASSERT_EQUAL(memcmp(model_grads(m), local, 6 * sizeof(float)), 0); /* copied, -0 and all */
+    CU_ASSERT_EQUAL(model_grad_defined(m)[0], 1);
+    CU_ASSERT_EQUAL(model_grad_defined(m)[1], 0); /* not accumulated yet: still None, zeros */
+    CU_ASSERT_EQUAL(test_bits_f(model_grads(m)[6]), 0);
+    model_zero_grad_as(m, 0); /* fill zeros: 0.weight is a zero tensor, 0.bias stays None */
+    CU_ASSERT(model_grad_defined(m)[0] == 1 && model_grad_defined(m)[1] == 0);
+    model_accumulate(m, m, 0);
+    model_accumulate(m, m, 1);
+    CU_ASSERT_EQUAL(test_bits_f(model_grads(m)[0]), test_bits_f(0.0f)); /* +0 + -0 = +0 */
+    CU_ASSERT_EQUAL(test_bits_f(model_grads(m)[4]), test_bits_f(0.0f));
+    CU_ASSERT_EQUAL(test_bits_f(model_grads(m)[6]), test_bits_f(-0.0f)); /* the bias was None: copied */
+    CU_ASSERT_EQUAL(model_grads(m)[2], -2.0f);
+    model_zero_grad_as(m, 1); /* set_to_none */
+    CU_ASSERT(model_grad_defined(m)[0] == 0 && model_grad_defined(m)[1] == 0);
+    model_accumulate(m, m, 0);
+    CU_ASSERT_EQUAL(test_bits_f(model_grads(m)[0]), test_bits_f(-0.0f));
+    model_destroy(m);
+}
+
 static void test_reproducible_and_distinct(void)
 {
     static const char *const specs[] = {"mlp:8-16-4", "branchy", "attn"};
@@ -381,6 +417,7 @@ int main(void)
         {"bad specs are errors that say why", test_bad_specs},
         {"every model: finite differences of the loss", test_models_fd},
         {"backward accumulates, zero_grad zeroes", test_accumulation},
+        {"a None .grad takes the first gradient as it is (-0 stays -0); set_to_none", test_none_grad},
         {"same seed same bits; rank, micro-step and seed change what they should", test_reproducible_and_distinct},
         {"mlp and attn: every parameter gets a gradient", test_every_parameter_gets_a_gradient},
         {"branchy: gradients exactly where a head ran", test_branchy_usage},

@@ -214,7 +214,8 @@ static void test_manifest(void)
     CU_ASSERT_EQUAL_FATAL(sched_parse("enter fwd exit bwd grab step", &s), DDP_OK);
     char *dir = make_tmpdir();
     const char *impls[] = {"reference"};
-    ddp_config ddp = {COLL_ORDERED, DDP_DEFAULT_BUCKET_CAP, DDP_DEFAULT_FIRST_BUCKET_CAP, 0, 0, 0.1f};
+    ddp_config ddp = {.algo = COLL_ORDERED, .bucket_cap = DDP_DEFAULT_BUCKET_CAP,
+                      .first_bucket_cap = DDP_DEFAULT_FIRST_BUCKET_CAP, .lr = 0.1f};
     dump_manifest_info info = {2, 7, "mlp:4-8-3", 2, &ddp, "enter fwd exit bwd grab step", &s, impls, 1};
     CU_ASSERT_EQUAL(dump_write_manifest(dir, &info), DDP_OK);
     char path[256];

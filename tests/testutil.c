@@ -100,7 +100,8 @@ void test_verify_config(struct verify_config *c, const struct sched *s, const st
     c->batch = 3;
     c->seed = 1;
     c->schedule = s;
-    c->ddp = (ddp_config){COLL_ORDERED, DDP_DEFAULT_BUCKET_CAP, DDP_DEFAULT_FIRST_BUCKET_CAP, 0, 0, 0.1f};
+    c->ddp = (ddp_config){.algo = COLL_ORDERED, .bucket_cap = DDP_DEFAULT_BUCKET_CAP,
+                          .first_bucket_cap = DDP_DEFAULT_FIRST_BUCKET_CAP, .lr = 0.1f};
     c->tol.kind = TOL_BITWISE;
     c->impl = ops->name;
     c->impl_ops = ops;

@@ -45,3 +45,34 @@ int ddp_assign_buckets_bytes(const size_t *bytes, int nparams, size_t first_cap,
     }
     return n;
 }
+
+int ddp_bucket_layout(const model *m, size_t first_cap, size_t cap, const int *order, int n, int *members, int *sizes)
+{
+    int first[MODEL_MAX_PARAMS], count[MODEL_MAX_PARAMS], nb;
+    if (!order) {
+        nb = ddp_assign_buckets(m, first_cap, cap, first, count, MODEL_MAX_PARAMS);
+        for (int k = 0, j = 0; k < nb; k++) {
+            sizes[k] = count[k];
+            for (int q = 0; q < count[k]; q++)
+                members[j++] = first[k] + q;
+        }
+        return nb;
+    }
+    if (n < 0 || n > model_nparams(m))
+        return -1;
+    unsigned char seen[MODEL_MAX_PARAMS] = {0};
+    size_t bytes[MODEL_MAX_PARAMS];
+    for (int i = 0; i < n; i++) {
+        if (order[i] < 0 || order[i] >= model_nparams(m) || seen[order[i]])
+            return -1;
+        seen[order[i]] = 1;
+        bytes[i] = model_param_at(m, order[i])->count * sizeof(float);
+    }
+    nb = ddp_fill_buckets(bytes, n, first_cap, cap, first, count);
+    for (int k = 0; k < nb; k++) {
+        sizes[k] = count[k];
+        for (int q = 0; q < count[k]; q++)
+            members[first[k] + q] = order[first[k] + q];
+    }
+    return nb;
+}

@@ -25,4 +25,16 @@ int ddp_fill_buckets(const size_t *bytes, int nparams, size_t first_cap, size_t 
 int ddp_assign_buckets_bytes(const size_t *bytes, int nparams, size_t first_cap, size_t cap, int *bucket_first,
                              int *bucket_count, int max);
 
+/*
+ * PyTorch's layout as lists of parameters. With order == NULL the
+ * constructor's (ddp_assign_buckets; each bucket's parameters ascending);
+ * otherwise reducer.cpp's rebuild over the n parameters of `order` (the
+ * order their gradients became ready): the same limits, filled in that
+ * order and not reversed. members gets every bucket's parameters in bucket
+ * order, one bucket after another (n entries, nparams with order NULL);
+ * sizes[k] is bucket k's count. Returns the number of buckets, or -1 when
+ * order holds a parameter twice or one m does not have.
+ */
+int ddp_bucket_layout(const model *m, size_t first_cap, size_t cap, const int *order, int n, int *members, int *sizes);
+
 #endif

@@ -46,19 +46,19 @@ struct ddp_ref {
     int backend_avg;        /* the backend averages: buckets go unscaled */
 };
 
-/* Buckets from parameter indices `order` grouped into runs (first, count) of positions in it. */
-static void set_layout(ddp_ref *d, const int *order, const int *first, const int *count, int nb)
+/* Buckets from a layout (ddp_bucket_layout): nb buckets of sizes[k] parameters each, members in bucket order. */
+static void set_layout(ddp_ref *d, const int *members, const int *sizes, int nb)
 {
     d->nbuckets = nb;
-    for (int k = 0; k < nb; k++) {
+    for (int k = 0, j = 0; k < nb; k++) {
         ref_bucket *b = &d->buckets[k];
-        b->n = count[k];
+        b->n = sizes[k];
         b->count = 0;
         b->contiguous = 1;
-        for (int j = 0; j < b->n; j++) {
-            b->members[j] = order[first[k] + j];
-            b->count += model_param_at(d->m, b->members[j])->count;
-            if (j > 0 && b->members[j] != b->members[j - 1] + 1)
+        for (int q = 0; q < b->n; q++, j++) {
+            b->members[q] = members[j];
+            b->count += model_param_at(d->m, members[j])->count;
+            if (q > 0 && b->members[q] != b->members[q - 1] + 1)
                 b->contiguous = 0;
         }
     }
@@ -67,11 +67,9 @@ static void set_layout(ddp_ref *d, const int *order, const int *first, const int
 /* The constructor's layout (buckets.h): registration order, the list reversed. */
 static void initial_layout(ddp_ref *d)
 {
-    int order[MODEL_MAX_PARAMS], first[MODEL_MAX_PARAMS], count[MODEL_MAX_PARAMS];
-    for (int i = 0; i < model_nparams(d->m); i++)
-        order[i] = i;
-    int nb = ddp_assign_buckets(d->m, d->cfg.first_bucket_cap, d->cfg.bucket_cap, first, count, MODEL_MAX_PARAMS);
-    set_layout(d, order, first, count, nb);
+    int members[MODEL_MAX_PARAMS], sizes[MODEL_MAX_PARAMS];
+    int nb = ddp_bucket_layout(d->m, d->cfg.first_bucket_cap, d->cfg.bucket_cap, NULL, 0, members, sizes);
+    set_layout(d, members, sizes, nb);
 }
 
 /*
@@ -87,16 +85,11 @@ static ddp_status rebuild(ddp_ref *d)
     for (int i = 0; i < d->nready; i++)
         order[i] = d->ready_order[i];
     DDP_CHECK(coll_broadcast(d->wr, order, (size_t)d->nready * sizeof order[0], 0));
-    size_t bytes[MODEL_MAX_PARAMS];
-    int first[MODEL_MAX_PARAMS], count[MODEL_MAX_PARAMS];
-    for (int i = 0; i < d->nready; i++) {
-        if (order[i] < 0 || order[i] >= model_nparams(d->m))
-            return ddp_error(DDP_ERR_INVALID, "rank 0's bucket order is corrupt");
-        d->ready_order[i] = order[i];
-        bytes[i] = model_param_at(d->m, d->ready_order[i])->count * sizeof(float);
-    }
-    int nb = ddp_fill_buckets(bytes, d->nready, d->cfg.first_bucket_cap, d->cfg.bucket_cap, first, count);
-    set_layout(d, d->ready_order, first, count, nb);
+    int members[MODEL_MAX_PARAMS], sizes[MODEL_MAX_PARAMS];
+    int nb = ddp_bucket_layout(d->m, d->cfg.first_bucket_cap, d->cfg.bucket_cap, order, d->nready, members, sizes);
+    if (nb < 0)
+        return ddp_error(DDP_ERR_INVALID, "rank 0's bucket order is corrupt");
+    set_layout(d, members, sizes, nb);
     d->rebuilt = 1;
     return DDP_OK;
 }
@@ -262,8 +255,11 @@ static ddp_status sync_gradients(ddp_ref *d)
                                  "PyTorch DDP fails here unless find_unused_parameters=True (--find-unused)",
                                  model_param_at(d->m, i)->name, world_rank_id(d->wr));
     }
-    for (int i = 0; i < np; i++)
+    unsigned char *defined = model_grad_defined(d->m);
+    for (int i = 0; i < np; i++) {
         d->reduced[i] = !d->cfg.find_unused || global_used[i] != 0.0f;
+        defined[i] |= d->reduced[i]; /* copy_bucket_to_grad: a None .grad of a parameter another rank used gets the value */
+    }
     for (int k = 0; k < d->nbuckets; k++)
         DDP_CHECK(reduce_bucket(d, k));
     /* finalize_bucket_dense: with gradient_as_bucket_view every reduced grad is its bucket's view from now on
@@ -311,7 +307,9 @@ ddp_status ddp_ref_backward(ddp_ref *d)
 
 void ddp_ref_zero_grad(ddp_ref *d)
 {
-    model_zero_grad(d->m);
+    model_zero_grad_as(d->m, d->cfg.set_to_none);
+    if (d->cfg.set_to_none) /* a None .grad is nobody's view: the next sync copies it in by multiplying again */
+        memset(d->alias, 0, sizeof d->alias);
 }
 
 void ddp_ref_step(ddp_ref *d)

@@ -28,7 +28,12 @@
  *    keeps its local gradient untouched. Without find_unused every
  *    parameter must be used by every syncing forward (PyTorch would fail
  *    otherwise), and ddp_ref_backward says so with DDP_ERR_INVALID;
- *  - zero_grad fills zeros; step is SGD, p = p + (-lr) * g.
+ *  - a .grad starts as None, and zero_grad fills zeros or, with
+ *    set_to_none, makes every .grad None again (model_grad_defined); a sync
+ *    gives a value to every parameter it reduces, None or not, and a
+ *    parameter no rank used keeps its .grad as it was; with
+ *    gradient_as_bucket_view a None .grad is no longer its bucket's view, so
+ *    the next sync multiplies it again; step is SGD, p = p + (-lr) * g.
  *
  * Not here: scheduling, comparison, implementations under test.
  */
@@ -50,6 +55,7 @@ typedef struct ddp_config {
     size_t first_bucket_cap; /* bytes, > 0 */
     int find_unused;
     int bucket_view;         /* gradient_as_bucket_view: divide in place instead of multiply while copying */
+    int set_to_none;         /* zero_grad(set_to_none=True): every .grad becomes None (PyTorch >= 2.0's default) */
     float lr;
 } ddp_config;
 

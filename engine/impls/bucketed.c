@@ -91,21 +91,21 @@ static void *comm_main(void *arg)
     return NULL;
 }
 
-/* Lay out buckets from parameter order `order` (nparams entries) grouped as (first, count) runs. */
-static int layout(bstate *s, const int *order, const int *first, const int *count, int nb)
+/* Lay out buckets from the services' layout: nb buckets of sizes[k] parameters, members in bucket order. */
+static int layout(bstate *s, const int *members, const int *sizes, int nb)
 {
     const ddpsim_services *svc = s->svc;
     for (int k = 0; k < s->nb; k++)
         free(s->b[k].buf);
     s->nb = nb;
-    for (int k = 0; k < nb; k++) {
+    for (int k = 0, start = 0; k < nb; start += sizes[k++]) {
         bucket *bk = &s->b[k];
-        bk->start = first[k];
-        bk->nmembers = count[k];
+        bk->start = start;
+        bk->nmembers = sizes[k];
         bk->count = 0;
-        for (int j = 0; j < count[k]; j++) {
-            int p = order[first[k] + j];
-            s->members[first[k] + j] = p;
+        for (int j = 0; j < sizes[k]; j++) {
+            int p = members[start + j];
+            s->members[start + j] = p;
             s->bucket_of[p] = k;
             s->slot_of[p] = bk->count;
             bk->count += svc->params[p].count;
@@ -118,17 +118,13 @@ static int layout(bstate *s, const int *order, const int *first, const int *coun
     return 0;
 }
 
+/* The constructor's buckets, by the services' helper (PyTorch's rule). */
 static int initial_layout(bstate *s)
 {
     const ddpsim_services *svc = s->svc;
-    size_t bytes[MAXP];
-    int order[MAXP], first[MAXP], count[MAXP];
-    for (int p = 0; p < svc->nparams; p++) {
-        bytes[p] = svc->params[p].count * sizeof(float);
-        order[p] = p;
-    }
-    int nb = ddp_assign_buckets_bytes(bytes, svc->nparams, svc->first_bucket_cap, svc->bucket_cap, first, count, MAXP);
-    return layout(s, order, first, count, nb);
+    int members[MAXP], sizes[MAXP];
+    int nb = svc->bucket_layout(svc->env, NULL, 0, members, sizes);
+    return layout(s, members, sizes, nb);
 }
 
 /*
@@ -144,18 +140,12 @@ static int rebuild(bstate *s)
         order[i] = s->order[i];
     if (svc->broadcast(svc->env, order, (size_t)s->norder * sizeof order[0], 0))
         return -1;
-    for (int i = 0; i < s->norder; i++) {
-        if (order[i] < 0 || order[i] >= svc->nparams)
-            return b_error(s, "rank 0's bucket order is corrupt");
-        s->order[i] = order[i];
-    }
-    size_t bytes[MAXP];
-    int first[MAXP], count[MAXP];
-    for (int i = 0; i < s->norder; i++)
-        bytes[i] = svc->params[s->order[i]].count * sizeof(float);
-    int nb = ddp_fill_buckets(bytes, s->norder, svc->first_bucket_cap, svc->bucket_cap, first, count);
+    int members[MAXP], sizes[MAXP];
+    int nb = svc->bucket_layout(svc->env, order, s->norder, members, sizes);
+    if (nb < 0)
+        return b_error(s, "rank 0's bucket order is corrupt");
     s->rebuilt = 1;
-    return layout(s, s->order, first, count, nb);
+    return layout(s, members, sizes, nb);
 }
 
 static int b_create(const ddpsim_services *svc, void **state)
@@ -334,6 +324,15 @@ static int b_nothing(void *state)
     return 0;
 }
 
+/* A zero that makes every .grad None ends every alias: the next sync copies in by multiplying again (ddp_ref.c). */
+static int b_zero_grad(void *state)
+{
+    bstate *s = state;
+    if (s->svc->zero_to_none)
+        memset(s->alias, 0, sizeof s->alias);
+    return 0;
+}
+
 const ddpsim_impl_ops impl_bucketed_ops = {
     .api_version = DDPSIM_IMPL_API_VERSION,
     .name = "bucketed",
@@ -346,6 +345,6 @@ const ddpsim_impl_ops impl_bucketed_ops = {
     .no_sync_exit = b_exit,
     .grad_ready = b_ready,
     .backward_end = b_backward_end,
-    .zero_grad = b_nothing,
+    .zero_grad = b_zero_grad,
     .step = b_nothing,
 };

@@ -275,6 +275,15 @@ static int m_nothing(void *state)
     return 0;
 }
 
+/* zero with set_to_none ends every gradient_as_bucket_view alias, as in the reference (ddp_ref.c). */
+static int m_zero_grad(void *state)
+{
+    mutant *m = state;
+    if (m->svc->zero_to_none)
+        memset(m->alias, 0, sizeof m->alias);
+    return 0;
+}
+
 #define AS_CREATE(id, name, mechanism, source, bitwise_only)                                                    \
     static int create_##id(const ddpsim_services *svc, void **state) { return create_mutant(svc, state, BUG_##id); }
 BUGS(AS_CREATE)
@@ -283,7 +292,7 @@ BUGS(AS_CREATE)
     [BUG_##id] = {                                                                                                   \
         .api_version = DDPSIM_IMPL_API_VERSION, .name = text, .description = mechanism, .create = create_##id,       \
         .destroy = destroy_mutant, .forward_begin = m_forward_begin, .no_sync_enter = m_enter,                      \
-        .no_sync_exit = m_exit, .grad_ready = m_ready, .backward_end = m_backward_end, .zero_grad = m_nothing,     \
+        .no_sync_exit = m_exit, .grad_ready = m_ready, .backward_end = m_backward_end, .zero_grad = m_zero_grad,     \
         .step = m_nothing,                                                                                           \
     },
 static const ddpsim_impl_ops mutant_ops[BUG_COUNT] = {BUGS(AS_OPS)};

@@ -8,29 +8,38 @@
  *
  *     const ddpsim_impl_ops *ddpsim_impl_get(void);
  *
- * whose table's api_version must equal DDPSIM_IMPL_API_VERSION.
+ * whose table's api_version is DDPSIM_IMPL_API_VERSION (2) or 1: ddpsim
+ * loads plugins built against either version. A version-1 plugin sees the
+ * version-1 parts of both structures and nothing changes for it.
  *
  * On every rank ddpsim gives the implementation its own model replica (the
  * parameter and gradient views below) and drives it through the schedule:
  *
  *   fwd    forward_begin(no_sync_active), then the model's forward
- *   bwd    the model's backward, which ADDS this micro-step's gradient to
- *          every used parameter's .grad; then grad_ready(p) once per
- *          parameter that received a gradient, in the order backward
- *          produces them (last-registered first); then backward_end()
+ *   bwd    the model's backward, last layer first: the moment a parameter's
+ *          gradient of this micro-step is complete ddpsim ADDS it to that
+ *          parameter's .grad (PyTorch's AccumulateGrad) and calls
+ *          grad_ready(p), while the rest of the backward still computes
+ *          (under --chaos an event may come later, never earlier); after
+ *          the last one, backward_end(), which must leave every reduction
+ *          finished
  *   enter  no_sync_enter()          exit  no_sync_exit()
- *   zero   ddpsim fills every .grad with zeros, then zero_grad()
- *   step   ddpsim applies SGD (p += -lr * grad), then step()
+ *   zero   ddpsim zeroes every .grad (or, with --zero-grad none, makes it
+ *          None: see grad_defined), then zero_grad()
+ *   step   optimizer_step() (version 2; it may own the update), then
+ *          ddpsim's SGD p += -lr * grad unless it did, then step()
  *
  * Before the first op, create() is called; it should broadcast the
  * parameters from rank 0 as DDP's constructor does (or not: ddpsim checks).
  * The implementation may call the collectives in the services from any
- * callback, or from its own threads while a callback is running; every rank
- * must make the same collective calls in the same order. Callbacks return 0
- * on success; anything else fails the run, with the message the
- * implementation wrote through services->set_error.
+ * callback, or from its own threads while a callback is running, one at a
+ * time per rank; every rank must make the same collective calls in the same
+ * order. Callbacks return 0 on success; anything else fails the run, with
+ * the message the implementation wrote through services->set_error.
  *
- * ddpsim compares the .grad views with its reference at every grab.
+ * ddpsim compares the .grad views with its reference at every grab, and
+ * the parameters after every step and at the end; after every syncing
+ * backward all ranks must hold the same bits.
  */
 #ifndef DDPSIM_IMPL_H
 #define DDPSIM_IMPL_H
@@ -38,7 +47,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DDPSIM_IMPL_API_VERSION 1
+#define DDPSIM_IMPL_API_VERSION 2
+/* The oldest version ddpsim still loads. */
+#define DDPSIM_IMPL_API_MIN_VERSION 1
 
 typedef struct ddpsim_param_view {
     const char *name; /* PyTorch's name: "0.weight", "head_a.bias", ... */
@@ -70,6 +81,45 @@ typedef struct ddpsim_services {
     /* Record why the implementation fails (shown in the report); returns -1. */
     int (*set_error)(void *env, const char *message);
     void *env;
+
+    /* ---- version 2 (a version-1 plugin never reads past here) ---- */
+    uint32_t version;      /* the interface version these services follow: 2 */
+    float lr;              /* the learning rate of step's SGD (what an optimizer_step that owns the update uses) */
+    int zero_to_none;      /* zero makes every .grad None (PyTorch's zero_grad(set_to_none=True), --zero-grad none) */
+    /*
+     * [nparams]: 0 while params[p].grad is None. A None .grad holds zeros in
+     * its buffer and reads as zeros everywhere, the checker included; it is
+     * what a rank contributes for a parameter it did not use. ddpsim keeps
+     * these flags: None at the start (as a fresh PyTorch parameter), a
+     * tensor from the first gradient added to it, or from a sync that gives
+     * it a value (a parameter this rank did not use but another did), None
+     * again after a zero with zero_to_none. The first gradient into a None
+     * .grad is copied, not added, so a -0 stays -0.
+     */
+    const unsigned char *grad_defined;
+    int chaos;             /* 1 under --chaos (shake timing, never values); chaos_seed is then the run's seed */
+    uint64_t chaos_seed;
+    /*
+     * Under --chaos a seeded pause of up to 200 us (nothing otherwise), for
+     * the implementation's own threads: call it where a different timing
+     * could matter (site: any number naming the place; the pauses at one
+     * site follow the seed). ddpsim pauses in every collective of these
+     * services the same way.
+     */
+    void (*chaos_point)(void *env, uint32_t site);
+    /* Why this rank's last failed collective failed, in ddpsim's words ("" when none has failed). */
+    const char *(*last_error)(void *env);
+    /*
+     * PyTorch's bucket assignment with this run's caps. order == NULL: the
+     * constructor's (registration order, buckets reversed so bucket 0 holds
+     * the last-registered parameters); otherwise the rebuilt one over the n
+     * parameters of order, the order their gradients became ready in the
+     * first syncing backward (reducer.cpp rebuild_buckets: filled in that
+     * order, not reversed). members gets each bucket's parameters in bucket
+     * order, one bucket after another; sizes[k] bucket k's count (both with
+     * room for nparams). Returns the number of buckets, -1 for a bad order.
+     */
+    int (*bucket_layout)(void *env, const int *order, int n, int *members, int *sizes);
 } ddpsim_services;
 
 typedef struct ddpsim_impl_ops {
@@ -85,6 +135,16 @@ typedef struct ddpsim_impl_ops {
     int (*backward_end)(void *state);
     int (*zero_grad)(void *state);
     int (*step)(void *state);
+
+    /* ---- version 2 (ddpsim reads these only from a table whose api_version is 2) ---- */
+    /*
+     * At step, before ddpsim's SGD, with services->lr: set *owned = 1 when
+     * the implementation updated the parameters itself (a sharded
+     * optimizer, say), and ddpsim applies no SGD of its own. NULL: ddpsim's
+     * SGD. The parameters are checked against the reference's after every
+     * step either way.
+     */
+    int (*optimizer_step)(void *state, int *owned);
 } ddpsim_impl_ops;
 
 /* What a plugin exports (declared here, so a plugin's definition is checked against it). */

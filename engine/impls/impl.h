@@ -7,6 +7,8 @@
 #ifndef DDPSIM_IMPL_INTERNAL_H
 #define DDPSIM_IMPL_INTERNAL_H
 
+#include <stdatomic.h>
+
 #include "ddp_ref.h"
 #include "ddpsim_impl.h"
 #include "model.h"
@@ -29,7 +31,8 @@ int impl_builtin_count(void);
 const impl_entry *impl_builtin_at(int i);
 
 typedef struct impl_handle {
-    const ddpsim_impl_ops *ops;
+    const ddpsim_impl_ops *ops; /* a built-in's table, or `table` */
+    ddpsim_impl_ops table;      /* a plugin's, copied whole (a version-1 table leaves the version-2 part NULL) */
     const impl_entry *entry; /* NULL for a plugin */
     void *dl;                /* dlopen handle of a plugin */
     char name[IMPL_NAME_LEN];
@@ -38,8 +41,8 @@ typedef struct impl_handle {
 /*
  * A built-in by name, or a plugin when name contains a '/' (dlopen). For a
  * plugin: DDP_ERR_INVALID with dlerror's text when it does not load, lacks
- * ddpsim_impl_get, returns NULL, has another api_version or misses a
- * callback. Unknown names list the built-ins.
+ * ddpsim_impl_get, returns NULL, has an api_version other than 1 or 2, or
+ * misses a callback. Unknown names list the built-ins.
  */
 ddp_status impl_open(const char *name, impl_handle *out);
 void impl_close(impl_handle *h);
@@ -51,6 +54,9 @@ typedef struct impl_env {
     ddp_config cfg;
     int chaos;            /* built-ins may shake their own timing-only choices with it */
     uint64_t chaos_seed;
+    uint64_t chaos_key;   /* this rank's stream of chaos points (services->chaos_point) */
+    _Atomic uint64_t chaos_count[16]; /* pauses so far, by site */
+    int zero_to_none;
     nccl_comm *nccl;      /* --backend nccl: the implementation's reductions go through NCCL */
     int backend_avg;      /* --nccl-op avg: built-ins leave buckets unscaled and ask for ncclAvg */
     int flip_pending;     /* --fault flip: the next reduction's contribution gets one bit flipped */

@@ -4,6 +4,7 @@
 #include "impl.h"
 
 #include <dlfcn.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -37,9 +38,10 @@ static ddp_status open_plugin(const char *path, impl_handle *out)
         s = ddp_error(DDP_ERR_INVALID, "plugin %s does not export %s() (see ddpsim_impl.h)", path, DDPSIM_IMPL_ENTRY);
     else if (!ops)
         s = ddp_error(DDP_ERR_INVALID, "plugin %s: %s() returned NULL", path, DDPSIM_IMPL_ENTRY);
-    else if (ops->api_version != DDPSIM_IMPL_API_VERSION)
-        s = ddp_error(DDP_ERR_INVALID, "plugin %s was built for interface version %u; this ddpsim speaks version %d",
-                      path, ops->api_version, DDPSIM_IMPL_API_VERSION);
+    else if (ops->api_version < DDPSIM_IMPL_API_MIN_VERSION || ops->api_version > DDPSIM_IMPL_API_VERSION)
+        s = ddp_error(DDP_ERR_INVALID,
+                      "plugin %s was built for interface version %u; this ddpsim speaks versions %d to %d", path,
+                      ops->api_version, DDPSIM_IMPL_API_MIN_VERSION, DDPSIM_IMPL_API_VERSION);
     else if (!ops->create || !ops->destroy || !ops->forward_begin || !ops->no_sync_enter || !ops->no_sync_exit ||
              !ops->grad_ready || !ops->backward_end || !ops->zero_grad || !ops->step)
         s = ddp_error(DDP_ERR_INVALID, "plugin %s leaves a callback of ddpsim_impl_ops NULL", path);
@@ -47,7 +49,11 @@ static ddp_status open_plugin(const char *path, impl_handle *out)
         dlclose(dl);
         return s;
     }
-    out->ops = ops;
+    /* A version-1 table ends where version 2 added optimizer_step: read no further than it goes. */
+    memset(&out->table, 0, sizeof out->table);
+    memcpy(&out->table, ops,
+           ops->api_version >= 2 ? sizeof out->table : offsetof(ddpsim_impl_ops, optimizer_step));
+    out->ops = &out->table;
     out->dl = dl;
     return DDP_OK;
 }

@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "clock.h"
 #include "coll.h"
+#include "rng.h"
 
 ddp_status impl_reduce(void *env, float *buf, size_t count, int avg)
 {
@@ -27,6 +29,22 @@ ddp_status impl_reduce(void *env, float *buf, size_t count, int avg)
     return coll_allreduce(e->wr, buf, count, COLL_FLOAT, COLL_SUM, e->cfg.algo);
 }
 
+/*
+ * Under chaos, a seeded pause of up to 200 us at a site, for whichever
+ * thread gets there: the n-th pause at a site is the same for a seed.
+ */
+static void svc_chaos_point(void *env, uint32_t site)
+{
+    impl_env *e = env;
+    if (!e->chaos)
+        return;
+    size_t slot = site % (sizeof e->chaos_count / sizeof e->chaos_count[0]);
+    uint64_t n = atomic_fetch_add_explicit(&e->chaos_count[slot], 1, memory_order_relaxed);
+    clock_sleep_us(rng_below(rng_key(e->chaos_key, site), n, 201));
+}
+
+enum { SITE_ALLREDUCE = 0x636f6c31, SITE_BROADCAST, SITE_ALLGATHER }; /* the services' own chaos sites */
+
 /* A collective the implementation called: 0, or -1 with ddpsim's reason kept for the report. */
 static int svc_result(impl_env *e, ddp_status s)
 {
@@ -38,17 +56,31 @@ static int svc_result(impl_env *e, ddp_status s)
 
 static int svc_allreduce(void *env, float *buf, size_t count)
 {
+    svc_chaos_point(env, SITE_ALLREDUCE);
     return svc_result(env, impl_reduce(env, buf, count, 0));
 }
 
 static int svc_broadcast(void *env, void *buf, size_t bytes, int root)
 {
+    svc_chaos_point(env, SITE_BROADCAST);
     return svc_result(env, coll_broadcast(((impl_env *)env)->wr, buf, bytes, root));
 }
 
 static int svc_allgather(void *env, const void *send, void *recv, size_t bytes)
 {
+    svc_chaos_point(env, SITE_ALLGATHER);
     return svc_result(env, coll_allgather(((impl_env *)env)->wr, send, recv, bytes));
+}
+
+static const char *svc_last_error(void *env)
+{
+    return ((impl_env *)env)->coll_error;
+}
+
+static int svc_bucket_layout(void *env, const int *order, int n, int *members, int *sizes)
+{
+    impl_env *e = env;
+    return ddp_bucket_layout(e->m, e->cfg.first_bucket_cap, e->cfg.bucket_cap, order, n, members, sizes);
 }
 
 static int svc_set_error(void *env, const char *message)
@@ -82,5 +114,15 @@ void impl_services_init(ddpsim_services *svc, ddpsim_param_view *views, impl_env
         .allgather = svc_allgather,
         .set_error = svc_set_error,
         .env = env,
+        .version = DDPSIM_IMPL_API_VERSION,
+        .lr = env->cfg.lr,
+        .zero_to_none = env->zero_to_none,
+        .grad_defined = model_grad_defined(m),
+        .chaos = env->chaos,
+        .chaos_seed = env->chaos_seed,
+        .chaos_point = svc_chaos_point,
+        .last_error = svc_last_error,
+        .bucket_layout = svc_bucket_layout,
     };
+    env->chaos_key = rng_key(rng_key(env->chaos_seed, 0x73766370 /* "svcp" */), (uint64_t)world_rank_id(env->wr));
 }

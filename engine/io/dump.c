@@ -296,7 +296,8 @@ ddp_status dump_write_manifest(const char *dir, const dump_manifest_info *info)
                "\"gradient_as_bucket_view\": %s, \"algo\": \"%s\"},\n",
             d->bucket_cap, d->first_bucket_cap, d->find_unused ? "true" : "false", d->bucket_view ? "true" : "false",
             coll_algo_name(d->algo));
-    fprintf(f, " \"zero_grad\": \"fill_zeros\",\n \"optimizer\": {\"type\": \"sgd\", \"lr\": ");
+    fprintf(f, " \"zero_grad\": \"%s\",\n \"optimizer\": {\"type\": \"sgd\", \"lr\": ",
+            d->set_to_none ? "set_to_none" : "fill_zeros");
     jsonw_float(f, d->lr);
     fprintf(f, "},\n \"schedule\": ");
     jsonw_string(f, info->schedule_text);
@@ -415,8 +416,10 @@ static ddp_status check_ddp_section(const char *path, const json_value *root, co
         return CONFLICT("%s: the dump was made with --algo %s, this run has --algo %s", path, algo->string,
                         coll_algo_name(run->ddp->algo));
     DDP_CHECK(need(path, root, "zero_grad", JSON_STRING, &zero));
-    if (strcmp(zero->string, "fill_zeros") != 0)
-        return CONFLICT("%s: the dump's zero_grad is \"%s\"; this ddpsim's zero fills zeros", path, zero->string);
+    const char *want = run->ddp->set_to_none ? "set_to_none" : "fill_zeros";
+    if (strcmp(zero->string, want) != 0)
+        return CONFLICT("%s: the dump's zero_grad is \"%s\", this run's is \"%s\" (--zero-grad %s)", path, zero->string,
+                        want, run->ddp->set_to_none ? "none" : "zeros");
     return DDP_OK;
 }
 

@@ -85,7 +85,7 @@ static ddp_status impl_create(rank_ctx *c)
     DDP_CHECK(replica_create(c, &s->m));
     s->ops = c->cfg->impl_ops;
     s->env = (impl_env){.wr = c->wr, .m = s->m, .cfg = c->cfg->ddp, .chaos = c->cfg->chaos,
-                        .chaos_seed = c->cfg->chaos_seed};
+                        .chaos_seed = c->cfg->chaos_seed, .zero_to_none = c->cfg->ddp.set_to_none};
     impl_services_init(&s->svc, s->views, &s->env);
     if (c->cfg->backend == VERIFY_BACKEND_NCCL) {
         /* A little under the watchdog's limit, so a stuck NCCL call is aborted and named by its rank. */
@@ -148,6 +148,21 @@ static void on_ready_impl(void *ctx, int p)
 }
 
 /*
+ * Which .grad is None is ddpsim's to keep on both sides (ddpsim_impl.h
+ * grad_defined): after a sync, every parameter the reference's sync gave a
+ * value has one on the implementation's side too.
+ */
+static void mirror_defined(rank_ctx *c)
+{
+    if (!ddp_ref_last_synced(c->ref.ddp))
+        return;
+    const unsigned char *reduced = ddp_ref_reduced_params(c->ref.ddp);
+    unsigned char *defined = model_grad_defined(c->impl.m);
+    for (int p = 0; p < model_nparams(c->impl.m); p++)
+        defined[p] |= reduced[p];
+}
+
+/*
  * One backward. Gradients complete layer by layer and each one's event goes
  * out at once, interleaved with the rest of the backward, as autograd's
  * hooks do: an implementation that reads a gradient before its event sees
@@ -177,14 +192,18 @@ static ddp_status run_backward(rank_ctx *c)
     c->fig->compute_ns += t1 - t0;
     c->fig->impl_comm_hidden_ns += comm1 - comm0;
     c->fig->impl_comm_exposed_ns += world_coll_ns(c->wr) - comm1;
-    if (!c->budget.E)
-        return ddp_ref_backward_end(c->ref.ddp);
+    if (!c->budget.E) {
+        DDP_CHECK(ddp_ref_backward_end(c->ref.ddp));
+        mirror_defined(c);
+        return DDP_OK;
+    }
     /* The order tolerance's bound follows the accumulation and the sync (budget.h). */
     budget_accumulate(&c->budget, c->ref.m, model_grads(c->ref.m), model_used(c->ref.m));
     int syncs = ddp_ref_pending_sync(c->ref.ddp);
     if (syncs)
         budget_before_sync(&c->budget, model_grads(c->ref.m));
     DDP_CHECK(ddp_ref_backward_end(c->ref.ddp));
+    mirror_defined(c);
     return syncs ? AS_CHECKS(budget_after_sync(&c->budget, c->wr, c->ref.m, ddp_ref_reduced_params(c->ref.ddp)))
                  : DDP_OK;
 }
@@ -411,19 +430,24 @@ static ddp_status run_op(rank_ctx *c, sched_op op, size_t *grab)
     case OP_GRAB: return do_grab(c, (*grab)++);
     case OP_ZERO:
         ddp_ref_zero_grad(c->ref.ddp);
-        model_zero_grad(im->m);
+        model_zero_grad_as(im->m, c->cfg->ddp.set_to_none);
         memset(c->gsum, 0, model_size(c->ref.m) * sizeof *c->gsum);
         memset(c->gmag, 0, model_size(c->ref.m) * sizeof *c->gmag);
         c->nacc = c->depth = 0;
         c->last_was_synced_bwd = c->bwd_since_zero = 0;
         budget_zero(&c->budget);
         return IMPL_CALL(c, im->ops->zero_grad(im->state), "zero_grad");
-    case OP_STEP:
+    case OP_STEP: {
         ddp_ref_step(c->ref.ddp);
-        ddp_sgd_step(im->m, c->cfg->ddp.lr);
+        int owned = 0;
+        if (im->ops->optimizer_step)
+            DDP_CHECK(IMPL_CALL(c, im->ops->optimizer_step(im->state, &owned), "optimizer_step"));
+        if (!owned)
+            ddp_sgd_step(im->m, c->cfg->ddp.lr);
         DDP_CHECK(IMPL_CALL(c, im->ops->step(im->state), "step"));
         check_params(c, 1);
         return DDP_OK;
+    }
     }
     return ddp_error(DDP_ERR_INVALID, "unknown op %d", (int)op);
 }

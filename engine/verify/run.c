@@ -140,6 +140,12 @@ ddp_status verify_check_config(const verify_config *cfg)
         return ddp_error(DDP_ERR_INVALID, "--nccl-op: avg: only the built-in reference and bucketed implementations "
                                           "leave their buckets unscaled for ncclAvg; '%s' scales them itself",
                          cfg->impl);
+    if (cfg->ddp.set_to_none && cfg->ddp.bucket_view && cfg->impl_ops->api_version < 2)
+        return ddp_error(DDP_ERR_INVALID,
+                         "--zero-grad: none with --bucket-view changes how the next sync scales (it multiplies "
+                         "again), and '%s' was built for interface version 1, which cannot see zero_to_none; "
+                         "rebuild it against version 2",
+                         cfg->impl);
     size_t nrec = sched_nchecks(cfg->schedule) * (size_t)cfg->nranks;
     if (nrec > VERIFY_MAX_RECORDS)
         return ddp_error(DDP_ERR_INVALID,

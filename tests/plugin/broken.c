@@ -17,7 +17,7 @@ static int nop(void *state)
 
 static const ddpsim_impl_ops broken_ops = {
 #ifdef BROKEN_VERSION
-    .api_version = DDPSIM_IMPL_API_VERSION + 98,
+    .api_version = 99,
 #else
     .api_version = DDPSIM_IMPL_API_VERSION,
 #endif

@@ -95,6 +95,11 @@ static int ro_grad_ready(void *state, int p)
     return 0;
 }
 static int ro_backward_end(void *state) { return sddp_backward_end(state); }
+static int ro_zero_grad(void *state)
+{
+    sddp_zero_grad(state);
+    return 0;
+}
 static int ro_nothing(void *state)
 {
     (void)state;
@@ -126,7 +131,7 @@ static const ddpsim_impl_ops ops = {
     .no_sync_exit = ro_nothing,
     .grad_ready = ro_grad_ready,
     .backward_end = ro_backward_end,
-    .zero_grad = ro_nothing,
+    .zero_grad = ro_zero_grad,
     .step = ro_nothing,
 };
 

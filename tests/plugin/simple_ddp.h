@@ -42,12 +42,12 @@ struct sddp {
     void *user;                   /* the plugin's own state */
 };
 
-static int sddp_fail(sddp *d, const char *msg)
+static inline int sddp_fail(sddp *d, const char *msg)
 {
     return d->svc->set_error(d->svc->env, msg);
 }
 
-static int sddp_create(const ddpsim_services *svc, const sddp_hooks *hooks, sddp **out)
+static inline int sddp_create(const ddpsim_services *svc, const sddp_hooks *hooks, sddp **out)
 {
     sddp *d = calloc(1, sizeof *d);
     *out = d;
@@ -68,7 +68,7 @@ static int sddp_create(const ddpsim_services *svc, const sddp_hooks *hooks, sddp
     return 0;
 }
 
-static void sddp_destroy(sddp *d)
+static inline void sddp_destroy(sddp *d)
 {
     if (!d)
         return;
@@ -79,7 +79,7 @@ static void sddp_destroy(sddp *d)
     free(d);
 }
 
-static int sddp_forward_begin(sddp *d, int no_sync_active)
+static inline int sddp_forward_begin(sddp *d, int no_sync_active)
 {
     d->fwd_sync = !no_sync_active;
     d->fwd_pending = 1;
@@ -87,13 +87,13 @@ static int sddp_forward_begin(sddp *d, int no_sync_active)
     return 0;
 }
 
-static void sddp_grad_ready(sddp *d, int p)
+static inline void sddp_grad_ready(sddp *d, int p)
 {
     d->used_now[p] = 1;
     d->window_used[p] = 1;
 }
 
-static void sddp_default_scale(sddp *d, int p, float *g, size_t count)
+static inline void sddp_default_scale(sddp *d, int p, float *g, size_t count)
 {
     if (d->svc->bucket_view && d->alias[p]) {
         for (size_t i = 0; i < count; i++)
@@ -105,7 +105,7 @@ static void sddp_default_scale(sddp *d, int p, float *g, size_t count)
     }
 }
 
-static int sddp_sync(sddp *d)
+static inline int sddp_sync(sddp *d)
 {
     const ddpsim_services *svc = d->svc;
     int np = svc->nparams;
@@ -147,7 +147,14 @@ static int sddp_sync(sddp *d)
     return 0;
 }
 
-static int sddp_backward_end(sddp *d)
+/* A zero that makes .grad None ends gradient_as_bucket_view's alias: the next sync multiplies again. */
+static inline void sddp_zero_grad(sddp *d)
+{
+    if (d->svc->version >= 2 && d->svc->zero_to_none)
+        memset(d->alias, 0, (size_t)d->svc->nparams);
+}
+
+static inline int sddp_backward_end(sddp *d)
 {
     d->fwd_pending = 0;
     return d->fwd_sync ? sddp_sync(d) : 0;

@@ -1,0 +1,257 @@
+/*
+ * example_buckets.c - an example plugin for the rest of interface version
+ * 2: a DDP with buckets and a communication thread, as PyTorch's reducer.
+ *
+ *  - bucket_layout: the buckets are PyTorch's, the constructor's at first
+ *    and, after the first syncing backward, rebuilt in the order the
+ *    gradients became ready there (rank 0's order, broadcast);
+ *  - a communication thread allreduces each bucket as soon as its last
+ *    gradient is in, while backward still computes the rest, in bucket
+ *    order; it calls chaos_point before each one, so under --chaos its
+ *    timing is shaken with the run's seed like ddpsim's own;
+ *  - when a collective fails it says why with last_error's words;
+ *  - with gradient_as_bucket_view and zero_to_none (--zero-grad none), a
+ *    zero ends every .grad's being its bucket's view, so the next sync
+ *    multiplies by 1/N again instead of dividing (PyTorch's reducer).
+ *
+ *     cc -shared -fPIC -pthread $(pkg-config --cflags ddpsim) -o libexample_buckets.so example_buckets.c
+ *     ddpsim --ranks 4 --impl ./libexample_buckets.so --bucket-cap 4K
+ *
+ * It does not model find_unused_parameters.
+ */
+#include <ddpsim_impl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct bucket {
+    int first, n;   /* members[first .. first + n) */
+    size_t count;   /* floats */
+    float *buf;
+    int missing;    /* gradients not yet in */
+} bucket;
+
+typedef struct xb {
+    const ddpsim_services *svc;
+    int np, nb;
+    int *members, *bucket_of;
+    size_t *slot_of;
+    bucket *b;
+    unsigned char *alias;  /* gradient_as_bucket_view: .grad is its bucket's view since a sync */
+    int fwd_sync, rebuilt, *order, norder;
+    /* the communication thread */
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int launched, done, stop, failed;
+    char why[600];
+} xb;
+
+static int xb_fail(xb *x, const char *msg)
+{
+    return x->svc->set_error(x->svc->env, msg);
+}
+
+/* Buckets from the services' layout (order NULL: the constructor's). */
+static int lay_out(xb *x, const int *order, int n)
+{
+    const ddpsim_services *svc = x->svc;
+    int sizes[256];
+    if (svc->nparams > 256)
+        return xb_fail(x, "example_buckets handles at most 256 parameters");
+    x->nb = svc->bucket_layout(svc->env, order, n, x->members, sizes);
+    if (x->nb < 0)
+        return xb_fail(x, "a bucket order ddpsim does not accept");
+    for (int k = 0, first = 0; k < x->nb; first += sizes[k++]) {
+        bucket *b = &x->b[k];
+        free(b->buf);
+        b->first = first;
+        b->n = sizes[k];
+        b->count = 0;
+        for (int j = first; j < first + b->n; j++) {
+            x->bucket_of[x->members[j]] = k;
+            x->slot_of[x->members[j]] = b->count;
+            b->count += svc->params[x->members[j]].count;
+        }
+        b->buf = malloc(b->count * sizeof(float));
+        if (!b->buf)
+            return xb_fail(x, "out of memory");
+    }
+    return 0;
+}
+
+/* Reduce bucket after bucket, each as soon as the backward has filled it. */
+static void *comm_main(void *arg)
+{
+    xb *x = arg;
+    const ddpsim_services *svc = x->svc;
+    pthread_mutex_lock(&x->mu);
+    for (;;) {
+        while (!x->stop && x->done == x->launched)
+            pthread_cond_wait(&x->cv, &x->mu);
+        if (x->stop)
+            break;
+        bucket *b = &x->b[x->done];
+        pthread_mutex_unlock(&x->mu);
+        svc->chaos_point(svc->env, (uint32_t)x->done);
+        int rc = svc->allreduce_sum(svc->env, b->buf, b->count);
+        pthread_mutex_lock(&x->mu);
+        if (rc && !x->failed) {
+            x->failed = 1;
+            snprintf(x->why, sizeof x->why, "example_buckets: the allreduce of bucket %d failed: %s", x->done,
+                     svc->last_error(svc->env));
+        }
+        x->done++;
+        pthread_cond_broadcast(&x->cv);
+    }
+    pthread_mutex_unlock(&x->mu);
+    return NULL;
+}
+
+static int xb_create(const ddpsim_services *svc, void **state)
+{
+    if (svc->version < 2)
+        return svc->set_error(svc->env, "example_buckets needs services of interface version 2");
+    if (svc->find_unused)
+        return svc->set_error(svc->env, "example_buckets does not model find_unused_parameters");
+    xb *x = calloc(1, sizeof *x);
+    *state = x;
+    if (!x)
+        return svc->set_error(svc->env, "out of memory");
+    x->svc = svc;
+    x->np = svc->nparams;
+    x->members = calloc((size_t)x->np, sizeof *x->members);
+    x->bucket_of = calloc((size_t)x->np, sizeof *x->bucket_of);
+    x->slot_of = calloc((size_t)x->np, sizeof *x->slot_of);
+    x->b = calloc((size_t)x->np, sizeof *x->b);
+    x->alias = calloc((size_t)x->np, 1);
+    x->order = calloc((size_t)x->np, sizeof *x->order);
+    if (!x->members || !x->bucket_of || !x->slot_of || !x->b || !x->alias || !x->order)
+        return xb_fail(x, "out of memory");
+    for (int p = 0; p < x->np; p++)
+        if (svc->broadcast(svc->env, svc->params[p].data, svc->params[p].count * sizeof(float), 0))
+            return -1;
+    if (lay_out(x, NULL, 0))
+        return -1;
+    pthread_mutex_init(&x->mu, NULL);
+    pthread_cond_init(&x->cv, NULL);
+    if (pthread_create(&x->thread, NULL, comm_main, x) != 0)
+        return xb_fail(x, "cannot start the communication thread");
+    return 0;
+}
+
+static void xb_destroy(void *state)
+{
+    xb *x = state;
+    if (!x)
+        return;
+    if (x->thread) {
+        pthread_mutex_lock(&x->mu);
+        x->stop = 1;
+        pthread_cond_broadcast(&x->cv);
+        pthread_mutex_unlock(&x->mu);
+        pthread_join(x->thread, NULL);
+    }
+    for (int k = 0; k < x->nb; k++)
+        free(x->b[k].buf);
+    free(x->members), free(x->bucket_of), free(x->slot_of), free(x->b), free(x->alias), free(x->order);
+    free(x);
+}
+
+static int xb_forward_begin(void *state, int no_sync_active)
+{
+    xb *x = state;
+    x->fwd_sync = !no_sync_active;
+    pthread_mutex_lock(&x->mu);
+    x->launched = x->done = 0;
+    pthread_mutex_unlock(&x->mu);
+    for (int k = 0; k < x->nb; k++)
+        x->b[k].missing = x->b[k].n;
+    x->norder = 0;
+    return 0;
+}
+
+static int xb_nothing(void *state)
+{
+    (void)state;
+    return 0;
+}
+
+/* Copy the gradient into its bucket scaled by 1/N; hand over every bucket, in order, that is now full. */
+static int xb_grad_ready(void *state, int p)
+{
+    xb *x = state;
+    const ddpsim_services *svc = x->svc;
+    if (!x->fwd_sync)
+        return 0;
+    x->order[x->norder++] = p;
+    bucket *b = &x->b[x->bucket_of[p]];
+    const ddpsim_param_view *v = &svc->params[p];
+    float *dst = b->buf + x->slot_of[p], inv = (float)(1.0 / svc->world_size);
+    for (size_t i = 0; i < v->count; i++)
+        dst[i] = svc->bucket_view && x->alias[p] ? v->grad[i] / (float)svc->world_size : v->grad[i] * inv;
+    b->missing--;
+    pthread_mutex_lock(&x->mu);
+    while (x->launched < x->nb && x->b[x->launched].missing == 0)
+        x->launched++;
+    pthread_cond_broadcast(&x->cv);
+    pthread_mutex_unlock(&x->mu);
+    return 0;
+}
+
+static int xb_backward_end(void *state)
+{
+    xb *x = state;
+    const ddpsim_services *svc = x->svc;
+    if (!x->fwd_sync)
+        return 0;
+    if (x->norder != x->np)
+        return xb_fail(x, "a parameter got no gradient in a syncing backward (find_unused is off)");
+    pthread_mutex_lock(&x->mu);
+    while (x->done < x->nb)
+        pthread_cond_wait(&x->cv, &x->mu);
+    int failed = x->failed;
+    pthread_mutex_unlock(&x->mu);
+    if (failed)
+        return xb_fail(x, x->why);
+    for (int p = 0; p < x->np; p++) {
+        memcpy(svc->params[p].grad, x->b[x->bucket_of[p]].buf + x->slot_of[p], svc->params[p].count * sizeof(float));
+        x->alias[p] = (unsigned char)svc->bucket_view;
+    }
+    if (x->rebuilt)
+        return 0;
+    /* Rebuild once, in rank 0's ready order of this first sync. */
+    x->rebuilt = 1;
+    if (svc->broadcast(svc->env, x->order, (size_t)x->np * sizeof *x->order, 0))
+        return -1;
+    return lay_out(x, x->order, x->np);
+}
+
+static int xb_zero_grad(void *state)
+{
+    xb *x = state;
+    if (x->svc->zero_to_none)
+        memset(x->alias, 0, (size_t)x->np);
+    return 0;
+}
+
+static const ddpsim_impl_ops buckets_ops = {
+    .api_version = DDPSIM_IMPL_API_VERSION,
+    .name = "example-buckets",
+    .description = "the buckets example: PyTorch's buckets and rebuild, a communication thread, chaos points",
+    .create = xb_create,
+    .destroy = xb_destroy,
+    .forward_begin = xb_forward_begin,
+    .no_sync_enter = xb_nothing,
+    .no_sync_exit = xb_nothing,
+    .grad_ready = xb_grad_ready,
+    .backward_end = xb_backward_end,
+    .zero_grad = xb_zero_grad,
+    .step = xb_nothing,
+};
+
+const ddpsim_impl_ops *ddpsim_impl_get(void)
+{
+    return &buckets_ops;
+}

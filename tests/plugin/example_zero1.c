@@ -1,0 +1,147 @@
+/*
+ * example_zero1.c - an example plugin for interface version 2's optimizer
+ * hook: a DDP whose optimizer is sharded as in ZeRO stage 1. After the
+ * gradients are averaged (one allreduce, as example_impl.c), each rank
+ * applies SGD only to its own slice of the parameters, with the learning
+ * rate the services give, and the ranks then allgather the updated slices,
+ * so that every rank ends the step with every parameter. It owns the update
+ * (optimizer_step sets *owned), so ddpsim applies no SGD of its own, and
+ * ddpsim checks the parameters it leaves after every step.
+ *
+ *     cc -shared -fPIC $(pkg-config --cflags ddpsim) -o libexample_zero1.so example_zero1.c
+ *     ddpsim --ranks 4 --impl ./libexample_zero1.so
+ *
+ * Written with the same expression as ddpsim's SGD (p + (-lr) * g), the
+ * update is bit for bit the reference's. Like example_impl.c it models
+ * neither find_unused_parameters nor gradient_as_bucket_view.
+ */
+#include <ddpsim_impl.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct zero1 {
+    const ddpsim_services *svc;
+    int sync_this_backward;
+    size_t total, shard; /* parameters in all; per rank (the last rank's slice may be short) */
+    float *flat;         /* every rank's slice, gathered: world_size * shard floats */
+    float *mine;         /* this rank's updated slice */
+} zero1;
+
+static int z_create(const ddpsim_services *svc, void **state)
+{
+    if (svc->version < 2)
+        return svc->set_error(svc->env, "example_zero1 needs services of interface version 2 (the learning rate)");
+    if (svc->find_unused || svc->bucket_view)
+        return svc->set_error(svc->env, "example_zero1 models neither find_unused nor gradient_as_bucket_view");
+    zero1 *z = calloc(1, sizeof *z);
+    *state = z;
+    if (!z)
+        return svc->set_error(svc->env, "out of memory");
+    z->svc = svc;
+    z->total = svc->total_count;
+    z->shard = (z->total + (size_t)svc->world_size - 1) / (size_t)svc->world_size;
+    z->flat = calloc((size_t)svc->world_size * z->shard, sizeof(float));
+    z->mine = calloc(z->shard, sizeof(float));
+    if (!z->flat || !z->mine)
+        return svc->set_error(svc->env, "out of memory");
+    for (int p = 0; p < svc->nparams; p++)
+        if (svc->broadcast(svc->env, svc->params[p].data, svc->params[p].count * sizeof(float), 0))
+            return -1;
+    return 0;
+}
+
+static void z_destroy(void *state)
+{
+    zero1 *z = state;
+    if (z) {
+        free(z->flat);
+        free(z->mine);
+    }
+    free(z);
+}
+
+static int z_forward_begin(void *state, int no_sync_active)
+{
+    ((zero1 *)state)->sync_this_backward = !no_sync_active;
+    return 0;
+}
+
+static int z_nothing(void *state)
+{
+    (void)state;
+    return 0;
+}
+
+static int z_grad_ready(void *state, int param)
+{
+    (void)state;
+    (void)param;
+    return 0;
+}
+
+static int z_backward_end(void *state)
+{
+    zero1 *z = state;
+    const ddpsim_services *svc = z->svc;
+    if (!z->sync_this_backward)
+        return 0;
+    float inv = (float)(1.0 / svc->world_size);
+    for (size_t i = 0; i < svc->total_count; i++)
+        svc->all_grads[i] *= inv;
+    return svc->allreduce_sum(svc->env, svc->all_grads, svc->total_count);
+}
+
+/* Element i of the parameters, in registration order (the views need not be one buffer). */
+static float *param_at(const ddpsim_services *svc, size_t i)
+{
+    for (int p = 0; p < svc->nparams; p++) {
+        if (i < svc->params[p].count)
+            return &svc->params[p].data[i];
+        i -= svc->params[p].count;
+    }
+    return NULL;
+}
+
+/* SGD on this rank's slice, then every slice to every rank. */
+static int z_optimizer_step(void *state, int *owned)
+{
+    zero1 *z = state;
+    const ddpsim_services *svc = z->svc;
+    size_t lo = (size_t)svc->rank * z->shard;
+    float neg_lr = -svc->lr;
+    for (size_t k = 0; k < z->shard; k++) {
+        size_t i = lo + k;
+        z->mine[k] = i < z->total ? *param_at(svc, i) + neg_lr * svc->all_grads[i] : 0.0f;
+    }
+    if (svc->allgather(svc->env, z->mine, z->flat, z->shard * sizeof(float))) {
+        /* Say why in ddpsim's words too: the report shows this message. */
+        char msg[600] = "example_zero1: the allgather of the updated slices failed: ";
+        strncat(msg, svc->last_error(svc->env), sizeof msg - strlen(msg) - 1);
+        return svc->set_error(svc->env, msg);
+    }
+    for (size_t i = 0; i < z->total; i++)
+        *param_at(svc, i) = z->flat[i];
+    *owned = 1;
+    return 0;
+}
+
+static const ddpsim_impl_ops zero1_ops = {
+    .api_version = DDPSIM_IMPL_API_VERSION,
+    .name = "example-zero1",
+    .description = "the ZeRO-1 example: averaged gradients, each rank steps its slice, slices allgathered",
+    .create = z_create,
+    .destroy = z_destroy,
+    .forward_begin = z_forward_begin,
+    .no_sync_enter = z_nothing,
+    .no_sync_exit = z_nothing,
+    .grad_ready = z_grad_ready,
+    .backward_end = z_backward_end,
+    .zero_grad = z_nothing,
+    .step = z_nothing,
+    .optimizer_step = z_optimizer_step,
+};
+
+const ddpsim_impl_ops *ddpsim_impl_get(void)
+{
+    return &zero1_ops;
+}
