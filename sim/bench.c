@@ -1,5 +1,5 @@
 /*
- * bench.c - the `ddpsim bench` subcommands (allreduce, model, run): their
+ * bench.c - the `ddpsim bench` subcommands (allreduce, model, run, battery): their
  * option tables and reports; the measuring is engine/bench's.
  */
 #include "bench.h"
@@ -10,8 +10,10 @@
 #include <string.h>
 
 #include "bench_coll.h"
+#include "battery.h"
 #include "bench_model.h"
 #include "cli.h"
+#include "clock.h"
 #include "impl.h"
 #include "jsonw.h"
 #include "model.h"
@@ -381,10 +383,92 @@ static int bench_model_main(int argc, char **argv)
     return DDPSIM_EXIT_PASS;
 }
 
+/* `ddpsim bench battery`: the default run's scenario battery, timed against its classic scenario alone. */
+static void battery_init(void *o)
+{
+    *(run_options *)o = (run_options){.ranks = 4, .iters = 11, .impl = "reference"};
+}
+
+static const opt_spec battery_specs[] = {
+    {"ranks", 'n', "N", "rank processes", OPT_INT, FR(ranks), 1, WORLD_MAX_RANKS, NULL, NULL},
+    {"impl", 'I', "NAME|PATH", "the implementation under test", OPT_STRING, FR(impl), 0, 0, NULL, NULL},
+    {"iters", 'i', "K", "repetitions; medians are reported", OPT_INT, FR(iters), 1, 1000, NULL, NULL},
+    {"help", 'h', NULL, "this help", OPT_HELP, 0, 0, 0, NULL, NULL},
+    {NULL, 0, NULL, NULL, OPT_FLAG, 0, 0, 0, NULL, NULL},
+};
+
+static const opt_command battery_command = {
+    .name = "bench battery",
+    .usage = "[OPTIONS]",
+    .about = "Times the scenario battery (what `ddpsim --ranks N` runs) and, as the baseline in\n"
+             "the same process, its classic scenario alone (the former default run): medians of\n"
+             "both, their ratio, and each scenario's median. The budget is 1 s at 4 ranks.",
+    .opts = battery_specs,
+    .opts_size = sizeof(run_options),
+    .init = battery_init,
+    .epilog = "Exit status: 0 measured, 2 bad usage, 3 runtime fault.\n",
+};
+
+static int bench_battery_main(int argc, char **argv)
+{
+    run_options ro;
+    int rc = opt_parse(&battery_command, argc, argv, &ro);
+    if (rc != OPT_RUN)
+        return rc;
+    impl_handle h;
+    if (impl_open(ro.impl, &h) != DDP_OK)
+        return cli_usage_error(battery_command.name, "--impl", ddp_error_text());
+    verify_config vc;
+    memset(&vc, 0, sizeof vc);
+    vc.nranks = ro.ranks;
+    vc.model_spec = MODEL_DEFAULT_SPEC;
+    vc.batch = 4;
+    vc.seed = 1;
+    vc.ddp = (ddp_config){.algo = COLL_ORDERED, .bucket_cap = DDP_DEFAULT_BUCKET_CAP,
+                          .first_bucket_cap = DDP_DEFAULT_FIRST_BUCKET_CAP, .lr = 0.1f};
+    vc.tol.kind = TOL_BITWISE;
+    vc.impl = ro.impl;
+    vc.impl_ops = h.ops;
+    vc.timeout_s = 600;
+    battery_given none = {0};
+    int n = battery_count();
+    double total[1000], classic[1000], each[64][1000];
+    printf("# ddpsim bench battery: %d scenarios at %d ranks, %s under test; medians of %d repetitions\n", n,
+           ro.ranks, ro.impl, ro.iters);
+    fflush(stdout);
+    for (int it = 0; it < ro.iters; it++) {
+        battery_outcome o;
+        double t0 = clock_now_s();
+        battery_run_one(&vc, &none, battery_at(0), &o); /* the baseline: classic alone */
+        classic[it] = clock_now_s() - t0;
+        if (battery_failed(&o)) {
+            fprintf(stderr, "ddpsim: bench battery: classic did not pass: %s\n", o.first);
+            impl_close(&h);
+            return DDPSIM_EXIT_FAULT;
+        }
+        t0 = clock_now_s();
+        for (int k = 0; k < n && k < 64; k++) {
+            double s0 = clock_now_s();
+            battery_run_one(&vc, &none, battery_at(k), &o);
+            each[k][it] = clock_now_s() - s0;
+        }
+        total[it] = clock_now_s() - t0;
+    }
+    printf("#%-16s %10s\n", "scenario", "median_ms");
+    for (int k = 0; k < n && k < 64; k++)
+        printf(" %-16s %10.2f\n", battery_at(k)->name, stats_median(each[k], (size_t)ro.iters) * 1e3);
+    double tm = stats_median(total, (size_t)ro.iters), cm = stats_median(classic, (size_t)ro.iters);
+    printf("# battery: median %.3f s (budget 1 s at 4 ranks); classic alone: median %.3f s; ratio %.1f\n", tm, cm,
+           tm / cm);
+    impl_close(&h);
+    return DDPSIM_EXIT_PASS;
+}
+
 static const opt_subcommand benchmarks[] = {
     {"allreduce", "the in-place allreduce over shared memory against memcpy's bandwidth", bench_allreduce_main},
     {"model", "forward + backward of each model against plain sgemm of the same shapes", bench_model_main},
-    {"run", "whole verification runs of the default schedule", bench_run_main},
+    {"run", "whole verification runs of the classic schedule", bench_run_main},
+    {"battery", "the scenario battery of the default run, against its classic scenario alone", bench_battery_main},
     {NULL, NULL, NULL},
 };
 

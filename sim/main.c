@@ -14,6 +14,7 @@
 #include "jsonw.h"
 #include "mutants.h"
 #include "repeat.h"
+#include "scenarios.h"
 #include "trace.h"
 #include "options.h"
 #include "report.h"
@@ -122,13 +123,17 @@ int main(int argc, char **argv)
     r = options_parse(argc, argv, &opt);
     if (r == OPT_RUN && opt.list) {
         r = list_impls();
-    } else if (r == OPT_RUN && !opt.mutants && verify_check_config(&opt.run) != DDP_OK) {
+    } else if (r == OPT_RUN && opt.list_scenarios) {
+        r = scenarios_list();
+    } else if (r == OPT_RUN && !opt.mutants && !opt.battery && verify_check_config(&opt.run) != DDP_OK) {
         /* The one validation of a run description, before anything runs: it names the option. */
         r = cli_usage_error(NULL, NULL, ddp_error_text());
     } else if (r == OPT_RUN) {
         r = probe_backend(&opt);
         if (r == OPT_RUN && opt.mutants)
             r = mutants_main(&opt);
+        else if (r == OPT_RUN && opt.battery)
+            r = open_json(&opt) ? DDPSIM_EXIT_USAGE : battery_main(&opt);
         else if (r == OPT_RUN && opt.repeat_mode)
             r = repeat_main(&opt);
         else if (r == OPT_RUN)

@@ -10,7 +10,6 @@
 #include "cli.h"
 #include "units.h"
 
-#define OPT_MAX 80
 #define HELP_COLUMN 27
 
 static int nopts(const opt_command *cmd)
@@ -273,6 +272,8 @@ int opt_parse(const opt_command *cmd, int argc, char **argv, void *opts)
         }
         if (apply(s, opts, optarg, msg, sizeof msg))
             return usage_error(cmd, s, msg);
+        if (cmd->tracks_given)
+            ((opt_given *)((char *)opts + cmd->given_offset))->seen[s - cmd->opts] = 1;
     }
     if (optind < argc) {
         snprintf(msg, sizeof msg, "unexpected argument '%s'", argv[optind]);
@@ -308,4 +309,13 @@ int opt_dispatch(const char *parent, const opt_subcommand *table, int argc, char
     for (const opt_subcommand *t = table; t->name; t++)
         fprintf(out, "  %-12s %s\n", t->name, t->summary);
     return asked_help ? DDPSIM_EXIT_PASS : DDPSIM_EXIT_USAGE;
+}
+
+int opt_was_given(const opt_command *cmd, const void *opts, const char *name)
+{
+    const opt_given *g = (const opt_given *)((const char *)opts + cmd->given_offset);
+    for (int i = 0; cmd->tracks_given && cmd->opts[i].name; i++)
+        if (strcmp(cmd->opts[i].name, name) == 0)
+            return g->seen[i];
+    return 0;
 }

@@ -52,6 +52,12 @@ typedef struct opt_spec {
     const char *def;    /* the default as shown; NULL: read it from the field, "" : none shown */
 } opt_spec;
 
+/* Which options of a table appeared on the command line, by their position in the table. */
+#define OPT_MAX 80
+typedef struct opt_given {
+    unsigned char seen[OPT_MAX];
+} opt_given;
+
 typedef struct opt_command {
     const char *name;     /* "" for ddpsim itself, else "selfcheck", "bench allreduce", ... */
     const char *usage;    /* what follows the name in the usage line */
@@ -62,7 +68,12 @@ typedef struct opt_command {
     /* Combinations, after every option was parsed: 0, or -1 with *which set to the option to blame and msg. */
     int (*validate)(void *opts, const char **which, char *msg, size_t len);
     const char *epilog;   /* after the options: exit status and the like */
+    int tracks_given;     /* the options struct has an opt_given at given_offset, filled while parsing */
+    size_t given_offset;
 } opt_command;
+
+/* 1 when option `name` of cmd was on the command line (cmd must track it). */
+int opt_was_given(const opt_command *cmd, const void *opts, const char *name);
 
 enum { OPT_RUN = -1 };
 

@@ -151,6 +151,65 @@ static uint64_t schedule_hash(const sched *s)
         return -1;                                                                                            \
     } while (0)
 
+static int given(const ddpsim_options *opt, const char *name)
+{
+    return opt_was_given(&options_command, opt, name);
+}
+
+/*
+ * Which run: the battery when nothing chooses a single one; --scenario
+ * NAME as that scenario's single run (its model, schedule and DDP options,
+ * except the ones given); else --schedule and --model as given. --mutants
+ * runs at 3 ranks unless --ranks says otherwise: 1/N must not be exact for
+ * every catalogued bug to show.
+ */
+static int choose_run(ddpsim_options *opt, const char **which, char *msg, size_t len)
+{
+    verify_config *run = &opt->run;
+    opt->given = (battery_given){given(opt, "find-unused"), given(opt, "bucket-view"), given(opt, "bucket-cap"),
+                                 given(opt, "first-bucket-cap")};
+    int chosen = given(opt, "schedule") || given(opt, "model");
+    if (opt->mutants) {
+        if (!given(opt, "ranks"))
+            run->nranks = 3;
+        if (chosen || opt->scenario_name)
+            FAIL("mutants", "runs the scenario battery itself: --schedule, --model and --scenario choose single runs");
+        return 0;
+    }
+    if (opt->scenario_name) {
+        const scenario *sc = battery_find(opt->scenario_name);
+        if (!sc) {
+            char names[1024] = "";
+            for (int i = 0; i < battery_count(); i++)
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
+                         battery_at(i)->name);
+            FAIL("scenario", "no scenario '%s' (there are: %s; ddpsim --scenarios says what each exposes)",
+                 opt->scenario_name, names);
+        }
+        if (chosen)
+            FAIL("scenario", "chooses the model and the schedule itself: give it without --schedule and --model");
+        sched unused;
+        if (battery_apply(sc, &opt->given, run, &unused) != DDP_OK)
+            FAIL("scenario", "%s", ddp_error_text());
+        sched_free(&unused);
+        opt->schedule_arg = sc->schedule;
+        return 0;
+    }
+    opt->battery = !chosen;
+    if (!opt->battery)
+        return 0;
+    if (opt->repeat || (opt->chaos_given && opt->chaos_first != opt->chaos_last))
+        FAIL("repeat", "repeats a single run: add --scenario NAME (ddpsim --scenarios lists them)");
+    if (run->inputs_dir || run->dump_dir || run->trace_path || opt->replay_path || run->nfaults) {
+        *which = run->inputs_dir ? "inputs" : run->dump_dir ? "dump" : run->trace_path ? "trace"
+                 : opt->replay_path ? "replay" : "fault";
+        snprintf(msg, len, "belongs to a single run, and without --schedule, --model or --scenario ddpsim runs the "
+                           "whole scenario battery: add --scenario NAME (ddpsim --scenarios lists them)");
+        return -1;
+    }
+    return 0;
+}
+
 /*
  * What only the command line knows. Everything about the run itself (the
  * model, the faults against the schedule, the backend's combinations) is
@@ -160,11 +219,13 @@ static int validate(void *o, const char **which, char *msg, size_t len)
 {
     ddpsim_options *opt = o;
     verify_config *run = &opt->run;
-    if (opt->list)
+    if (opt->list || opt->list_scenarios)
         return 0;
     if (impl_open(run->impl, &opt->impl) != DDP_OK)
         FAIL("impl", "%s", ddp_error_text());
     run->impl_ops = opt->impl.ops;
+    if (choose_run(opt, which, msg, len))
+        return -1;
     if (load_schedule(opt, msg, len)) {
         *which = "schedule";
         return -1;
@@ -229,8 +290,12 @@ static const opt_spec specs[] = {
     {"impl", 'I', "NAME|PATH", "implementation under test: a built-in (see --list) or a\nplugin's path, e.g. ./libmine.so",
      OPT_STRING, F(run.impl), 0, 0, NULL, NULL},
     {"list", 0, NULL, "list the built-in implementations and the bug catalogue", OPT_FLAG, F(list), 0, 0, NULL, NULL},
-    {"mutants", 0, NULL, "run every catalogued bug and report which were caught", OPT_FLAG, F(mutants), 0, 0, NULL,
-     NULL},
+    {"mutants", 0, NULL, "run the scenario battery on every catalogued bug and report\nwhich scenario caught each (3 ranks unless --ranks)",
+     OPT_FLAG, F(mutants), 0, 0, NULL, NULL},
+    {"scenario", 0, "NAME", "run one scenario of the battery, with its full report", OPT_STRING, F(scenario_name), 0,
+     0, NULL, NULL},
+    {"scenarios", 0, NULL, "list the scenarios of the battery and what each exposes", OPT_FLAG, F(list_scenarios), 0,
+     0, NULL, NULL},
     {"model", 'm', "SPEC", "mlp:IN-H-...-OUT | branchy[:IN-H-OUT] | attn[:V-T-C]", OPT_STRING, F(run.model_spec), 0, 0,
      NULL, NULL},
     {"schedule", 's', "SPEC", "ops: fwd bwd grab zero step enter exit, nosync{...},\nN*(...); or @FILE to read it from a file",
@@ -293,19 +358,25 @@ static const opt_spec specs[] = {
 const opt_command options_command = {
     .name = "",
     .usage = "[OPTIONS]\n       ddpsim selfcheck [OPTIONS]   the collectives self-check\n"
-             "       ddpsim bench allreduce|model|run [OPTIONS]   benchmarks (see ddpsim bench --help)",
+             "       ddpsim bench allreduce|model|run|battery [OPTIONS]   benchmarks (see ddpsim bench --help)",
     .about = "\nRuns N rank processes over shared memory. Each trains the model through the\n"
              "schedule with a reference DDP (PyTorch's semantics) and with the implementation\n"
-             "under test, and at every grab compares their gradients on every rank.",
+             "under test, and compares their gradients at every grab and their parameters after\n"
+             "every step, on every rank.",
     .opts = specs,
     .opts_size = sizeof(ddpsim_options),
     .init = init,
     .validate = validate,
-    .epilog = "Exit status:\n"
-              "  0  every grab matched on every rank\n"
-              "  1  a divergence (or the reference failed its own sanity checks)\n"
+    .tracks_given = 1,
+    .given_offset = offsetof(ddpsim_options, seen),
+    .epilog = "Without --schedule, --model or --scenario, ddpsim runs its scenario battery:\n"
+              "every scenario at N ranks, one table row each (ddpsim --scenarios).\n\n"
+              "Exit status:\n"
+              "  0  every check held on every rank (the battery: in every scenario run)\n"
+              "  1  a divergence, the implementation's ranks disagreeing, or the reference\n"
+              "     failing its own sanity checks\n"
               "  2  bad usage or input\n"
-              "  3  runtime fault: a rank died, the watchdog fired, a backend failed\n"
+              "  3  runtime fault: a rank died, a deadlock, the watchdog fired, a backend failed\n"
               "  4  nothing verified: no grab, or every grab compared only zeros\n"
               "  130/143  interrupted by SIGINT/SIGTERM (all ranks are stopped first)\n",
 };

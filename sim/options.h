@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 #include "gpu_probe.h"
+#include "battery.h"
 #include "impl.h"
 #include "optable.h"
 #include "schedule.h"
@@ -30,6 +31,10 @@ typedef struct ddpsim_options {
     int quiet;
     int list;                /* --list */
     int mutants;             /* --mutants */
+    int list_scenarios;      /* --scenarios */
+    const char *scenario_name; /* --scenario NAME */
+    int battery;             /* no --schedule, --model or --scenario: the scenario battery (battery.h) */
+    battery_given given;     /* the DDP options given explicitly: they win over every scenario's */
     impl_handle impl;        /* the opened --impl */
     /* chaos, repeat, replay */
     int chaos_given, repeat, repeat_mode, fail_fast;
@@ -43,9 +48,8 @@ typedef struct ddpsim_options {
     int nccl_op;             /* --nccl-op: 0 sum, 1 avg, -1 not given */
     gpu_info gpu;            /* --backend nccl: what the probe found (main.c) */
     char *command;           /* owned: the command line, quoted, to print and to replay */
+    opt_given seen;          /* which options were on the command line */
 } ddpsim_options;
-
-/* The NCCL backend's default tolerance: ulp-of-max:N (see tolerance.h and README). */
 
 extern const opt_command options_command;
 

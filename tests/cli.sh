@@ -36,8 +36,18 @@ trap 'rm -f "$out" "$err" "$sched_file"' EXIT
 segments() { ls /dev/shm 2>/dev/null | grep -c '^ddpsim-'; }
 shm_before=$(segments)
 
-expect 0 "verdict: PASS" "ddpsim --ranks 4 passes" -- --ranks 4
-expect 0 "ranks differ under no_sync: yes" "sanity lines" -- --ranks 3
+expect 0 "verdict: PASS (14 of 14 scenarios" "ddpsim --ranks 4 passes the battery" -- --ranks 4
+grep -q "note: N = 4 is a power of two" "$out" && ok "at 4 ranks the battery says which bugs need 3 or 5" ||
+    bad "at 4 ranks the battery says which bugs need 3 or 5"
+expect 0 "verdict: PASS" "the battery at 3 ranks" -- --ranks 3 -q
+if grep -q "power of two" "$out"; then bad "no power-of-two note at 3 ranks"; else ok "no power-of-two note at 3 ranks"; fi
+expect 0 "ends-in-window" "--scenarios lists the battery" -- --scenarios
+expect 2 "no scenario 'nope' (there are: classic, window-1" "an unknown scenario" -- --scenario nope
+expect 2 "chooses the model and the schedule itself" "--scenario with --schedule" -- --scenario classic --schedule "fwd bwd grab"
+expect 2 "belongs to a single run" "the battery with --dump" -- --dump /tmp/x
+expect 2 "repeats a single run: add --scenario NAME" "the battery with --repeat" -- --repeat 2
+expect 1 "replay: ddpsim --impl post-divide --ranks 3 --scenario classic" "a failing battery names every failing scenario's replay" -- --impl post-divide --ranks 3
+expect 0 "ranks differ under no_sync: yes" "sanity lines" -- --ranks 3 --scenario classic
 expect 0 "verdict: PASS" "single rank" -- --ranks 1
 expect 0 "verdict: PASS" "branchy with find-unused, ring, tiny buckets" -- --ranks 3 --model branchy --find-unused --algo ring --bucket-cap 1 --first-bucket-cap 1
 expect 0 "verdict: PASS" "attn, exact, bucket view, ulp tolerance" -- --ranks 2 --model attn --algo exact --bucket-view --tolerance ulp:0
@@ -74,20 +84,25 @@ expect 2 "already inside no_sync" "schedule: nested enter" -- --schedule "enter 
 expect 2 "repeat count must be 1..100000" "schedule: count 0" -- --schedule "0*(fwd bwd)"
 expect 2 "cannot open" "schedule file missing" -- --schedule @/nonexistent/schedule
 expect 2 "expected bitwise, order, ulp:N, ulp-of-max:N or rtol=X,atol=Y" "bad tolerance" -- --tolerance close
-expect 2 "--inputs: /nonexistent/dump/manifest.json" "missing inputs" -- --inputs /nonexistent/dump
-expect 2 "--dump: cannot create directory" "unwritable dump" -- --dump /proc/ddpsim/x
+expect 2 "--inputs: /nonexistent/dump/manifest.json" "missing inputs" -- --scenario classic --inputs /nonexistent/dump
+expect 2 "--dump: cannot create directory" "unwritable dump" -- --scenario classic --dump /proc/ddpsim/x
 expect 2 "finite number" "bad lr" -- --lr nan
 expect 2 "Try 'ddpsim --help'" "errors point to --help" -- --batch 0
 
 # Implementations: a catalogued bug is a divergence (exit 1) with its first divergence; plugins.
 plugins=${PLUGIN_DIR:-$(dirname "$0")/plugin}
-expect 1 "first divergence: grab 0 (after no_sync fwd+bwd), rank 0, parameter 0.weight" "sync-on-exit is caught" -- --impl sync-on-exit --ranks 2
+expect 0 "verdict: PASS (12 of 14 scenarios" "a plugin that refuses some scenarios' options passes the rest" -- --ranks 3 --impl "$plugins/libexample_impl.so"
+grep -q "find-unused .* REFUSED .*does not support find_unused" "$out" && ok "a refused scenario says why" ||
+    bad "a refused scenario says why"
+expect 1 "first divergence: grab 0 (after no_sync fwd+bwd), rank 0, parameter 0.weight" "sync-on-exit is caught" -- --impl sync-on-exit --ranks 2 --scenario classic
 expect 1 "verdict: FAIL" "post-divide is caught bitwise" -- --impl post-divide --ranks 3
 expect 0 "verdict: PASS" "post-divide passes the order tolerance" -- --impl post-divide --ranks 3 --tolerance order
-expect 3 "for the implementation, rank 1 called allreduce of 7312 float (sum, ordered) for the reference" "rank-never-syncs is named, not hung" -- --impl rank-never-syncs --ranks 3 --timeout 10
+expect 3 "for the implementation, rank 1 called allreduce of 7312 float (sum, ordered) for the reference" "rank-never-syncs is named, not hung" -- --impl rank-never-syncs --ranks 3 --scenario classic --timeout 10
 expect 0 "verdict: PASS" "bucketed passes" -- --impl bucketed --ranks 4 --bucket-cap 100 --first-bucket-cap 100
 expect 0 "self-add-each-microstep" "--list shows the catalogue" -- --list
 expect 0 "mutation score: 17 of 17 caught" "--mutants catches every bug" -- --mutants
+grep -q "^ decide-at-backward .* nosync-edges " "$out" && ok "--mutants names the scenario that caught each" ||
+    bad "--mutants names the scenario that caught each"
 expect 0 "verdict: PASS" "the example plugin runs" -- --impl "$plugins/libexample_impl.so" --ranks 3
 tmpp=$(mktemp -d) || exit 99
 expect 0 "verdict: PASS" "a plugin's dump" -- --impl "$plugins/libexample_impl.so" --dump "$tmpp/d" --schedule "fwd bwd grab"
@@ -96,9 +111,9 @@ if [ -f "$tmpp/d/example/rank1/grab0/0.weight.npy" ] && grep -q '"impls": \["ref
 rm -rf "$tmpp"
 expect 2 "interface version 99" "a plugin of another version" -- --impl "$plugins/libbad_version.so"
 expect 3 "failed in backward_end: mismatch: its allreduce failed: ranks disagree on a collective: rank 0 called allreduce of 7312 float (sum, ordered) for the implementation, rank 1 called allreduce of 7311 float (sum, ordered) for the implementation" \
-    "a plugin whose ranks call a collective with different counts is named" -- --ranks 3 --impl "$plugins/libmismatch.so"
+    "a plugin whose ranks call a collective with different counts is named" -- --ranks 3 --scenario classic --impl "$plugins/libmismatch.so"
 expect 3 "deadlock: ranks 1 and 2 have finished, and every other rank waits in a collective that needs them" \
-    "a rank left waiting after the others finished is a deadlock, named at once" -- --ranks 3 --timeout 600 --impl "$plugins/libextra_at_end.so"
+    "a rank left waiting after the others finished is a deadlock, named at once" -- --ranks 3 --scenario classic --timeout 600 --impl "$plugins/libextra_at_end.so"
 grep -q "rank 0 (pid [0-9]*): stopped by the supervisor, in op 40 (end), inside allreduce" "$err" &&
     ok "the deadlock names where rank 0 waits" || bad "the deadlock names where rank 0 waits"
 expect 2 "was built for interface version 1, which cannot see zero_to_none" \
@@ -114,27 +129,27 @@ if grep -q '"result": "fail"' "$tmpj" && grep -q '"first_divergence": {"check": 
 rm -f "$tmpj"
 
 # Faults: exit codes and reports.
-expect 3 "rank 1 was killed by signal 9" "crash fault" -- --ranks 3 --fault crash:rank=1,op=7
-expect 3 "rank 2 was killed by signal 6" "abort fault" -- --ranks 3 --fault abort:rank=2,op=3
-expect 3 "in op 5 (enter), not in a collective \\[stuck\\]" "hang fault names the stuck rank" -- --ranks 3 --fault hang:rank=0,op=5 --timeout 1
-expect 0 "verdict: PASS" "slow fault changes nothing but time" -- --ranks 3 --fault slow:rank=1,ms=2
-expect 1 "fault: flip, rank 2 before op 10" "flip fault is caught and named" -- --ranks 3 --fault flip:rank=2,op=10
-expect 2 "rank=5 does not exist" "fault on a missing rank" -- --ranks 3 --fault crash:rank=5,op=1
-expect 2 "past the schedule" "fault past the schedule" -- --fault crash:rank=0,op=999
+expect 3 "rank 1 was killed by signal 9" "crash fault" -- --ranks 3 --scenario classic --fault crash:rank=1,op=7
+expect 3 "rank 2 was killed by signal 6" "abort fault" -- --ranks 3 --scenario classic --fault abort:rank=2,op=3
+expect 3 "in op 5 (enter), not in a collective \\[stuck\\]" "hang fault names the stuck rank" -- --ranks 3 --scenario classic --fault hang:rank=0,op=5 --timeout 1
+expect 0 "verdict: PASS" "slow fault changes nothing but time" -- --ranks 3 --scenario classic --fault slow:rank=1,ms=2
+expect 1 "fault: flip, rank 2 before op 10" "flip fault is caught and named" -- --ranks 3 --scenario classic --fault flip:rank=2,op=10
+expect 2 "rank=5 does not exist" "fault on a missing rank" -- --ranks 3 --scenario classic --fault crash:rank=5,op=1
+expect 2 "past the schedule" "fault past the schedule" -- --scenario classic --fault crash:rank=0,op=999
 expect 2 "expected crash|abort|hang|flip" "unknown fault" -- --fault melt:rank=0,op=1
 expect 2 "needs rank= and op=" "incomplete fault" -- --fault crash:op=1
 
 # Chaos, repeat, trace, replay.
-expect 0 "implementation under every chaos seed: bitwise identical" "repeat bucketed under chaos" -- --ranks 3 --impl bucketed --bucket-cap 100 --repeat 4
-expect 0 "reference under every chaos seed: bitwise identical" "a chaos range" -- --ranks 2 --chaos 7..9
-expect 1 "replay: ddpsim --ranks 2 --impl never-sync --chaos 3" "repeat lists failing seeds with their replay" -- --ranks 2 --impl never-sync --repeat 3 --chaos 3 --fail-fast
+expect 0 "implementation under every chaos seed: bitwise identical" "repeat bucketed under chaos" -- --ranks 3 --scenario classic --impl bucketed --bucket-cap 100 --repeat 4
+expect 0 "reference under every chaos seed: bitwise identical" "a chaos range" -- --ranks 2 --scenario classic --chaos 7..9
+expect 1 "replay: ddpsim --ranks 2 --impl never-sync --scenario classic --chaos 3" "repeat lists failing seeds with their replay" -- --ranks 2 --impl never-sync --scenario classic --repeat 3 --chaos 3 --fail-fast
 if [ "$(grep -c '^chaos ' "$err")" -eq 1 ]; then ok "fail-fast stops at the first failing seed"; else bad "fail-fast stops at the first failing seed"; fi
 expect 2 "goes with --repeat" "fail-fast alone" -- --fail-fast
-expect 2 "belong to single runs" "repeat with a dump" -- --repeat 2 --dump /tmp/x
+expect 2 "belong to single runs" "repeat with a dump" -- --scenario classic --repeat 2 --dump /tmp/x
 tmpt=$(mktemp -d) || exit 99
-expect 0 "chaos seed 5" "trace a chaotic run" -- --ranks 3 --impl bucketed --chaos 5 --trace "$tmpt/t.jsonl"
-expect 0 "replaying the ready-event and arrival order" "replay it" -- --ranks 3 --impl bucketed --replay "$tmpt/t.jsonl"
-expect 2 "recorded for another run" "replay of another run" -- --ranks 2 --replay "$tmpt/t.jsonl"
+expect 0 "chaos seed 5" "trace a chaotic run" -- --ranks 3 --scenario classic --impl bucketed --chaos 5 --trace "$tmpt/t.jsonl"
+expect 0 "replaying the ready-event and arrival order" "replay it" -- --ranks 3 --scenario classic --impl bucketed --replay "$tmpt/t.jsonl"
+expect 2 "recorded for another run" "replay of another run" -- --ranks 2 --scenario classic --replay "$tmpt/t.jsonl"
 if head -1 "$tmpt/t.jsonl" | grep -q '"ddpsim_trace": 2' && grep -q '"ev": "ready", "param"' "$tmpt/t.jsonl" &&
     grep -q '"ev": "arrive", "pos"' "$tmpt/t.jsonl" && [ ! -e "$tmpt/t.jsonl.rank0" ]; then
     ok "the trace is JSON lines with ready events and arrivals"
@@ -160,10 +175,10 @@ rm -rf "$tmpd"
 expect 4 "NOTHING VERIFIED (the schedule has no grab)" "a run without a grab verifies nothing" -- --schedule "fwd bwd"
 expect 4 "NOTHING VERIFIED (every grab compared only zeros)" "a grab of zeros verifies nothing" -- --schedule "grab"
 expect 1 "reference equals the exact average of every rank's local gradients: ok" \
-    "a flip is the implementation's fault, the reference stays sane" -- --ranks 4 --impl bucketed --fault flip:rank=2,op=24
+    "a flip is the implementation's fault, the reference stays sane" -- --ranks 4 --scenario classic --impl bucketed --fault flip:rank=2,op=24
 if grep -q "grabs and .* parameter checks diverge" "$out"; then ok "the flip is blamed on the implementation"; else bad "the flip is blamed on the implementation"; fi
-expect 2 "run past the largest seed" "--repeat past the last seed" -- --repeat 3 --chaos 18446744073709551615
-expect 0 "2 runs, 0 failing" "a chaos range ending at the largest seed ends" -- --chaos 18446744073709551614..18446744073709551615 -q
+expect 2 "run past the largest seed" "--repeat past the last seed" -- --scenario classic --repeat 3 --chaos 18446744073709551615
+expect 0 "2 runs, 0 failing" "a chaos range ending at the largest seed ends" -- --scenario classic --chaos 18446744073709551614..18446744073709551615 -q
 expect 2 "shorter than the shortest watchdog" "--timeout under 1 s" -- --timeout 0.001
 expect 2 "needs about" "a model too large for the machine" -- --model mlp:8192-16384-8192 --ranks 64
 expect 2 "floats of activations" "an attention block too long" -- --model attn:32-65536-16
@@ -206,19 +221,19 @@ expect 2 "holds an earlier ddpsim dump; give --force" "--dump over an earlier du
 expect 0 "verdict: PASS" "--dump --force replaces it" -- --ranks 2 --dump "$tmpi/d" --force --schedule "fwd bwd grab"
 if [ ! -e "$tmpi/d/rank2" ] && [ -f "$tmpi/d/rank1/batch0.x.npy" ]; then ok "no stale file of the earlier dump is left"; else bad "no stale file of the earlier dump is left"; fi
 mkdir -p "$tmpi/o" && echo notes >"$tmpi/o/notes.txt"
-expect 2 "is not empty and holds no ddpsim dump" "--dump into a directory of other files" -- --dump "$tmpi/o" --force
+expect 2 "is not empty and holds no ddpsim dump" "--dump into a directory of other files" -- --scenario classic --dump "$tmpi/o" --force
 rm -rf "$tmpi"
 tmpr=$(mktemp -d) || exit 99
-"$DDPSIM" --ranks 3 --impl bucketed --chaos 5 --trace "$tmpr/t.jsonl" -q >/dev/null 2>&1
+"$DDPSIM" --ranks 3 --scenario classic --impl bucketed --chaos 5 --trace "$tmpr/t.jsonl" -q >/dev/null 2>&1
 head -5 "$tmpr/t.jsonl" >"$tmpr/cut.jsonl"
 sed 's/"pos": [0-9]*/"pos": 0/' "$tmpr/t.jsonl" >"$tmpr/zero.jsonl"
 grep -v '"rank": 1,' "$tmpr/t.jsonl" >"$tmpr/norank1.jsonl"
 printf 'garbage!\n' >"$tmpr/garbage.jsonl"
-expect 2 "cut.jsonl is cut short" "a truncated trace" -- --ranks 3 --impl bucketed --replay "$tmpr/cut.jsonl"
-expect 2 "two ranks arrived in position 0" "a trace whose arrival positions are all 0" -- --ranks 3 --impl bucketed --replay "$tmpr/zero.jsonl"
-expect 2 "has no events of rank 1" "a trace without rank 1" -- --ranks 3 --impl bucketed --replay "$tmpr/norank1.jsonl"
-expect 2 "is not a ddpsim trace" "a garbage trace" -- --ranks 3 --impl bucketed --replay "$tmpr/garbage.jsonl"
-expect 2 "is a directory, not a trace file" "a directory as a trace" -- --ranks 3 --impl bucketed --replay "$tmpr"
+expect 2 "cut.jsonl is cut short" "a truncated trace" -- --ranks 3 --scenario classic --impl bucketed --replay "$tmpr/cut.jsonl"
+expect 2 "two ranks arrived in position 0" "a trace whose arrival positions are all 0" -- --ranks 3 --scenario classic --impl bucketed --replay "$tmpr/zero.jsonl"
+expect 2 "has no events of rank 1" "a trace without rank 1" -- --ranks 3 --scenario classic --impl bucketed --replay "$tmpr/norank1.jsonl"
+expect 2 "is not a ddpsim trace" "a garbage trace" -- --ranks 3 --scenario classic --impl bucketed --replay "$tmpr/garbage.jsonl"
+expect 2 "is a directory, not a trace file" "a directory as a trace" -- --ranks 3 --scenario classic --impl bucketed --replay "$tmpr"
 rm -rf "$tmpr"
 
 # The collectives self-check.

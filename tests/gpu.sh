@@ -40,17 +40,18 @@ expect() {
 }
 digest() { sed -n 's/^# nccl: result digest \([0-9a-f]*\).*/\1/p' "$out"; }
 
-expect 0 "ddpsim --ranks 4 --backend nccl" -- --ranks 4 --backend nccl
+expect 0 "the scenario battery through NCCL" -- --ranks 4 --backend nccl
+expect 0 "ddpsim --ranks 4 --backend nccl --scenario classic" -- --ranks 4 --backend nccl --scenario classic
 d1=$(digest)
-expect 0 "the same run again" -- --ranks 4 --backend nccl
+expect 0 "the same run again" -- --ranks 4 --backend nccl --scenario classic
 d2=$(digest)
 if [ -n "$d1" ] && [ "$d1" = "$d2" ]; then ok "two identical runs agree bitwise (digest $d1)"; else bad "digests differ: '$d1' vs '$d2'"; fi
-expect 0 "--repeat 2: the implementation's gradients identical in both runs" -- --ranks 4 --backend nccl --repeat 2
+expect 0 "--repeat 2: the implementation's gradients identical in both runs" -- --ranks 4 --backend nccl --scenario classic --repeat 2
 if grep -q "implementation under every chaos seed: bitwise identical" "$out"; then ok "repeat says bitwise identical"; else bad "repeat did not say bitwise identical"; fi
 expect 0 "ddpsim --ranks 2 --backend nccl --model attn" -- --ranks 2 --backend nccl --model attn
 expect 0 "bucketed through NCCL" -- --ranks 4 --backend nccl --impl bucketed
-expect 0 "ncclAvg" -- --ranks 3 --backend nccl --nccl-op avg
-expect 1 "a catalogued bug is caught through NCCL" -- --ranks 4 --backend nccl --impl sync-on-exit
+expect 0 "ncclAvg" -- --ranks 3 --backend nccl --nccl-op avg --scenario classic
+expect 1 "a catalogued bug is caught through NCCL" -- --ranks 4 --backend nccl --impl sync-on-exit --scenario classic
 expect 0 "a larger model, one 4 MiB bucket per sync" -- --ranks 4 --backend nccl --model mlp:256-1024-1024-256 \
     --bucket-cap 4M --schedule '2*(nosync{fwd bwd} fwd bwd grab step zero)'
 echo "$pass passed, $fail failed"

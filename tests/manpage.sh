@@ -18,7 +18,8 @@ commands='OPTIONS|
 SELFCHECK OPTIONS|selfcheck
 BENCH ALLREDUCE OPTIONS|bench allreduce
 BENCH MODEL OPTIONS|bench model
-BENCH RUN OPTIONS|bench run'
+BENCH RUN OPTIONS|bench run
+BENCH BATTERY OPTIONS|bench battery'
 
 echo "$commands" | while IFS='|' read -r section words; do
     # shellcheck disable=SC2086

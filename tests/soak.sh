@@ -10,7 +10,7 @@ N=${1:-20}
 DDPSIM=${DDPSIM:-./sim/ddpsim}
 seed=${SOAK_SEED:-$$}
 hangs=0 orphans=0 leaks=0 wrong=0 pass=0 fail=0
-ops=40 # the default schedule
+ops=40 # the classic scenario (the schedule every fault is placed in)
 # Every run gets a seed no other run uses, not even another soak going on at the same time
 # (the seed is in its command line, so pgrep finds exactly this run's processes).
 base=$(( ($$ % 100000) * 10000 + 1000000000 ))
@@ -30,7 +30,7 @@ while [ "$i" -lt "$N" ]; do
         3) fault="slow:rank=$rank,ms=$(rand 5)"; want=0 ;;
         *) fault="flip:rank=$rank,op=$op"; want=X ;; # 1 if a reduction follows op, else 0
     esac
-    timeout 30 "$DDPSIM" --ranks "$ranks" --fault "$fault" --timeout 1 --seed "$((base + i))" -q \
+    timeout 30 "$DDPSIM" --scenario classic --ranks "$ranks" --fault "$fault" --timeout 1 --seed "$((base + i))" -q \
         --json /dev/null >/dev/null 2>&1 &
     pid=$!
     wait "$pid"

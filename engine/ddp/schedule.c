@@ -139,7 +139,7 @@ static ddp_status parse_seq(parser *ps, char close, int depth)
 /* One pass over the expanded ops: the rules that make a schedule meaningful. */
 static ddp_status validate(sched *s)
 {
-    int in_nosync = 0, fwd_pending = 0;
+    int in_nosync = 0, fwd_pending = 0, fwd_syncs = 0;
     for (size_t i = 0; i < s->nops; i++) {
         switch (s->ops[i]) {
         case OP_FWD:
@@ -147,12 +147,14 @@ static ddp_status validate(sched *s)
                 return ddp_error(DDP_ERR_INVALID, "schedule op %zu (fwd): the previous forward has no backward yet",
                                  i);
             fwd_pending = 1;
+            fwd_syncs = !in_nosync;
             s->nfwd++;
             break;
         case OP_BWD:
             if (!fwd_pending)
                 return ddp_error(DDP_ERR_INVALID, "schedule op %zu (bwd): no forward to run backward for", i);
             fwd_pending = 0;
+            s->nsyncs += (size_t)fwd_syncs;
             break;
         case OP_ENTER:
             if (in_nosync)

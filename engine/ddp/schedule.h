@@ -37,6 +37,7 @@ typedef struct sched {
     size_t nfwd;   /* forwards: batches are numbered 0..nfwd-1 in order */
     size_t ngrabs; /* grabs: numbered 0..ngrabs-1 */
     size_t nsteps; /* steps: numbered 0..nsteps-1 */
+    size_t nsyncs; /* backwards whose forward ran outside no_sync: the ones DDP syncs (descriptive) */
 } sched;
 
 /* Parse text into s. DDP_ERR_INVALID with "line L, column C: ..." on any error. */

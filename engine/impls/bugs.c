@@ -80,6 +80,16 @@ static int m_error(mutant *m, const char *msg)
     return m->svc->set_error(m->svc->env, msg);
 }
 
+/* DDP's 1/N for one parameter: gradient_as_bucket_view divides once the grad is its bucket's view (ddp_ref.c). */
+static void scale_param(mutant *m, int p)
+{
+    const ddpsim_param_view *v = &m->svc->params[p];
+    if (m->svc->bucket_view && m->alias[p])
+        coll_div_n(v->grad, v->grad, v->count, m->n);
+    else
+        coll_mul_inv_n(v->grad, v->grad, v->count, m->n);
+}
+
 static void scale(mutant *m, float *g)
 {
     const ddpsim_services *svc = m->svc;
@@ -93,17 +103,11 @@ static void scale(mutant *m, float *g)
     case BUG_SKIP_AVERAGE_TINY_TENSOR:
         for (int p = 0; p < svc->nparams; p++)
             if (svc->params[p].count > 1)
-                coll_mul_inv_n(svc->params[p].grad, svc->params[p].grad, svc->params[p].count, m->n);
+                scale_param(m, p);
         return;
     default:
-        /* gradient_as_bucket_view divides only once the grad is its bucket's view, from the second sync on (ddp_ref.c) */
-        for (int p = 0; p < svc->nparams; p++) {
-            float *gp = svc->params[p].grad;
-            if (svc->bucket_view && m->alias[p])
-                coll_div_n(gp, gp, svc->params[p].count, m->n);
-            else
-                coll_mul_inv_n(gp, gp, svc->params[p].count, m->n);
-        }
+        for (int p = 0; p < svc->nparams; p++)
+            scale_param(m, p);
     }
 }
 

@@ -93,7 +93,10 @@ static ddp_status impl_create(rank_ctx *c)
         DDP_CHECK(nccl_comm_create(c->wr, &ns, c->nccl_fig, &s->env.nccl));
         s->env.backend_avg = c->cfg->nccl_avg;
     }
-    return IMPL_CALL(c, s->ops->create(&s->svc, &s->state), "create");
+    int rc = 0;
+    ddp_status st = IMPL_CALL(c, (rc = s->ops->create(&s->svc, &s->state)), "create");
+    *c->refused = rc != 0;
+    return st;
 }
 
 static void impl_destroy(impl_side *s, int failed)
@@ -502,6 +505,7 @@ ddp_status verify_rank_main(world_rank *wr, void *arg)
     c.nccl_fig = &area->nccl;
     c.fig = &area->fig;
     c.agree = &area->agree;
+    c.refused = &area->refused;
     model_runtime_init();
     coll_set_caller(COLL_CALLER_REFERENCE);
     world_set_op(wr, -1, "setup");

@@ -57,6 +57,7 @@ typedef struct rank_ctx {
     nccl_figures *nccl_fig; /* this rank's, in the shared segment */
     verify_rank_figures *fig; /* this rank's, in the shared segment */
     verify_agreement *agree;  /* this rank's, in the shared segment */
+    int *refused;             /* this rank's verify_rank_area.refused */
     int disagreement_seen;    /* some rank of the implementation disagreed (every rank knows) */
     uint64_t *peer_hashes;    /* the agreement check: every rank's per-parameter hashes */
     float *peer_param;        /* ... and rank 0's gradient of the first parameter that differs */
@@ -77,6 +78,7 @@ typedef struct verify_rank_area {
     nccl_figures nccl;
     verify_rank_figures fig;
     verify_agreement agree;
+    int refused;          /* the implementation's create() returned an error: it does not support this run */
 } verify_rank_area;
 
 /* The shared user area: a record per (check, rank), then a verify_rank_area per rank. */

@@ -217,6 +217,7 @@ ddp_status verify_run(const verify_config *cfg, verify_result *out)
     for (int r = 0; r < cfg->nranks; r++) {
         out->figures[r] = areas[r].fig;
         out->agreement[r] = areas[r].agree;
+        out->impl_refused |= areas[r].refused;
         if (out->nccl)
             out->nccl[r] = areas[r].nccl;
     }

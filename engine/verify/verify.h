@@ -125,6 +125,7 @@ typedef struct verify_result {
     nccl_figures *nccl;     /* [nranks] with the NCCL backend, else NULL */
     verify_rank_figures *figures; /* [nranks] */
     verify_agreement *agreement;  /* [nranks] */
+    int impl_refused;       /* the implementation's create() returned an error on some rank (it refuses the run) */
     world *w;               /* for world_describe() after a fault */
     double wall_s;
     long rank_peak_kib;     /* largest peak RSS of a rank process */

@@ -1,0 +1,127 @@
+/*
+ * battery.c - the scenarios and running one (battery.h).
+ */
+#include "battery.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const scenario scenarios[] = {
+    {"classic", "accumulate-then-sync: windows of 3 and of 1 micro-step, steps and zero_grad (the former default run)",
+     NULL, SCHED_DEFAULT, 0, 0, 0, 0, 1},
+    {"window-1", "a sync every micro-step, ten syncs in a row: state that wears out after a few syncs", NULL,
+     "10*( fwd bwd grab step zero )", 0, 0, 0, 0, 0},
+    {"window-2", "windows of two micro-steps", NULL, "3*( nosync{fwd bwd} grab fwd bwd grab step zero )", 0, 0, 0, 0, 0},
+    {"window-5", "windows of five micro-steps: accumulation that assumes short windows", NULL,
+     "2*( 4*( nosync{fwd bwd} grab ) fwd bwd grab step zero )", 0, 0, 0, 0, 0},
+    {"nosync-edges",
+     "a forward inside no_sync whose backward runs outside (it does not sync) and the reverse (it syncs): the decision "
+     "is taken at forward",
+     NULL,
+     "enter fwd exit bwd grab fwd bwd grab step zero fwd enter bwd exit grab step zero enter fwd exit bwd grab fwd "
+     "bwd grab",
+     0, 0, 0, 0, 0},
+    {"sync-after-sync", "a sync right after a sync without zero_grad: PyTorch accumulates onto the synced values", NULL,
+     "fwd bwd grab fwd bwd grab nosync{fwd bwd} grab fwd bwd grab step zero", 0, 0, 0, 0, 0},
+    {"zero-and-step", "zero_grad without step, several steps without zero_grad, a step inside a window", NULL,
+     "nosync{fwd bwd} grab fwd bwd grab zero fwd bwd grab step step zero fwd bwd grab step fwd bwd grab step zero "
+     "nosync{fwd bwd} step grab fwd bwd grab step zero",
+     0, 0, 0, 0, 0},
+    {"buckets", "several buckets (caps of 1 KiB and 4 KiB), rebuilt in ready order after the first sync", NULL,
+     "3*( nosync{fwd bwd} grab fwd bwd grab step zero )", 0, 0, 4096, 1024, 0},
+    {"odd-sizes", "tensors of 91, 7, 35 and 5 elements: the tails of vector loops", "mlp:13-7-5",
+     "2*( 2*( nosync{fwd bwd} grab ) fwd bwd grab step zero )", 0, 0, 0, 0, 0},
+    {"bucket-view",
+     "gradient_as_bucket_view: the first sync multiplies by 1/N, later ones divide in place, and a sync after a sync "
+     "scales the accumulated view",
+     NULL, "2*( nosync{fwd bwd} grab fwd bwd grab fwd bwd grab step zero )", 0, 1, 0, 0, 1},
+    {"find-unused", "find_unused_parameters: heads used on some ranks, in earlier micro-steps only, or nowhere",
+     "branchy", "2*( nosync{fwd bwd} grab nosync{fwd bwd} grab fwd bwd grab step zero )", 1, 0, 0, 0, 0},
+    {"attention", "the attention model: 21 tensors, and gradients that are rounding noise (k.bias)", "attn",
+     SCHED_DEFAULT, 0, 0, 0, 0, 0},
+    {"tiny-tensor", "a tensor of a single element", "mlp:8-16-1", SCHED_DEFAULT, 0, 0, 0, 0, 0},
+    {"ends-in-window", "the run ends inside a window: its micro-steps are never synced, and a step uses them", NULL,
+     "fwd bwd grab step zero nosync{fwd bwd} grab nosync{fwd bwd} grab step", 0, 0, 0, 0, 0},
+};
+#define NSCENARIOS ((int)(sizeof scenarios / sizeof scenarios[0]))
+
+int battery_count(void) { return NSCENARIOS; }
+const scenario *battery_at(int i) { return i >= 0 && i < NSCENARIOS ? &scenarios[i] : NULL; }
+
+const scenario *battery_find(const char *name)
+{
+    for (int i = 0; i < NSCENARIOS; i++)
+        if (strcmp(scenarios[i].name, name) == 0)
+            return &scenarios[i];
+    return NULL;
+}
+
+ddp_status battery_apply(const scenario *sc, const battery_given *given, verify_config *run, sched *s)
+{
+    if (sched_parse(sc->schedule, s) != DDP_OK) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", ddp_error_text());
+        return ddp_error(DDP_ERR_INVALID, "scenario %s: %s", sc->name, why);
+    }
+    if (sc->model)
+        run->model_spec = sc->model;
+    run->schedule = s;
+    run->schedule_text = sc->schedule;
+    if (!given->find_unused)
+        run->ddp.find_unused = sc->find_unused;
+    if (!given->bucket_view)
+        run->ddp.bucket_view = sc->bucket_view;
+    if (!given->bucket_cap && sc->bucket_cap)
+        run->ddp.bucket_cap = sc->bucket_cap;
+    if (!given->first_bucket_cap && sc->first_bucket_cap)
+        run->ddp.first_bucket_cap = sc->first_bucket_cap;
+    return DDP_OK;
+}
+
+int battery_failed(const battery_outcome *o)
+{
+    if (o->status != DDP_OK)
+        return !o->refused;
+    return o->verdict != JUDGE_PASS && o->verdict != JUDGE_NOTHING;
+}
+
+void battery_run_one(const verify_config *base, const battery_given *given, const scenario *sc, battery_outcome *out)
+{
+    memset(out, 0, sizeof *out);
+    verify_config c = *base;
+    sched s;
+    out->status = battery_apply(sc, given, &c, &s);
+    if (out->status != DDP_OK) {
+        snprintf(out->first, sizeof out->first, "%s", ddp_error_text());
+        return;
+    }
+    out->grabs = s.ngrabs;
+    out->syncs = s.nsyncs;
+    verify_result res;
+    out->status = verify_run(&c, &res);
+    if (out->status != DDP_OK) {
+        /* A fault (or a refusal): the world's words, and the first failing rank's own when it left some. */
+        out->refused = res.w && res.impl_refused;
+        const char *why = ddp_error_text();
+        snprintf(out->first, sizeof out->first, "%s: %.200s", out->refused ? "refused" : "fault", why);
+        for (int r = 0; res.w && r < c.nranks; r++) {
+            const world_rank_outcome *o = world_outcome(res.w, r);
+            if (o->fate == WORLD_FATE_FAILED && o->error[0]) {
+                snprintf(out->first, sizeof out->first, "%s: rank %d: %.200s", out->refused ? "refused" : "fault", r,
+                         o->error);
+                break;
+            }
+        }
+    } else {
+        judgement j;
+        judge_run(&res, &j);
+        out->verdict = j.verdict;
+        model *m = NULL;
+        if (model_create_layout(c.model_spec, c.batch, &m) != DDP_OK)
+            m = NULL;
+        judge_summary(&res, &j, m, out->first, sizeof out->first);
+        model_destroy(m);
+    }
+    verify_result_free(&res);
+    sched_free(&s);
+}

@@ -1,0 +1,222 @@
+/*
+ * scenarios.c - the default run: the scenario battery (battery.h) as one
+ * table row per scenario and one verdict, and --scenarios (scenarios.h).
+ */
+#include "scenarios.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "clock.h"
+#include "config.h"
+#include "jsonw.h"
+#include "report.h"
+
+int scenarios_list(void)
+{
+    printf("# the scenario battery: what `ddpsim --ranks N` runs without --schedule, --model or --scenario\n");
+    for (int i = 0; i < battery_count(); i++) {
+        const scenario *sc = battery_at(i);
+        printf("%-16s %s\n", sc->name, sc->exposes);
+        printf("%-16s   model %s%s%s", "", sc->model ? sc->model : MODEL_DEFAULT_SPEC,
+               sc->find_unused ? ", find_unused" : "", sc->bucket_view ? ", bucket_view" : "");
+        if (sc->bucket_cap)
+            printf(", bucket caps %zu B (first %zu B)", sc->bucket_cap, sc->first_bucket_cap);
+        printf("; schedule %s\n", sc->schedule);
+    }
+    return DDPSIM_EXIT_PASS;
+}
+
+/* The word of a row's verdict. */
+static const char *row_word(const battery_outcome *o)
+{
+    if (o->status != DDP_OK)
+        return o->refused ? "REFUSED" : "FAULT";
+    switch (o->verdict) {
+    case JUDGE_PASS: return "PASS";
+    case JUDGE_NOTHING: return "NOTHING";
+    case JUDGE_REFERENCE_BAD: return "REFERENCE";
+    default: return "FAIL";
+    }
+}
+
+/*
+ * Every scenario's configuration through verify_check_config before any
+ * rank starts. A configuration that is wrong whatever the scenario (the
+ * classic one fails too) is a usage error naming the option; one that only
+ * a scenario's own options make impossible for this implementation (a
+ * version-1 plugin and bucket_view with --zero-grad none) is not run, and
+ * its row says why.
+ */
+static int check_all(const ddpsim_options *opt, battery_outcome *out)
+{
+    for (int i = 0; i < battery_count(); i++) {
+        verify_config c = opt->run;
+        sched s;
+        ddp_status st = battery_apply(battery_at(i), &opt->given, &c, &s);
+        if (st == DDP_OK) {
+            st = verify_check_config(&c);
+            sched_free(&s);
+        }
+        if (st == DDP_OK)
+            continue;
+        if (i == 0) {
+            char msg[700];
+            snprintf(msg, sizeof msg, "scenario %s: %s", battery_at(i)->name, ddp_error_text());
+            return cli_usage_error(NULL, NULL, msg);
+        }
+        out[i].status = st;
+        out[i].refused = 1;
+        snprintf(out[i].first, sizeof out[i].first, "not possible here: %.230s", ddp_error_text());
+    }
+    return OPT_RUN;
+}
+
+static void header(const ddpsim_options *opt)
+{
+    const verify_config *run = &opt->run;
+    char tol[64];
+    fprintf(opt->out, "# ddpsim %s: %s DDP under test against the reference DDP (PyTorch semantics)\n", PACKAGE_VERSION,
+            run->impl);
+    fprintf(opt->out, "# the scenario battery: %d scenarios at %d ranks, batch %d, seed %llu, algo %s, tolerance %s%s\n",
+            battery_count(), run->nranks, run->batch, (unsigned long long)run->seed, coll_algo_name(run->ddp.algo),
+            tol_format(&run->tol, tol, sizeof tol), run->chaos ? ", under chaos" : "");
+    fprintf(opt->out, "#   ddpsim --scenarios says what each exposes; --scenario NAME runs one with its full report\n");
+    fprintf(opt->out, "# replay: %s\n", opt->command);
+    fprintf(opt->out, "#%-16s %-18s %5s %5s  %-9s %s\n", "scenario", "model", "grabs", "syncs", "verdict",
+            "first divergence");
+}
+
+/* When 1/N is exact, which scenarios cannot show a bug in the order of scaling and summing. */
+static void power_of_two_note(const ddpsim_options *opt)
+{
+    int n = opt->run.nranks;
+    if (n < 2) {
+        fprintf(opt->out, "# 1 rank: nothing is reduced across ranks, so no synchronization bug can show; use 2 or more\n");
+        return;
+    }
+    if (n & (n - 1))
+        return;
+    char names[256] = "";
+    for (int i = 0; i < battery_count(); i++)
+        if (battery_at(i)->divisor)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? ", " : "",
+                     battery_at(i)->name);
+    fprintf(opt->out, "# note: N = %d is a power of two, so 1/N is exact: multiplying by it, dividing by N, before or after "
+                      "the sum, all give the same bits here. Bugs in that order need --ranks %d or %d to show (scenarios "
+                      "%s).\n",
+            n, n - 1, n + 1, names);
+}
+
+static int write_json(const ddpsim_options *opt, const battery_outcome *out, const char *result, double wall_s)
+{
+    FILE *f = opt->json_file;
+    char tol[64];
+    fprintf(f, "{\"result\": \"%s\", \"ranks\": %d, \"impl\": ", result, opt->run.nranks);
+    jsonw_string(f, opt->run.impl);
+    fprintf(f, ", \"tolerance\": ");
+    jsonw_string(f, tol_format(&opt->run.tol, tol, sizeof tol));
+    fprintf(f, ", \"command\": ");
+    jsonw_string(f, opt->command);
+    fprintf(f, ",\n \"scenarios\": [");
+    for (int i = 0; i < battery_count(); i++) {
+        const scenario *sc = battery_at(i);
+        const battery_outcome *o = &out[i];
+        fprintf(f, "%s\n  {\"scenario\": \"%s\", \"model\": ", i ? "," : "", sc->name);
+        jsonw_string(f, sc->model ? sc->model : opt->run.model_spec);
+        fprintf(f, ", \"schedule\": ");
+        jsonw_string(f, sc->schedule);
+        fprintf(f, ", \"grabs\": %zu, \"syncs\": %zu, \"verdict\": \"%s\", \"first_divergence\": ", o->grabs, o->syncs,
+                row_word(o));
+        if (strcmp(o->first, "-") == 0)
+            fprintf(f, "null");
+        else
+            jsonw_string(f, o->first);
+        fprintf(f, "}");
+    }
+    fprintf(f, "\n ],\n \"wall_s\": ");
+    jsonw_number(f, wall_s);
+    fprintf(f, "}\n");
+    if (fflush(f) != 0 || ferror(f)) {
+        fprintf(stderr, "ddpsim: cannot write --json %s: %s\n", opt->json_path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int battery_main(const ddpsim_options *opt)
+{
+    battery_outcome *out = calloc((size_t)battery_count(), sizeof *out);
+    if (!out) {
+        fprintf(stderr, "ddpsim: out of memory\n");
+        return DDPSIM_EXIT_FAULT;
+    }
+    int r = check_all(opt, out);
+    if (r != OPT_RUN) {
+        free(out);
+        return r;
+    }
+    if (!opt->quiet)
+        header(opt);
+    double t0 = clock_now_s();
+    int failed = 0, faults = 0, nothing = 0, refused = 0;
+    size_t grabs = 0;
+    for (int i = 0; i < battery_count(); i++) {
+        const scenario *sc = battery_at(i);
+        if (!out[i].refused) /* not refused up front by check_all */
+            battery_run_one(&opt->run, &opt->given, sc, &out[i]);
+        const battery_outcome *o = &out[i];
+        int bad = battery_failed(o);
+        failed += bad && o->status == DDP_OK;
+        faults += o->status != DDP_OK && !o->refused;
+        refused += o->refused;
+        nothing += o->status == DDP_OK && o->verdict == JUDGE_NOTHING;
+        grabs += o->refused ? 0 : o->grabs;
+        if (!opt->quiet || bad)
+            fprintf(opt->out, " %-16s %-18s %5zu %5zu  %-9s %s\n", sc->name, sc->model ? sc->model : opt->run.model_spec,
+                    o->grabs, o->syncs, row_word(o), o->first);
+        fflush(opt->out);
+    }
+    double wall_s = clock_now_s() - t0;
+    if (!opt->quiet) {
+        power_of_two_note(opt);
+        fprintf(opt->out, "# time %.3f s for %d scenarios\n", wall_s, battery_count());
+    }
+    char tol[64];
+    tol_format(&opt->run.tol, tol, sizeof tol);
+    const char *result;
+    int code;
+    if (failed + faults) {
+        fprintf(opt->out, "# verdict: FAIL (%d of %d scenarios: %d diverge, %d fault%s)\n", failed + faults,
+                battery_count(), failed, faults, faults == 1 ? "" : "s");
+        for (int i = 0; i < battery_count(); i++)
+            if (battery_failed(&out[i]))
+                fprintf(opt->out, "# replay: %s --scenario %s\n", opt->command, battery_at(i)->name);
+        result = "fail";
+        code = failed ? DDPSIM_EXIT_MISMATCH : DDPSIM_EXIT_FAULT;
+    } else if (nothing || refused == battery_count()) {
+        fprintf(opt->out, "# verdict: NOTHING VERIFIED (%d of %d scenarios compared only zeros, %d refused by the "
+                          "implementation)\n",
+                nothing, battery_count(), refused);
+        result = "nothing_verified";
+        code = DDPSIM_EXIT_NOTHING;
+    } else {
+        char which[512] = "";
+        for (int i = 0; i < battery_count(); i++)
+            if (out[i].refused)
+                snprintf(which + strlen(which), sizeof which - strlen(which), "%s%s", which[0] ? ", " : "",
+                         battery_at(i)->name);
+        fprintf(opt->out, "# verdict: PASS (%d of %d scenarios, %zu grabs x %d ranks, %s%s%s)\n",
+                battery_count() - refused, battery_count(), grabs, opt->run.nranks, tol,
+                refused ? "; not run, the implementation cannot take their options: " : "", which);
+        result = "pass";
+        code = DDPSIM_EXIT_PASS;
+    }
+    if (opt->json_file && write_json(opt, out, result, wall_s) != 0 && code == DDPSIM_EXIT_PASS)
+        code = DDPSIM_EXIT_FAULT;
+    free(out);
+    return code;
+}
