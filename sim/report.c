@@ -55,13 +55,15 @@ int report_header(const ddpsim_options *opt)
     model *m = NULL;
     if (model_create_layout(run->model_spec, run->batch, &m) != DDP_OK)
         return 0;
-    int bf[MODEL_MAX_PARAMS], bc[MODEL_MAX_PARAMS];
-    int nb = ddp_assign_buckets(m, run->ddp.first_bucket_cap, run->ddp.bucket_cap, bf, bc, MODEL_MAX_PARAMS);
+    int members[MODEL_MAX_PARAMS], sizes[MODEL_MAX_PARAMS];
+    int nb = ddp_bucket_layout(m, run->ddp.first_bucket_cap, run->ddp.bucket_cap, run->ddp.find_unused, NULL, 0,
+                               members, sizes);
     char tol[64], cap[32], fcap[32];
     fprintf(opt->out, "# ddpsim %s: %s DDP under test against the reference DDP (PyTorch semantics)\n", PACKAGE_VERSION,
            run->impl);
-    fprintf(opt->out, "# ranks %d, model %s (%zu parameters in %d tensors, %d bucket%s), batch %d, seed %llu%s\n", run->nranks,
-           model_spec(m), model_size(m), model_nparams(m), nb, nb == 1 ? "" : "s", run->batch,
+    fprintf(opt->out, "# ranks %d, model %s (%zu parameters in %d tensors, %d bucket%s%s), batch %d, seed %llu%s\n",
+           run->nranks, model_spec(m), model_size(m), model_nparams(m), nb, nb == 1 ? "" : "s",
+           run->ddp.find_unused ? "" : " until the rebuild", run->batch,
            (unsigned long long)run->seed, run->inputs_dir ? ", inputs from a dump" : "");
     fprintf(opt->out, "# schedule: %s\n", opt->schedule_text);
     fprintf(opt->out, "#   %zu ops, %zu forwards, %zu grabs\n", run->schedule->nops, run->schedule->nfwd, run->schedule->ngrabs);

@@ -105,9 +105,8 @@ static void power_of_two_note(const ddpsim_options *opt)
         if (battery_at(i)->divisor)
             snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? ", " : "",
                      battery_at(i)->name);
-    fprintf(opt->out, "# note: N = %d is a power of two, so 1/N is exact: multiplying by it, dividing by N, before or after "
-                      "the sum, all give the same bits here. Bugs in that order need --ranks %d or %d to show (scenarios "
-                      "%s).\n",
+    fprintf(opt->out, "# note: N = %d is a power of two, so 1/N is exact and a bug in the order of scaling and summing "
+                      "gives the same bits; run --ranks %d or %d too (scenarios %s)\n",
             n, n - 1, n + 1, names);
 }
 

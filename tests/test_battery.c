@@ -93,6 +93,10 @@ static void test_correct_pass(void)
         c = base_config(&impl_bucketed_ops, "bucketed", ranks[r], "bitwise");
         CU_ASSERT_EQUAL(failing(&c, 1), 0);
     }
+    /* With the ring order a bucket's layout changes bits: bucketed builds PyTorch's (one bucket, then rebuilt). */
+    verify_config ring = base_config(&impl_bucketed_ops, "bucketed", 3, "bitwise");
+    ring.ddp.algo = COLL_RING;
+    CU_ASSERT_EQUAL(failing(&ring, 1), 0);
     static const char *const orders[] = {"reverse", "pairwise", "double", "ring"};
     for (size_t p = 0; p < sizeof orders / sizeof orders[0]; p++) {
         char path[256];
@@ -142,7 +146,8 @@ int main(void)
     static const test_entry tests[] = {
         {"the scenarios are well formed", test_scenarios_well_formed},
         {"each blind spot of the former default is caught by its scenario", test_blind_spots},
-        {"reference and bucketed pass bitwise at 2-5 ranks, the reorderings under order", test_correct_pass},
+        {"reference and bucketed pass bitwise at 2-5 ranks (and in ring order), the reorderings under order",
+         test_correct_pass},
         TEST_END,
     };
     return test_run_suite("scenario battery", tests);

@@ -438,12 +438,18 @@ static ddp_status one_sync(world_rank *wr, ddp_config cfg, ddp_reduce_fn fn, voi
     return s;
 }
 
-/* With the ordered algorithm, bucket sizes change no value: one bucket or one per parameter, same bits. */
+/*
+ * With the ordered algorithm, bucket sizes change no value: one bucket or
+ * one per parameter, same bits. (With find_unused, so that the first sync
+ * already uses the caps: without it the first sync is one bucket whatever
+ * they are.)
+ */
 static ddp_status buckets_values(world_rank *wr, results *res)
 {
     int rank = world_rank_id(wr);
     for (int variant = 0; variant < 3; variant++) {
         ddp_config cfg = cfg_default();
+        cfg.find_unused = 1;
         if (variant == 1)
             cfg.bucket_cap = cfg.first_bucket_cap = 1;
         if (variant == 2)
@@ -496,7 +502,7 @@ static ddp_status backend_values(world_rank *wr, results *res)
     int rank = world_rank_id(wr);
     for (int variant = 0; variant < 3; variant++) {
         ddp_config cfg = cfg_default();
-        cfg.bucket_cap = cfg.first_bucket_cap = 1; /* one bucket per tensor: 4 reductions */
+        cfg.bucket_cap = cfg.first_bucket_cap = 1; /* with find_unused one bucket per tensor: 4 reductions */
         cfg.find_unused = variant == 1;
         fake_backend fb = {.wr = wr};
         int nb = 0;
@@ -516,8 +522,8 @@ static void test_backend_reducer(void)
         const float *c = r->v[3][k];
         CU_ASSERT_EQUAL(c[3], 5.0f); /* 4 buckets + the find_unused flags */
         CU_ASSERT_EQUAL(c[4], 0.0f);
-        CU_ASSERT_EQUAL(c[6], 4.0f); /* 4 buckets, all averaged by the backend */
-        CU_ASSERT_EQUAL(c[7], 4.0f);
+        CU_ASSERT_EQUAL(c[6], 1.0f); /* without find_unused the first sync is one bucket, averaged by the backend */
+        CU_ASSERT_EQUAL(c[7], 1.0f);
         /* The averaging backend got the bucket unscaled: x, where the summing one got x * (1/3) ... */
         CU_ASSERT_EQUAL(test_bits_f(c[8] * (float)(1.0 / 3)), test_bits_f(c[5]));
         CU_ASSERT(c[8] != c[5]);
@@ -528,14 +534,14 @@ static void test_backend_reducer(void)
 }
 
 /*
- * PyTorch's bucket rebuild on a model larger than 1 MiB: mlp:512-1024-256
- * has 0.weight [1024, 512] (2 MiB), 0.bias (4 KiB), 2.weight [256, 1024]
- * (1 MiB), 2.bias (1 KiB). The constructor fills registration order with
- * the 1 MiB first-bucket limit: {0.weight} closes at 2 MiB, {0.bias,
- * 2.weight, 2.bias} stays under 25 MiB; reversed, bucket 0 = {1, 2, 3},
- * bucket 1 = {0}. The rebuild takes the ready order of the first sync,
- * 2.bias, 2.weight, 0.bias, 0.weight, with the same limits, not reversed:
- * {3, 2} closes at 1 MiB + 1 KiB, and {1, 0} is the rest.
+ * PyTorch's buckets on a model larger than 1 MiB: mlp:512-1024-256 has
+ * 0.weight [1024, 512] (2 MiB), 0.bias (4 KiB), 2.weight [256, 1024]
+ * (1 MiB), 2.bias (1 KiB). Without find_unused the constructor does not
+ * bucket (distributed.py _ddp_init_helper, PyTorch >= 1.12: a limit of
+ * sys.maxsize): one bucket {0, 1, 2, 3}. The rebuild takes the ready order
+ * of the first sync, 2.bias, 2.weight, 0.bias, 0.weight, with the 1 MiB
+ * first-bucket cap and 25 MiB after, not reversed: {3, 2} closes at 1 MiB +
+ * 1 KiB, and {1, 0} is the rest.
  */
 static ddp_status rebuild_layout(world_rank *wr, results *res)
 {
@@ -580,7 +586,7 @@ static void test_bucket_rebuild(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(r);
     /* per bucket its size and members; -1 ends a layout. Forwards 1 (no_sync) and 2 (the first sync) run in the
      * constructor's layout; forward 3 rebuilds before it runs, from forward 2's ready order; forward 4 keeps it. */
-    static const float want[] = {3, 1, 2, 3, 1, 0, -1, 3, 1, 2, 3, 1, 0, -1, 2, 3, 2, 2, 1, 0, -1, 2, 3, 2, 2, 1, 0, -1};
+    static const float want[] = {4, 0, 1, 2, 3, -1, 4, 0, 1, 2, 3, -1, 2, 3, 2, 2, 1, 0, -1, 2, 3, 2, 2, 1, 0, -1};
     for (int rank = 0; rank < 2; rank++) {
         CU_ASSERT_EQUAL(r->status[rank], DDP_OK);
         for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)

@@ -295,17 +295,22 @@ static ddp_status probe_services(world_rank *wr, void *arg)
     snprintf(seen->error_before, sizeof seen->error_before, "%s", svc.last_error(svc.env));
     svc.allreduce_sum(svc.env, &one, 0);
     snprintf(seen->error_after, sizeof seen->error_after, "%s", svc.last_error(svc.env));
-    /* bucket_layout: the constructor's and a rebuilt one (the hand layouts of test_ddp's rebuild test) */
+    /* bucket_layout: the constructor's and a rebuilt one (the hand layouts of test_ddp's rebuild test); with
+     * find_unused the constructor fills the caps over the reversed registration order: {1, 2, 3}, {0} */
     int members[MODEL_MAX_PARAMS], sizes[MODEL_MAX_PARAMS];
     int nb = svc.bucket_layout(svc.env, NULL, 0, members, sizes);
-    seen->layout_ok = nb == 2 && sizes[0] == 3 && members[0] == 1 && members[1] == 2 && members[2] == 3 &&
-                      sizes[1] == 1 && members[3] == 0;
+    seen->layout_ok = nb == 1 && sizes[0] == 4 && members[0] == 0 && members[1] == 1 && members[2] == 2 &&
+                      members[3] == 3; /* no bucketing before the rebuild (find_unused is off) */
     const int ready[4] = {3, 2, 1, 0};
     nb = svc.bucket_layout(svc.env, ready, 4, members, sizes);
     seen->layout_ok &= nb == 2 && sizes[0] == 2 && members[0] == 3 && members[1] == 2 && sizes[1] == 2 &&
                        members[2] == 1 && members[3] == 0;
     const int twice[4] = {3, 3, 1, 0};
     seen->bad_order = svc.bucket_layout(svc.env, twice, 4, members, sizes);
+    env.cfg.find_unused = 1;
+    nb = svc.bucket_layout(svc.env, NULL, 0, members, sizes);
+    seen->layout_ok &= nb == 2 && sizes[0] == 3 && members[0] == 1 && members[1] == 2 && members[2] == 3 &&
+                       sizes[1] == 1 && members[3] == 0;
     model_destroy(m);
     return DDP_OK;
 }

@@ -46,9 +46,17 @@ int ddp_assign_buckets_bytes(const size_t *bytes, int nparams, size_t first_cap,
     return n;
 }
 
-int ddp_bucket_layout(const model *m, size_t first_cap, size_t cap, const int *order, int n, int *members, int *sizes)
+int ddp_bucket_layout(const model *m, size_t first_cap, size_t cap, int find_unused, const int *order, int n,
+                      int *members, int *sizes)
 {
     int first[MODEL_MAX_PARAMS], count[MODEL_MAX_PARAMS], nb;
+    if (!order && !find_unused) {
+        /* No bucketing in the first iteration: one bucket, registration order. */
+        for (int i = 0; i < model_nparams(m); i++)
+            members[i] = i;
+        sizes[0] = model_nparams(m);
+        return 1;
+    }
     if (!order) {
         nb = ddp_assign_buckets(m, first_cap, cap, first, count, MODEL_MAX_PARAMS);
         for (int k = 0, j = 0; k < nb; k++) {

@@ -28,7 +28,8 @@ struct ddp_ref {
     world_rank *wr;
     int nbuckets;
     ref_bucket buckets[MODEL_MAX_PARAMS];
-    float *flat;            /* a bucket's gathered gradients (rebuilt layout) */
+    float *flat;            /* a bucket's gathered gradients (rebuilt layout), room for flat_count */
+    size_t flat_count;
     int no_sync;            /* inside no_sync now */
     int fwd_pending;        /* a forward waits for its backward */
     int fwd_will_sync;      /* decided at that forward */
@@ -46,10 +47,15 @@ struct ddp_ref {
     int backend_avg;        /* the backend averages: buckets go unscaled */
 };
 
-/* Buckets from a layout (ddp_bucket_layout): nb buckets of sizes[k] parameters each, members in bucket order. */
-static void set_layout(ddp_ref *d, const int *members, const int *sizes, int nb)
+/*
+ * Buckets from a layout (ddp_bucket_layout): nb buckets of sizes[k]
+ * parameters each, members in bucket order; the flat buffer sized for the
+ * largest bucket that has to be gathered.
+ */
+static ddp_status set_layout(ddp_ref *d, const int *members, const int *sizes, int nb)
 {
     d->nbuckets = nb;
+    size_t gathered = 0;
     for (int k = 0, j = 0; k < nb; k++) {
         ref_bucket *b = &d->buckets[k];
         b->n = sizes[k];
@@ -61,15 +67,26 @@ static void set_layout(ddp_ref *d, const int *members, const int *sizes, int nb)
             if (q > 0 && b->members[q] != b->members[q - 1] + 1)
                 b->contiguous = 0;
         }
+        if (!b->contiguous && b->count > gathered)
+            gathered = b->count;
     }
+    if (gathered > d->flat_count) {
+        float *f = realloc(d->flat, gathered * sizeof(float));
+        if (!f)
+            return ddp_error(DDP_ERR_NOMEM, "a bucket's flat buffer of %zu floats", gathered);
+        d->flat = f;
+        d->flat_count = gathered;
+    }
+    return DDP_OK;
 }
 
-/* The constructor's layout (buckets.h): registration order, the list reversed. */
-static void initial_layout(ddp_ref *d)
+/* The constructor's layout (buckets.h): one bucket, or with find_unused the caps over the reversed registration order. */
+static ddp_status initial_layout(ddp_ref *d)
 {
     int members[MODEL_MAX_PARAMS], sizes[MODEL_MAX_PARAMS];
-    int nb = ddp_bucket_layout(d->m, d->cfg.first_bucket_cap, d->cfg.bucket_cap, NULL, 0, members, sizes);
-    set_layout(d, members, sizes, nb);
+    int nb = ddp_bucket_layout(d->m, d->cfg.first_bucket_cap, d->cfg.bucket_cap, d->cfg.find_unused, NULL, 0, members,
+                               sizes);
+    return set_layout(d, members, sizes, nb);
 }
 
 /*
@@ -86,12 +103,12 @@ static ddp_status rebuild(ddp_ref *d)
         order[i] = d->ready_order[i];
     DDP_CHECK(coll_broadcast(d->wr, order, (size_t)d->nready * sizeof order[0], 0));
     int members[MODEL_MAX_PARAMS], sizes[MODEL_MAX_PARAMS];
-    int nb = ddp_bucket_layout(d->m, d->cfg.first_bucket_cap, d->cfg.bucket_cap, order, d->nready, members, sizes);
+    int nb = ddp_bucket_layout(d->m, d->cfg.first_bucket_cap, d->cfg.bucket_cap, d->cfg.find_unused, order, d->nready,
+                               members, sizes);
     if (nb < 0)
         return ddp_error(DDP_ERR_INVALID, "rank 0's bucket order is corrupt");
-    set_layout(d, members, sizes, nb);
     d->rebuilt = 1;
-    return DDP_OK;
+    return set_layout(d, members, sizes, nb);
 }
 
 void ddp_ref_set_reducer(ddp_ref *d, ddp_reduce_fn fn, void *ctx, int backend_avg)
@@ -120,11 +137,13 @@ ddp_status ddp_ref_create(const ddp_config *cfg, model *m, world_rank *wr, ddp_r
     d->cfg = *cfg;
     d->m = m;
     d->wr = wr;
-    initial_layout(d);
-    d->flat = malloc(model_size(m) * sizeof(float));
+    if (initial_layout(d) != DDP_OK) {
+        ddp_ref_destroy(d);
+        return ddp_error(DDP_ERR_NOMEM, "reference DDP buckets");
+    }
     if (cfg->find_unused)
         d->saved = malloc(model_size(m) * sizeof(float));
-    if (!d->flat || (cfg->find_unused && !d->saved)) {
+    if (cfg->find_unused && !d->saved) {
         ddp_ref_destroy(d);
         return ddp_error(DDP_ERR_NOMEM, "reference DDP scratch of %zu floats", model_size(m));
     }

@@ -13,15 +13,17 @@
  *    bucket (gradient_as_bucket_view: from the second sync on, once the
  *    grad is its bucket's view, divided by N in place), then the bucket is
  *    sum-allreduced;
- *  - buckets: parameters are assigned in registration order with a size
- *    limit of first_bucket_cap for the first bucket and bucket_cap after,
- *    a parameter joining the open bucket before the limit is checked; the
- *    list is then reversed, so bucket 0 holds the last-registered
- *    parameters (whose gradients backward produces first) and buckets are
- *    reduced in index order. At the first forward after the first sync they
- *    are rebuilt (reducer.cpp rebuild_buckets): the same limits over the
- *    order gradients became ready in that sync, not reversed; never with
- *    find_unused. With ordered or exact reduction bucketing changes no value;
+ *  - buckets (buckets.h): without find_unused the first iteration reduces
+ *    one bucket holding every parameter (PyTorch >= 1.12 does not bucket
+ *    before it knows the order of backward); at the first forward after the
+ *    first sync the buckets are rebuilt (reducer.cpp rebuild_buckets): the
+ *    parameters in the order their gradients became ready, rank 0's order,
+ *    filled with a limit of first_bucket_cap for the first bucket and
+ *    bucket_cap after, not reversed. With find_unused the constructor fills
+ *    the registration order with those limits, reversed (bucket 0 holds the
+ *    last-registered parameters), and never rebuilds. Buckets are reduced in
+ *    index order. With ordered or exact reduction the layout changes no
+ *    value; with ring, or on NCCL, it changes bits;
  *  - find_unused: a parameter used in any forward of the window (since the
  *    last sync) on any rank is synced, ranks that did not use it
  *    contributing their current gradient; a parameter unused everywhere

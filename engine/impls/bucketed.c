@@ -118,7 +118,7 @@ static int layout(bstate *s, const int *members, const int *sizes, int nb)
     return 0;
 }
 
-/* The constructor's buckets, by the services' helper (PyTorch's rule). */
+/* The constructor's buckets, by the services' helper (PyTorch's rule: one bucket before the rebuild, unless find_unused). */
 static int initial_layout(bstate *s)
 {
     const ddpsim_services *svc = s->svc;

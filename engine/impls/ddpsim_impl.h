@@ -111,13 +111,17 @@ typedef struct ddpsim_services {
     const char *(*last_error)(void *env);
     /*
      * PyTorch's bucket assignment with this run's caps. order == NULL: the
-     * constructor's (registration order, buckets reversed so bucket 0 holds
-     * the last-registered parameters); otherwise the rebuilt one over the n
+     * constructor's. Without find_unused that is one bucket holding every
+     * parameter in registration order (PyTorch 1.12 on buckets only once it
+     * has seen the order of backward); with find_unused the caps fill the
+     * registration order and the buckets are reversed, so bucket 0 holds the
+     * last-registered parameters. Otherwise the rebuilt one over the n
      * parameters of order, the order their gradients became ready in the
-     * first syncing backward (reducer.cpp rebuild_buckets: filled in that
-     * order, not reversed). members gets each bucket's parameters in bucket
-     * order, one bucket after another; sizes[k] bucket k's count (both with
-     * room for nparams). Returns the number of buckets, -1 for a bad order.
+     * first syncing backward (reducer.cpp rebuild_buckets: the caps, filled
+     * in that order, not reversed; PyTorch rebuilds only without
+     * find_unused). members gets each bucket's parameters in bucket order,
+     * one bucket after another; sizes[k] bucket k's count (both with room
+     * for nparams). Returns the number of buckets, -1 for a bad order.
      */
     int (*bucket_layout)(void *env, const int *order, int n, int *members, int *sizes);
 } ddpsim_services;

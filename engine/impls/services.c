@@ -80,7 +80,8 @@ static const char *svc_last_error(void *env)
 static int svc_bucket_layout(void *env, const int *order, int n, int *members, int *sizes)
 {
     impl_env *e = env;
-    return ddp_bucket_layout(e->m, e->cfg.first_bucket_cap, e->cfg.bucket_cap, order, n, members, sizes);
+    return ddp_bucket_layout(e->m, e->cfg.first_bucket_cap, e->cfg.bucket_cap, e->cfg.find_unused, order, n, members,
+                             sizes);
 }
 
 static int svc_set_error(void *env, const char *message)

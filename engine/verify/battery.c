@@ -27,7 +27,7 @@ static const scenario scenarios[] = {
      "nosync{fwd bwd} grab fwd bwd grab zero fwd bwd grab step step zero fwd bwd grab step fwd bwd grab step zero "
      "nosync{fwd bwd} step grab fwd bwd grab step zero",
      0, 0, 0, 0, 0},
-    {"buckets", "several buckets (caps of 1 KiB and 4 KiB), rebuilt in ready order after the first sync", NULL,
+    {"buckets", "one bucket in the first sync, then several (caps of 1 KiB and 4 KiB) rebuilt in ready order", NULL,
      "3*( nosync{fwd bwd} grab fwd bwd grab step zero )", 0, 0, 4096, 1024, 0},
     {"odd-sizes", "tensors of 91, 7, 35 and 5 elements: the tails of vector loops", "mlp:13-7-5",
      "2*( 2*( nosync{fwd bwd} grab ) fwd bwd grab step zero )", 0, 0, 0, 0, 0},

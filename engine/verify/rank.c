@@ -392,6 +392,9 @@ static ddp_status check_agreement(rank_ctx *c)
         return DDP_OK;
     c->disagreement_seen = 1;
     const model_param *par = model_param_at(m, bad);
+    c->peer_param = malloc(par->count * sizeof *c->peer_param);
+    if (!c->peer_param)
+        return ddp_error(DDP_ERR_NOMEM, "the agreement check: %zu floats", par->count);
     if (c->rank == 0)
         memcpy(c->peer_param, g + par->offset, par->count * sizeof(float));
     DDP_CHECK(coll_broadcast(c->wr, c->peer_param, par->count * sizeof(float), 0));
@@ -469,10 +472,6 @@ static ddp_status rank_setup(rank_ctx *c)
     c->gmag = calloc(model_size(c->ref.m), sizeof *c->gmag);
     if (!c->gsum || !c->gmag)
         return ddp_error(DDP_ERR_NOMEM, "the reference's check: %zu doubles and floats", model_size(c->ref.m));
-    size_t largest = 0;
-    for (int p = 0; p < model_nparams(c->ref.m); p++)
-        if (model_param_at(c->ref.m, p)->count > largest)
-            largest = model_param_at(c->ref.m, p)->count;
     if (cfg->tol.kind == TOL_ORDER) {
         DDP_CHECK(budget_init(&c->budget, model_size(c->ref.m), c->n));
         c->param_allow = malloc(model_size(c->ref.m) * sizeof *c->param_allow);
@@ -480,8 +479,7 @@ static ddp_status rank_setup(rank_ctx *c)
             return ddp_error(DDP_ERR_NOMEM, "the order tolerance's bound on the parameters");
     }
     c->peer_hashes = calloc((size_t)c->n * MODEL_MAX_PARAMS, sizeof *c->peer_hashes);
-    c->peer_param = malloc(largest * sizeof *c->peer_param);
-    if (!c->peer_hashes || !c->peer_param)
+    if (!c->peer_hashes)
         return ddp_error(DDP_ERR_NOMEM, "the agreement check");
     if (c->rank == 0 && cfg->dump_dir) {
         char dir[PATH_MAX];

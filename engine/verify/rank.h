@@ -60,7 +60,7 @@ typedef struct rank_ctx {
     int *refused;             /* this rank's verify_rank_area.refused */
     int disagreement_seen;    /* some rank of the implementation disagreed (every rank knows) */
     uint64_t *peer_hashes;    /* the agreement check: every rank's per-parameter hashes */
-    float *peer_param;        /* ... and rank 0's gradient of the first parameter that differs */
+    float *peer_param;        /* ... and rank 0's gradient of the first parameter that differs (on a mismatch) */
     chaos_rank chaos;
     uint64_t nbwd;        /* backwards so far */
     int shared;           /* the implementation's parameters equal the reference's: one forward and backward serve both */

@@ -67,12 +67,15 @@ static ddp_status check_inputs(const verify_config *cfg)
  * What the run will take, against what the machine has, before any rank
  * tries to allocate it: per rank two replicas (parameters, gradients, local
  * gradients, activations), the reference's check (a double and a float per
- * parameter) and room for an implementation's own copy of the gradients;
- * the shared segment in /dev/shm.
+ * parameter), room for an implementation's own copy of the gradients and
+ * for the buckets gathered after the rebuild, and under the order
+ * tolerance its bounds (three floats per parameter); the shared segment in
+ * /dev/shm.
  */
 static ddp_status check_memory(const verify_config *cfg, const model *layout)
 {
-    double per_rank = 2.0 * (double)model_memory_bytes(layout) + 16.0 * (double)model_size(layout);
+    double per_param = 20.0 + (cfg->tol.kind == TOL_ORDER ? 12.0 : 0.0);
+    double per_rank = 2.0 * (double)model_memory_bytes(layout) + per_param * (double)model_size(layout);
     double need = per_rank * cfg->nranks;
     world_config wc = {.nranks = cfg->nranks,
                        .user_bytes = verify_user_bytes(sched_nchecks(cfg->schedule) * (size_t)cfg->nranks,
