@@ -63,6 +63,7 @@ static void test_blind_spots(void)
         {"pool_of_6", "window-1"},          {"last_bucket_skipped", "buckets"},
         {"vector_tail", "odd-sizes"},       {"view_adds", "bucket-view"},
         {"skip_unused", "find-unused"},     {"sync_at_step", "ends-in-window"},
+        {"sharded_step", "zero-and-step"},
     };
     int classic = index_of("classic");
     CU_ASSERT_EQUAL_FATAL(classic, 0);
@@ -113,6 +114,28 @@ static void test_correct_pass(void)
     }
 }
 
+/*
+ * The examples of the plugin interface pass every scenario they accept (the
+ * ZeRO-1 one shards its update only while the ranks' gradients and
+ * parameters agree: its first version did not, and zero-and-step caught it).
+ */
+static void test_examples_pass(void)
+{
+    static const char *const libs[] = {"libexample_impl.so", "libexample_zero1.so", "libexample_buckets.so"};
+    for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++) {
+        char path[256];
+        snprintf(path, sizeof path, PLUGIN_DIR "/%s", libs[i]);
+        impl_handle h;
+        CU_ASSERT_EQUAL_FATAL(impl_open(path, &h), DDP_OK);
+        for (int n = 3; n <= 4; n++) {
+            verify_config c = base_config(h.ops, h.ops->name, n, "bitwise");
+            c.ddp.bucket_cap = c.ddp.first_bucket_cap = 4096;
+            CU_ASSERT_EQUAL(failing(&c, 1), 0);
+        }
+        impl_close(&h);
+    }
+}
+
 /* The scenarios' own promises: their schedules parse, each has grabs and syncs, their names are unique. */
 static void test_scenarios_well_formed(void)
 {
@@ -148,6 +171,7 @@ int main(void)
         {"each blind spot of the former default is caught by its scenario", test_blind_spots},
         {"reference and bucketed pass bitwise at 2-5 ranks (and in ring order), the reorderings under order",
          test_correct_pass},
+        {"the interface's examples pass every scenario they accept", test_examples_pass},
         TEST_END,
     };
     return test_run_suite("scenario battery", tests);

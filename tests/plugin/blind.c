@@ -31,6 +31,9 @@
  *                                                             (find-unused)
  *   -DBLIND_SYNC_AT_STEP       step first syncs a window that no backward
  *                              synced                          (ends-in-window)
+ *   -DBLIND_SHARDED_STEP       a ZeRO-1 optimizer that always shards the
+ *                              update, even on rank-local gradients
+ *                                                             (zero-and-step)
  *
  * tests/test_battery.c runs each: classic passes it, its scenario fails it.
  */
@@ -164,8 +167,8 @@ static int b_create(const ddpsim_services *svc, void **state)
     d->user = b;
     if (!b || !(b->buf = calloc(svc->total_count, sizeof(float))))
         return sddp_fail(d, "out of memory");
-    for (int k = 0; k < 6; k++)
-        if (!(b->pool[k] = calloc(svc->total_count, sizeof(float))))
+    for (int k = 0; k < 6; k++) /* (the sharded step gathers into pool[0]: room for every rank's padded slice) */
+        if (!(b->pool[k] = calloc(svc->total_count + (size_t)svc->world_size, sizeof(float))))
             return sddp_fail(d, "out of memory");
 #if defined(BLIND_VIEW_ADDS)
     if (!(view_saved = calloc(svc->total_count, sizeof(float))))
@@ -267,6 +270,39 @@ static int b_optimizer_step(void *state, int *owned)
 }
 #endif
 
+#if defined(BLIND_SHARDED_STEP)
+/* Element i of the parameters in registration order. */
+static float *param_at(const ddpsim_services *svc, size_t i)
+{
+    for (int p = 0; p < svc->nparams; p++) {
+        if (i < svc->params[p].count)
+            return &svc->params[p].data[i];
+        i -= svc->params[p].count;
+    }
+    return NULL;
+}
+
+/* Each rank steps its slice, then the slices are allgathered: right only when every rank's gradients agree. */
+static int b_optimizer_step(void *state, int *owned)
+{
+    sddp *d = state;
+    const ddpsim_services *svc = d->svc;
+    size_t shard = (svc->total_count + (size_t)d->n - 1) / (size_t)d->n, lo = (size_t)svc->rank * shard;
+    float *mine = state_of(d)->buf, *all = state_of(d)->pool[0];
+    if (shard * (size_t)d->n > svc->total_count + (size_t)d->n)
+        return sddp_fail(d, "the gathered slices do not fit");
+    float neg_lr = -svc->lr;
+    for (size_t k = 0; k < shard; k++)
+        mine[k] = lo + k < svc->total_count ? *param_at(svc, lo + k) + neg_lr * svc->all_grads[lo + k] : 0.0f;
+    if (svc->allgather(svc->env, mine, all, shard * sizeof(float)))
+        return -1;
+    for (size_t i = 0; i < svc->total_count; i++)
+        *param_at(svc, i) = all[i];
+    *owned = 1;
+    return 0;
+}
+#endif
+
 #if defined(BLIND_FORCED_SYNC_AT_4)
 #define NAME "blind-forced-sync-at-4"
 #elif defined(BLIND_EXIT_ARMS_PENDING)
@@ -287,6 +323,8 @@ static int b_optimizer_step(void *state, int *owned)
 #define NAME "blind-skip-unused"
 #elif defined(BLIND_SYNC_AT_STEP)
 #define NAME "blind-sync-at-step"
+#elif defined(BLIND_SHARDED_STEP)
+#define NAME "blind-sharded-step"
 #else
 #error "build with one of the -DBLIND_... of this file's header"
 #endif
@@ -304,7 +342,7 @@ static const ddpsim_impl_ops ops = {
     .backward_end = b_backward_end,
     .zero_grad = b_zero_grad,
     .step = b_step,
-#if defined(BLIND_SYNC_AT_STEP)
+#if defined(BLIND_SYNC_AT_STEP) || defined(BLIND_SHARDED_STEP)
     .optimizer_step = b_optimizer_step,
 #endif
 };

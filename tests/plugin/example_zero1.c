@@ -12,8 +12,15 @@
  *     ddpsim --ranks 4 --impl ./libexample_zero1.so
  *
  * Written with the same expression as ddpsim's SGD (p + (-lr) * g), the
- * update is bit for bit the reference's. Like example_impl.c it models
- * neither find_unused_parameters nor gradient_as_bucket_view.
+ * update is bit for bit the reference's. One subtlety: sharding the update
+ * is only right when every rank holds the same gradients and the same
+ * parameters. A step inside a no_sync window (unsynced, rank-local
+ * gradients) must update every parameter on every rank with that rank's own
+ * gradient, as plain DDP does, and from then on the ranks' parameters
+ * differ, so no later step may be sharded either. The first version of this
+ * example sharded there, and the battery's zero-and-step and ends-in-window
+ * scenarios caught it. Like example_impl.c it models neither
+ * find_unused_parameters nor gradient_as_bucket_view.
  */
 #include <ddpsim_impl.h>
 #include <stdlib.h>
@@ -22,6 +29,8 @@
 typedef struct zero1 {
     const ddpsim_services *svc;
     int sync_this_backward;
+    int grads_agree;     /* every rank holds the same gradients: after a sync or a zero_grad, not after a no_sync backward */
+    int params_agree;    /* every rank holds the same parameters: until a step on rank-local gradients */
     size_t total, shard; /* parameters in all; per rank (the last rank's slice may be short) */
     float *flat;         /* every rank's slice, gathered: world_size * shard floats */
     float *mine;         /* this rank's updated slice */
@@ -38,6 +47,7 @@ static int z_create(const ddpsim_services *svc, void **state)
     if (!z)
         return svc->set_error(svc->env, "out of memory");
     z->svc = svc;
+    z->grads_agree = z->params_agree = 1;
     z->total = svc->total_count;
     z->shard = (z->total + (size_t)svc->world_size - 1) / (size_t)svc->world_size;
     z->flat = calloc((size_t)svc->world_size * z->shard, sizeof(float));
@@ -79,10 +89,17 @@ static int z_grad_ready(void *state, int param)
     return 0;
 }
 
+static int z_zero_grad(void *state)
+{
+    ((zero1 *)state)->grads_agree = 1;
+    return 0;
+}
+
 static int z_backward_end(void *state)
 {
     zero1 *z = state;
     const ddpsim_services *svc = z->svc;
+    z->grads_agree = z->sync_this_backward;
     if (!z->sync_this_backward)
         return 0;
     float inv = (float)(1.0 / svc->world_size);
@@ -102,11 +119,16 @@ static float *param_at(const ddpsim_services *svc, size_t i)
     return NULL;
 }
 
-/* SGD on this rank's slice, then every slice to every rank. */
+/* SGD on this rank's slice, then every slice to every rank; once anything is rank-local, ddpsim's SGD everywhere. */
 static int z_optimizer_step(void *state, int *owned)
 {
     zero1 *z = state;
     const ddpsim_services *svc = z->svc;
+    if (!z->grads_agree || !z->params_agree) {
+        z->params_agree = 0;
+        *owned = 0; /* ddpsim's SGD: every parameter, this rank's gradient */
+        return 0;
+    }
     size_t lo = (size_t)svc->rank * z->shard;
     float neg_lr = -svc->lr;
     for (size_t k = 0; k < z->shard; k++) {
@@ -136,7 +158,7 @@ static const ddpsim_impl_ops zero1_ops = {
     .no_sync_exit = z_nothing,
     .grad_ready = z_grad_ready,
     .backward_end = z_backward_end,
-    .zero_grad = z_nothing,
+    .zero_grad = z_zero_grad,
     .step = z_nothing,
     .optimizer_step = z_optimizer_step,
 };
