@@ -125,8 +125,9 @@ int main(int argc, char **argv)
         r = list_impls();
     } else if (r == OPT_RUN && opt.list_scenarios) {
         r = scenarios_list();
-    } else if (r == OPT_RUN && !opt.mutants && !opt.battery && verify_check_config(&opt.run) != DDP_OK) {
-        /* The one validation of a run description, before anything runs: it names the option. */
+    } else if (r == OPT_RUN && !opt.mutants && verify_check_config(&opt.run) != DDP_OK) {
+        /* The one validation of a run description, before anything runs: it names the option. (For the
+         * battery the description is the classic scenario's; battery_main checks every other one.) */
         r = cli_usage_error(NULL, NULL, ddp_error_text());
     } else if (r == OPT_RUN) {
         r = probe_backend(&opt);
