@@ -93,7 +93,7 @@ static void test_faults(void)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const fault_case *fc = &cases[i];
-        int before = test_count_ddpsim_segments();
+        int before = test_count_ddpsim_segments(getpid());
         verify_config c = base(&s, &impl_reference_ops);
         c.faults[0] = fc->f;
         c.nfaults = 1;
@@ -126,7 +126,7 @@ static void test_faults(void)
         for (int r = 0; r < res.nranks; r++)
             CU_ASSERT(test_pid_gone(world_outcome(res.w, r)->pid));
         verify_result_free(&res);
-        CU_ASSERT_EQUAL(test_count_ddpsim_segments(), before);
+        CU_ASSERT_EQUAL(test_count_ddpsim_segments(getpid()), before);
     }
     sched_free(&s);
 }

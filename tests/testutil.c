@@ -45,15 +45,17 @@ int test_run_suite(const char *suite, const test_entry *tests)
     return failures ? 1 : 0;
 }
 
-int test_count_ddpsim_segments(void)
+int test_count_ddpsim_segments(pid_t creator)
 {
     DIR *d = opendir("/dev/shm");
     if (!d)
         return -1;
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "ddpsim-%ld-", (long)creator);
     int n = 0;
     struct dirent *e;
     while ((e = readdir(d)) != NULL)
-        if (strncmp(e->d_name, "ddpsim-", 7) == 0)
+        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0)
             n++;
     closedir(d);
     return n;

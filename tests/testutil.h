@@ -21,8 +21,11 @@ typedef struct test_entry {
 /* Register `tests` as one suite, run it, return 0 if everything passed and 1 otherwise. */
 int test_run_suite(const char *suite, const test_entry *tests);
 
-/* Number of /dev/shm entries whose name starts with "ddpsim-". */
-int test_count_ddpsim_segments(void);
+/*
+ * Number of /dev/shm entries a world created by process `creator` named
+ * ("ddpsim-<pid>-..."): other tests running at the same time do not count.
+ */
+int test_count_ddpsim_segments(pid_t creator);
 
 /* 1 if pid no longer runs (gone, or a zombie nobody reaped yet). */
 int test_pid_gone(pid_t pid);
