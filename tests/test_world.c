@@ -336,7 +336,7 @@ static void test_concurrent_collectives_refused(void)
     world *w = make_world(2, 30);
     CU_ASSERT_PTR_NOT_NULL_FATAL(w);
     CU_ASSERT_EQUAL(world_run(w, two_threads_collide, NULL), DDP_ERR_RANK_FAILED);
-    CU_ASSERT(strstr(world_outcome(w, 0)->error, "called barrier while another of its threads was inside barrier #1") !=
+    CU_ASSERT(strstr(world_outcome(w, 0)->error, "called barrier while another of its threads was inside collective #1") !=
               NULL);
     assert_all_gone(w);
     world_destroy(w);

@@ -322,9 +322,9 @@ ddp_status world_enter_coll(world_rank *wr, const char *name)
 {
     if (atomic_exchange_explicit(&wr->st->in_coll, 1, memory_order_relaxed))
         return ddp_error(DDP_ERR_INVALID,
-                         "rank %d called %s while another of its threads was inside %s #%llu: a rank makes its "
-                         "collectives one at a time, in the same order as every other rank",
-                         wr->rank, name, wr->st->coll, (unsigned long long)atomic_load(&wr->st->coll_seq));
+                         "rank %d called %s while another of its threads was inside collective #%llu: a rank makes "
+                         "its collectives one at a time, in the same order as every other rank",
+                         wr->rank, name, (unsigned long long)atomic_load(&wr->st->coll_seq));
     wr->st->coll_start_ns = clock_now_ns();
     copy_label(wr->st->coll, name);
     atomic_fetch_add_explicit(&wr->st->coll_seq, 1, memory_order_relaxed);
