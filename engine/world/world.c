@@ -529,11 +529,14 @@ static int still_waiting(const world *w, int r)
  * never arrive at a barrier again, and every collective starts with one),
  * and every rank still running waits in the world for a barrier that has
  * not been released or a flag not yet set, with no progress anywhere for
- * two ticks. None of them can ever be released, so there is no point in
- * waiting for the watchdog, which stays for hangs inside an
+ * half a second. None of them can ever be released, so there is no point
+ * in waiting for the watchdog, which stays for hangs inside an
  * implementation's own code. (A rank that was released but has not run
- * yet, on a loaded machine, is not waiting by this rule.)
+ * yet, on a loaded machine, is not waiting by this rule. The half second
+ * lets a rank whose other thread is on its way out with an error, more
+ * telling than the deadlock it leaves, finish first.)
  */
+enum { DEADLOCK_QUIET_TICKS = 10 }; /* of the supervisor's 50 ms */
 static int deadlocked(const world *w, int quiet_ticks)
 {
     int finished = 0, blocked = 1;
@@ -544,7 +547,7 @@ static int deadlocked(const world *w, int quiet_ticks)
         else if (o->fate == WORLD_FATE_NOT_STARTED)
             blocked &= still_waiting(w, r);
     }
-    return finished > 0 && blocked && quiet_ticks >= 2;
+    return finished > 0 && blocked && quiet_ticks >= DEADLOCK_QUIET_TICKS;
 }
 
 /* "ranks 1 and 2 have finished" */
