@@ -51,6 +51,7 @@ typedef struct rank_state {
     /* What the rank waits for, for the supervisor's deadlock rule: a barrier generation to pass, or rank
      * wait_rank's flag to reach wait_value; WAIT_OTHER for anything it cannot judge (a replayed arrival). */
     _Atomic uint32_t wait_kind;
+    _Atomic uint32_t exiting;          /* the rank's main has returned: it is on its way out (not waiting) */
     _Atomic uint32_t wait_gen, wait_value;
     _Atomic int32_t wait_rank;
     _Atomic uint64_t coll_seq;
@@ -261,6 +262,7 @@ _Noreturn static void rank_process(world *w, int r, world_rank_main main, void *
         .jitter_key = rng_key(rng_key(w->cfg.jitter_seed, 0x6a697474 /* "jitt" */), (uint64_t)r),
     };
     ddp_status s = main(&wr, arg);
+    atomic_store_explicit(&wr.st->exiting, 1, memory_order_release);
     if (s == DDP_ERR_ABORTED)
         _exit(RANK_EXIT_ABORTED); /* the supervisor is stopping the world: not this rank's failure */
     if (s != DDP_OK) {
@@ -529,14 +531,15 @@ static int still_waiting(const world *w, int r)
  * never arrive at a barrier again, and every collective starts with one),
  * and every rank still running waits in the world for a barrier that has
  * not been released or a flag not yet set, with no progress anywhere for
- * half a second. None of them can ever be released, so there is no point
+ * 200 ms. None of them can ever be released, so there is no point
  * in waiting for the watchdog, which stays for hangs inside an
  * implementation's own code. (A rank that was released but has not run
- * yet, on a loaded machine, is not waiting by this rule. The half second
- * lets a rank whose other thread is on its way out with an error, more
- * telling than the deadlock it leaves, finish first.)
+ * yet, on a loaded machine, is not waiting by this rule; nor is one whose
+ * main has returned and which is on its way out, perhaps with an error
+ * more telling than the deadlock its other threads leave: it is reaped
+ * first.)
  */
-enum { DEADLOCK_QUIET_TICKS = 10 }; /* of the supervisor's 50 ms */
+enum { DEADLOCK_QUIET_TICKS = 4 }; /* of the supervisor's 50 ms */
 static int deadlocked(const world *w, int quiet_ticks)
 {
     int finished = 0, blocked = 1;
@@ -545,7 +548,7 @@ static int deadlocked(const world *w, int quiet_ticks)
         if (o->fate == WORLD_FATE_OK)
             finished++;
         else if (o->fate == WORLD_FATE_NOT_STARTED)
-            blocked &= still_waiting(w, r);
+            blocked &= !atomic_load(&w->ranks[r].exiting) && still_waiting(w, r);
     }
     return finished > 0 && blocked && quiet_ticks >= DEADLOCK_QUIET_TICKS;
 }
