@@ -6,7 +6,7 @@
  *
  * The implementations here are the built-in bucketed one with one thing
  * changed after its own callback ran (a wrapper), so that nothing but that
- * change can make them fail.
+ * change can make them fail, and a DDP that syncs from one hook.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -189,6 +189,103 @@ static void test_params_rebased(void)
     verify_result_free(&res);
 }
 
+/*
+ * Gradients appear when backward produces them, each with its ready event
+ * at once. An implementation that syncs every gradient from the hook of
+ * one parameter is right only if that parameter's gradient is the last one
+ * backward produces (registered first: 0.weight), and wrong from the hook
+ * of the first produced (registered last), where the others are still
+ * incomplete: the mistake of hooking the "last" parameter.
+ */
+typedef struct hooked {
+    const ddpsim_services *svc;
+    int sync, trigger;
+} hooked;
+
+static int hook_trigger; /* set before each run */
+
+static int h_create(const ddpsim_services *svc, void **state)
+{
+    hooked *h = calloc(1, sizeof *h);
+    if (!h)
+        return svc->set_error(svc->env, "out of memory");
+    h->svc = svc;
+    h->trigger = hook_trigger < 0 ? svc->nparams - 1 : hook_trigger;
+    *state = h;
+    for (int p = 0; p < svc->nparams; p++)
+        if (svc->broadcast(svc->env, svc->params[p].data, svc->params[p].count * sizeof(float), 0))
+            return -1;
+    return 0;
+}
+
+static void h_destroy(void *state) { free(state); }
+static int h_forward_begin(void *state, int no_sync)
+{
+    ((hooked *)state)->sync = !no_sync;
+    return 0;
+}
+static int h_nothing(void *state)
+{
+    (void)state;
+    return 0;
+}
+
+static int h_ready(void *state, int p)
+{
+    hooked *h = state;
+    const ddpsim_services *svc = h->svc;
+    if (!h->sync || p != h->trigger)
+        return 0;
+    float inv = (float)(1.0 / svc->world_size);
+    for (size_t i = 0; i < svc->total_count; i++)
+        svc->all_grads[i] *= inv;
+    return svc->allreduce_sum(svc->env, svc->all_grads, svc->total_count);
+}
+
+static const ddpsim_impl_ops hooked_ops = {
+    .api_version = DDPSIM_IMPL_API_VERSION,
+    .name = "hooked",
+    .description = "syncs every gradient from one parameter's hook",
+    .create = h_create,
+    .destroy = h_destroy,
+    .forward_begin = h_forward_begin,
+    .no_sync_enter = h_nothing,
+    .no_sync_exit = h_nothing,
+    .grad_ready = h_ready,
+    .backward_end = h_nothing,
+    .zero_grad = h_nothing,
+    .step = h_nothing,
+};
+
+static judge_verdict run_hooked(int trigger, uint64_t chaos)
+{
+    sched s;
+    CU_ASSERT_EQUAL_FATAL(sched_parse(SCHED_DEFAULT, &s), DDP_OK);
+    verify_config c;
+    test_verify_config(&c, &s, &hooked_ops);
+    c.nranks = 3;
+    c.chaos = chaos != 0;
+    c.chaos_seed = chaos;
+    hook_trigger = trigger;
+    verify_result res;
+    judge_verdict v = JUDGE_REFERENCE_BAD;
+    if (verify_run(&c, &res) == DDP_OK) {
+        judgement j;
+        judge_run(&res, &j);
+        v = j.verdict;
+    }
+    verify_result_free(&res);
+    sched_free(&s);
+    return v;
+}
+
+static void test_gradients_appear_in_backward(void)
+{
+    CU_ASSERT_EQUAL(run_hooked(0, 0), JUDGE_PASS);      /* the last gradient produced: all are complete */
+    CU_ASSERT_EQUAL(run_hooked(0, 5), JUDGE_PASS);      /* under chaos too: events never come early */
+    CU_ASSERT_EQUAL(run_hooked(-1, 0), JUDGE_DIVERGES); /* the first produced: the rest are not there yet */
+}
+
 int main(void)
 {
     static const test_entry tests[] = {
@@ -197,6 +294,8 @@ int main(void)
         {"the implementation's ranks must hold the same bits after a sync, whatever the tolerance",
          test_ranks_must_agree},
         {"within a tolerance, parameters are rebased on the reference's after each checked step", test_params_rebased},
+        {"gradients appear as backward produces them: syncing from the first one's hook is caught",
+         test_gradients_appear_in_backward},
         TEST_END,
     };
     return test_run_suite("checks beyond the grabs", tests);
