@@ -191,10 +191,12 @@ static ddp_status run_backward(rank_ctx *c)
     DDP_CHECK(c->bwd_status);
     c->nbwd++;
     DDP_CHECK(IMPL_CALL(c, im->ops->backward_end(im->state), "backward_end"));
-    /* What the implementation reduced while the backward computed was hidden behind it; the rest it made us wait. */
+    /* The implementation's time in collectives while the backward computed was hidden behind it; the rest,
+     * until its backward_end returned, it made the step wait for. */
+    uint64_t comm2 = world_coll_ns(c->wr);
     c->fig->compute_ns += t1 - t0;
-    c->fig->impl_comm_hidden_ns += comm1 - comm0;
-    c->fig->impl_comm_exposed_ns += world_coll_ns(c->wr) - comm1;
+    c->fig->impl_comm_hidden_ns += comm1 > comm0 ? comm1 - comm0 : 0;
+    c->fig->impl_comm_exposed_ns += comm2 > comm1 ? comm2 - comm1 : 0;
     if (!c->budget.E) {
         DDP_CHECK(ddp_ref_backward_end(c->ref.ddp));
         mirror_defined(c);

@@ -56,7 +56,7 @@ typedef struct rank_state {
     _Atomic int32_t wait_rank;
     _Atomic uint64_t coll_seq;
     _Atomic uint64_t coll_ns;          /* time spent inside collectives */
-    uint64_t coll_start_ns;
+    _Atomic uint64_t coll_start_ns;    /* when the collective in progress began */
     uint64_t desc[2][WORLD_DESC_WORDS]; /* by parity of coll_seq: see world_coll_desc */
     char op_label[WORLD_LABEL_LEN];
     char coll[WORLD_LABEL_LEN];
@@ -317,7 +317,15 @@ int world_aborted(world_rank *wr)
 
 uint64_t world_coll_ns(world_rank *wr)
 {
-    return atomic_load_explicit(&wr->st->coll_ns, memory_order_relaxed);
+    /* The finished ones first, then the one in progress: a collective that ends in between is missed for now
+     * (counted at the next call), never counted twice. */
+    uint64_t done = atomic_load_explicit(&wr->st->coll_ns, memory_order_acquire);
+    if (atomic_load_explicit(&wr->st->in_coll, memory_order_acquire)) {
+        uint64_t start = atomic_load_explicit(&wr->st->coll_start_ns, memory_order_relaxed), now = clock_now_ns();
+        if (now > start)
+            done += now - start;
+    }
+    return done;
 }
 
 ddp_status world_enter_coll(world_rank *wr, const char *name)
@@ -327,7 +335,7 @@ ddp_status world_enter_coll(world_rank *wr, const char *name)
                          "rank %d called %s while another of its threads was inside collective #%llu: a rank makes "
                          "its collectives one at a time, in the same order as every other rank",
                          wr->rank, name, (unsigned long long)atomic_load(&wr->st->coll_seq));
-    wr->st->coll_start_ns = clock_now_ns();
+    atomic_store_explicit(&wr->st->coll_start_ns, clock_now_ns(), memory_order_relaxed);
     copy_label(wr->st->coll, name);
     atomic_fetch_add_explicit(&wr->st->coll_seq, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&wr->st->progress, 1, memory_order_relaxed);
@@ -336,7 +344,9 @@ ddp_status world_enter_coll(world_rank *wr, const char *name)
 
 void world_leave_coll(world_rank *wr)
 {
-    atomic_fetch_add_explicit(&wr->st->coll_ns, clock_now_ns() - wr->st->coll_start_ns, memory_order_relaxed);
+    atomic_fetch_add_explicit(&wr->st->coll_ns,
+                              clock_now_ns() - atomic_load_explicit(&wr->st->coll_start_ns, memory_order_relaxed),
+                              memory_order_relaxed);
     atomic_store_explicit(&wr->st->in_coll, 0, memory_order_relaxed);
     atomic_fetch_add_explicit(&wr->st->progress, 1, memory_order_relaxed);
 }

@@ -117,7 +117,13 @@ void *world_rank_user_area(world_rank *wr);
 /* Announce the op this rank is executing, for supervision reports. Counts as progress. */
 void world_set_op(world_rank *wr, int op_index, const char *label);
 
-/* The time this rank has spent inside collectives so far (finished ones), in nanoseconds. */
+/*
+ * The time this rank (any of its threads) has spent inside collectives so
+ * far, the one in progress included, in nanoseconds. Read from another
+ * thread while a collective ends it may count that one's end at the next
+ * call; it never counts anything twice, but two readings may differ by a
+ * little the wrong way round (callers clamp).
+ */
 uint64_t world_coll_ns(world_rank *wr);
 
 /*
