@@ -3,6 +3,7 @@
  * the engine a complete run description, report, and turn the outcome into
  * an exit code. Results go to stdout, diagnostics to stderr.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,6 +117,9 @@ static const opt_subcommand subcommands[] = {
 
 int main(int argc, char **argv)
 {
+    /* A reader that goes away (a pipe, a FIFO given to --json) is a write error to report with the verdict
+     * kept, not a death by SIGPIPE that loses it. Rank processes restore the default (world.c). */
+    signal(SIGPIPE, SIG_IGN);
     int r = opt_dispatch("", subcommands, argc, argv, 1);
     if (r != OPT_RUN)
         return cli_finish(r);

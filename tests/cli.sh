@@ -191,6 +191,17 @@ if [ $? -eq 0 ] && head -c 1 "$out" | grep -q '{' && grep -q "verdict: PASS" "$e
     ok "--json - writes JSON to stdout and the table to stderr"; else bad "--json - writes JSON to stdout and the table to stderr"; fi
 "$DDPSIM" --schedule "fwd bwd grab" >/dev/full 2>"$err"
 if [ $? -ne 0 ] && grep -q "cannot write to standard output" "$err"; then ok "a full stdout is an error"; else bad "a full stdout is an error"; fi
+# A --json write that fails after the run: the reader of a FIFO takes the byte written when it is opened, then
+# goes away (the run takes ~0.2 s: it is long gone by then). A pass becomes exit 3; a failure keeps its 1.
+tmpf=$(mktemp -d) || exit 99
+mkfifo "$tmpf/j" || exit 99
+(head -c 1 "$tmpf/j" >/dev/null &)
+expect 3 "cannot write --json $tmpf/j: Broken pipe" "a JSON report that cannot be written after a pass" -- --ranks 2 -q \
+    --schedule "1000*(fwd bwd grab)" --json "$tmpf/j"
+(head -c 1 "$tmpf/j" >/dev/null &)
+expect 1 "cannot write --json $tmpf/j: Broken pipe" "a JSON report that cannot be written keeps the failure" -- \
+    --ranks 2 -q --impl never-sync --schedule "1000*(fwd bwd grab)" --json "$tmpf/j"
+rm -rf "$tmpf"
 tmpi=$(mktemp -d) || exit 99
 cp -r "$golden" "$tmpi/g"
 gold_args="--ranks 3 --model mlp:4-8-3 --batch 2 --schedule 2*(nosync{fwd,bwd},grab) --inputs"
