@@ -10,12 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agreement.h"
 #include "checker.h"
 #include "clock.h"
 #include "dump.h"
 #include "faults.h"
 #include "hash.h"
 #include "judge.h"
+#include "refcheck.h"
 
 size_t verify_user_bytes(size_t nrecords, int nranks)
 {
@@ -252,47 +254,6 @@ static ddp_status dump_grab(rank_ctx *c, size_t k)
     return dump_write_tensors(dir, c->impl.m, model_grads(c->impl.m));
 }
 
-/*
- * After a syncing backward: every rank's sums of local gradients and
- * magnitudes, summed over ranks (in double and float, rank order), and this
- * rank's slice of its reference checked against them (checker_global).
- * Afterwards only rank 0 keeps the totals and the others start from zero, so
- * the sums over ranks stay what they were for later checks.
- */
-static ddp_status global_check(rank_ctx *c, verify_record *rec)
-{
-    size_t n = model_size(c->ref.m), lo, hi;
-    DDP_CHECK(coll_allreduce(c->wr, c->gsum, n, COLL_DOUBLE, COLL_SUM, COLL_ORDERED));
-    DDP_CHECK(coll_allreduce(c->wr, c->gmag, n, COLL_FLOAT, COLL_SUM, COLL_ORDERED));
-    coll_split(n, c->n, c->rank, &lo, &hi);
-    checker_global(c->ref.m, ddp_ref_reduced_params(c->ref.ddp), c->gsum, c->gmag, c->depth, c->nacc, c->n, lo, hi,
-                   rec);
-    if (c->rank != 0) {
-        memset(c->gsum, 0, n * sizeof *c->gsum);
-        memset(c->gmag, 0, n * sizeof *c->gmag);
-    }
-    return DDP_OK;
-}
-
-/* This micro-step's local gradients, into the sums the reference's own check needs. */
-static void global_accumulate(rank_ctx *c, int synced)
-{
-    const model *m = c->ref.m;
-    const float *lg = model_local_grads(m);
-    const unsigned char *used = model_used(m);
-    for (int p = 0; p < model_nparams(m); p++) {
-        if (!used[p])
-            continue;
-        const model_param *par = model_param_at(m, p);
-        for (size_t j = par->offset; j < par->offset + par->count; j++) {
-            c->gsum[j] += lg[j];
-            c->gmag[j] += fabsf(lg[j]);
-        }
-    }
-    c->nacc++;
-    c->depth += 1 + (synced ? (uint64_t)c->n + 1 : 0);
-}
-
 /* The deliberately wrong references of ddpsim's own tests (verify_sabotage), before and after a backward. */
 static void sabotage_before_backward(rank_ctx *c)
 {
@@ -326,7 +287,7 @@ static ddp_status do_grab(rank_ctx *c, size_t k)
     rec->ref_hash = hash_floats(HASH_INIT, model_grads(c->ref.m), model_size(c->ref.m));
     rec->impl_hash = hash_floats(HASH_INIT, model_grads(c->impl.m), model_size(c->impl.m));
     if (c->last_was_synced_bwd)
-        DDP_CHECK(AS_CHECKS(global_check(c, rec)));
+        DDP_CHECK(AS_CHECKS(refcheck_run(&c->refcheck, c->wr, c->ref.m, ddp_ref_reduced_params(c->ref.ddp), rec)));
     if (c->cfg->dump_dir)
         DDP_CHECK(dump_grab(c, k));
     rec->done = 1;
@@ -360,55 +321,6 @@ static void check_params(rank_ctx *c, int after_step)
         memcpy(a, e, model_size(c->ref.m) * sizeof *a);
 }
 
-/*
- * After a syncing backward every rank of the implementation must hold the
- * same bits for every parameter the sync reduced. Each rank hashes its
- * gradients parameter by parameter and the hashes are allgathered; only
- * when some differ is the first such parameter's gradient broadcast from
- * rank 0, for each rank that differs to find its first differing element.
- * Every rank takes the same path (the hashes are the same everywhere), so
- * the collectives stay matched; after the first disagreement only the
- * hashes go on.
- */
-static ddp_status check_agreement(rank_ctx *c)
-{
-    const model *m = c->impl.m;
-    int np = model_nparams(m);
-    const unsigned char *reduced = ddp_ref_reduced_params(c->ref.ddp);
-    const float *g = model_grads(m);
-    uint64_t mine[MODEL_MAX_PARAMS];
-    for (int p = 0; p < np; p++) {
-        const model_param *par = model_param_at(m, p);
-        mine[p] = reduced[p] ? hash_floats(HASH_INIT, g + par->offset, par->count) : 0;
-    }
-    DDP_CHECK(coll_allgather(c->wr, mine, c->peer_hashes, (size_t)np * sizeof *mine));
-    c->agree->syncs++;
-    if (c->disagreement_seen)
-        return DDP_OK;
-    int bad = -1;
-    for (int p = 0; p < np && bad < 0; p++)
-        for (int r = 1; r < c->n && bad < 0; r++)
-            if (c->peer_hashes[(size_t)r * np + p] != c->peer_hashes[p])
-                bad = p;
-    if (bad < 0)
-        return DDP_OK;
-    c->disagreement_seen = 1;
-    const model_param *par = model_param_at(m, bad);
-    c->peer_param = malloc(par->count * sizeof *c->peer_param);
-    if (!c->peer_param)
-        return ddp_error(DDP_ERR_NOMEM, "the agreement check: %zu floats", par->count);
-    if (c->rank == 0)
-        memcpy(c->peer_param, g + par->offset, par->count * sizeof(float));
-    DDP_CHECK(coll_broadcast(c->wr, c->peer_param, par->count * sizeof(float), 0));
-    for (size_t j = 0; j < par->count; j++)
-        if (memcmp(&c->peer_param[j], &g[par->offset + j], sizeof(float)) != 0) {
-            *c->agree = (verify_agreement){.syncs = c->agree->syncs, .differs = 1, .op = c->op, .param = bad,
-                                           .index = j, .rank0 = c->peer_param[j], .mine = g[par->offset + j]};
-            break;
-        }
-    return DDP_OK;
-}
-
 static ddp_status run_op(rank_ctx *c, sched_op op, size_t *grab)
 {
     impl_side *im = &c->impl;
@@ -432,16 +344,17 @@ static ddp_status run_op(rank_ctx *c, sched_op op, size_t *grab)
         DDP_CHECK(run_backward(c));
         sabotage_after_backward(c);
         c->last_was_synced_bwd = ddp_ref_last_synced(c->ref.ddp);
-        global_accumulate(c, c->last_was_synced_bwd);
+        refcheck_accumulate(&c->refcheck, c->ref.m, c->last_was_synced_bwd, c->n);
         c->bwd_since_zero = 1;
-        return c->last_was_synced_bwd ? AS_CHECKS(check_agreement(c)) : DDP_OK;
+        return c->last_was_synced_bwd ? AS_CHECKS(agreement_check(&c->agreement, c->wr, c->impl.m,
+                                                                    model_grads(c->impl.m),
+                                                                    ddp_ref_reduced_params(c->ref.ddp), c->op))
+                                      : DDP_OK;
     case OP_GRAB: return do_grab(c, (*grab)++);
     case OP_ZERO:
         ddp_ref_zero_grad(c->ref.ddp);
         model_zero_grad_as(im->m, c->cfg->ddp.set_to_none);
-        memset(c->gsum, 0, model_size(c->ref.m) * sizeof *c->gsum);
-        memset(c->gmag, 0, model_size(c->ref.m) * sizeof *c->gmag);
-        c->nacc = c->depth = 0;
+        refcheck_zero(&c->refcheck);
         c->last_was_synced_bwd = c->bwd_since_zero = 0;
         budget_zero(&c->budget);
         return IMPL_CALL(c, im->ops->zero_grad(im->state), "zero_grad");
@@ -470,19 +383,14 @@ static ddp_status rank_setup(rank_ctx *c)
     DDP_CHECK(ref_create(c, &c->ref));
     DDP_CHECK(impl_create(c));
     DDP_CHECK(model_batch_alloc(c->ref.m, &c->batch));
-    c->gsum = calloc(model_size(c->ref.m), sizeof *c->gsum);
-    c->gmag = calloc(model_size(c->ref.m), sizeof *c->gmag);
-    if (!c->gsum || !c->gmag)
-        return ddp_error(DDP_ERR_NOMEM, "the reference's check: %zu doubles and floats", model_size(c->ref.m));
+    DDP_CHECK(refcheck_init(&c->refcheck, model_size(c->ref.m)));
     if (cfg->tol.kind == TOL_ORDER) {
         DDP_CHECK(budget_init(&c->budget, model_size(c->ref.m), c->n));
         c->param_allow = malloc(model_size(c->ref.m) * sizeof *c->param_allow);
         if (!c->param_allow)
             return ddp_error(DDP_ERR_NOMEM, "the order tolerance's bound on the parameters");
     }
-    c->peer_hashes = calloc((size_t)c->n * MODEL_MAX_PARAMS, sizeof *c->peer_hashes);
-    if (!c->peer_hashes)
-        return ddp_error(DDP_ERR_NOMEM, "the agreement check");
+    DDP_CHECK(agreement_init(&c->agreement, c->agree, c->n));
     if (c->rank == 0 && cfg->dump_dir) {
         char dir[PATH_MAX];
         snprintf(dir, sizeof dir, "%s/init", cfg->dump_dir);
@@ -531,10 +439,8 @@ ddp_status verify_rank_main(world_rank *wr, void *arg)
     if (s == DDP_OK)
         s = ts;
     model_batch_free(&c.batch);
-    free(c.gsum);
-    free(c.gmag);
-    free(c.peer_hashes);
-    free(c.peer_param);
+    refcheck_free(&c.refcheck);
+    agreement_free(&c.agreement);
     free(c.param_allow);
     budget_free(&c.budget);
     impl_destroy(&c.impl, s != DDP_OK);

@@ -10,12 +10,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agreement.h"
 #include "budget.h"
 #include "chaos.h"
 #include "ddp_ref.h"
 #include "events.h"
 #include "impl.h"
 #include "model.h"
+#include "refcheck.h"
 #include "trace.h"
 #include "verify.h"
 
@@ -44,11 +46,8 @@ typedef struct rank_ctx {
     impl_side impl;
     model_batch batch;
     uint64_t next_batch, pending_batch;
-    /* The reference's own check (checker_global): since zero_grad, this rank's local gradients summed in
-     * double and their magnitudes in float, how many backwards, and how many roundings deep. */
-    double *gsum;
-    float *gmag;
-    uint64_t nacc, depth;
+    ref_check refcheck;   /* the reference's own check (refcheck.h) */
+    agreement_state agreement; /* the implementation's ranks agree (agreement.h) */
     order_budget budget;  /* --tolerance order: every gradient element's proven bound (budget.h) */
     float *param_allow;   /* ... and the parameters' after a step */
     int last_was_synced_bwd;
@@ -58,9 +57,6 @@ typedef struct rank_ctx {
     verify_rank_figures *fig; /* this rank's, in the shared segment */
     verify_agreement *agree;  /* this rank's, in the shared segment */
     int *refused;             /* this rank's verify_rank_area.refused */
-    int disagreement_seen;    /* some rank of the implementation disagreed (every rank knows) */
-    uint64_t *peer_hashes;    /* the agreement check: every rank's per-parameter hashes */
-    float *peer_param;        /* ... and rank 0's gradient of the first parameter that differs (on a mismatch) */
     chaos_rank chaos;
     uint64_t nbwd;        /* backwards so far */
     int shared;           /* the implementation's parameters equal the reference's: one forward and backward serve both */

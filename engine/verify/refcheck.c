@@ -1,0 +1,71 @@
+/*
+ * refcheck.c - the reference's own check (refcheck.h).
+ */
+#include "refcheck.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checker.h"
+#include "coll.h"
+
+ddp_status refcheck_init(ref_check *rc, size_t n)
+{
+    memset(rc, 0, sizeof *rc);
+    rc->gsum = calloc(n, sizeof *rc->gsum);
+    rc->gmag = calloc(n, sizeof *rc->gmag);
+    rc->n = n;
+    if (!rc->gsum || !rc->gmag) {
+        refcheck_free(rc);
+        return ddp_error(DDP_ERR_NOMEM, "the reference's check: %zu doubles and floats", n);
+    }
+    return DDP_OK;
+}
+
+void refcheck_free(ref_check *rc)
+{
+    free(rc->gsum);
+    free(rc->gmag);
+    memset(rc, 0, sizeof *rc);
+}
+
+void refcheck_zero(ref_check *rc)
+{
+    memset(rc->gsum, 0, rc->n * sizeof *rc->gsum);
+    memset(rc->gmag, 0, rc->n * sizeof *rc->gmag);
+    rc->nacc = rc->depth = 0;
+}
+
+void refcheck_accumulate(ref_check *rc, const model *ref, int synced, int nranks)
+{
+    const float *lg = model_local_grads(ref);
+    const unsigned char *used = model_used(ref);
+    for (int p = 0; p < model_nparams(ref); p++) {
+        if (!used[p])
+            continue;
+        const model_param *par = model_param_at(ref, p);
+        for (size_t j = par->offset; j < par->offset + par->count; j++) {
+            rc->gsum[j] += lg[j];
+            rc->gmag[j] += fabsf(lg[j]);
+        }
+    }
+    rc->nacc++;
+    rc->depth += 1 + (synced ? (uint64_t)nranks + 1 : 0);
+}
+
+ddp_status refcheck_run(ref_check *rc, world_rank *wr, const model *ref, const unsigned char *reduced,
+                        verify_record *rec)
+{
+    int n = world_size(wr), rank = world_rank_id(wr);
+    size_t lo, hi;
+    DDP_CHECK(coll_allreduce(wr, rc->gsum, rc->n, COLL_DOUBLE, COLL_SUM, COLL_ORDERED));
+    DDP_CHECK(coll_allreduce(wr, rc->gmag, rc->n, COLL_FLOAT, COLL_SUM, COLL_ORDERED));
+    coll_split(rc->n, n, rank, &lo, &hi);
+    checker_global(ref, reduced, rc->gsum, rc->gmag, rc->depth, rc->nacc, n, lo, hi, rec);
+    if (rank != 0) {
+        memset(rc->gsum, 0, rc->n * sizeof *rc->gsum);
+        memset(rc->gmag, 0, rc->n * sizeof *rc->gmag);
+    }
+    return DDP_OK;
+}
