@@ -152,6 +152,7 @@ int model_add_param(model *m, const char *name, int rows, int cols, init_kind in
     p->ndim = cols ? 2 : 1;
     p->shape[0] = rows;
     p->shape[1] = cols ? cols : 1;
+    p->shape[2] = p->shape[3] = 1;
     p->offset = m->size;
     p->count = (size_t)rows * (size_t)(cols ? cols : 1);
     m->size += p->count;

@@ -25,8 +25,9 @@
 
 #include "status.h"
 
-#define MODEL_MAX_PARAMS 64
-#define MODEL_NAME_LEN 48
+#define MODEL_MAX_PARAMS 256
+#define MODEL_NAME_LEN 96
+#define MODEL_MAX_NDIM 4
 #define MODEL_DEFAULT_SPEC "mlp:32-64-64-16"
 #define MODEL_MAX_DIM 65536
 #define MODEL_MAX_FLOATS ((size_t)1 << 30) /* 4 GiB of parameters */
@@ -35,8 +36,8 @@ typedef struct model model;
 
 typedef struct model_param {
     char name[MODEL_NAME_LEN]; /* "0.weight", "head_a.bias", "attn.q.weight", ... */
-    int ndim;                  /* 1 or 2 */
-    int shape[2];              /* [out, in] for a linear weight, as PyTorch */
+    int ndim;                  /* 1 to MODEL_MAX_NDIM (ddpsim's own families: 1 or 2) */
+    int shape[MODEL_MAX_NDIM]; /* [out, in] for a linear weight, as PyTorch; unused dimensions 1 */
     size_t offset;             /* first element in the weight / gradient buffers */
     size_t count;              /* elements */
 } model_param;
@@ -146,6 +147,31 @@ void model_zero_grad_as(model *m, int set_to_none);
 void model_zero_grad(model *m); /* model_zero_grad_as(m, 0) */
 /* used[i] is 1 when parameter i took part in the last forward. */
 const unsigned char *model_used(const model *m);
+
+/*
+ * A recorded model (recorded.c): parameters declared by name and shape, no
+ * math; each forward takes the next micro-step and the source says which
+ * parameters it used, and the backward hands back the local gradients the
+ * source gives for that micro-step, last registered first. What
+ * `ddpsim check` replays the reference DDP on.
+ */
+typedef struct model_param_decl {
+    const char *name;
+    int ndim;
+    int shape[MODEL_MAX_NDIM];
+} model_param_decl;
+
+typedef struct model_grad_source {
+    /* Which parameters got a gradient in micro-step micro: used[p] = 0 or 1 for every parameter. */
+    ddp_status (*used)(void *ctx, uint64_t micro, unsigned char *used);
+    /* Parameter p's local gradient of micro-step micro into dst (its count of floats). */
+    ddp_status (*grad)(void *ctx, uint64_t micro, int p, float *dst);
+    void *ctx;
+} model_grad_source;
+
+ddp_status model_create_recorded(const model_param_decl *decls, int n, const model_grad_source *src, model **out);
+/* A recorded model's first source failure since it was made (DDP_OK: none), its message into msg. */
+ddp_status model_recorded_status(const model *m, char *msg, size_t len);
 
 /* Floating-point operations of one forward + backward (for GFLOP/s). */
 double model_flops(const model *m);

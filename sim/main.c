@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "check_cmd.h"
 #include "cli.h"
 #include "dump.h"
 #include "gpu_probe.h"
@@ -111,7 +112,8 @@ static int probe_backend(ddpsim_options *opt)
 
 static const opt_subcommand subcommands[] = {
     {"selfcheck", "the collectives self-check", selfcheck_main},
-    {"bench", "benchmarks: allreduce, model, run", bench_main},
+    {"bench", "benchmarks: allreduce, model, run, battery", bench_main},
+    {"check", "replay the reference on a recorded run (DIR)", check_main},
     {NULL, NULL, NULL},
 };
 

@@ -275,8 +275,14 @@ int opt_parse(const opt_command *cmd, int argc, char **argv, void *opts)
         if (cmd->tracks_given)
             ((opt_given *)((char *)opts + cmd->given_offset))->seen[s - cmd->opts] = 1;
     }
+    if (cmd->positional && optind < argc)
+        *(const char **)((char *)opts + cmd->positional_offset) = argv[optind++];
     if (optind < argc) {
         snprintf(msg, sizeof msg, "unexpected argument '%s'", argv[optind]);
+        return usage_error(cmd, NULL, msg);
+    }
+    if (cmd->positional && !*(const char **)((char *)opts + cmd->positional_offset)) {
+        snprintf(msg, sizeof msg, "needs %s", cmd->positional);
         return usage_error(cmd, NULL, msg);
     }
     if (cmd->validate) {

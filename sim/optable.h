@@ -70,6 +70,8 @@ typedef struct opt_command {
     const char *epilog;   /* after the options: exit status and the like */
     int tracks_given;     /* the options struct has an opt_given at given_offset, filled while parsing */
     size_t given_offset;
+    const char *positional; /* one required argument that is not an option ("DIR"), or NULL for none */
+    size_t positional_offset; /* ... stored as a const char * there */
 } opt_command;
 
 /* 1 when option `name` of cmd was on the command line (cmd must track it). */

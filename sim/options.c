@@ -200,9 +200,9 @@ static int choose_run(ddpsim_options *opt, const char **which, char *msg, size_t
         return 0;
     if (opt->repeat || (opt->chaos_given && opt->chaos_first != opt->chaos_last))
         FAIL("repeat", "repeats a single run: add --scenario NAME (ddpsim --scenarios lists them)");
-    if (run->inputs_dir || run->dump_dir || run->trace_path || opt->replay_path || run->nfaults) {
-        *which = run->inputs_dir ? "inputs" : run->dump_dir ? "dump" : run->trace_path ? "trace"
-                 : opt->replay_path ? "replay" : "fault";
+    if (run->inputs_dir || run->dump_dir || run->record_dir || run->trace_path || opt->replay_path || run->nfaults) {
+        *which = run->inputs_dir ? "inputs" : run->dump_dir ? "dump" : run->record_dir ? "record"
+                 : run->trace_path ? "trace" : opt->replay_path ? "replay" : "fault";
         snprintf(msg, len, "belongs to a single run, and without --schedule, --model or --scenario ddpsim runs the "
                            "whole scenario battery: add --scenario NAME (ddpsim --scenarios lists them)");
         return -1;
@@ -255,12 +255,12 @@ static int validate(void *o, const char **which, char *msg, size_t len)
     run->chaos_seed = opt->chaos_first;
     if (opt->fail_fast && !opt->repeat_mode)
         FAIL("fail-fast", "goes with --repeat K or --chaos A..B");
-    if (opt->repeat_mode && (run->trace_path || opt->replay_path || run->dump_dir || opt->json_path))
-        FAIL("repeat", "--trace, --replay, --dump and --json belong to single runs: replay one seed");
-    if (opt->mutants && (run->trace_path || opt->replay_path || run->dump_dir || opt->json_path || opt->chaos_given ||
-                         run->nfaults || run->inputs_dir))
-        FAIL("mutants", "runs its own configurations: --trace, --replay, --dump, --json, --chaos, --repeat, --fault "
-                        "and --inputs belong to single runs");
+    if (opt->repeat_mode && (run->trace_path || opt->replay_path || run->dump_dir || run->record_dir || opt->json_path))
+        FAIL("repeat", "--trace, --replay, --dump, --record and --json belong to single runs: replay one seed");
+    if (opt->mutants && (run->trace_path || opt->replay_path || run->dump_dir || run->record_dir || opt->json_path ||
+                         opt->chaos_given || run->nfaults || run->inputs_dir))
+        FAIL("mutants", "runs its own configurations: --trace, --replay, --dump, --record, --json, --chaos, --repeat, "
+                        "--fault and --inputs belong to single runs");
     if (opt->json_path && strcmp(opt->json_path, "-") == 0)
         opt->out = stderr; /* the JSON owns standard output; the table goes to stderr */
     char *key = NULL;
@@ -330,8 +330,10 @@ static const opt_spec specs[] = {
      OPT_STRING, F(run.inputs_dir), 0, 0, NULL, NULL},
     {"dump", 0, "DIR", "write parameters, batches and every grab's gradients", OPT_STRING, F(run.dump_dir), 0, 0, NULL,
      NULL},
-    {"force", 0, NULL, "with --dump: replace an earlier ddpsim dump in DIR", OPT_FLAG, F(run.dump_force), 0, 0, NULL,
-     NULL},
+    {"record", 0, "DIR", "write the run as a recorded run (local gradients, the implementation's\n.grad and "
+     "parameters) for ddpsim check DIR", OPT_STRING, F(run.record_dir), 0, 0, NULL, NULL},
+    {"force", 0, NULL, "with --dump or --record: replace an earlier one in DIR", OPT_FLAG, F(run.dump_force), 0, 0,
+     NULL, NULL},
     {"json", 0, "FILE", "write the report as JSON (- for standard output; the table then goes\nto standard error)",
      OPT_STRING, F(json_path), 0, 0, NULL, NULL},
     {"chaos", 0, "C|A..B",

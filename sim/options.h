@@ -49,6 +49,7 @@ typedef struct ddpsim_options {
     gpu_info gpu;            /* --backend nccl: what the probe found (main.c) */
     char *command;           /* owned: the command line, quoted, to print and to replay */
     opt_given seen;          /* which options were on the command line */
+    const model *layout;     /* the parameters' names for the report, when the run has no model spec (ddpsim check) */
 } ddpsim_options;
 
 extern const opt_command options_command;

@@ -20,6 +20,21 @@
 #include "nccl_env.h"
 #include "units.h"
 
+/* The model whose parameter names the report uses: the run's layout, or the one a caller gave (a recorded run). */
+static model *layout_get(const ddpsim_options *opt)
+{
+    if (opt->layout)
+        return (model *)opt->layout;
+    model *m = NULL;
+    return model_create_layout(opt->run.model_spec, opt->run.batch, &m) == DDP_OK ? m : NULL;
+}
+
+static void layout_put(const ddpsim_options *opt, model *m)
+{
+    if (m != opt->layout)
+        model_destroy(m);
+}
+
 static const char *synced_text(int synced)
 {
     return synced == 1 ? "yes" : synced == 0 ? "no" : "-";
@@ -104,31 +119,31 @@ static void print_first(const ddpsim_options *opt, const verify_result *res, con
         fprintf(opt->out, "# first divergence: %s (%s), rank %d: never reached\n", where, ck->label, s->first_rank);
         return;
     }
-    model *m = NULL;
+    model *m = layout_get(opt);
     const char *pname = "?";
-    if (model_create_layout(opt->run.model_spec, opt->run.batch, &m) == DDP_OK && f->has_first)
+    if (m && f->has_first)
         pname = model_param_at(m, f->first_param)->name;
     if (f->has_first)
         fprintf(opt->out, "# first divergence: %s (%s), rank %d, parameter %s, element %llu: expected %.9g, actual %.9g, "
                "%u ulp\n",
                where, ck->label, s->first_rank, pname, (unsigned long long)f->first_index,
                (double)f->first_expected, (double)f->first_actual, f->first_ulp);
-    model_destroy(m);
+    layout_put(opt, m);
 }
 
 /* The implementation's first disagreement between its own ranks. */
 static void print_disagreement(const ddpsim_options *opt, const judgement *s)
 {
     const verify_agreement *a = s->disagree;
-    model *m = NULL;
+    model *m = layout_get(opt);
     const char *pname = "?";
-    if (model_create_layout(opt->run.model_spec, opt->run.batch, &m) == DDP_OK)
+    if (m)
         pname = model_param_at(m, a->param)->name;
     fprintf(opt->out, "# ranks disagree: after the syncing backward at op %zu, parameter %s, element %llu: rank 0 has "
                       "%.9g, rank %d has %.9g (%u ulp)\n",
             a->op, pname, (unsigned long long)a->index, (double)a->rank0, s->disagree_rank, (double)a->mine,
             tol_ulp_distance(a->rank0, a->mine));
-    model_destroy(m);
+    layout_put(opt, m);
 }
 
 static void ulp_histogram(const verify_result *res, uint64_t hist[TOL_ULP_BINS], uint32_t *max_ulp)
@@ -231,7 +246,7 @@ static int write_json(const ddpsim_options *opt, const verify_result *res, const
         }
     fprintf(f, "\n ],\n \"first_divergence\": ");
     model *m = NULL;
-    if (s->first && s->first->has_first && model_create_layout(opt->run.model_spec, opt->run.batch, &m) == DDP_OK) {
+    if (s->first && s->first->has_first && (m = layout_get(opt)) != NULL) {
         const verify_record *fr = s->first;
         const sched_check *ck = &res->checks[s->first_check];
         fprintf(f, "{\"check\": \"%s\", \"kind\": \"%s\", \"rank\": %d, \"param\": ",
@@ -243,12 +258,12 @@ static int write_json(const ddpsim_options *opt, const verify_result *res, const
         fprintf(f, ", \"actual\": ");
         jsonw_number(f, fr->first_actual);
         fprintf(f, ", \"ulp\": %u}", fr->first_ulp);
-        model_destroy(m);
+        layout_put(opt, m);
     } else {
         fprintf(f, "null");
     }
     fprintf(f, ",\n \"ranks_disagree\": ");
-    if (s->disagree && model_create_layout(opt->run.model_spec, opt->run.batch, &m) == DDP_OK) {
+    if (s->disagree && (m = layout_get(opt)) != NULL) {
         const verify_agreement *a = s->disagree;
         fprintf(f, "{\"op\": %zu, \"rank\": %d, \"param\": ", a->op, s->disagree_rank);
         jsonw_string(f, model_param_at(m, a->param)->name);
@@ -257,7 +272,7 @@ static int write_json(const ddpsim_options *opt, const verify_result *res, const
         fprintf(f, ", \"value\": ");
         jsonw_number(f, a->mine);
         fprintf(f, "}");
-        model_destroy(m);
+        layout_put(opt, m);
     } else {
         fprintf(f, "null");
     }

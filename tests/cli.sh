@@ -4,29 +4,7 @@
 # no /dev/shm segment left). Prints "N passed, N failed" and exits non-zero
 # on any failure.
 DDPSIM=${DDPSIM:-./sim/ddpsim}
-pass=0
-fail=0
-out=$(mktemp) || exit 99
-err=$(mktemp) || exit 99
-trap 'rm -f "$out" "$err"' EXIT
-
-ok() { pass=$((pass + 1)); echo "PASS: $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; sed 's/^/  stdout: /' "$out"; sed 's/^/  stderr: /' "$err"; }
-
-# expect CODE PATTERN-IN-OUTPUT DESCRIPTION -- ARGS...
-expect() {
-    code=$1 pattern=$2 what=$3
-    shift 4
-    "$DDPSIM" "$@" >"$out" 2>"$err"
-    got=$?
-    if [ "$got" -ne "$code" ]; then
-        bad "$what: exit $got, expected $code"
-    elif [ -n "$pattern" ] && ! grep -q -- "$pattern" "$out" "$err"; then
-        bad "$what: output lacks '$pattern'"
-    else
-        ok "$what"
-    fi
-}
+. "$(dirname "$0")/testlib.sh"
 
 golden=${TEST_DATA_DIR:-$(dirname "$0")/data}/pytorch-ddp-mlp-3ranks
 sched_file=$(mktemp) || exit 99
@@ -294,5 +272,4 @@ set +m
 
 if [ "$(segments)" -eq "$shm_before" ]; then ok "no /dev/shm segment left"; else bad "segments left in /dev/shm"; fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -16,6 +16,7 @@ fail=0
 # section title in the man page, and the command's words
 commands='OPTIONS|
 SELFCHECK OPTIONS|selfcheck
+CHECK OPTIONS|check
 BENCH ALLREDUCE OPTIONS|bench allreduce
 BENCH MODEL OPTIONS|bench model
 BENCH RUN OPTIONS|bench run

@@ -133,9 +133,16 @@ static void test_bound_arithmetic(void)
     /* The parameters' bound covers the update's two roundings even with equal gradients. */
     float w[2] = {1.0f, 0.5f}, out[2];
     b.E[0] = 0;
-    budget_params(&b, 0.1f, g, w, out);
+    budget_params(&b, 1, 0.1f, g, w, out);
     CU_ASSERT(out[0] >= 2 * TOL_U_FLOAT * (1.0 + 0.1 * 3));
     CU_ASSERT(out[0] < 4 * TOL_U_FLOAT * (1.0 + 0.1 * 3));
+    /* The gradients' bound goes through lr only when the gradients were judged by it. */
+    float with[2], without[2];
+    b.E[0] = 1e-3f;
+    budget_params(&b, 1, 0.1f, g, w, with);
+    budget_params(&b, 0, 0.1f, g, w, without);
+    CU_ASSERT(with[0] >= out[0] + 0.1f * 1e-3f * 0.999f);
+    CU_ASSERT_EQUAL(without[0], out[0]);
     model_destroy(m);
     budget_free(&b);
 }

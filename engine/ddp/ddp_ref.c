@@ -256,8 +256,9 @@ static ddp_status sync_gradients(ddp_ref *d)
     float global_used[MODEL_MAX_PARAMS];
     const unsigned char *used_now = d->used_now;
     if (d->cfg.find_unused) {
-        /* Which parameters did any rank use in this window? (sums of 0/1: exact) */
-        memcpy(global_used, d->window_used, (size_t)np * sizeof(float));
+        /* Which parameters did any rank use in this window (before PyTorch 2.4: in this backward)? Sums of 0/1. */
+        for (int i = 0; i < np; i++)
+            global_used[i] = d->cfg.find_unused_syncing_backward ? (float)d->used_now[i] : d->window_used[i];
         DDP_CHECK(allreduce(d, global_used, (size_t)np, COLL_ORDERED, 0));
         for (int i = 0; i < np; i++)
             if (global_used[i] == 0.0f) {

@@ -27,7 +27,8 @@
  *  - find_unused: a parameter used in any forward of the window (since the
  *    last sync) on any rank is synced, ranks that did not use it
  *    contributing their current gradient; a parameter unused everywhere
- *    keeps its local gradient untouched. Without find_unused every
+ *    keeps its local gradient untouched. (Before PyTorch 2.4,
+ *    find_unused_syncing_backward: used by the syncing backward itself.) Without find_unused every
  *    parameter must be used by every syncing forward (PyTorch would fail
  *    otherwise), and ddp_ref_backward says so with DDP_ERR_INVALID;
  *  - a .grad starts as None, and zero_grad fills zeros or, with
@@ -58,6 +59,8 @@ typedef struct ddp_config {
     int find_unused;
     int bucket_view;         /* gradient_as_bucket_view: divide in place instead of multiply while copying */
     int set_to_none;         /* zero_grad(set_to_none=True): every .grad becomes None (PyTorch >= 2.0's default) */
+    int find_unused_syncing_backward; /* PyTorch < 2.4: "used" means used by the syncing backward alone (before PR
+                                       * #124193), not by any backward of the window */
     float lr;
 } ddp_config;
 

@@ -300,6 +300,30 @@ const char *sched_check_name(const sched_check *c, char *buf, size_t len)
     return buf;
 }
 
+int sched_op_from_name(const char *name)
+{
+    for (size_t i = 0; i < sizeof op_names / sizeof op_names[0]; i++)
+        if (strcmp(op_names[i], name) == 0)
+            return (int)i;
+    return -1;
+}
+
+ddp_status sched_from_ops(const sched_op *ops, size_t n, sched *s)
+{
+    memset(s, 0, sizeof *s);
+    if (n > SCHED_MAX_OPS)
+        return ddp_error(DDP_ERR_INVALID, "%zu ops, more than %d", n, SCHED_MAX_OPS);
+    s->ops = malloc((n ? n : 1) * sizeof *s->ops);
+    if (!s->ops)
+        return ddp_error(DDP_ERR_NOMEM, "%zu ops", n);
+    memcpy(s->ops, ops, n * sizeof *ops);
+    s->nops = n;
+    ddp_status st = validate(s);
+    if (st != DDP_OK)
+        sched_free(s);
+    return st;
+}
+
 void sched_free(sched *s)
 {
     free(s->ops);

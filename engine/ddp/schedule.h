@@ -81,5 +81,10 @@ const char *sched_check_name(const sched_check *c, char *buf, size_t len);
 
 /* "fwd", "bwd", ... as written in the language. */
 const char *sched_op_name(sched_op op);
+/* The op of that name, or -1. */
+int sched_op_from_name(const char *name);
+
+/* A schedule from ops already expanded (a recorded run's), validated as sched_parse validates. */
+ddp_status sched_from_ops(const sched_op *ops, size_t n, sched *s);
 
 #endif

@@ -81,7 +81,7 @@ static int is_ddpsim_dump(const char *dir)
     size_t n = fread(text, 1, sizeof text - 1, f);
     fclose(f);
     text[n] = '\0';
-    return strstr(text, "\"format\": \"ddpsim-dump\"") != NULL;
+    return strstr(text, "\"format\": \"ddpsim-dump\"") != NULL || strstr(text, "\"format\": \"ddpsim-record\"") != NULL;
 }
 
 ddp_status dump_check_dir(const char *dir, int force)
@@ -128,10 +128,25 @@ ddp_status dump_prepare(const char *dir, int nranks, const char *const *impls, i
     return DDP_OK;
 }
 
-static void param_shape(const model_param *p, size_t shape[2])
+void dump_write_params_json(FILE *f, const model *m)
 {
-    shape[0] = (size_t)p->shape[0];
-    shape[1] = (size_t)p->shape[1];
+    fprintf(f, "[");
+    for (int i = 0; i < model_nparams(m); i++) {
+        const model_param *p = model_param_at(m, i);
+        fprintf(f, "%s\n  {\"name\": ", i ? "," : "");
+        jsonw_string(f, p->name);
+        fprintf(f, ", \"shape\": [");
+        for (int k = 0; k < p->ndim; k++)
+            fprintf(f, "%s%d", k ? ", " : "", p->shape[k]);
+        fprintf(f, "]}");
+    }
+    fprintf(f, "\n ]");
+}
+
+void dump_param_shape(const model_param *p, size_t shape[MODEL_MAX_NDIM])
+{
+    for (int k = 0; k < MODEL_MAX_NDIM; k++)
+        shape[k] = (size_t)p->shape[k];
 }
 
 ddp_status dump_write_tensors(const char *subdir, const model *m, const float *values)
@@ -139,8 +154,8 @@ ddp_status dump_write_tensors(const char *subdir, const model *m, const float *v
     char path[PATH_MAX];
     for (int i = 0; i < model_nparams(m); i++) {
         const model_param *p = model_param_at(m, i);
-        size_t shape[2];
-        param_shape(p, shape);
+        size_t shape[MODEL_MAX_NDIM];
+        dump_param_shape(p, shape);
         snprintf(path, sizeof path, "%s/%s.npy", subdir, p->name);
         DDP_CHECK(npy_write(path, NPY_F4, shape, p->ndim, values + p->offset));
     }
@@ -180,65 +195,15 @@ ddp_status dump_write_batch(const char *dir, int rank, uint64_t b, const model *
     return npy_write(path, a.dtype, a.yshape, 2, a.y);
 }
 
-static const char *dtype_name(npy_dtype t)
-{
-    return t == NPY_I4 ? "int32" : t == NPY_F4 ? "float32" : "float64";
-}
-
-/* "[8, 4]" */
-static void format_shape(const size_t *shape, int ndim, char *buf, size_t len)
-{
-    int n = snprintf(buf, len, "[");
-    for (int i = 0; i < ndim && n > 0 && (size_t)n < len; i++)
-        n += snprintf(buf + n, len - (size_t)n, "%s%zu", i ? ", " : "", shape[i]);
-    if (n > 0 && (size_t)n < len)
-        snprintf(buf + n, len - (size_t)n, "]");
-}
-
-/*
- * Read path into dst, checking dtype and shape exactly (a [32, 64] where
- * [64, 32] belongs is refused, not reinterpreted) and, for floats, that
- * every value is finite.
- */
-static ddp_status read_exact(const char *path, npy_dtype dtype, const size_t *shape, int ndim, void *dst)
-{
-    npy_array arr;
-    DDP_CHECK(npy_read(path, &arr));
-    ddp_status s = DDP_OK;
-    int same = arr.dtype == dtype && arr.ndim == ndim;
-    size_t count = 1;
-    for (int i = 0; i < ndim; i++) {
-        same &= arr.ndim == ndim && arr.shape[i] == shape[i];
-        count *= shape[i];
-    }
-    if (!same) {
-        char want[64], got[64];
-        format_shape(shape, ndim, want, sizeof want);
-        format_shape(arr.shape, arr.ndim, got, sizeof got);
-        s = ddp_error(DDP_ERR_INVALID, "%s: expected %s of shape %s, found %s of shape %s", path, dtype_name(dtype),
-                      want, dtype_name(arr.dtype), got);
-    } else if (dtype == NPY_F4) {
-        const float *x = arr.data;
-        for (size_t i = 0; i < count && s == DDP_OK; i++)
-            if (!isfinite(x[i]))
-                s = ddp_error(DDP_ERR_INVALID, "%s: element %zu is %g; a run on it could verify nothing", path, i,
-                              (double)x[i]);
-    }
-    if (s == DDP_OK)
-        memcpy(dst, arr.data, count * npy_dtype_size(dtype));
-    npy_free(&arr);
-    return s;
-}
-
 ddp_status dump_read_init(const char *dir, model *m)
 {
     char path[PATH_MAX];
     for (int i = 0; i < model_nparams(m); i++) {
         const model_param *p = model_param_at(m, i);
-        size_t shape[2];
-        param_shape(p, shape);
+        size_t shape[MODEL_MAX_NDIM];
+        dump_param_shape(p, shape);
         snprintf(path, sizeof path, "%s/init/%s.npy", dir, p->name);
-        DDP_CHECK(read_exact(path, NPY_F4, shape, p->ndim, model_weights(m) + p->offset));
+        DDP_CHECK(npy_read_exact(path, NPY_F4, shape, p->ndim, model_weights(m) + p->offset, 1));
     }
     return DDP_OK;
 }
@@ -248,9 +213,9 @@ ddp_status dump_read_batch(const char *dir, int rank, uint64_t b, const model *m
     batch_arrays a = arrays_of(m, batch);
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/rank%d/batch%llu.x.npy", dir, rank, (unsigned long long)b);
-    DDP_CHECK(read_exact(path, a.dtype, a.xshape, 2, a.x));
+    DDP_CHECK(npy_read_exact(path, a.dtype, a.xshape, 2, a.x, 1));
     snprintf(path, sizeof path, "%s/rank%d/batch%llu.y.npy", dir, rank, (unsigned long long)b);
-    DDP_CHECK(read_exact(path, a.dtype, a.yshape, 2, a.y));
+    DDP_CHECK(npy_read_exact(path, a.dtype, a.yshape, 2, a.y, 1));
     if (batch->tokens) {
         int V = model_param_at(m, 0)->shape[0];
         size_t n = a.xshape[0] * a.xshape[1];
@@ -280,18 +245,10 @@ ddp_status dump_write_manifest(const char *dir, const dump_manifest_info *info)
     jsonw_string(f, model_spec(m));
     fprintf(f, ", \"layers\": %s, \"loss\": ", layers);
     jsonw_string(f, model_loss_name(m));
-    fprintf(f, "},\n \"params\": [");
-    for (int i = 0; i < model_nparams(m); i++) {
-        const model_param *p = model_param_at(m, i);
-        fprintf(f, "%s\n  {\"name\": ", i ? "," : "");
-        jsonw_string(f, p->name);
-        if (p->ndim == 1)
-            fprintf(f, ", \"shape\": [%d]}", p->shape[0]);
-        else
-            fprintf(f, ", \"shape\": [%d, %d]}", p->shape[0], p->shape[1]);
-    }
+    fprintf(f, "},\n \"params\": ");
+    dump_write_params_json(f, m);
     const ddp_config *d = info->ddp;
-    fprintf(f, "\n ],\n \"find_unused_parameters\": %s,\n", d->find_unused ? "true" : "false");
+    fprintf(f, ",\n \"find_unused_parameters\": %s,\n", d->find_unused ? "true" : "false");
     fprintf(f, " \"ddp\": {\"bucket_cap\": %zu, \"first_bucket_cap\": %zu, \"find_unused_parameters\": %s, "
                "\"gradient_as_bucket_view\": %s, \"algo\": \"%s\"},\n",
             d->bucket_cap, d->first_bucket_cap, d->find_unused ? "true" : "false", d->bucket_view ? "true" : "false",
@@ -337,21 +294,12 @@ ddp_status dump_write_manifest(const char *dir, const dump_manifest_info *info)
 
 #define CONFLICT(...) ddp_error(DDP_ERR_INVALID, __VA_ARGS__)
 
-static ddp_status need(const char *path, const json_value *v, const char *key, json_type type, const json_value **out)
-{
-    *out = json_get(v, key);
-    if (!*out)
-        return CONFLICT("%s: no \"%s\"", path, key);
-    if ((*out)->type != type)
-        return CONFLICT("%s: \"%s\" is %s, expected %s", path, key, json_type_name((*out)->type), json_type_name(type));
-    return DDP_OK;
-}
 
 /* An integer member (present and whole) equal to want. */
 static ddp_status check_int(const char *path, const json_value *v, const char *key, double want, const char *opt)
 {
     const json_value *x;
-    DDP_CHECK(need(path, v, key, JSON_NUMBER, &x));
+    DDP_CHECK(json_need(path, v, key, JSON_NUMBER, &x));
     if (x->number != floor(x->number))
         return CONFLICT("%s: \"%s\" is %g, not a whole number", path, key, x->number);
     if (x->number != want)
@@ -376,15 +324,15 @@ static ddp_status check_bool(const char *path, const json_value *v, const char *
 static ddp_status check_params(const char *path, const json_value *root, const model *m)
 {
     const json_value *params;
-    DDP_CHECK(need(path, root, "params", JSON_ARRAY, &params));
+    DDP_CHECK(json_need(path, root, "params", JSON_ARRAY, &params));
     if (params->n != (size_t)model_nparams(m))
         return CONFLICT("%s: the dump has %zu parameters, model %s has %d", path, params->n, model_spec(m),
                         model_nparams(m));
     for (int i = 0; i < model_nparams(m); i++) {
         const model_param *p = model_param_at(m, i);
         const json_value *e = &params->items[i], *name, *shape;
-        DDP_CHECK(need(path, e, "name", JSON_STRING, &name));
-        DDP_CHECK(need(path, e, "shape", JSON_ARRAY, &shape));
+        DDP_CHECK(json_need(path, e, "name", JSON_STRING, &name));
+        DDP_CHECK(json_need(path, e, "shape", JSON_ARRAY, &shape));
         if (strcmp(name->string, p->name) != 0)
             return CONFLICT("%s: parameter %d is \"%s\" in the dump, \"%s\" in model %s", path, i, name->string,
                             p->name, model_spec(m));
@@ -392,9 +340,10 @@ static ddp_status check_params(const char *path, const json_value *root, const m
         for (size_t k = 0; same && k < shape->n; k++)
             same = shape->items[k].type == JSON_NUMBER && shape->items[k].number == p->shape[k];
         if (!same) {
-            size_t want[2] = {(size_t)p->shape[0], (size_t)p->shape[1]};
+            size_t want[MODEL_MAX_NDIM];
+            dump_param_shape(p, want);
             char w[64];
-            format_shape(want, p->ndim, w, sizeof w);
+            npy_format_shape(want, p->ndim, w, sizeof w);
             return CONFLICT("%s: parameter %s has another shape in the dump than in model %s (%s)", path, p->name,
                             model_spec(m), w);
         }
@@ -406,16 +355,16 @@ static ddp_status check_params(const char *path, const json_value *root, const m
 static ddp_status check_ddp_section(const char *path, const json_value *root, const dump_manifest_info *run)
 {
     const json_value *ddp, *algo, *zero;
-    DDP_CHECK(need(path, root, "ddp", JSON_OBJECT, &ddp));
+    DDP_CHECK(json_need(path, root, "ddp", JSON_OBJECT, &ddp));
     DDP_CHECK(check_int(path, ddp, "bucket_cap", (double)run->ddp->bucket_cap, "--bucket-cap"));
     DDP_CHECK(check_int(path, ddp, "first_bucket_cap", (double)run->ddp->first_bucket_cap, "--first-bucket-cap"));
     DDP_CHECK(check_bool(path, ddp, "gradient_as_bucket_view", run->ddp->bucket_view, "--bucket-view"));
     DDP_CHECK(check_bool(path, ddp, "find_unused_parameters", run->ddp->find_unused, "--find-unused"));
-    DDP_CHECK(need(path, ddp, "algo", JSON_STRING, &algo));
+    DDP_CHECK(json_need(path, ddp, "algo", JSON_STRING, &algo));
     if (strcmp(algo->string, coll_algo_name(run->ddp->algo)) != 0)
         return CONFLICT("%s: the dump was made with --algo %s, this run has --algo %s", path, algo->string,
                         coll_algo_name(run->ddp->algo));
-    DDP_CHECK(need(path, root, "zero_grad", JSON_STRING, &zero));
+    DDP_CHECK(json_need(path, root, "zero_grad", JSON_STRING, &zero));
     const char *want = run->ddp->set_to_none ? "set_to_none" : "fill_zeros";
     if (strcmp(zero->string, want) != 0)
         return CONFLICT("%s: the dump's zero_grad is \"%s\", this run's is \"%s\" (--zero-grad %s)", path, zero->string,
@@ -428,10 +377,10 @@ static ddp_status check_root(const char *path, const json_value *root, const dum
     const json_value *format, *version, *lr;
     if (root->type != JSON_OBJECT)
         return CONFLICT("%s: the manifest is %s, expected an object", path, json_type_name(root->type));
-    DDP_CHECK(need(path, root, "format", JSON_STRING, &format));
+    DDP_CHECK(json_need(path, root, "format", JSON_STRING, &format));
     if (strcmp(format->string, "ddpsim-dump") != 0)
         return CONFLICT("%s: format \"%s\", expected \"ddpsim-dump\"", path, format->string);
-    DDP_CHECK(need(path, root, "version", JSON_NUMBER, &version));
+    DDP_CHECK(json_need(path, root, "version", JSON_NUMBER, &version));
     if (version->number != 1 && version->number != 2)
         return CONFLICT("%s: manifest version %g; this ddpsim reads 1 and 2", path, version->number);
     DDP_CHECK(check_int(path, root, "ranks", run->nranks, "--ranks"));

@@ -14,6 +14,7 @@
 #define DDPSIM_DUMP_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "ddp_ref.h"
 #include "model.h"
@@ -38,6 +39,12 @@ ddp_status dump_check_dir(const char *dir, int force);
  * for every impl.
  */
 ddp_status dump_prepare(const char *dir, int nranks, const char *const *impls, int nimpls, int force);
+
+/* The manifests' "params": [{"name": ..., "shape": [...]}, ...] of m, to f. */
+void dump_write_params_json(FILE *f, const model *m);
+
+/* p's shape as the .npy files have it (p->ndim entries count). */
+void dump_param_shape(const model_param *p, size_t shape[MODEL_MAX_NDIM]);
 
 /* Write every parameter (or every gradient) of m as <subdir>/<name>.npy. */
 ddp_status dump_write_tensors(const char *subdir, const model *m, const float *values);

@@ -331,3 +331,14 @@ const char *json_type_name(json_type t)
     }
     return "?";
 }
+
+ddp_status json_need(const char *path, const json_value *v, const char *key, json_type type, const json_value **out)
+{
+    *out = json_get(v, key);
+    if (!*out)
+        return ddp_error(DDP_ERR_INVALID, "%s: no \"%s\"", path, key);
+    if ((*out)->type != type)
+        return ddp_error(DDP_ERR_INVALID, "%s: \"%s\" is %s, expected %s", path, key, json_type_name((*out)->type),
+                         json_type_name(type));
+    return DDP_OK;
+}

@@ -37,4 +37,7 @@ const json_value *json_get(const json_value *v, const char *key);
 /* A JSON type's name, for messages: "a string", "an object", ... */
 const char *json_type_name(json_type t);
 
+/* Member key of v, of the given type: DDP_ERR_INVALID "PATH: no "key"" or "PATH: "key" is ..., expected ...". */
+ddp_status json_need(const char *path, const json_value *v, const char *key, json_type type, const json_value **out);
+
 #endif

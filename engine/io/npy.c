@@ -12,10 +12,12 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define NPY_MAX_HEADER 65536
 #define NPY_MAX_BYTES ((size_t)1 << 36)
@@ -193,4 +195,104 @@ void npy_free(npy_array *a)
 {
     free(a->data);
     a->data = NULL;
+}
+
+const char *npy_dtype_name(npy_dtype t)
+{
+    return t == NPY_I4 ? "int32" : t == NPY_F4 ? "float32" : "float64";
+}
+
+void npy_format_shape(const size_t *shape, int ndim, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "[");
+    for (int i = 0; i < ndim && n > 0 && (size_t)n < len; i++)
+        n += snprintf(buf + n, len - (size_t)n, "%s%zu", i ? ", " : "", shape[i]);
+    if (n > 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, "]");
+}
+
+/* arr against (dtype, shape): DDP_ERR_INVALID naming path and both when they differ. */
+static ddp_status same_layout(const char *path, const npy_array *arr, npy_dtype dtype, const size_t *shape, int ndim)
+{
+    int same = arr->dtype == dtype && arr->ndim == ndim;
+    for (int i = 0; same && i < ndim; i++)
+        same = arr->shape[i] == shape[i];
+    if (same)
+        return DDP_OK;
+    char want[64], got[64];
+    npy_format_shape(shape, ndim, want, sizeof want);
+    npy_format_shape(arr->shape, arr->ndim, got, sizeof got);
+    return ddp_error(DDP_ERR_INVALID, "%s: expected %s of shape %s, found %s of shape %s", path, npy_dtype_name(dtype),
+                     want, npy_dtype_name(arr->dtype), got);
+}
+
+ddp_status npy_read_exact(const char *path, npy_dtype dtype, const size_t *shape, int ndim, void *dst,
+                          int finite_only)
+{
+    npy_array arr;
+    DDP_CHECK(npy_read(path, &arr));
+    ddp_status s = same_layout(path, &arr, dtype, shape, ndim);
+    if (s == DDP_OK && dtype == NPY_F4 && finite_only) {
+        const float *x = arr.data;
+        for (size_t i = 0; i < arr.count && s == DDP_OK; i++)
+            if (!isfinite(x[i]))
+                s = ddp_error(DDP_ERR_INVALID, "%s: element %zu is %g; a run on it could verify nothing", path, i,
+                              (double)x[i]);
+    }
+    if (s == DDP_OK)
+        memcpy(dst, arr.data, arr.count * npy_dtype_size(dtype));
+    npy_free(&arr);
+    return s;
+}
+
+ddp_status npy_check_header(const char *path, npy_dtype dtype, const size_t *shape, int ndim)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return ddp_error(DDP_ERR_INVALID, "%s: %s", path, strerror(errno));
+    unsigned char head[NPY_MAX_HEADER + 16];
+    size_t got = fread(head, 1, sizeof head, f);
+    struct stat st;
+    int stat_ok = fstat(fileno(f), &st) == 0;
+    fclose(f);
+    if (!stat_ok)
+        return ddp_error(DDP_ERR_INVALID, "%s: cannot stat", path);
+    /* Parse the header alone: hand the parser the header and a promise of the data it announces. */
+    npy_array arr;
+    memset(&arr, 0, sizeof arr);
+    size_t hlen, start;
+    if (got < 10 || memcmp(head, "\x93NUMPY", 6) != 0)
+        return ddp_error(DDP_ERR_INVALID, "%s: not a .npy file (bad magic)", path);
+    if (head[6] == 1) {
+        hlen = (size_t)head[8] | (size_t)head[9] << 8;
+        start = 10;
+    } else {
+        hlen = (size_t)head[8] | (size_t)head[9] << 8 | (size_t)head[10] << 16 | (size_t)head[11] << 24;
+        start = 12;
+    }
+    if (start + hlen > got)
+        return ddp_error(DDP_ERR_INVALID, "%s: npy header of %zu bytes does not fit", path, hlen);
+    size_t want_bytes = 1;
+    for (int i = 0; i < ndim; i++)
+        want_bytes *= shape[i];
+    want_bytes *= npy_dtype_size(dtype);
+    /* A fake image: the real header and zeros for the data the header claims, if the file has that length. */
+    if ((size_t)st.st_size != start + hlen + want_bytes) {
+        /* Let the full parser say what is wrong: it names the shape the header declares. */
+        DDP_CHECK(npy_read(path, &arr));
+        ddp_status s = same_layout(path, &arr, dtype, shape, ndim);
+        npy_free(&arr);
+        return s != DDP_OK ? s : ddp_error(DDP_ERR_INVALID, "%s: unexpected length", path);
+    }
+    unsigned char *img = calloc(1, start + hlen + want_bytes);
+    if (!img)
+        return ddp_error(DDP_ERR_NOMEM, "%s: %zu bytes", path, want_bytes);
+    memcpy(img, head, start + hlen);
+    ddp_status s = npy_parse(img, start + hlen + want_bytes, &arr);
+    free(img);
+    if (s != DDP_OK)
+        return ddp_error_prefix(s, path);
+    s = same_layout(path, &arr, dtype, shape, ndim);
+    npy_free(&arr);
+    return s;
 }

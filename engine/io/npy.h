@@ -39,4 +39,20 @@ ddp_status npy_read(const char *path, npy_array *out);
 
 void npy_free(npy_array *a);
 
+/* "float32", "float64", "int32". */
+const char *npy_dtype_name(npy_dtype t);
+/* "[8, 4]" into buf. */
+void npy_format_shape(const size_t *shape, int ndim, char *buf, size_t len);
+
+/*
+ * Read path into dst, checking dtype and shape exactly (a [32, 64] where
+ * [64, 32] belongs is refused, not reinterpreted) and, with finite_only,
+ * that every float is finite. Errors name the file and what was found.
+ */
+ddp_status npy_read_exact(const char *path, npy_dtype dtype, const size_t *shape, int ndim, void *dst,
+                          int finite_only);
+
+/* The same checks of dtype, shape and the file's length on the header alone (the data is not read). */
+ddp_status npy_check_header(const char *path, npy_dtype dtype, const size_t *shape, int ndim);
+
 #endif

@@ -90,10 +90,10 @@ ddp_status budget_after_sync(order_budget *b, world_rank *wr, const model *layou
     return DDP_OK;
 }
 
-void budget_params(const order_budget *b, float lr, const float *g, const float *w, float *out)
+void budget_params(const order_budget *b, int grads_bounded, float lr, const float *g, const float *w, float *out)
 {
     const double u = TOL_U_FLOAT, lr_d = fabs((double)lr);
     for (size_t j = 0; j < b->n; j++)
-        out[j] = round_up((lr_d * b->E[j] * (1 + u) + 2 * u * (fabs((double)w[j]) + lr_d * fabs((double)g[j]))) *
+        out[j] = round_up(((grads_bounded ? lr_d * b->E[j] * (1 + u) : 0) + 2 * u * (fabs((double)w[j]) + lr_d * fabs((double)g[j]))) *
                           (1 + tol_gamma(4, u)));
 }

@@ -69,7 +69,13 @@ void budget_before_sync(order_budget *b, const float *g);
 /* After the reference's sync: the new bound of every parameter it reduced (a collective: every rank calls it). */
 ddp_status budget_after_sync(order_budget *b, world_rank *wr, const model *layout, const unsigned char *reduced);
 
-/* The bound on the parameters after a step with lr (gradients g, the reference's new parameters w) into out. */
-void budget_params(const order_budget *b, float lr, const float *g, const float *w, float *out);
+/*
+ * The bound on the parameters after a step with lr (gradients g, the
+ * reference's new parameters w) into out: the update's own rounding (a fused
+ * multiply-add or not), and with grads_bounded the gradients' bound carried
+ * through lr (the order tolerance; otherwise the gradients were compared
+ * under their own tolerance at the grab).
+ */
+void budget_params(const order_budget *b, int grads_bounded, float lr, const float *g, const float *w, float *out);
 
 #endif

@@ -14,7 +14,7 @@ void catalogue_run(const verify_config *base, const battery_given *given, const 
     verify_config c = *base;
     c.impl = ops->name;
     c.impl_ops = ops;
-    c.dump_dir = c.inputs_dir = c.trace_path = NULL;
+    c.dump_dir = c.record_dir = c.inputs_dir = c.trace_path = NULL;
     c.replay = NULL;
     c.nfaults = 0;
     c.timeout_s = CATALOGUE_TIMEOUT_S;

@@ -17,6 +17,7 @@
 #include "faults.h"
 #include "hash.h"
 #include "judge.h"
+#include "record.h"
 #include "refcheck.h"
 
 size_t verify_user_bytes(size_t nrecords, int nranks)
@@ -254,6 +255,32 @@ static ddp_status dump_grab(rank_ctx *c, size_t k)
     return dump_write_tensors(dir, c->impl.m, model_grads(c->impl.m));
 }
 
+/*
+ * --record: the run as a framework's test records it (record.h). The
+ * implementation's values go to DIR/<impl>/rank<r>/<what>; a micro-step's
+ * local gradients are those of the replica that computed the
+ * implementation's backward, so `ddpsim check` replays the reference on
+ * what the implementation was really given.
+ */
+static ddp_status record_impl(rank_ctx *c, const char *what, const float *values)
+{
+    if (!c->cfg->record_dir)
+        return DDP_OK;
+    char dir[PATH_MAX], name[64];
+    snprintf(dir, sizeof dir, "%s/%s/rank%d/%s", c->cfg->record_dir, verify_dump_name(c->cfg, name, sizeof name),
+             c->rank, what);
+    DDP_CHECK(dump_mkdirs(dir));
+    return dump_write_tensors(dir, c->impl.m, values);
+}
+
+static ddp_status record_micro(rank_ctx *c)
+{
+    if (!c->cfg->record_dir)
+        return DDP_OK;
+    const model *m = c->shared ? c->ref.m : c->impl.m;
+    return record_write_micro(c->cfg->record_dir, c->rank, c->nbwd - 1, m, model_local_grads(m), model_used(m));
+}
+
 /* The deliberately wrong references of ddpsim's own tests (verify_sabotage), before and after a backward. */
 static void sabotage_before_backward(rank_ctx *c)
 {
@@ -290,6 +317,9 @@ static ddp_status do_grab(rank_ctx *c, size_t k)
         DDP_CHECK(AS_CHECKS(refcheck_run(&c->refcheck, c->wr, c->ref.m, ddp_ref_reduced_params(c->ref.ddp), rec)));
     if (c->cfg->dump_dir)
         DDP_CHECK(dump_grab(c, k));
+    char what[32];
+    snprintf(what, sizeof what, "grab%zu", k);
+    DDP_CHECK(record_impl(c, what, model_grads(c->impl.m)));
     rec->done = 1;
     return DDP_OK;
 }
@@ -310,7 +340,7 @@ static void check_params(rank_ctx *c, int after_step)
     float *a = model_weights(c->impl.m);
     const float *allow = NULL; /* at the end: nothing since the last (rebased) step */
     if (c->param_allow && after_step) {
-        budget_params(&c->budget, c->cfg->ddp.lr, model_grads(c->ref.m), e, c->param_allow);
+        budget_params(&c->budget, 1, c->cfg->ddp.lr, model_grads(c->ref.m), e, c->param_allow);
         allow = c->param_allow;
     }
     checker_compare(&c->cfg->tol, c->ref.m, e, a, allow, rec);
@@ -342,6 +372,7 @@ static ddp_status run_op(rank_ctx *c, sched_op op, size_t *grab)
     case OP_BWD:
         sabotage_before_backward(c);
         DDP_CHECK(run_backward(c));
+        DDP_CHECK(record_micro(c));
         sabotage_after_backward(c);
         c->last_was_synced_bwd = ddp_ref_last_synced(c->ref.ddp);
         refcheck_accumulate(&c->refcheck, c->ref.m, c->last_was_synced_bwd, c->n);
@@ -366,6 +397,9 @@ static ddp_status run_op(rank_ctx *c, sched_op op, size_t *grab)
         if (!owned)
             ddp_sgd_step(im->m, c->cfg->ddp.lr);
         DDP_CHECK(IMPL_CALL(c, im->ops->step(im->state), "step"));
+        char what[32];
+        snprintf(what, sizeof what, "step%llu", (unsigned long long)c->nsteps++);
+        DDP_CHECK(record_impl(c, what, model_weights(im->m)));
         check_params(c, 1);
         return DDP_OK;
     }
@@ -391,11 +425,13 @@ static ddp_status rank_setup(rank_ctx *c)
             return ddp_error(DDP_ERR_NOMEM, "the order tolerance's bound on the parameters");
     }
     DDP_CHECK(agreement_init(&c->agreement, c->agree, c->n));
-    if (c->rank == 0 && cfg->dump_dir) {
-        char dir[PATH_MAX];
-        snprintf(dir, sizeof dir, "%s/init", cfg->dump_dir);
-        DDP_CHECK(dump_write_tensors(dir, c->ref.m, model_weights(c->ref.m)));
-    }
+    const char *dirs[2] = {cfg->dump_dir, cfg->record_dir};
+    for (int i = 0; i < 2; i++)
+        if (c->rank == 0 && dirs[i]) {
+            char dir[PATH_MAX];
+            snprintf(dir, sizeof dir, "%s/init", dirs[i]);
+            DDP_CHECK(dump_write_tensors(dir, c->ref.m, model_weights(c->ref.m)));
+        }
     return trace_arrivals(&c->trace, c->op, c->wr); /* the constructors' broadcasts */
 }
 
@@ -433,7 +469,9 @@ ddp_status verify_rank_main(world_rank *wr, void *arg)
     }
     if (s == DDP_OK) {
         world_set_op(wr, (int)cfg->schedule->nops, "end");
-        check_params(&c, 0);
+        s = record_impl(&c, "end", model_weights(c.impl.m));
+        if (s == DDP_OK)
+            check_params(&c, 0);
     }
     ddp_status ts = trace_close(&c.trace, cfg->schedule->nops, s == DDP_OK);
     if (s == DDP_OK)

@@ -65,6 +65,7 @@ typedef struct rank_ctx {
     trace_writer trace;
     size_t op;            /* the op being executed */
     size_t next_grab;     /* grabs so far: the index of the next one */
+    uint64_t nsteps;      /* steps so far */
     size_t next_check;    /* checks so far (sched_checks) */
     size_t next_ready;    /* replay: next recorded ready event of this rank */
 } rank_ctx;
@@ -75,11 +76,20 @@ typedef struct verify_rank_area {
     verify_rank_figures fig;
     verify_agreement agree;
     int refused;          /* the implementation's create() returned an error: it does not support this run */
+    int bad_record;       /* ddpsim check: a recorded file could not be used (bad input, not a fault) */
 } verify_rank_area;
 
 /* The shared user area: a record per (check, rank), then a verify_rank_area per rank. */
 size_t verify_user_bytes(size_t nrecords, int nranks);
 verify_rank_area *verify_rank_areas(void *user, size_t nrecords);
+
+/*
+ * The parent's side of a run's results (run.c): create the world of wc for
+ * schedule s and out's record arrays; after world_run, copy the records, the
+ * ranks' areas and their peak memory into out.
+ */
+ddp_status verify_result_start(verify_result *out, const world_config *wc, const sched *s, int with_nccl);
+void verify_result_collect(verify_result *out);
 
 /* The rank main of a verification run (arg: the verify_config). */
 ddp_status verify_rank_main(world_rank *wr, void *arg);

@@ -3,6 +3,7 @@
  * configuration before any rank exists, create the world, run every rank
  * (rank.c), and collect the records, figures and peak memory.
  */
+#include "config.h"
 #include "verify.h"
 
 #include <stdio.h>
@@ -17,6 +18,7 @@
 #include "machine.h"
 #include "impl.h"
 #include "rank.h"
+#include "record.h"
 
 const char *verify_dump_name(const verify_config *cfg, char *buf, size_t len)
 {
@@ -158,6 +160,10 @@ ddp_status verify_check_config(const verify_config *cfg)
         DDP_CHECK(check_inputs(cfg));
     if (cfg->dump_dir && dump_check_dir(cfg->dump_dir, cfg->dump_force) != DDP_OK)
         return ddp_error_prefix(DDP_ERR_INVALID, "--dump");
+    if (cfg->record_dir && dump_check_dir(cfg->record_dir, cfg->dump_force) != DDP_OK)
+        return ddp_error_prefix(DDP_ERR_INVALID, "--record");
+    if (cfg->record_dir && cfg->dump_dir && strcmp(cfg->record_dir, cfg->dump_dir) == 0)
+        return ddp_error(DDP_ERR_INVALID, "--record and --dump name the same directory: each has its own manifest");
     return DDP_OK;
 }
 
@@ -183,50 +189,61 @@ static ddp_status prepare_dump(const verify_config *cfg)
     return dump_write_manifest(cfg->dump_dir, &info);
 }
 
-ddp_status verify_run(const verify_config *cfg, verify_result *out)
+/*
+ * The recording directory, ready and with its manifest: the run as any
+ * framework's test would record it (record.h), so `ddpsim check` can judge
+ * it and its verdict be compared with this run's.
+ */
+static ddp_status prepare_record(const verify_config *cfg)
 {
-    memset(out, 0, sizeof *out);
-    DDP_CHECK(verify_check_config(cfg));
-    if (cfg->dump_dir)
-        DDP_CHECK(prepare_dump(cfg));
-    size_t nchecks = sched_nchecks(cfg->schedule), nrec = nchecks * (size_t)cfg->nranks;
-    world_config wc = {
-        .nranks = cfg->nranks,
-        .timeout_s = cfg->timeout_s,
-        .user_bytes = verify_user_bytes(nrec, cfg->nranks),
-        .jitter_seed = cfg->chaos_seed,
-        .jitter_max_us = cfg->chaos ? CHAOS_BARRIER_JITTER_US : 0, /* seeded delays before barrier arrivals */
-    };
-    DDP_CHECK(world_create(&wc, &out->w));
-    out->nranks = cfg->nranks;
-    out->ngrabs = cfg->schedule->ngrabs;
+    char name[64], by[64];
+    const char *impls[1] = {verify_dump_name(cfg, name, sizeof name)};
+    if (dump_prepare(cfg->record_dir, cfg->nranks, impls, 1, cfg->dump_force) != DDP_OK)
+        return ddp_error_prefix(DDP_ERR_INVALID, "--record");
+    model *layout = NULL;
+    DDP_CHECK(model_create_layout(cfg->model_spec, cfg->batch, &layout));
+    snprintf(by, sizeof by, "ddpsim %s --record", PACKAGE_VERSION);
+    record_info info = {.nranks = cfg->nranks, .impl = impls[0], .recorded_by = by, .model = cfg->model_spec,
+                        .layout = layout, .ddp = &cfg->ddp, .schedule = cfg->schedule};
+    ddp_status s = record_write_manifest(cfg->record_dir, &info);
+    model_destroy(layout);
+    return s;
+}
+
+ddp_status verify_result_start(verify_result *out, const world_config *wc, const sched *s, int with_nccl)
+{
+    DDP_CHECK(world_create(wc, &out->w));
+    size_t nchecks = sched_nchecks(s), nrec = nchecks * (size_t)wc->nranks;
+    out->nranks = wc->nranks;
+    out->ngrabs = s->ngrabs;
     out->nchecks = nchecks;
     out->checks = calloc(nchecks, sizeof *out->checks);
     out->records = calloc(nrec, sizeof *out->records);
-    out->figures = calloc((size_t)cfg->nranks, sizeof *out->figures);
-    out->agreement = calloc((size_t)cfg->nranks, sizeof *out->agreement);
-    if (cfg->backend == VERIFY_BACKEND_NCCL)
-        out->nccl = calloc((size_t)cfg->nranks, sizeof *out->nccl);
-    if (!out->checks || !out->records || !out->figures || !out->agreement ||
-        (cfg->backend == VERIFY_BACKEND_NCCL && !out->nccl))
+    out->figures = calloc((size_t)wc->nranks, sizeof *out->figures);
+    out->agreement = calloc((size_t)wc->nranks, sizeof *out->agreement);
+    if (with_nccl)
+        out->nccl = calloc((size_t)wc->nranks, sizeof *out->nccl);
+    if (!out->checks || !out->records || !out->figures || !out->agreement || (with_nccl && !out->nccl))
         return ddp_error(DDP_ERR_NOMEM, "%zu check records", nrec);
-    sched_checks(cfg->schedule, out->checks);
-    memset(world_user_area(out->w), 0, wc.user_bytes);
-    double t0 = clock_now_s();
-    ddp_status s = world_run(out->w, verify_rank_main, (void *)cfg);
-    out->wall_s = clock_now_s() - t0;
+    sched_checks(s, out->checks);
+    memset(world_user_area(out->w), 0, wc->user_bytes);
+    return DDP_OK;
+}
+
+void verify_result_collect(verify_result *out)
+{
+    size_t nrec = out->nchecks * (size_t)out->nranks;
     memcpy(out->records, world_user_area(out->w), nrec * sizeof *out->records);
     const verify_rank_area *areas = verify_rank_areas(world_user_area(out->w), nrec);
-    for (int r = 0; r < cfg->nranks; r++) {
+    for (int r = 0; r < out->nranks; r++) {
         out->figures[r] = areas[r].fig;
         out->agreement[r] = areas[r].agree;
         out->impl_refused |= areas[r].refused;
+        out->bad_record |= areas[r].bad_record;
         if (out->nccl)
             out->nccl[r] = areas[r].nccl;
-    }
-    /* Each rank's own peak, from wait4: RUSAGE_CHILDREN would also count whatever the
-     * process that exec'd ddpsim had waited for (a compiler, make). */
-    for (int r = 0; r < cfg->nranks; r++) {
+        /* Each rank's own peak, from wait4: RUSAGE_CHILDREN would also count whatever the
+         * process that exec'd ddpsim had waited for (a compiler, make). */
         long k = world_outcome(out->w, r)->maxrss_kib;
         out->rank_total_kib += k;
         if (k > out->rank_peak_kib)
@@ -235,6 +252,29 @@ ddp_status verify_run(const verify_config *cfg, verify_result *out)
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) == 0)
         out->parent_peak_kib = ru.ru_maxrss;
+}
+
+ddp_status verify_run(const verify_config *cfg, verify_result *out)
+{
+    memset(out, 0, sizeof *out);
+    DDP_CHECK(verify_check_config(cfg));
+    if (cfg->dump_dir)
+        DDP_CHECK(prepare_dump(cfg));
+    if (cfg->record_dir)
+        DDP_CHECK(prepare_record(cfg));
+    size_t nrec = sched_nchecks(cfg->schedule) * (size_t)cfg->nranks;
+    world_config wc = {
+        .nranks = cfg->nranks,
+        .timeout_s = cfg->timeout_s,
+        .user_bytes = verify_user_bytes(nrec, cfg->nranks),
+        .jitter_seed = cfg->chaos_seed,
+        .jitter_max_us = cfg->chaos ? CHAOS_BARRIER_JITTER_US : 0, /* seeded delays before barrier arrivals */
+    };
+    DDP_CHECK(verify_result_start(out, &wc, cfg->schedule, cfg->backend == VERIFY_BACKEND_NCCL));
+    double t0 = clock_now_s();
+    ddp_status s = world_run(out->w, verify_rank_main, (void *)cfg);
+    out->wall_s = clock_now_s() - t0;
+    verify_result_collect(out);
     return s;
 }
 

@@ -55,7 +55,8 @@ typedef struct verify_config {
     const char *impl;       /* the implementation under test: its name (or plugin path) ... */
     const ddpsim_impl_ops *impl_ops; /* ... and its callbacks (impl_open) */
     const char *dump_dir;   /* NULL: no dump */
-    int dump_force;         /* replace an earlier ddpsim dump in dump_dir */
+    int dump_force;         /* replace an earlier ddpsim dump (or recording) in dump_dir or record_dir */
+    const char *record_dir; /* NULL: not recorded; else the run as a recorded run (record.h) for `ddpsim check` */
     const char *schedule_text; /* the schedule as written, for the dump's manifest (NULL: not recorded) */
     const char *inputs_dir; /* NULL: seeded init and data; else init and batches from this dump layout */
     double timeout_s;
@@ -126,6 +127,7 @@ typedef struct verify_result {
     verify_rank_figures *figures; /* [nranks] */
     verify_agreement *agreement;  /* [nranks] */
     int impl_refused;       /* the implementation's create() returned an error on some rank (it refuses the run) */
+    int bad_record;         /* ddpsim check: a rank found a recorded file it could not use (a value not finite) */
     world *w;               /* for world_describe() after a fault */
     double wall_s;
     long rank_peak_kib;     /* largest peak RSS of a rank process */

@@ -1,0 +1,363 @@
+/*
+ * record.c - reading a recorded run (record.h).
+ */
+#include "record.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "dump.h"
+#include "file.h"
+#include "jsonw.h"
+#include "json.h"
+#include "npy.h"
+
+#define RECORD_MAX_MANIFEST ((size_t)64 << 20)
+#define RECORD_MAX_USED ((size_t)1 << 20)
+/* Room for DIR (PATH_MAX), a relative part (PATH_MAX) and a parameter's name: no path is ever cut. */
+#define RECORD_PATH_LEN (2 * PATH_MAX + MODEL_NAME_LEN + 32)
+
+static ddp_status copy_text(const char *path, const json_value *root, const char *key, char *dst, size_t len,
+                            int required)
+{
+    const json_value *v = json_get(root, key);
+    if (!v && !required) {
+        dst[0] = '\0';
+        return DDP_OK;
+    }
+    DDP_CHECK(json_need(path, root, key, JSON_STRING, &v));
+    if (strlen(v->string) >= len || !v->string[0])
+        return ddp_error(DDP_ERR_INVALID, "%s: \"%s\" is empty or longer than %zu characters", path, key, len - 1);
+    snprintf(dst, len, "%s", v->string);
+    return DDP_OK;
+}
+
+/* A whole number in [lo, hi] from v. */
+static ddp_status whole(const char *path, const char *what, const json_value *v, double lo, double hi, double *out)
+{
+    if (v->type != JSON_NUMBER || v->number != floor(v->number) || v->number < lo || v->number > hi)
+        return ddp_error(DDP_ERR_INVALID, "%s: %s must be a whole number in %.0f..%.0f", path, what, lo, hi);
+    *out = v->number;
+    return DDP_OK;
+}
+
+static ddp_status read_params(const char *path, const json_value *root, record_run *r)
+{
+    const json_value *params;
+    DDP_CHECK(json_need(path, root, "params", JSON_ARRAY, &params));
+    if (params->n < 1 || params->n > MODEL_MAX_PARAMS)
+        return ddp_error(DDP_ERR_INVALID, "%s: %zu parameters, not 1..%d", path, params->n, MODEL_MAX_PARAMS);
+    for (size_t i = 0; i < params->n; i++) {
+        const json_value *e = &params->items[i], *name, *shape;
+        DDP_CHECK(json_need(path, e, "name", JSON_STRING, &name));
+        DDP_CHECK(json_need(path, e, "shape", JSON_ARRAY, &shape));
+        if (!name->string[0] || strlen(name->string) >= MODEL_NAME_LEN || strchr(name->string, '/'))
+            return ddp_error(DDP_ERR_INVALID, "%s: parameter %zu's name \"%s\" is empty, has a '/' or is longer than %d",
+                             path, i, name->string, MODEL_NAME_LEN - 1);
+        for (size_t k = 0; k < i; k++)
+            if (strcmp(r->names[k], name->string) == 0)
+                return ddp_error(DDP_ERR_INVALID, "%s: parameter \"%s\" is named twice", path, name->string);
+        if (shape->n < 1 || shape->n > MODEL_MAX_NDIM)
+            return ddp_error(DDP_ERR_INVALID, "%s: parameter \"%s\" has %zu dimensions, not 1..%d", path, name->string,
+                             shape->n, MODEL_MAX_NDIM);
+        snprintf(r->names[i], MODEL_NAME_LEN, "%s", name->string);
+        model_param_decl *d = &r->decls[i];
+        d->name = r->names[i];
+        d->ndim = (int)shape->n;
+        for (size_t k = 0; k < shape->n; k++) {
+            double v;
+            DDP_CHECK(whole(path, "a dimension", &shape->items[k], 1, (double)MODEL_MAX_DIM * 1024, &v));
+            d->shape[k] = (int)v;
+        }
+    }
+    r->nparams = (int)params->n;
+    return DDP_OK;
+}
+
+static ddp_status read_ops(const char *path, const json_value *root, record_run *r)
+{
+    const json_value *ops;
+    DDP_CHECK(json_need(path, root, "ops", JSON_ARRAY, &ops));
+    sched_op *list = malloc((ops->n ? ops->n : 1) * sizeof *list);
+    if (!list)
+        return ddp_error(DDP_ERR_NOMEM, "%zu ops", ops->n);
+    for (size_t i = 0; i < ops->n; i++) {
+        int op = ops->items[i].type == JSON_STRING ? sched_op_from_name(ops->items[i].string) : -1;
+        if (op < 0) {
+            free(list);
+            return ddp_error(DDP_ERR_INVALID, "%s: op %zu is not one of fwd, bwd, grab, zero, step, enter, exit", path, i);
+        }
+        list[i] = (sched_op)op;
+    }
+    ddp_status s = sched_from_ops(list, ops->n, &r->schedule);
+    free(list);
+    if (s != DDP_OK)
+        return ddp_error_prefix(s, path);
+    return DDP_OK;
+}
+
+static ddp_status read_options(const char *path, const json_value *root, record_run *r)
+{
+    r->ddp = (ddp_config){.algo = COLL_ORDERED, .bucket_cap = DDP_DEFAULT_BUCKET_CAP,
+                          .first_bucket_cap = DDP_DEFAULT_FIRST_BUCKET_CAP, .lr = 0.1f};
+    const json_value *ddp = json_get(root, "ddp"), *v;
+    if (ddp && ddp->type != JSON_OBJECT)
+        return ddp_error(DDP_ERR_INVALID, "%s: \"ddp\" is %s, expected an object", path, json_type_name(ddp->type));
+    double x;
+    if (ddp && (v = json_get(ddp, "bucket_cap"))) {
+        DDP_CHECK(whole(path, "ddp.bucket_cap", v, 1, 1099511627776.0, &x));
+        r->ddp.bucket_cap = (size_t)x;
+    }
+    if (ddp && (v = json_get(ddp, "first_bucket_cap"))) {
+        DDP_CHECK(whole(path, "ddp.first_bucket_cap", v, 1, 1099511627776.0, &x));
+        r->ddp.first_bucket_cap = (size_t)x;
+    }
+    static const char *const flags[] = {"find_unused_parameters", "gradient_as_bucket_view"};
+    int *dst[] = {&r->ddp.find_unused, &r->ddp.bucket_view};
+    for (int i = 0; ddp && i < 2; i++)
+        if ((v = json_get(ddp, flags[i]))) {
+            if (v->type != JSON_BOOL)
+                return ddp_error(DDP_ERR_INVALID, "%s: ddp.%s must be true or false", path, flags[i]);
+            *dst[i] = v->boolean;
+        }
+    if (ddp && (v = json_get(ddp, "find_unused_rule"))) {
+        if (v->type != JSON_STRING || (strcmp(v->string, "window") != 0 && strcmp(v->string, "syncing-backward") != 0))
+            return ddp_error(DDP_ERR_INVALID, "%s: ddp.find_unused_rule must be \"window\" or \"syncing-backward\"", path);
+        r->ddp.find_unused_syncing_backward = strcmp(v->string, "syncing-backward") == 0;
+    }
+    if ((v = json_get(root, "zero_grad"))) {
+        if (v->type != JSON_STRING || (strcmp(v->string, "fill_zeros") != 0 && strcmp(v->string, "set_to_none") != 0))
+            return ddp_error(DDP_ERR_INVALID, "%s: \"zero_grad\" must be \"fill_zeros\" or \"set_to_none\"", path);
+        r->ddp.set_to_none = strcmp(v->string, "set_to_none") == 0;
+    }
+    const json_value *opt = json_get(root, "optimizer");
+    if (opt && (v = json_get(opt, "lr"))) {
+        if (v->type != JSON_NUMBER || !isfinite(v->number) || fabs(v->number) > 1e6)
+            return ddp_error(DDP_ERR_INVALID, "%s: optimizer.lr must be a finite number", path);
+        r->ddp.lr = (float)v->number;
+    }
+    if (opt && (v = json_get(opt, "type")) && (v->type != JSON_STRING || strcmp(v->string, "sgd") != 0))
+        return ddp_error(DDP_ERR_INVALID, "%s: optimizer.type: only \"sgd\" (p = p - lr * grad) is checked", path);
+    return DDP_OK;
+}
+
+static void param_shape(const record_run *r, int p, size_t shape[MODEL_MAX_NDIM])
+{
+    for (int k = 0; k < MODEL_MAX_NDIM; k++)
+        shape[k] = (size_t)r->decls[p].shape[k];
+}
+
+/* Every parameter's file in DIR/what/ (or, with used, only those used names). */
+static ddp_status check_files(const record_run *r, const char *what, const unsigned char *used)
+{
+    char path[RECORD_PATH_LEN];
+    for (int p = 0; p < r->nparams; p++) {
+        if (used && !used[p])
+            continue;
+        size_t shape[MODEL_MAX_NDIM];
+        param_shape(r, p, shape);
+        snprintf(path, sizeof path, "%s/%s/%s.npy", r->dir, what, r->names[p]);
+        DDP_CHECK(npy_check_header(path, NPY_F4, shape, r->decls[p].ndim));
+    }
+    return DDP_OK;
+}
+
+ddp_status record_used(const record_run *r, int rank, uint64_t micro, unsigned char *used)
+{
+    char path[RECORD_PATH_LEN], *text;
+    size_t len;
+    snprintf(path, sizeof path, "%s/rank%d/micro%llu/used.json", r->dir, rank, (unsigned long long)micro);
+    DDP_CHECK(file_read_all(path, RECORD_MAX_USED, &text, &len));
+    json_value *v = NULL;
+    ddp_status s = json_parse(text, &v);
+    free(text);
+    if (s != DDP_OK)
+        return ddp_error_prefix(s, path);
+    memset(used, 0, (size_t)r->nparams);
+    if (v->type != JSON_ARRAY)
+        s = ddp_error(DDP_ERR_INVALID, "%s: expected an array of parameter names", path);
+    for (size_t i = 0; s == DDP_OK && i < v->n; i++) {
+        int found = -1;
+        for (int p = 0; v->items[i].type == JSON_STRING && p < r->nparams && found < 0; p++)
+            if (strcmp(r->names[p], v->items[i].string) == 0)
+                found = p;
+        if (found < 0)
+            s = ddp_error(DDP_ERR_INVALID, "%s: item %zu is not the name of a parameter of the manifest", path, i);
+        else
+            used[found] = 1;
+    }
+    json_free(v);
+    return s;
+}
+
+ddp_status record_read(const record_run *r, const char *what, int param, float *dst, int finite_only)
+{
+    char path[RECORD_PATH_LEN];
+    size_t shape[MODEL_MAX_NDIM];
+    param_shape(r, param, shape);
+    snprintf(path, sizeof path, "%s/%s/%s.npy", r->dir, what, r->names[param]);
+    return npy_read_exact(path, NPY_F4, shape, r->decls[param].ndim, dst, finite_only);
+}
+
+/* Every file the schedule will read, for every rank, headers only. */
+static ddp_status check_all(const record_run *r)
+{
+    char what[PATH_MAX];
+    unsigned char used[MODEL_MAX_PARAMS];
+    DDP_CHECK(check_files(r, "init", NULL));
+    for (int rank = 0; rank < r->nranks; rank++) {
+        uint64_t micro = 0, grab = 0, step = 0;
+        for (size_t i = 0; i < r->schedule.nops; i++) {
+            switch (r->schedule.ops[i]) {
+            case OP_BWD:
+                DDP_CHECK(record_used(r, rank, micro, used));
+                snprintf(what, sizeof what, "rank%d/micro%llu", rank, (unsigned long long)micro++);
+                DDP_CHECK(check_files(r, what, used));
+                break;
+            case OP_GRAB:
+                snprintf(what, sizeof what, "%s/rank%d/grab%llu", r->impl, rank, (unsigned long long)grab++);
+                DDP_CHECK(check_files(r, what, NULL));
+                break;
+            case OP_STEP:
+                snprintf(what, sizeof what, "%s/rank%d/step%llu", r->impl, rank, (unsigned long long)step++);
+                DDP_CHECK(check_files(r, what, NULL));
+                break;
+            default: break;
+            }
+        }
+        snprintf(what, sizeof what, "%s/rank%d/end", r->impl, rank);
+        DDP_CHECK(check_files(r, what, NULL));
+    }
+    return DDP_OK;
+}
+
+/* rank<digits>: the name of a rank's own directory, which an implementation's cannot take. */
+static int is_rank_dir(const char *name)
+{
+    return strncmp(name, "rank", 4) == 0 && name[4] && strspn(name + 4, "0123456789") == strlen(name + 4);
+}
+
+ddp_status record_open(const char *dir, record_run *out)
+{
+    memset(out, 0, sizeof *out);
+    if (strlen(dir) + 64 >= sizeof out->dir)
+        return ddp_error(DDP_ERR_INVALID, "%s: the path is too long", dir);
+    snprintf(out->dir, sizeof out->dir, "%s", dir);
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return ddp_error(DDP_ERR_INVALID, "%s: not a directory", dir);
+    char path[RECORD_PATH_LEN], *text;
+    size_t len;
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    DDP_CHECK(file_read_all(path, RECORD_MAX_MANIFEST, &text, &len));
+    json_value *root = NULL;
+    ddp_status s = json_parse(text, &root);
+    free(text);
+    if (s != DDP_OK)
+        return ddp_error_prefix(s, path);
+    const json_value *v;
+    double x;
+    s = json_need(path, root, "format", JSON_STRING, &v);
+    if (s == DDP_OK && strcmp(v->string, "ddpsim-record") != 0)
+        s = ddp_error(DDP_ERR_INVALID, "%s: format \"%s\", expected \"ddpsim-record\" (a recorded run)", path, v->string);
+    if (s == DDP_OK && (s = json_need(path, root, "version", JSON_NUMBER, &v)) == DDP_OK && v->number != 1)
+        s = ddp_error(DDP_ERR_INVALID, "%s: version %g; this ddpsim reads version 1", path, v->number);
+    if (s == DDP_OK && (s = json_need(path, root, "ranks", JSON_NUMBER, &v)) == DDP_OK &&
+        (s = whole(path, "\"ranks\"", v, 1, 256, &x)) == DDP_OK)
+        out->nranks = (int)x;
+    if (s == DDP_OK)
+        s = copy_text(path, root, "impl", out->impl, sizeof out->impl, 1);
+    if (s == DDP_OK && (strchr(out->impl, '/') || strcmp(out->impl, "init") == 0 || strcmp(out->impl, ".") == 0 ||
+                        strcmp(out->impl, "..") == 0 || is_rank_dir(out->impl)))
+        s = ddp_error(DDP_ERR_INVALID, "%s: \"impl\" \"%s\" cannot name its directory", path, out->impl);
+    if (s == DDP_OK)
+        s = copy_text(path, root, "recorded_by", out->recorded_by, sizeof out->recorded_by, 0);
+    if (s == DDP_OK)
+        s = copy_text(path, root, "model", out->model, sizeof out->model, 0);
+    if (s == DDP_OK)
+        s = read_params(path, root, out);
+    if (s == DDP_OK)
+        s = read_options(path, root, out);
+    if (s == DDP_OK)
+        s = read_ops(path, root, out);
+    json_free(root);
+    if (s == DDP_OK)
+        s = check_all(out);
+    if (s != DDP_OK)
+        record_close(out);
+    return s;
+}
+
+void record_close(record_run *r)
+{
+    sched_free(&r->schedule);
+}
+
+ddp_status record_write_manifest(const char *dir, const record_info *info)
+{
+    char path[RECORD_PATH_LEN];
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return ddp_error(DDP_ERR_SYSTEM, "cannot create %s", path);
+    const model *m = info->layout;
+    const ddp_config *d = info->ddp;
+    fprintf(f, "{\"format\": \"ddpsim-record\", \"version\": 1, \"ranks\": %d,\n \"impl\": ", info->nranks);
+    jsonw_string(f, info->impl);
+    fprintf(f, ", \"recorded_by\": ");
+    jsonw_string(f, info->recorded_by);
+    fprintf(f, ", \"model\": ");
+    jsonw_string(f, info->model);
+    fprintf(f, ",\n \"params\": ");
+    dump_write_params_json(f, m);
+    fprintf(f, ",\n \"ddp\": {\"bucket_cap\": %zu, \"first_bucket_cap\": %zu, \"find_unused_parameters\": %s, "
+               "\"gradient_as_bucket_view\": %s, \"find_unused_rule\": \"%s\"},\n",
+            d->bucket_cap, d->first_bucket_cap, d->find_unused ? "true" : "false", d->bucket_view ? "true" : "false",
+            d->find_unused_syncing_backward ? "syncing-backward" : "window");
+    fprintf(f, " \"zero_grad\": \"%s\",\n \"optimizer\": {\"type\": \"sgd\", \"lr\": ",
+            d->set_to_none ? "set_to_none" : "fill_zeros");
+    jsonw_float(f, d->lr);
+    fprintf(f, "},\n \"ops\": [");
+    for (size_t i = 0; i < info->schedule->nops; i++)
+        fprintf(f, "%s\"%s\"", i ? ", " : "", sched_op_name(info->schedule->ops[i]));
+    fprintf(f, "]}\n");
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad)
+        return ddp_error(DDP_ERR_SYSTEM, "cannot write %s", path);
+    return DDP_OK;
+}
+
+ddp_status record_write_micro(const char *dir, int rank, uint64_t micro, const model *m, const float *local,
+                              const unsigned char *used)
+{
+    char sub[RECORD_PATH_LEN], path[RECORD_PATH_LEN + MODEL_NAME_LEN + 16];
+    snprintf(sub, sizeof sub, "%s/rank%d/micro%llu", dir, rank, (unsigned long long)micro);
+    DDP_CHECK(dump_mkdirs(sub));
+    snprintf(path, sizeof path, "%s/used.json", sub);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return ddp_error(DDP_ERR_SYSTEM, "cannot create %s", path);
+    fprintf(f, "[");
+    for (int p = 0, k = 0; p < model_nparams(m); p++)
+        if (used[p]) {
+            fprintf(f, "%s", k++ ? ", " : "");
+            jsonw_string(f, model_param_at(m, p)->name);
+        }
+    fprintf(f, "]\n");
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad)
+        return ddp_error(DDP_ERR_SYSTEM, "cannot write %s", path);
+    for (int p = 0; p < model_nparams(m); p++) {
+        if (!used[p])
+            continue;
+        const model_param *par = model_param_at(m, p);
+        size_t shape[MODEL_MAX_NDIM];
+        dump_param_shape(par, shape);
+        snprintf(path, sizeof path, "%s/%s.npy", sub, par->name);
+        DDP_CHECK(npy_write(path, NPY_F4, shape, par->ndim, local + par->offset));
+    }
+    return DDP_OK;
+}

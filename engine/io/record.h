@@ -1,0 +1,88 @@
+/*
+ * record.h - a recorded run: what an implementation under test did, written
+ * by whoever ran it (ddpsim's Python front end, or a framework's own test),
+ * for `ddpsim check DIR` to replay the reference DDP on. An extension of the
+ * dump layout (dump.h):
+ *
+ *   DIR/manifest.json                        what was run (below)
+ *   DIR/init/<param>.npy                     the parameters every rank started from
+ *   DIR/rank<r>/micro<m>/used.json           ["<param>", ...]: which parameters got a
+ *                                            gradient in rank r's m-th backward
+ *   DIR/rank<r>/micro<m>/<param>.npy         that local gradient (the micro-step's alone,
+ *                                            as a plain copy of the model computes it)
+ *   DIR/<impl>/rank<r>/grab<k>/<param>.npy   the implementation's .grad at grab k (a None
+ *                                            .grad written as zeros)
+ *   DIR/<impl>/rank<r>/step<s>/<param>.npy   its parameters after step s
+ *   DIR/<impl>/rank<r>/end/<param>.npy       its parameters at the end
+ *
+ * manifest.json:
+ *
+ *   {"format": "ddpsim-record", "version": 1, "ranks": N, "impl": "NAME",
+ *    "recorded_by": "...", "model": "...",
+ *    "params": [{"name": "0.weight", "shape": [64, 32]}, ...],
+ *    "ddp": {"bucket_cap": B, "first_bucket_cap": B, "find_unused_parameters": bool,
+ *            "gradient_as_bucket_view": bool, "find_unused_rule": "window" | "syncing-backward"},
+ *    "zero_grad": "fill_zeros" | "set_to_none",
+ *    "optimizer": {"type": "sgd", "lr": X},
+ *    "ops": ["fwd", "bwd", "enter", "exit", "grab", "zero", "step", ...]}
+ *
+ * Every file is float32 of its parameter's shape, C order. "recorded_by",
+ * "model", "ddp" (and its members), "zero_grad" and "optimizer" may be left
+ * out (defaults: PyTorch's, and lr 0.1); the rest is required.
+ */
+#ifndef DDPSIM_RECORD_H
+#define DDPSIM_RECORD_H
+
+#include <limits.h>
+#include <stdint.h>
+
+#include "ddp_ref.h"
+#include "model.h"
+#include "schedule.h"
+#include "status.h"
+
+#define RECORD_NAME_LEN 128
+
+typedef struct record_run {
+    char dir[PATH_MAX];
+    int nranks;
+    int nparams;
+    char names[MODEL_MAX_PARAMS][MODEL_NAME_LEN];
+    model_param_decl decls[MODEL_MAX_PARAMS];
+    sched schedule;
+    ddp_config ddp;          /* find_unused, bucket_view, caps, set_to_none, find_unused_rule, lr */
+    char impl[RECORD_NAME_LEN], recorded_by[RECORD_NAME_LEN], model[RECORD_NAME_LEN];
+} record_run;
+
+/*
+ * Read DIR/manifest.json and check every file the run needs against it
+ * (present, float32, its parameter's shape; used.json naming known
+ * parameters; local gradients present for what used.json names), reading
+ * only the headers. DDP_ERR_INVALID naming the file and what is wrong.
+ */
+ddp_status record_open(const char *dir, record_run *out);
+void record_close(record_run *r);
+
+/* DIR/<what>/<param>.npy into dst (what: "init", "rank0/micro3", "impl/rank0/grab2", ...); finite_only refuses NaN. */
+ddp_status record_read(const record_run *r, const char *what, int param, float *dst, int finite_only);
+
+/* Which parameters got a gradient in rank's micro-step m (used[p] = 0 or 1). */
+ddp_status record_used(const record_run *r, int rank, uint64_t micro, unsigned char *used);
+
+/* ---- writing one (ddpsim --record DIR: a live run recorded as any framework would) ---- */
+
+typedef struct record_info {
+    int nranks;
+    const char *impl, *recorded_by, *model;
+    const model *layout;
+    const ddp_config *ddp;
+    const sched *schedule;
+} record_info;
+
+/* DIR/manifest.json (DIR prepared with dump_prepare). */
+ddp_status record_write_manifest(const char *dir, const record_info *info);
+/* DIR/rank<r>/micro<m>/: used.json and the local gradient of every used parameter (local: m's layout). */
+ddp_status record_write_micro(const char *dir, int rank, uint64_t micro, const model *m, const float *local,
+                              const unsigned char *used);
+
+#endif

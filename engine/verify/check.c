@@ -1,0 +1,266 @@
+/*
+ * check.c - the reference replayed on a recorded run (check.h).
+ */
+#include "check.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agreement.h"
+#include "budget.h"
+#include "checker.h"
+#include "clock.h"
+#include "hash.h"
+#include "judge.h"
+#include "rank.h"
+#include "refcheck.h"
+
+typedef struct source_ctx {
+    const record_run *rec;
+    int rank;
+} source_ctx;
+
+static ddp_status src_used(void *ctx, uint64_t micro, unsigned char *used)
+{
+    const source_ctx *s = ctx;
+    return record_used(s->rec, s->rank, micro, used);
+}
+
+static ddp_status src_grad(void *ctx, uint64_t micro, int p, float *dst)
+{
+    const source_ctx *s = ctx;
+    char what[64];
+    snprintf(what, sizeof what, "rank%d/micro%llu", s->rank, (unsigned long long)micro);
+    return record_read(s->rec, what, p, dst, 1); /* a local gradient that is not finite: the run itself broke */
+}
+
+typedef struct check_rank {
+    const check_config *cfg;
+    const record_run *rec;
+    world_rank *wr;
+    int rank, n;
+    source_ctx src;
+    model *m;
+    ddp_ref *ddp;
+    model_batch batch;
+    float *actual;          /* the recorded values of the check at hand */
+    float *allow;           /* the parameters' bound after a step */
+    order_budget budget;
+    ref_check refcheck;
+    agreement_state agreement;
+    verify_record *records;
+    verify_rank_area *area;
+    size_t next_check, op;
+    size_t bwd_op;          /* the op of the last backward: where a sync happened, for the report */
+    uint64_t grab, step;
+    int last_synced, bwd_since_zero;
+} check_rank;
+
+/* A recorded file that cannot be used is the recording's fault (bad input), not the check's. */
+static ddp_status bad_record(check_rank *c, ddp_status s)
+{
+    if (s != DDP_OK)
+        c->area->bad_record = 1;
+    return s;
+}
+
+/* The recorded model's source failing is the recording's problem, said with the file. */
+static ddp_status source_status(check_rank *c)
+{
+    char msg[512];
+    ddp_status s = model_recorded_status(c->m, msg, sizeof msg);
+    return s == DDP_OK ? DDP_OK : bad_record(c, ddp_error(s, "%s", msg));
+}
+
+/* The implementation's recorded values of every parameter from DIR/<impl>/rank<r>/<what>. */
+static ddp_status read_actual(check_rank *c, const char *what)
+{
+    char rel[PATH_MAX];
+    for (int p = 0; p < c->rec->nparams; p++) {
+        snprintf(rel, sizeof rel, "%s/rank%d/%s", c->rec->impl, c->rank, what);
+        DDP_CHECK(bad_record(c, record_read(c->rec, rel, p, c->actual + model_param_at(c->m, p)->offset, 0)));
+    }
+    return DDP_OK;
+}
+
+static verify_record *next_record(check_rank *c)
+{
+    verify_record *r = &c->records[c->next_check++ * (size_t)c->n + (size_t)c->rank];
+    memset(r, 0, sizeof *r);
+    return r;
+}
+
+static void own_ready(void *ctx, int p)
+{
+    check_rank *c = ctx;
+    model_accumulate(c->m, c->m, p);
+    ddp_ref_grad_ready(c->ddp, p);
+}
+
+static ddp_status do_backward(check_rank *c)
+{
+    int syncs = ddp_ref_pending_sync(c->ddp);
+    model_backward_local(c->m, own_ready, c);
+    DDP_CHECK(source_status(c));
+    budget_accumulate(&c->budget, c->m, model_grads(c->m), model_used(c->m));
+    if (syncs)
+        budget_before_sync(&c->budget, model_grads(c->m));
+    DDP_CHECK(ddp_ref_backward_end(c->ddp));
+    if (syncs)
+        DDP_CHECK(budget_after_sync(&c->budget, c->wr, c->m, ddp_ref_reduced_params(c->ddp)));
+    c->last_synced = ddp_ref_last_synced(c->ddp);
+    c->bwd_since_zero = 1;
+    c->bwd_op = c->op;
+    refcheck_accumulate(&c->refcheck, c->m, c->last_synced, c->n);
+    return DDP_OK;
+}
+
+static ddp_status do_grab(check_rank *c)
+{
+    char what[64];
+    snprintf(what, sizeof what, "grab%llu", (unsigned long long)c->grab++);
+    DDP_CHECK(read_actual(c, what));
+    verify_record *rec = next_record(c);
+    rec->synced = c->bwd_since_zero ? c->last_synced : -1;
+    const float *allow = c->cfg->tol.kind == TOL_ORDER ? c->budget.E : NULL;
+    checker_compare(&c->cfg->tol, c->m, model_grads(c->m), c->actual, allow, rec);
+    rec->ref_hash = hash_floats(HASH_INIT, model_grads(c->m), model_size(c->m));
+    rec->impl_hash = hash_floats(HASH_INIT, c->actual, model_size(c->m));
+    if (c->bwd_since_zero && c->last_synced) {
+        const unsigned char *reduced = ddp_ref_reduced_params(c->ddp);
+        DDP_CHECK(refcheck_run(&c->refcheck, c->wr, c->m, reduced, rec));
+        DDP_CHECK(agreement_check(&c->agreement, c->wr, c->m, c->actual, reduced, c->bwd_op));
+    }
+    rec->done = 1;
+    return DDP_OK;
+}
+
+/*
+ * The parameters: after a step the reference's SGD of the parameters
+ * recorded after the previous step, within the update's own rounding; then
+ * the reference takes the recorded ones, so each step is judged alone. At
+ * the end, the last step's, exactly.
+ */
+static ddp_status do_params(check_rank *c, int after_step)
+{
+    char what[64];
+    if (after_step)
+        snprintf(what, sizeof what, "step%llu", (unsigned long long)c->step++);
+    else
+        snprintf(what, sizeof what, "end");
+    DDP_CHECK(read_actual(c, what));
+    verify_record *rec = next_record(c);
+    rec->synced = -1;
+    float *w = model_weights(c->m);
+    tolerance tol = c->cfg->tol;
+    const float *allow = NULL;
+    if (after_step) {
+        tol.kind = TOL_ORDER;
+        budget_params(&c->budget, c->cfg->tol.kind == TOL_ORDER, c->rec->ddp.lr, model_grads(c->m), w, c->allow);
+        allow = c->allow;
+    } else {
+        tol.kind = TOL_BITWISE;
+    }
+    checker_compare(&tol, c->m, w, c->actual, allow, rec);
+    rec->ref_hash = hash_floats(HASH_INIT, w, model_size(c->m));
+    rec->impl_hash = hash_floats(HASH_INIT, c->actual, model_size(c->m));
+    memcpy(w, c->actual, model_size(c->m) * sizeof *w);
+    rec->done = 1;
+    return DDP_OK;
+}
+
+static ddp_status run_op(check_rank *c, sched_op op)
+{
+    switch (op) {
+    case OP_ENTER: return ddp_ref_no_sync_enter(c->ddp);
+    case OP_EXIT: return ddp_ref_no_sync_exit(c->ddp);
+    case OP_FWD:
+        DDP_CHECK(ddp_ref_forward(c->ddp, &c->batch));
+        return source_status(c);
+    case OP_BWD: return do_backward(c);
+    case OP_GRAB: return do_grab(c);
+    case OP_ZERO:
+        ddp_ref_zero_grad(c->ddp);
+        budget_zero(&c->budget);
+        refcheck_zero(&c->refcheck);
+        c->last_synced = c->bwd_since_zero = 0;
+        return DDP_OK;
+    case OP_STEP:
+        ddp_ref_step(c->ddp);
+        return do_params(c, 1);
+    }
+    return ddp_error(DDP_ERR_INVALID, "unknown op %d", (int)op);
+}
+
+static ddp_status setup(check_rank *c)
+{
+    const record_run *rec = c->rec;
+    c->src = (source_ctx){rec, c->rank};
+    model_grad_source src = {src_used, src_grad, &c->src};
+    DDP_CHECK(model_create_recorded(rec->decls, rec->nparams, &src, &c->m));
+    for (int p = 0; p < rec->nparams; p++)
+        DDP_CHECK(bad_record(c, record_read(rec, "init", p, model_weights(c->m) + model_param_at(c->m, p)->offset, 1)));
+    DDP_CHECK(model_batch_alloc(c->m, &c->batch));
+    DDP_CHECK(ddp_ref_create(&rec->ddp, c->m, c->wr, &c->ddp));
+    DDP_CHECK(ddp_ref_broadcast_params(c->ddp));
+    size_t n = model_size(c->m);
+    c->actual = malloc(n * sizeof *c->actual);
+    c->allow = malloc(n * sizeof *c->allow);
+    if (!c->actual || !c->allow)
+        return ddp_error(DDP_ERR_NOMEM, "the check's buffers: %zu floats", 2 * n);
+    DDP_CHECK(budget_init(&c->budget, n, c->n));
+    DDP_CHECK(refcheck_init(&c->refcheck, n));
+    return agreement_init(&c->agreement, &c->area->agree, c->n);
+}
+
+static ddp_status check_rank_main(world_rank *wr, void *arg)
+{
+    const check_config *cfg = arg;
+    check_rank c;
+    memset(&c, 0, sizeof c);
+    c.cfg = cfg;
+    c.rec = cfg->rec;
+    c.wr = wr;
+    c.rank = world_rank_id(wr);
+    c.n = world_size(wr);
+    c.records = world_rank_user_area(wr);
+    c.area = verify_rank_areas(c.records, sched_nchecks(&cfg->rec->schedule) * (size_t)c.n) + c.rank;
+    model_runtime_init();
+    world_set_op(wr, -1, "setup");
+    ddp_status s = setup(&c);
+    const sched *sc = &cfg->rec->schedule;
+    for (size_t i = 0; s == DDP_OK && i < sc->nops; i++) {
+        world_set_op(wr, (int)i, sched_op_name(sc->ops[i]));
+        c.op = i;
+        s = run_op(&c, sc->ops[i]);
+    }
+    if (s == DDP_OK) {
+        world_set_op(wr, (int)sc->nops, "end");
+        s = do_params(&c, 0);
+    }
+    agreement_free(&c.agreement);
+    refcheck_free(&c.refcheck);
+    budget_free(&c.budget);
+    free(c.actual);
+    free(c.allow);
+    ddp_ref_destroy(c.ddp);
+    model_batch_free(&c.batch);
+    model_destroy(c.m);
+    return s;
+}
+
+ddp_status check_run(const check_config *cfg, verify_result *out)
+{
+    memset(out, 0, sizeof *out);
+    const record_run *rec = cfg->rec;
+    size_t nrec = sched_nchecks(&rec->schedule) * (size_t)rec->nranks;
+    world_config wc = {.nranks = rec->nranks, .timeout_s = cfg->timeout_s,
+                       .user_bytes = verify_user_bytes(nrec, rec->nranks)};
+    DDP_CHECK(verify_result_start(out, &wc, &rec->schedule, 0));
+    double t0 = clock_now_s();
+    ddp_status s = world_run(out->w, check_rank_main, (void *)cfg);
+    out->wall_s = clock_now_s() - t0;
+    verify_result_collect(out);
+    return s;
+}

@@ -1,0 +1,160 @@
+/*
+ * check_cmd.c - `ddpsim check DIR` (check_cmd.h): the reference DDP replayed on a
+ * recorded run (engine/io/record.h), with a live run's report, JSON and
+ * exit codes. The directory is checked whole before any rank starts.
+ */
+#include "config.h" /* first: _GNU_SOURCE (AC_USE_SYSTEM_EXTENSIONS) for asprintf */
+#include "check_cmd.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "cli.h"
+#include "optable.h"
+#include "options.h"
+#include "record.h"
+#include "report.h"
+
+typedef struct check_options {
+    const char *dir;
+    const char *tolerance;  /* NULL: bitwise for 2 ranks or fewer, order above */
+    const char *json_path;
+    double timeout_s;
+    int quiet;
+} check_options;
+
+static void check_init(void *o)
+{
+    *(check_options *)o = (check_options){.timeout_s = 60};
+}
+
+#define FC(field) offsetof(check_options, field)
+static const opt_spec check_specs[] = {
+    {"tolerance", 'T', "TOL", "bitwise | order | ulp:N | ulp-of-max:N | rtol=X,atol=Y", OPT_STRING, FC(tolerance), 0, 0,
+     NULL, "bitwise with 2 ranks, order above"},
+    {"json", 0, "FILE", "write the report as JSON (- for standard output)", OPT_STRING, FC(json_path), 0, 0, NULL, NULL},
+    {"timeout", 't', "SEC", "watchdog: stop when no rank progresses for SEC s; 0 off", OPT_SECONDS, FC(timeout_s), 0,
+     1e7, NULL, NULL},
+    {"quiet", 'q', NULL, "print only the verdict (and the first divergence)", OPT_FLAG, FC(quiet), 0, 0, NULL, NULL},
+    {"help", 'h', NULL, "this help", OPT_HELP, 0, 0, 0, NULL, NULL},
+    {NULL, 0, NULL, NULL, OPT_FLAG, 0, 0, 0, NULL, NULL},
+};
+
+static const opt_command check_command = {
+    .name = "check",
+    .usage = "DIR [OPTIONS]",
+    .about = "Replays the reference DDP on a recorded run: the local gradients every rank's micro-steps\n"
+             "produced, and the implementation's .grad at every grab and parameters after every step\n"
+             "(the layout is in doc/REFERENCE.md; python3 -m ddpsim_torch writes it). Every file is\n"
+             "checked before any rank starts.",
+    .opts = check_specs,
+    .opts_size = sizeof(check_options),
+    .init = check_init,
+    .positional = "DIR",
+    .positional_offset = offsetof(check_options, dir),
+    .epilog = "The tolerance: a recorded run's local gradients are the implementation's own, so what is left is\n"
+              "the order in which its allreduce adds the ranks. With 2 ranks that is one addition, the same\n"
+              "bits either way: bitwise. With more, gloo's ring or NCCL adds in other orders than ddpsim: order,\n"
+              "the proven bound of that (see --tolerance in ddpsim --help).\n\n"
+              "Exit status: as ddpsim's (0 pass, 1 divergence, 2 bad input, 3 fault, 4 nothing verified).\n",
+};
+
+static void header(const ddpsim_options *opt, const record_run *rec, const model *m)
+{
+    char tol[64];
+    const ddp_config *d = &rec->ddp;
+    fprintf(opt->out, "# ddpsim %s check %s: %s, recorded by %s, against the reference DDP (PyTorch semantics)\n",
+            PACKAGE_VERSION, rec->dir, rec->impl, rec->recorded_by[0] ? rec->recorded_by : "(not said)");
+    fprintf(opt->out, "# ranks %d, model %s (%zu parameters in %d tensors)\n", rec->nranks,
+            rec->model[0] ? rec->model : "(not said)", model_size(m), model_nparams(m));
+    fprintf(opt->out, "#   %zu ops, %zu forwards, %zu grabs, %zu steps\n", rec->schedule.nops, rec->schedule.nfwd,
+            rec->schedule.ngrabs, rec->schedule.nsteps);
+    fprintf(opt->out, "# find_unused %s%s, bucket_view %s, zero_grad %s, lr %g, tolerance %s\n",
+            d->find_unused ? "yes" : "no",
+            d->find_unused ? (d->find_unused_syncing_backward ? " (used by the syncing backward: PyTorch < 2.4)"
+                                                              : " (used in the window: PyTorch >= 2.4)")
+                           : "",
+            d->bucket_view ? "yes" : "no", d->set_to_none ? "set_to_none" : "fills zeros", (double)d->lr,
+            tol_format(&opt->run.tol, tol, sizeof tol));
+    fprintf(opt->out, "# replay: %s\n", opt->command);
+}
+
+/* The first failing rank's message (a rank that found a bad file says which), into buf. */
+static const char *rank_error(const world *w, int nranks, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s", ddp_error_last());
+    for (int r = 0; r < nranks; r++)
+        if (world_outcome(w, r)->error[0]) {
+            snprintf(buf, len, "rank %d: %s", r, world_outcome(w, r)->error);
+            break;
+        }
+    return buf;
+}
+
+int check_main(int argc, char **argv)
+{
+    check_options co;
+    int r = opt_parse(&check_command, argc, argv, &co);
+    if (r != OPT_RUN)
+        return r;
+    if (co.timeout_s > 0 && co.timeout_s < 1)
+        return cli_usage_error("check", "--timeout", "shorter than the shortest watchdog, 1 s (0 turns it off)");
+    static record_run rec; /* large: not on the stack */
+    if (record_open(co.dir, &rec) != DDP_OK)
+        return cli_usage_error("check", NULL, ddp_error_text());
+    ddpsim_options opt;
+    memset(&opt, 0, sizeof opt);
+    opt.out = stdout;
+    opt.quiet = co.quiet;
+    opt.json_path = co.json_path;
+    opt.run.nranks = rec.nranks;
+    opt.run.impl = rec.impl;
+    opt.run.model_spec = rec.model[0] ? rec.model : "recorded";
+    opt.run.schedule = &rec.schedule;
+    opt.run.ddp = rec.ddp;
+    if (tol_parse(co.tolerance ? co.tolerance : rec.nranks <= 2 ? "bitwise" : "order", &opt.run.tol) != DDP_OK) {
+        record_close(&rec);
+        return cli_usage_error("check", "--tolerance", ddp_error_text());
+    }
+    char *args = cli_join_command(argc, argv, NULL); /* argv[0] is "check": "ddpsim DIR ..." */
+    if (args && asprintf(&opt.command, "ddpsim check%s", args + strlen("ddpsim")) < 0)
+        opt.command = NULL;
+    free(args);
+    char msg[WORLD_ERROR_LEN + 32];
+    int code = DDPSIM_EXIT_USAGE;
+    model *layout = NULL;
+    model_grad_source none = {0};
+    if (!opt.command || model_create_recorded(rec.decls, rec.nparams, &none, &layout) != DDP_OK) {
+        fprintf(stderr, "ddpsim: check: %s\n", opt.command ? ddp_error_text() : "out of memory");
+        goto out;
+    }
+    opt.layout = layout;
+    if (co.json_path) {
+        opt.json_file = cli_open_output(co.json_path, msg, sizeof msg);
+        if (!opt.json_file) {
+            code = cli_usage_error("check", "--json", msg);
+            goto out;
+        }
+        if (opt.json_file == stdout)
+            opt.out = stderr;
+    }
+    if (!opt.quiet)
+        header(&opt, &rec, layout);
+    check_config cfg = {.rec = &rec, .tol = opt.run.tol, .timeout_s = co.timeout_s};
+    verify_result res;
+    ddp_status s = check_run(&cfg, &res);
+    if (s != DDP_OK && res.bad_record)
+        code = cli_usage_error("check", NULL, rank_error(res.w, rec.nranks, msg, sizeof msg)); /* found by a rank: in its words */
+    else
+        code = s == DDP_OK ? report_verification(&opt, &res) : cli_fault_exit(res.w, s);
+    verify_result_free(&res);
+out:
+    cli_close_output(opt.json_file);
+    model_destroy(layout);
+    free(opt.command);
+    record_close(&rec);
+    return code;
+}

@@ -1,0 +1,139 @@
+#!/bin/sh
+# check.sh - `ddpsim check DIR` on recorded runs: a live run recorded with
+# --record and then checked gives the live run's verdict and first
+# divergence (for correct implementations and catalogued bugs, at 2, 3 and
+# 4 ranks, on every model and the options that change the semantics), and
+# every kind of bad recording is refused with exit 2 naming the file,
+# before any rank starts (or, for a value no header shows, by the rank that
+# reads it). Prints "N passed, N failed" and exits non-zero on any failure.
+DDPSIM=${DDPSIM:-./sim/ddpsim}
+. "$(dirname "$0")/testlib.sh"
+tmp=$(mktemp -d) || exit 99
+trap 'rm -rf "$out" "$err" "$tmp"' EXIT
+
+first() { grep "first divergence" "$1" | sed 's/^# first divergence: //'; }
+verdict() { sed -n 's/^# verdict: \([A-Z]*\).*/\1/p' "$1"; }
+
+# same NAME -- LIVE-ARGS: record a live run, check the recording bitwise; same verdict and first divergence
+same() {
+    what=$1
+    shift 2
+    rm -rf "$tmp/r"
+    "$DDPSIM" "$@" --record "$tmp/r" -q >"$tmp/live" 2>&1
+    live=$?
+    "$DDPSIM" check "$tmp/r" --tolerance bitwise -q >"$out" 2>"$err"
+    got=$?
+    if [ "$got" -ne "$live" ]; then
+        bad "$what: check exits $got, the live run $live"
+    elif [ "$(verdict "$out")" != "$(verdict "$tmp/live")" ] || [ "$(first "$out")" != "$(first "$tmp/live")" ]; then
+        bad "$what: live '$(verdict "$tmp/live") $(first "$tmp/live")', check '$(verdict "$out") $(first "$out")'"
+    else
+        ok "$what: $(verdict "$out") $(first "$out" | cut -d, -f1)"
+    fi
+}
+
+for n in 2 3 4; do
+    same "bucketed, $n ranks" -- --ranks "$n" --scenario classic --impl bucketed
+    same "sync-on-exit (thunder #1670), $n ranks" -- --ranks "$n" --scenario classic --impl sync-on-exit
+done
+for impl in reference bucketed last-microbatch-only prior-not-current sync-every-microstep never-sync \
+    sync-first-not-last first-microbatch-only overwrite-not-accumulate sum-not-average double-average post-divide \
+    self-add-each-microstep; do
+    same "$impl, 3 ranks" -- --ranks 3 --scenario classic --impl "$impl"
+done
+for sc in find-unused attention bucket-view nosync-edges sync-after-sync zero-and-step ends-in-window buckets \
+    odd-sizes tiny-tensor; do
+    same "scenario $sc, bucketed" -- --ranks 3 --scenario "$sc" --impl bucketed
+done
+same "find_unused decided by the last micro-step only (PyTorch #69031)" -- --ranks 3 --scenario find-unused --impl unused-last-step-only
+same "the same on PyTorch < 2.4's rule" -- --ranks 3 --scenario find-unused --impl unused-last-step-only --find-unused-rule syncing-backward
+same "decided at backward" -- --ranks 3 --scenario nosync-edges --impl decide-at-backward
+same "a tiny tensor summed" -- --ranks 3 --scenario tiny-tensor --impl skip-average-tiny-tensor
+same "zero_grad(set_to_none=True)" -- --ranks 3 --scenario zero-and-step --impl bucketed --zero-grad none
+same "a step's parameters" -- --ranks 2 --schedule "fwd bwd grab step" --impl bucketed --lr 0.5
+
+# The two catalogued bugs whose recordings differ from the live run by design (doc/REFERENCE.md).
+rm -rf "$tmp/r"
+"$DDPSIM" --ranks 3 --scenario classic --impl no-initial-broadcast --record "$tmp/r" -q >/dev/null 2>&1
+expect 1 "first divergence: step 0 (parameters after step), rank 1" \
+    "no-initial-broadcast: the recording promises one init; caught at the first step" -- check "$tmp/r" -q
+rm -rf "$tmp/r"
+"$DDPSIM" --ranks 3 --scenario classic --impl rank-never-syncs --record "$tmp/r" -q --timeout 5 >/dev/null 2>&1
+expect 2 "rank0/micro2/used.json" "rank-never-syncs: the deadlocked run's recording is cut short" -- check "$tmp/r" -q
+
+# The default tolerance: bitwise at 2 ranks, the order bound above (said in the header).
+rm -rf "$tmp/r"
+"$DDPSIM" --ranks 2 --scenario classic --record "$tmp/r" -q >/dev/null 2>&1
+expect 0 "tolerance bitwise" "2 ranks are checked bitwise" -- check "$tmp/r"
+rm -rf "$tmp/r"
+"$DDPSIM" --ranks 3 --scenario classic --impl post-divide --record "$tmp/r" -q >/dev/null 2>&1
+expect 0 "tolerance order" "above 2 ranks the order bound: post-divide's other bits pass" -- check "$tmp/r"
+expect 1 "grab 2 (after fwd+bwd (3 acc)), rank 0, parameter 0.weight, element" "... and fail bitwise" -- check "$tmp/r" -T bitwise
+expect 1 '"verdict": "diverges"' "--json" -- check "$tmp/r" -T bitwise --json -
+expect 0 "ddpsim check DIR" "--help" -- check --help
+
+# Bad recordings: exit 2, naming the file and what is wrong.
+rm -rf "$tmp/g"
+"$DDPSIM" --ranks 3 --scenario classic --impl bucketed --record "$tmp/g" -q >/dev/null 2>&1
+fresh() { rm -rf "$tmp/b" && cp -r "$tmp/g" "$tmp/b"; }
+manifest() { sed "$1" "$tmp/g/manifest.json" >"$tmp/b/manifest.json"; }
+expect 2 "ddpsim check: needs DIR" "no directory" -- check
+expect 2 "/nonexistent: not a directory" "a directory that does not exist" -- check /nonexistent
+fresh; rm "$tmp/b/manifest.json"
+expect 2 "manifest.json" "no manifest" -- check "$tmp/b"
+fresh; rm "$tmp/b/rank2/micro5/2.weight.npy"
+expect 2 "rank2/micro5/2.weight.npy" "a missing local gradient" -- check "$tmp/b"
+fresh; rm "$tmp/b/bucketed/rank1/grab3/0.bias.npy"
+expect 2 "bucketed/rank1/grab3/0.bias.npy" "a missing grab" -- check "$tmp/b"
+fresh; rm -r "$tmp/b/bucketed/rank0/end"
+expect 2 "bucketed/rank0/end/0.weight.npy" "missing final parameters" -- check "$tmp/b"
+fresh; cp "$tmp/b/init/4.bias.npy" "$tmp/b/init/2.bias.npy"
+expect 2 "init/2.bias.npy" "a mis-shaped file" -- check "$tmp/b"
+fresh; printf 'not an npy file' >"$tmp/b/rank0/micro0/0.weight.npy"
+expect 2 "rank0/micro0/0.weight.npy" "a file that is not .npy" -- check "$tmp/b"
+fresh; printf '["0.weight", "nope"]\n' >"$tmp/b/rank1/micro1/used.json"
+expect 2 "rank1/micro1/used.json: item 1 is not the name of a parameter" "used.json naming no parameter" -- check "$tmp/b"
+fresh; manifest 's/"ranks": 3/"ranks": 4/'
+expect 2 "rank3" "more ranks than recorded" -- check "$tmp/b"
+fresh; manifest 's/"ddpsim-record"/"ddpsim-dump"/'
+expect 2 "expected \"ddpsim-record\"" "the wrong format" -- check "$tmp/b"
+fresh; manifest 's/"version": 1/"version": 7/'
+expect 2 "version 7" "a later version" -- check "$tmp/b"
+fresh; manifest 's/"grab"/"jump"/'
+expect 2 "is not one of fwd" "an unknown op" -- check "$tmp/b"
+fresh; manifest 's/"exit", "grab"/"grab"/'
+expect 2 "manifest.json" "a schedule error (no_sync left open)" -- check "$tmp/b"
+fresh; manifest 's/"shape": \[64, 32\]/"shape": [32, 64]/'
+expect 2 "0.weight.npy" "a shape the files do not have" -- check "$tmp/b"
+fresh; manifest 's/"impl": "bucketed"/"impl": "rank0"/'
+expect 2 "cannot name its directory" "an implementation named like a rank" -- check "$tmp/b"
+fresh; manifest 's/"find_unused_rule": "window"/"find_unused_rule": "sometimes"/'
+expect 2 "find_unused_rule" "an unknown find_unused rule" -- check "$tmp/b"
+fresh; manifest 's/"lr": 0.1/"lr": "fast"/'
+expect 2 "optimizer.lr" "a learning rate that is no number" -- check "$tmp/b"
+fresh; printf '{"format": "ddpsim-record", ' >"$tmp/b/manifest.json"
+expect 2 "manifest.json" "a truncated manifest" -- check "$tmp/b"
+fresh
+expect 2 "--tolerance" "a bad tolerance" -- check "$tmp/b" --tolerance sloppy
+expect 2 "unrecognized\|unknown" "an unknown option" -- check "$tmp/b" --bogus
+# A value no header shows: the rank that reads it says which file, still bad input.
+fresh
+if command -v /usr/bin/python3 >/dev/null 2>&1 && /usr/bin/python3 -c "import numpy" 2>/dev/null; then
+    /usr/bin/python3 -c "import numpy as n, sys; p = sys.argv[1]; a = n.load(p); a[3] = n.nan; n.save(p, a)" \
+        "$tmp/b/rank1/micro2/2.bias.npy"
+    expect 2 "rank 1: .*rank1/micro2/2.bias.npy: element 3 is nan" "a local gradient that is NaN" -- check "$tmp/b"
+else
+    echo "SKIP: a NaN local gradient (no numpy to write it)"
+fi
+# An implementation's NaN is its own divergence, not bad input.
+fresh
+printf '\377\377\377\177' | dd of="$tmp/b/bucketed/rank2/grab1/4.bias.npy" bs=1 seek=128 conv=notrunc 2>/dev/null
+expect 1 "grab 1 (after no_sync fwd+bwd (2 acc)), rank 2, parameter 4.bias, element 0: expected" "the implementation's NaN is a FAIL" -- check "$tmp/b"
+
+# --record's own errors.
+expect 2 "belongs to a single run" "the battery with --record" -- --record "$tmp/x"
+expect 2 "name the same directory" "--record and --dump in one place" -- --scenario classic --record "$tmp/x" --dump "$tmp/x"
+expect 2 "holds an earlier ddpsim" "--record over an earlier recording" -- --scenario classic --record "$tmp/g"
+expect 0 "verdict: PASS" "--record --force replaces it" -- --scenario classic --impl bucketed --record "$tmp/g" --force -q
+
+finish
