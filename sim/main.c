@@ -33,6 +33,18 @@ static int open_json(ddpsim_options *opt)
     return opt->json_file ? 0 : cli_usage_error(NULL, "--json", msg);
 }
 
+/* --prepare DIR: the inputs alone; a front end runs them (python/ddpsim_torch) and ddpsim check judges. */
+static int prepare_inputs(const ddpsim_options *opt)
+{
+    if (verify_prepare_inputs(&opt->run, opt->prepare_dir) != DDP_OK)
+        return cli_usage_error(NULL, "--prepare", ddp_error_text());
+    if (!opt->quiet)
+        fprintf(opt->out, "# ddpsim: the inputs of %zu forwards on %d ranks (model %s, %zu ops) are in %s\n",
+                opt->run.schedule->nfwd, opt->run.nranks, opt->run.model_spec, opt->run.schedule->nops,
+                opt->prepare_dir);
+    return DDPSIM_EXIT_PASS; /* nothing was verified, and nothing was meant to be */
+}
+
 static int run_verification(ddpsim_options *opt)
 {
     int bad = open_json(opt);
@@ -135,6 +147,8 @@ int main(int argc, char **argv)
         /* The one validation of a run description, before anything runs: it names the option. (For the
          * battery the description is the classic scenario's; battery_main checks every other one.) */
         r = cli_usage_error(NULL, NULL, ddp_error_text());
+    } else if (r == OPT_RUN && opt.prepare_dir) {
+        r = prepare_inputs(&opt);
     } else if (r == OPT_RUN) {
         r = probe_backend(&opt);
         if (r == OPT_RUN && opt.mutants)

@@ -200,9 +200,10 @@ static int choose_run(ddpsim_options *opt, const char **which, char *msg, size_t
         return 0;
     if (opt->repeat || (opt->chaos_given && opt->chaos_first != opt->chaos_last))
         FAIL("repeat", "repeats a single run: add --scenario NAME (ddpsim --scenarios lists them)");
-    if (run->inputs_dir || run->dump_dir || run->record_dir || run->trace_path || opt->replay_path || run->nfaults) {
+    if (run->inputs_dir || run->dump_dir || run->record_dir || opt->prepare_dir || run->trace_path ||
+        opt->replay_path || run->nfaults) {
         *which = run->inputs_dir ? "inputs" : run->dump_dir ? "dump" : run->record_dir ? "record"
-                 : run->trace_path ? "trace" : opt->replay_path ? "replay" : "fault";
+                 : opt->prepare_dir ? "prepare" : run->trace_path ? "trace" : opt->replay_path ? "replay" : "fault";
         snprintf(msg, len, "belongs to a single run, and without --schedule, --model or --scenario ddpsim runs the "
                            "whole scenario battery: add --scenario NAME (ddpsim --scenarios lists them)");
         return -1;
@@ -261,6 +262,10 @@ static int validate(void *o, const char **which, char *msg, size_t len)
                          opt->chaos_given || run->nfaults || run->inputs_dir))
         FAIL("mutants", "runs its own configurations: --trace, --replay, --dump, --record, --json, --chaos, --repeat, "
                         "--fault and --inputs belong to single runs");
+    if (opt->prepare_dir && (opt->repeat_mode || opt->mutants || run->dump_dir || run->record_dir || opt->json_path ||
+                             run->trace_path || opt->replay_path))
+        FAIL("prepare", "writes a run's inputs and runs nothing: --repeat, --chaos ranges, --mutants, --dump, --record, "
+                        "--json, --trace and --replay belong to runs");
     if (opt->json_path && strcmp(opt->json_path, "-") == 0)
         opt->out = stderr; /* the JSON owns standard output; the table goes to stderr */
     char *key = NULL;
@@ -320,6 +325,10 @@ static const opt_spec specs[] = {
      1099511627776.0, NULL, NULL},
     {"find-unused", 0, NULL, "find_unused_parameters=True (needed by branchy)", OPT_FLAG, F(run.ddp.find_unused), 0, 0,
      NULL, NULL},
+    {"find-unused-rule", 0, "window|syncing-backward",
+     "with --find-unused, what counts as used: by any micro-step of the window\n(PyTorch >= 2.4, PR #124193) or "
+     "by the syncing backward's own forward\n(PyTorch < 2.4)", OPT_CHOICE, F(run.ddp.find_unused_syncing_backward), 0, 0,
+     NULL, "window"},
     {"bucket-view", 0, NULL, "gradient_as_bucket_view=True: divide by N in place", OPT_FLAG, F(run.ddp.bucket_view), 0,
      0, NULL, NULL},
     {"zero-grad", 0, "zeros|none",
@@ -330,9 +339,11 @@ static const opt_spec specs[] = {
      OPT_STRING, F(run.inputs_dir), 0, 0, NULL, NULL},
     {"dump", 0, "DIR", "write parameters, batches and every grab's gradients", OPT_STRING, F(run.dump_dir), 0, 0, NULL,
      NULL},
+    {"prepare", 0, "DIR", "write the run's inputs (manifest with the ops, initial parameters, every\nrank's batches) "
+     "to DIR and run nothing: for a front end in another language", OPT_STRING, F(prepare_dir), 0, 0, NULL, NULL},
     {"record", 0, "DIR", "write the run as a recorded run (local gradients, the implementation's\n.grad and "
      "parameters) for ddpsim check DIR", OPT_STRING, F(run.record_dir), 0, 0, NULL, NULL},
-    {"force", 0, NULL, "with --dump or --record: replace an earlier one in DIR", OPT_FLAG, F(run.dump_force), 0, 0,
+    {"force", 0, NULL, "with --dump, --record or --prepare: replace an earlier one in DIR", OPT_FLAG, F(run.dump_force), 0, 0,
      NULL, NULL},
     {"json", 0, "FILE", "write the report as JSON (- for standard output; the table then goes\nto standard error)",
      OPT_STRING, F(json_path), 0, 0, NULL, NULL},

@@ -26,6 +26,7 @@ typedef struct ddpsim_options {
     const char *schedule_arg; /* --schedule as given (text or @FILE) */
     char *schedule_text;     /* owned: the text parsed (from --schedule or its @FILE) */
     const char *json_path;   /* --json FILE */
+    const char *prepare_dir; /* --prepare DIR: write the run's inputs there and run nothing */
     FILE *json_file;         /* opened by main before the run: the file, or stdout for "-" (not by parsing) */
     FILE *out;               /* the human report: stdout, or stderr when the JSON goes to stdout */
     int quiet;

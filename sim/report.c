@@ -82,11 +82,14 @@ int report_header(const ddpsim_options *opt)
            (unsigned long long)run->seed, run->inputs_dir ? ", inputs from a dump" : "");
     fprintf(opt->out, "# schedule: %s\n", opt->schedule_text);
     fprintf(opt->out, "#   %zu ops, %zu forwards, %zu grabs\n", run->schedule->nops, run->schedule->nfwd, run->schedule->ngrabs);
-    fprintf(opt->out, "# algo %s, tolerance %s, bucket cap %s (first %s), find_unused %s, bucket_view %s, lr %g\n",
+    fprintf(opt->out, "# algo %s, tolerance %s, bucket cap %s (first %s), find_unused %s%s%s%s, bucket_view %s, "
+                      "zero_grad %s, lr %g\n",
            coll_algo_name(run->ddp.algo), tol_format(&run->tol, tol, sizeof tol),
            units_format_size(run->ddp.bucket_cap, cap, sizeof cap),
            units_format_size(run->ddp.first_bucket_cap, fcap, sizeof fcap), run->ddp.find_unused ? "yes" : "no",
-           run->ddp.bucket_view ? "yes" : "no", (double)run->ddp.lr);
+           run->ddp.find_unused ? " (" : "", run->ddp.find_unused ? ddp_find_unused_rule_text(&run->ddp) : "",
+           run->ddp.find_unused ? ")" : "", run->ddp.bucket_view ? "yes" : "no",
+           run->ddp.set_to_none ? "set_to_none" : "fills zeros", (double)run->ddp.lr);
     if (run->chaos)
         fprintf(opt->out, "# chaos seed %llu: seeded delays before collectives, a straggler, shuffled ready events and bucket "
                "launches (timing only)\n",

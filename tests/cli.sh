@@ -210,6 +210,17 @@ expect 2 "holds an earlier ddpsim dump; give --force" "--dump over an earlier du
 expect 0 "verdict: PASS" "--dump --force replaces it" -- --ranks 2 --dump "$tmpi/d" --force --schedule "fwd bwd grab"
 if [ ! -e "$tmpi/d/rank2" ] && [ -f "$tmpi/d/rank1/batch0.x.npy" ]; then ok "no stale file of the earlier dump is left"; else bad "no stale file of the earlier dump is left"; fi
 mkdir -p "$tmpi/o" && echo notes >"$tmpi/o/notes.txt"
+# --prepare: a run's inputs alone, the layout --inputs reads back (branchy's branch with them).
+expect 0 "the inputs of 6 forwards on 3 ranks" "--prepare writes a run's inputs" -- --ranks 3 --scenario find-unused --prepare "$tmpi/p"
+if [ -f "$tmpi/p/rank2/batch5.branch.npy" ] && [ -f "$tmpi/p/init/unused.bias.npy" ] && grep -q '"op": "no_sync_enter"' "$tmpi/p/manifest.json" &&
+    [ ! -e "$tmpi/p/reference" ]; then ok "--prepare: manifest, init, batches and branches, no gradients"; else bad "--prepare: manifest, init, batches and branches, no gradients"; fi
+expect 0 "verdict: PASS" "the prepared inputs run" -- --ranks 3 --scenario find-unused --inputs "$tmpi/p"
+printf '\007\000\000\000' | dd of="$tmpi/p/rank1/batch2.branch.npy" bs=1 seek=128 conv=notrunc 2>/dev/null
+expect 2 "rank1/batch2.branch.npy: branch 7" "a branch that is not 1..3" -- --ranks 3 --scenario find-unused --inputs "$tmpi/p"
+expect 2 "holds an earlier ddpsim dump" "--prepare over earlier inputs" -- --ranks 3 --scenario find-unused --prepare "$tmpi/p"
+expect 2 "runs nothing" "--prepare with --dump" -- --scenario classic --prepare "$tmpi/q" --dump "$tmpi/r"
+expect 2 "belongs to a single run" "--prepare for the battery" -- --prepare "$tmpi/q"
+expect 2 "schedule" "--prepare of a bad schedule" -- --schedule "fwd grab bwd )" --prepare "$tmpi/q"
 expect 2 "is not empty and holds no ddpsim dump" "--dump into a directory of other files" -- --scenario classic --dump "$tmpi/o" --force
 rm -rf "$tmpi"
 tmpr=$(mktemp -d) || exit 99

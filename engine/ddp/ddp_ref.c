@@ -126,6 +126,17 @@ static ddp_status allreduce(ddp_ref *d, float *buf, size_t count, coll_algo algo
     return coll_allreduce(d->wr, buf, count, COLL_FLOAT, COLL_SUM, algo);
 }
 
+const char *ddp_find_unused_rule_name(const ddp_config *cfg)
+{
+    return cfg->find_unused_syncing_backward ? "syncing-backward" : "window";
+}
+
+const char *ddp_find_unused_rule_text(const ddp_config *cfg)
+{
+    return cfg->find_unused_syncing_backward ? "used by the syncing backward: PyTorch < 2.4"
+                                             : "used in the window: PyTorch >= 2.4";
+}
+
 ddp_status ddp_ref_create(const ddp_config *cfg, model *m, world_rank *wr, ddp_ref **out)
 {
     *out = NULL;

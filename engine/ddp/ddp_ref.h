@@ -67,6 +67,11 @@ typedef struct ddp_config {
 typedef struct ddp_ref ddp_ref;
 
 /* Build the reference over m (not owned) on this rank. No communication yet. */
+/* The find_unused rule of cfg as manifests name it: "window" (PyTorch >= 2.4) or "syncing-backward" (< 2.4). */
+const char *ddp_find_unused_rule_name(const ddp_config *cfg);
+/* ... and as a report says it. */
+const char *ddp_find_unused_rule_text(const ddp_config *cfg);
+
 ddp_status ddp_ref_create(const ddp_config *cfg, model *m, world_rank *wr, ddp_ref **out);
 void ddp_ref_destroy(ddp_ref *d);
 

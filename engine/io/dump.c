@@ -192,7 +192,12 @@ ddp_status dump_write_batch(const char *dir, int rank, uint64_t b, const model *
     snprintf(path, sizeof path, "%s/rank%d/batch%llu.x.npy", dir, rank, (unsigned long long)b);
     DDP_CHECK(npy_write(path, a.dtype, a.xshape, 2, a.x));
     snprintf(path, sizeof path, "%s/rank%d/batch%llu.y.npy", dir, rank, (unsigned long long)b);
-    return npy_write(path, a.dtype, a.yshape, 2, a.y);
+    DDP_CHECK(npy_write(path, a.dtype, a.yshape, 2, a.y));
+    if (!batch->branch)
+        return DDP_OK; /* a model without branches */
+    size_t one[1] = {1};
+    snprintf(path, sizeof path, "%s/rank%d/batch%llu.branch.npy", dir, rank, (unsigned long long)b);
+    return npy_write(path, NPY_I4, one, 1, &batch->branch);
 }
 
 ddp_status dump_read_init(const char *dir, model *m)
@@ -223,6 +228,18 @@ ddp_status dump_read_batch(const char *dir, int rank, uint64_t b, const model *m
             if (batch->tokens[i] < 0 || batch->tokens[i] >= V || batch->targets[i] < 0 || batch->targets[i] >= V)
                 return ddp_error(DDP_ERR_INVALID, "%s: a token or target outside 0..%d", path, V - 1);
     }
+    if (!batch->branch)
+        return DDP_OK;
+    /* A model with branches: the dump's branch when it has one (an older dump's come from the seed). */
+    size_t one[1] = {1};
+    int branch;
+    snprintf(path, sizeof path, "%s/rank%d/batch%llu.branch.npy", dir, rank, (unsigned long long)b);
+    if (access(path, F_OK) != 0)
+        return DDP_OK;
+    DDP_CHECK(npy_read_exact(path, NPY_I4, one, 1, &branch, 1));
+    if (branch < 1 || branch > 3)
+        return ddp_error(DDP_ERR_INVALID, "%s: branch %d, expected 1 (head_a), 2 (head_b) or 3 (both)", path, branch);
+    batch->branch = branch;
     return DDP_OK;
 }
 
@@ -250,9 +267,9 @@ ddp_status dump_write_manifest(const char *dir, const dump_manifest_info *info)
     const ddp_config *d = info->ddp;
     fprintf(f, ",\n \"find_unused_parameters\": %s,\n", d->find_unused ? "true" : "false");
     fprintf(f, " \"ddp\": {\"bucket_cap\": %zu, \"first_bucket_cap\": %zu, \"find_unused_parameters\": %s, "
-               "\"gradient_as_bucket_view\": %s, \"algo\": \"%s\"},\n",
-            d->bucket_cap, d->first_bucket_cap, d->find_unused ? "true" : "false", d->bucket_view ? "true" : "false",
-            coll_algo_name(d->algo));
+               "\"find_unused_rule\": \"%s\", \"gradient_as_bucket_view\": %s, \"algo\": \"%s\"},\n",
+            d->bucket_cap, d->first_bucket_cap, d->find_unused ? "true" : "false", ddp_find_unused_rule_name(d),
+            d->bucket_view ? "true" : "false", coll_algo_name(d->algo));
     fprintf(f, " \"zero_grad\": \"%s\",\n \"optimizer\": {\"type\": \"sgd\", \"lr\": ",
             d->set_to_none ? "set_to_none" : "fill_zeros");
     jsonw_float(f, d->lr);
@@ -360,6 +377,11 @@ static ddp_status check_ddp_section(const char *path, const json_value *root, co
     DDP_CHECK(check_int(path, ddp, "first_bucket_cap", (double)run->ddp->first_bucket_cap, "--first-bucket-cap"));
     DDP_CHECK(check_bool(path, ddp, "gradient_as_bucket_view", run->ddp->bucket_view, "--bucket-view"));
     DDP_CHECK(check_bool(path, ddp, "find_unused_parameters", run->ddp->find_unused, "--find-unused"));
+    const json_value *rule = json_get(ddp, "find_unused_rule"); /* written since the rule became selectable */
+    if (rule && (rule->type != JSON_STRING || strcmp(rule->string, ddp_find_unused_rule_name(run->ddp)) != 0))
+        return CONFLICT("%s: the dump's find_unused_rule is %s%s%s, this run's is \"%s\" (--find-unused-rule)", path,
+                        rule->type == JSON_STRING ? "\"" : "", rule->type == JSON_STRING ? rule->string : "not a string",
+                        rule->type == JSON_STRING ? "\"" : "", ddp_find_unused_rule_name(run->ddp));
     DDP_CHECK(json_need(path, ddp, "algo", JSON_STRING, &algo));
     if (strcmp(algo->string, coll_algo_name(run->ddp->algo)) != 0)
         return CONFLICT("%s: the dump was made with --algo %s, this run has --algo %s", path, algo->string,

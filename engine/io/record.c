@@ -316,7 +316,7 @@ ddp_status record_write_manifest(const char *dir, const record_info *info)
     fprintf(f, ",\n \"ddp\": {\"bucket_cap\": %zu, \"first_bucket_cap\": %zu, \"find_unused_parameters\": %s, "
                "\"gradient_as_bucket_view\": %s, \"find_unused_rule\": \"%s\"},\n",
             d->bucket_cap, d->first_bucket_cap, d->find_unused ? "true" : "false", d->bucket_view ? "true" : "false",
-            d->find_unused_syncing_backward ? "syncing-backward" : "window");
+            ddp_find_unused_rule_name(d));
     fprintf(f, " \"zero_grad\": \"%s\",\n \"optimizer\": {\"type\": \"sgd\", \"lr\": ",
             d->set_to_none ? "set_to_none" : "fill_zeros");
     jsonw_float(f, d->lr);

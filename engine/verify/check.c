@@ -126,6 +126,8 @@ static ddp_status do_grab(check_rank *c)
     const float *allow = c->cfg->tol.kind == TOL_ORDER ? c->budget.E : NULL;
     checker_compare(&c->cfg->tol, c->m, model_grads(c->m), c->actual, allow, rec);
     rec->ref_hash = hash_floats(HASH_INIT, model_grads(c->m), model_size(c->m));
+    if (rec->synced == 1)
+        rec->ref_sync_hash = checker_hash(c->m, model_grads(c->m), ddp_ref_reduced_params(c->ddp));
     rec->impl_hash = hash_floats(HASH_INIT, c->actual, model_size(c->m));
     if (c->bwd_since_zero && c->last_synced) {
         const unsigned char *reduced = ddp_ref_reduced_params(c->ddp);

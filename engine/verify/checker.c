@@ -3,6 +3,8 @@
  */
 #include "checker.h"
 
+#include "hash.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -114,4 +116,15 @@ void checker_global(const model *ref, const unsigned char *reduced, const double
     }
     rec->global_checked = 1;
     rec->global_ratio = worst;
+}
+
+uint64_t checker_hash(const model *layout, const float *v, const unsigned char *which)
+{
+    uint64_t h = HASH_INIT;
+    for (int p = 0; p < model_nparams(layout); p++)
+        if (!which || which[p]) {
+            const model_param *par = model_param_at(layout, p);
+            h = hash_floats(h, v + par->offset, par->count);
+        }
+    return h;
 }

@@ -29,6 +29,9 @@
 void checker_compare(const tolerance *tol, const model *layout, const float *expected, const float *actual,
                      const float *allow, verify_record *rec);
 
+/* The hash of v's parameters in which (which[p] != 0; NULL: all), in order: the bits the ranks must share after a sync. */
+uint64_t checker_hash(const model *layout, const float *v, const unsigned char *which);
+
 /*
  * The reference checks itself against arithmetic it cannot share a bug
  * with. S holds, per element, the sum over ranks and micro-steps since

@@ -53,7 +53,8 @@ void judge_run(const verify_result *res, judgement *j)
             if (!grads)
                 continue;
             nonzero += rec->nonzero;
-            agree &= rec->ref_hash == verify_at(res, k, 0)->ref_hash;
+            const verify_record *r0 = verify_at(res, k, 0);
+            agree &= r0->synced == 1 ? rec->ref_sync_hash == r0->ref_sync_hash : rec->ref_hash == r0->ref_hash;
             if (rec->global_checked) {
                 checked = 1;
                 if (!(rec->global_ratio <= j->global_worst) && !isnan(j->global_worst))

@@ -312,6 +312,8 @@ static ddp_status do_grab(rank_ctx *c, size_t k)
     rec->synced = c->bwd_since_zero ? ddp_ref_last_synced(c->ref.ddp) : -1;
     checker_compare(&c->cfg->tol, c->ref.m, model_grads(c->ref.m), model_grads(c->impl.m), c->budget.E, rec);
     rec->ref_hash = hash_floats(HASH_INIT, model_grads(c->ref.m), model_size(c->ref.m));
+    if (rec->synced == 1)
+        rec->ref_sync_hash = checker_hash(c->ref.m, model_grads(c->ref.m), ddp_ref_reduced_params(c->ref.ddp));
     rec->impl_hash = hash_floats(HASH_INIT, model_grads(c->impl.m), model_size(c->impl.m));
     if (c->last_was_synced_bwd)
         DDP_CHECK(AS_CHECKS(refcheck_run(&c->refcheck, c->wr, c->ref.m, ddp_ref_reduced_params(c->ref.ddp), rec)));

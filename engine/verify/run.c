@@ -18,7 +18,6 @@
 #include "machine.h"
 #include "impl.h"
 #include "rank.h"
-#include "record.h"
 
 const char *verify_dump_name(const verify_config *cfg, char *buf, size_t len)
 {
@@ -56,8 +55,10 @@ static ddp_status check_inputs(const verify_config *cfg)
     if (s == DDP_OK)
         s = dump_read_init(cfg->inputs_dir, m);
     for (int r = 0; s == DDP_OK && r < cfg->nranks; r++)
-        for (size_t k = 0; s == DDP_OK && k < cfg->schedule->nfwd; k++)
+        for (size_t k = 0; s == DDP_OK && k < cfg->schedule->nfwd; k++) {
+            model_batch_fill(m, &b, cfg->seed, r, k); /* what the dump may replace: a branch too */
             s = dump_read_batch(cfg->inputs_dir, r, k, m, &b);
+        }
     model_batch_free(&b);
     model_destroy(m);
     if (s != DDP_OK)
@@ -167,49 +168,6 @@ ddp_status verify_check_config(const verify_config *cfg)
     return DDP_OK;
 }
 
-/* The dump directory, ready and with its manifest, before any rank writes into it. */
-static ddp_status prepare_dump(const verify_config *cfg)
-{
-    char name[64];
-    const char *impls[2] = {"reference", verify_dump_name(cfg, name, sizeof name)};
-    int nimpls = cfg->impl_ops == &impl_reference_ops ? 1 : 2;
-    if (dump_prepare(cfg->dump_dir, cfg->nranks, impls, nimpls, cfg->dump_force) != DDP_OK)
-        return ddp_error_prefix(DDP_ERR_INVALID, "--dump");
-    dump_manifest_info info = {
-        .nranks = cfg->nranks,
-        .seed = cfg->seed,
-        .model_spec = cfg->model_spec,
-        .batch = cfg->batch,
-        .ddp = &cfg->ddp,
-        .schedule_text = cfg->schedule_text ? cfg->schedule_text : "",
-        .schedule = cfg->schedule,
-        .impls = impls,
-        .nimpls = nimpls,
-    };
-    return dump_write_manifest(cfg->dump_dir, &info);
-}
-
-/*
- * The recording directory, ready and with its manifest: the run as any
- * framework's test would record it (record.h), so `ddpsim check` can judge
- * it and its verdict be compared with this run's.
- */
-static ddp_status prepare_record(const verify_config *cfg)
-{
-    char name[64], by[64];
-    const char *impls[1] = {verify_dump_name(cfg, name, sizeof name)};
-    if (dump_prepare(cfg->record_dir, cfg->nranks, impls, 1, cfg->dump_force) != DDP_OK)
-        return ddp_error_prefix(DDP_ERR_INVALID, "--record");
-    model *layout = NULL;
-    DDP_CHECK(model_create_layout(cfg->model_spec, cfg->batch, &layout));
-    snprintf(by, sizeof by, "ddpsim %s --record", PACKAGE_VERSION);
-    record_info info = {.nranks = cfg->nranks, .impl = impls[0], .recorded_by = by, .model = cfg->model_spec,
-                        .layout = layout, .ddp = &cfg->ddp, .schedule = cfg->schedule};
-    ddp_status s = record_write_manifest(cfg->record_dir, &info);
-    model_destroy(layout);
-    return s;
-}
-
 ddp_status verify_result_start(verify_result *out, const world_config *wc, const sched *s, int with_nccl)
 {
     DDP_CHECK(world_create(wc, &out->w));
@@ -259,9 +217,9 @@ ddp_status verify_run(const verify_config *cfg, verify_result *out)
     memset(out, 0, sizeof *out);
     DDP_CHECK(verify_check_config(cfg));
     if (cfg->dump_dir)
-        DDP_CHECK(prepare_dump(cfg));
+        DDP_CHECK(verify_prepare_dump(cfg));
     if (cfg->record_dir)
-        DDP_CHECK(prepare_record(cfg));
+        DDP_CHECK(verify_prepare_record(cfg));
     size_t nrec = sched_nchecks(cfg->schedule) * (size_t)cfg->nranks;
     world_config wc = {
         .nranks = cfg->nranks,

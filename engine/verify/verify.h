@@ -90,6 +90,9 @@ typedef struct verify_record {
     uint64_t ulp_hist[TOL_ULP_BINS]; /* ulp distances of the finite pairs (tol_ulp_bin) */
     uint64_t nonzero;       /* elements where either side is not zero: what the grab could tell apart */
     uint64_t ref_hash;      /* of the reference's gradient (or parameter) bits */
+    uint64_t ref_sync_hash; /* after a sync: of the parameters it reduced, which every rank must hold alike (a
+                             * parameter left out keeps its local gradient, as find_unused's rule before
+                             * PyTorch 2.4 leaves one used earlier in the window) */
     uint64_t impl_hash;     /* of the implementation's (to see order dependence across chaos seeds) */
     int global_checked;     /* after a syncing backward: this rank's slice of the reference checked (checker.h) */
     double global_ratio;    /* the largest |reference - exact average| over its proven rounding bound (<= 1) */
@@ -144,6 +147,19 @@ typedef struct verify_result {
  * verify_result_free).
  */
 ddp_status verify_run(const verify_config *cfg, verify_result *out);
+
+/* --dump's directory, ready (dump_prepare) and with its manifest, before any rank writes into it. */
+ddp_status verify_prepare_dump(const verify_config *cfg);
+/* --record's directory, ready and with its manifest (record.h). */
+ddp_status verify_prepare_record(const verify_config *cfg);
+/*
+ * --prepare DIR: the run's inputs without running it, in the dump layout
+ * (dump.h) that --inputs reads: manifest.json (the model, the options, the
+ * schedule and its ops), init/ (what every rank holds after the initial
+ * broadcast) and every rank's batch of every forward (with the branch of
+ * a model that has one).
+ */
+ddp_status verify_prepare_inputs(const verify_config *cfg, const char *dir);
 
 /* The directory name of the implementation under test in a dump: its table's name, made safe. Returns buf. */
 const char *verify_dump_name(const verify_config *cfg, char *buf, size_t len);
