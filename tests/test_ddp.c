@@ -379,6 +379,76 @@ static void test_unused_parameters(void)
     CU_ASSERT(r->v[1][0][2] != 0.0f && r->v[1][0][2] == r->v[1][1][2]);
 }
 
+/*
+ * PyTorch before 2.4 (--find-unused-rule syncing-backward): head_a is used
+ * under no_sync by rank 0 only, then by no rank's syncing backward. Without
+ * gradient_as_bucket_view each rank keeps its own .grad (rank 0 its local
+ * gradient, rank 1 None); with it rank 0's defined .grad is averaged all the
+ * same (its bucket's view, which the allreduce writes: half of it at 2
+ * ranks) and rank 1's None stays None. Checkpoint `view`, slots: head_a's
+ * first element, rank 0's local value, whether this rank's .grad was averaged.
+ */
+static ddp_status unused_with_view(world_rank *wr, results *res)
+{
+    int rank = world_rank_id(wr);
+    for (int view = 0; view < 2; view++) {
+        ddp_config cfg = cfg_default();
+        cfg.find_unused = 1;
+        cfg.find_unused_syncing_backward = 1;
+        cfg.bucket_view = view;
+        model *m = NULL;
+        DDP_CHECK(model_create("branchy:3-4-2", 2, &m));
+        model_init(m, 5, rank);
+        ddp_ref *d = NULL;
+        DDP_CHECK(ddp_ref_create(&cfg, m, wr, &d));
+        DDP_CHECK(ddp_ref_broadcast_params(d));
+        model_batch b;
+        DDP_CHECK(model_batch_alloc(m, &b));
+        int ha = model_param_find(m, "head_a.weight");
+        size_t off = model_param_at(m, ha)->offset;
+        float local = 0.0f;
+        for (int micro = 0; micro < 2; micro++) {
+            model_batch_fill(m, &b, 5, rank, (uint64_t)micro);
+            b.branch = micro == 0 ? (rank == 0 ? 1 : 2) : 2;
+            if (micro == 0)
+                DDP_CHECK(ddp_ref_no_sync_enter(d));
+            DDP_CHECK(ddp_ref_forward(d, &b));
+            DDP_CHECK(ddp_ref_backward(d));
+            if (micro == 0) {
+                DDP_CHECK(ddp_ref_no_sync_exit(d));
+                local = model_grads(m)[off];
+            }
+        }
+        res->v[view][rank][0] = model_grads(m)[off];
+        res->v[view][rank][1] = local;
+        res->v[view][rank][2] = ddp_ref_averaged_params(d)[ha];
+        res->v[view][rank][3] = ddp_ref_reduced_params(d)[ha];
+        model_batch_free(&b);
+        ddp_ref_destroy(d);
+        model_destroy(m);
+    }
+    return DDP_OK;
+}
+
+static void test_unused_with_bucket_view(void)
+{
+    results *r = run_scenario(2, unused_with_view);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT(r->status[0] == DDP_OK && r->status[1] == DDP_OK);
+    float g = r->v[0][0][1];
+    CU_ASSERT(g != 0.0f);
+    /* Without the view: kept, each rank its own. */
+    CU_ASSERT_EQUAL(r->v[0][0][0], g);
+    CU_ASSERT_EQUAL(r->v[0][1][0], 0.0f);
+    CU_ASSERT(r->v[0][0][2] == 0.0f && r->v[0][1][2] == 0.0f);
+    /* With it: rank 0's defined .grad is averaged (g/2 + 0), rank 1's None stays None; not "reduced" (the ranks
+     * need not agree). */
+    CU_ASSERT_EQUAL(r->v[1][0][0], g * 0.5f);
+    CU_ASSERT_EQUAL(r->v[1][1][0], 0.0f);
+    CU_ASSERT(r->v[1][0][2] == 1.0f && r->v[1][1][2] == 0.0f);
+    CU_ASSERT(r->v[1][0][3] == 0.0f && r->v[1][1][3] == 0.0f);
+}
+
 static void test_bucket_assignment(void)
 {
     model *m = NULL;
@@ -601,6 +671,8 @@ int main(void)
         {"1/N before the sum; gradient_as_bucket_view multiplies at the first sync, divides after, multiplies again "
          "after zero_grad(set_to_none)",
          test_scale_before_sum},
+        {"find_unused before 2.4: a defined .grad no rank used is averaged with the bucket view, kept without",
+         test_unused_with_bucket_view},
         {"find_unused: across ranks, across the window, unused everywhere; error without it",
          test_unused_parameters},
         {"bucket assignment", test_bucket_assignment},

@@ -38,6 +38,7 @@ struct ddp_ref {
     float window_used[MODEL_MAX_PARAMS]; /* used by a forward since the last sync (1/0), allreduced at sync */
     float *saved;           /* local gradients of globally unused parameters, kept across the allreduce */
     unsigned char reduced[MODEL_MAX_PARAMS]; /* which parameters the last sync reduced */
+    unsigned char averaged[MODEL_MAX_PARAMS]; /* ... and whose .grad took the allreduce's result on this rank */
     unsigned char alias[MODEL_MAX_PARAMS];   /* gradient_as_bucket_view: .grad is its bucket's view by now */
     /* The rebuild: the ready order of the first syncing backward, applied at the next forward. */
     int ready_order[MODEL_MAX_PARAMS], nready;
@@ -261,6 +262,22 @@ static ddp_status reduce_bucket(ddp_ref *d, int k)
     return DDP_OK;
 }
 
+/*
+ * With gradient_as_bucket_view a parameter that no rank used but whose .grad
+ * is defined on this rank is averaged all the same: the reducer marks it
+ * ready with that .grad, which it copies (times 1/N) into the bucket and
+ * then makes the bucket's view (or, already the view, divides in place,
+ * mark_variable_ready_dense), so the allreduce writes the average into it;
+ * finalize_bucket_dense's "a globally unused grad is kept untouched" only
+ * skips re-pointing it. A None .grad stays None. (Observed on 1.13: a
+ * parameter used only under no_sync and then by no rank's syncing backward
+ * is averaged with the bucket view and kept local without it.)
+ */
+static int keeps_view(const ddp_ref *d, int i)
+{
+    return d->cfg.bucket_view && model_grad_defined(d->m)[i];
+}
+
 static ddp_status sync_gradients(ddp_ref *d)
 {
     int np = model_nparams(d->m);
@@ -272,7 +289,7 @@ static ddp_status sync_gradients(ddp_ref *d)
             global_used[i] = d->cfg.find_unused_syncing_backward ? (float)d->used_now[i] : d->window_used[i];
         DDP_CHECK(allreduce(d, global_used, (size_t)np, COLL_ORDERED, 0));
         for (int i = 0; i < np; i++)
-            if (global_used[i] == 0.0f) {
+            if (global_used[i] == 0.0f && !keeps_view(d, i)) {
                 /* Unused everywhere: its slot reduces as zero and its local gradient stays. */
                 const model_param *p = model_param_at(d->m, i);
                 memcpy(d->saved + p->offset, model_grads(d->m) + p->offset, p->count * sizeof(float));
@@ -289,6 +306,7 @@ static ddp_status sync_gradients(ddp_ref *d)
     unsigned char *defined = model_grad_defined(d->m);
     for (int i = 0; i < np; i++) {
         d->reduced[i] = !d->cfg.find_unused || global_used[i] != 0.0f;
+        d->averaged[i] = d->reduced[i] || keeps_view(d, i);
         defined[i] |= d->reduced[i]; /* copy_bucket_to_grad: a None .grad of a parameter another rank used gets the value */
     }
     for (int k = 0; k < d->nbuckets; k++)
@@ -296,10 +314,10 @@ static ddp_status sync_gradients(ddp_ref *d)
     /* finalize_bucket_dense: with gradient_as_bucket_view every reduced grad is its bucket's view from now on
      * (a locally unused one too: grad = bucket_view); a globally unused one is left as it was. */
     for (int i = 0; i < np && d->cfg.bucket_view; i++)
-        d->alias[i] |= d->reduced[i];
+        d->alias[i] |= d->averaged[i];
     if (d->cfg.find_unused)
         for (int i = 0; i < np; i++)
-            if (global_used[i] == 0.0f) {
+            if (!d->averaged[i]) {
                 const model_param *p = model_param_at(d->m, i);
                 memcpy(model_grads(d->m) + p->offset, d->saved + p->offset, p->count * sizeof(float));
             }
@@ -351,6 +369,11 @@ void ddp_ref_step(ddp_ref *d)
 int ddp_ref_pending_sync(const ddp_ref *d) { return d->fwd_pending && d->fwd_will_sync; }
 int ddp_ref_last_synced(const ddp_ref *d) { return d->last_synced; }
 int ddp_ref_nbuckets(const ddp_ref *d) { return d->nbuckets; }
+const unsigned char *ddp_ref_averaged_params(const ddp_ref *d)
+{
+    return d->averaged;
+}
+
 const unsigned char *ddp_ref_reduced_params(const ddp_ref *d) { return d->reduced; }
 
 int ddp_ref_bucket(const ddp_ref *d, int k, int *members, int max)

@@ -109,6 +109,9 @@ int ddp_ref_last_synced(const ddp_ref *d);
 
 /* After a syncing backward: flags[i] is 1 when parameter i was reduced (0: unused everywhere, kept local). */
 const unsigned char *ddp_ref_reduced_params(const ddp_ref *d);
+/* ... and on this rank which .grad took the allreduce's result: the reduced ones, and with
+ * gradient_as_bucket_view a defined .grad that no rank used (its bucket's view). */
+const unsigned char *ddp_ref_averaged_params(const ddp_ref *d);
 
 /* Buckets, for tests and reports: the parameter indices of bucket k in bucket order (returns how many). */
 int ddp_ref_nbuckets(const ddp_ref *d);

@@ -108,7 +108,7 @@ static ddp_status do_backward(check_rank *c)
         budget_before_sync(&c->budget, model_grads(c->m));
     DDP_CHECK(ddp_ref_backward_end(c->ddp));
     if (syncs)
-        DDP_CHECK(budget_after_sync(&c->budget, c->wr, c->m, ddp_ref_reduced_params(c->ddp)));
+        DDP_CHECK(budget_after_sync(&c->budget, c->wr, c->m, ddp_ref_averaged_params(c->ddp)));
     c->last_synced = ddp_ref_last_synced(c->ddp);
     c->bwd_since_zero = 1;
     c->bwd_op = c->op;

@@ -212,7 +212,7 @@ static ddp_status run_backward(rank_ctx *c)
         budget_before_sync(&c->budget, model_grads(c->ref.m));
     DDP_CHECK(ddp_ref_backward_end(c->ref.ddp));
     mirror_defined(c);
-    return syncs ? AS_CHECKS(budget_after_sync(&c->budget, c->wr, c->ref.m, ddp_ref_reduced_params(c->ref.ddp)))
+    return syncs ? AS_CHECKS(budget_after_sync(&c->budget, c->wr, c->ref.m, ddp_ref_averaged_params(c->ref.ddp)))
                  : DDP_OK;
 }
 
