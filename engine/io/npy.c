@@ -123,10 +123,15 @@ static ddp_status parse_shape(const char *p, npy_array *out)
     }
 }
 
-ddp_status npy_parse(const unsigned char *buf, size_t len, npy_array *out)
+/*
+ * The header of a .npy image whose first `got` bytes are buf and whose whole
+ * length is total: dtype, shape and count into out (no data), the data's
+ * offset into *data_off. The data must fill the rest of the image exactly.
+ */
+static ddp_status parse_header(const unsigned char *buf, size_t got, size_t total, npy_array *out, size_t *data_off)
 {
     memset(out, 0, sizeof *out);
-    if (len < 10 || memcmp(buf, "\x93NUMPY", 6) != 0)
+    if (got < 10 || memcmp(buf, "\x93NUMPY", 6) != 0)
         return ddp_error(DDP_ERR_INVALID, "npy: not a .npy file (bad magic)");
     int major = buf[6];
     size_t hlen, start;
@@ -134,14 +139,14 @@ ddp_status npy_parse(const unsigned char *buf, size_t len, npy_array *out)
         hlen = (size_t)buf[8] | (size_t)buf[9] << 8;
         start = 10;
     } else if (major == 2 || major == 3) {
-        if (len < 12)
+        if (got < 12)
             return ddp_error(DDP_ERR_INVALID, "npy: truncated header");
         hlen = (size_t)buf[8] | (size_t)buf[9] << 8 | (size_t)buf[10] << 16 | (size_t)buf[11] << 24;
         start = 12;
     } else {
         return ddp_error(DDP_ERR_INVALID, "npy: unsupported format version %d.%d", major, buf[7]);
     }
-    if (hlen > NPY_MAX_HEADER || start + hlen > len)
+    if (hlen > NPY_MAX_HEADER || start + hlen > got)
         return ddp_error(DDP_ERR_INVALID, "npy: header of %zu bytes does not fit the file", hlen);
     char dict[NPY_MAX_HEADER + 1];
     memcpy(dict, buf + start, hlen);
@@ -168,14 +173,46 @@ ddp_status npy_parse(const unsigned char *buf, size_t len, npy_array *out)
     DDP_CHECK(parse_shape(sh, out));
 
     size_t bytes = out->count * npy_dtype_size(out->dtype);
-    if (len - start - hlen != bytes)
-        return ddp_error(DDP_ERR_INVALID, "npy: %zu data bytes for a shape that needs %zu", len - start - hlen,
+    if (total - start - hlen != bytes)
+        return ddp_error(DDP_ERR_INVALID, "npy: %zu data bytes for a shape that needs %zu", total - start - hlen,
                          bytes);
+    *data_off = start + hlen;
+    return DDP_OK;
+}
+
+ddp_status npy_parse(const unsigned char *buf, size_t len, npy_array *out)
+{
+    size_t off;
+    DDP_CHECK(parse_header(buf, len, len, out, &off));
+    size_t bytes = out->count * npy_dtype_size(out->dtype);
     out->data = malloc(bytes ? bytes : 1);
     if (!out->data)
         return ddp_error(DDP_ERR_NOMEM, "npy: %zu bytes", bytes);
-    memcpy(out->data, buf + start + hlen, bytes);
+    memcpy(out->data, buf + off, bytes);
     return DDP_OK;
+}
+
+/* Open path and parse its header (no data read): the open file, the layout, the data's offset. */
+static ddp_status open_header(const char *path, FILE **f, npy_array *hdr, size_t *data_off)
+{
+    *f = fopen(path, "rb");
+    if (!*f)
+        return ddp_error(DDP_ERR_INVALID, "%s: %s", path, strerror(errno));
+    unsigned char head[NPY_MAX_HEADER + 16];
+    size_t got = fread(head, 1, sizeof head, *f);
+    struct stat st;
+    ddp_status s;
+    if (fstat(fileno(*f), &st) != 0)
+        s = ddp_error(DDP_ERR_INVALID, "%s: cannot stat", path);
+    else if ((size_t)st.st_size > NPY_MAX_BYTES)
+        s = ddp_error(DDP_ERR_INVALID, "%s: larger than %zu bytes", path, NPY_MAX_BYTES);
+    else if ((s = parse_header(head, got, (size_t)st.st_size, hdr, data_off)) != DDP_OK)
+        s = ddp_error_prefix(s, path);
+    if (s != DDP_OK) {
+        fclose(*f);
+        *f = NULL;
+    }
+    return s;
 }
 
 ddp_status npy_read(const char *path, npy_array *out)
@@ -229,70 +266,32 @@ static ddp_status same_layout(const char *path, const npy_array *arr, npy_dtype 
 ddp_status npy_read_exact(const char *path, npy_dtype dtype, const size_t *shape, int ndim, void *dst,
                           int finite_only)
 {
-    npy_array arr;
-    DDP_CHECK(npy_read(path, &arr));
-    ddp_status s = same_layout(path, &arr, dtype, shape, ndim);
+    FILE *f;
+    npy_array hdr;
+    size_t off;
+    DDP_CHECK(open_header(path, &f, &hdr, &off));
+    ddp_status s = same_layout(path, &hdr, dtype, shape, ndim);
+    size_t bytes = hdr.count * npy_dtype_size(dtype);
+    /* The data straight into dst: a recorded run's files are the size of the model. */
+    if (s == DDP_OK && (fseek(f, (long)off, SEEK_SET) != 0 || fread(dst, 1, bytes, f) != bytes))
+        s = ddp_error(DDP_ERR_INVALID, "%s: cannot read its %zu data bytes", path, bytes);
+    fclose(f);
     if (s == DDP_OK && dtype == NPY_F4 && finite_only) {
-        const float *x = arr.data;
-        for (size_t i = 0; i < arr.count && s == DDP_OK; i++)
+        const float *x = dst;
+        for (size_t i = 0; i < hdr.count && s == DDP_OK; i++)
             if (!isfinite(x[i]))
                 s = ddp_error(DDP_ERR_INVALID, "%s: element %zu is %g; a run on it could verify nothing", path, i,
                               (double)x[i]);
     }
-    if (s == DDP_OK)
-        memcpy(dst, arr.data, arr.count * npy_dtype_size(dtype));
-    npy_free(&arr);
     return s;
 }
 
 ddp_status npy_check_header(const char *path, npy_dtype dtype, const size_t *shape, int ndim)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return ddp_error(DDP_ERR_INVALID, "%s: %s", path, strerror(errno));
-    unsigned char head[NPY_MAX_HEADER + 16];
-    size_t got = fread(head, 1, sizeof head, f);
-    struct stat st;
-    int stat_ok = fstat(fileno(f), &st) == 0;
+    FILE *f;
+    npy_array hdr;
+    size_t off;
+    DDP_CHECK(open_header(path, &f, &hdr, &off));
     fclose(f);
-    if (!stat_ok)
-        return ddp_error(DDP_ERR_INVALID, "%s: cannot stat", path);
-    /* Parse the header alone: hand the parser the header and a promise of the data it announces. */
-    npy_array arr;
-    memset(&arr, 0, sizeof arr);
-    size_t hlen, start;
-    if (got < 10 || memcmp(head, "\x93NUMPY", 6) != 0)
-        return ddp_error(DDP_ERR_INVALID, "%s: not a .npy file (bad magic)", path);
-    if (head[6] == 1) {
-        hlen = (size_t)head[8] | (size_t)head[9] << 8;
-        start = 10;
-    } else {
-        hlen = (size_t)head[8] | (size_t)head[9] << 8 | (size_t)head[10] << 16 | (size_t)head[11] << 24;
-        start = 12;
-    }
-    if (start + hlen > got)
-        return ddp_error(DDP_ERR_INVALID, "%s: npy header of %zu bytes does not fit", path, hlen);
-    size_t want_bytes = 1;
-    for (int i = 0; i < ndim; i++)
-        want_bytes *= shape[i];
-    want_bytes *= npy_dtype_size(dtype);
-    /* A fake image: the real header and zeros for the data the header claims, if the file has that length. */
-    if ((size_t)st.st_size != start + hlen + want_bytes) {
-        /* Let the full parser say what is wrong: it names the shape the header declares. */
-        DDP_CHECK(npy_read(path, &arr));
-        ddp_status s = same_layout(path, &arr, dtype, shape, ndim);
-        npy_free(&arr);
-        return s != DDP_OK ? s : ddp_error(DDP_ERR_INVALID, "%s: unexpected length", path);
-    }
-    unsigned char *img = calloc(1, start + hlen + want_bytes);
-    if (!img)
-        return ddp_error(DDP_ERR_NOMEM, "%s: %zu bytes", path, want_bytes);
-    memcpy(img, head, start + hlen);
-    ddp_status s = npy_parse(img, start + hlen + want_bytes, &arr);
-    free(img);
-    if (s != DDP_OK)
-        return ddp_error_prefix(s, path);
-    s = same_layout(path, &arr, dtype, shape, ndim);
-    npy_free(&arr);
-    return s;
+    return same_layout(path, &hdr, dtype, shape, ndim);
 }

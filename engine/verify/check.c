@@ -103,11 +103,14 @@ static ddp_status do_backward(check_rank *c)
     int syncs = ddp_ref_pending_sync(c->ddp);
     model_backward_local(c->m, own_ready, c);
     DDP_CHECK(source_status(c));
-    budget_accumulate(&c->budget, c->m, model_grads(c->m), model_used(c->m));
-    if (syncs)
+    /* The order tolerance's bound follows the accumulation and the sync (budget.h); the others need none. */
+    int bounded = c->cfg->tol.kind == TOL_ORDER;
+    if (bounded)
+        budget_accumulate(&c->budget, c->m, model_grads(c->m), model_used(c->m));
+    if (bounded && syncs)
         budget_before_sync(&c->budget, model_grads(c->m));
     DDP_CHECK(ddp_ref_backward_end(c->ddp));
-    if (syncs)
+    if (bounded && syncs)
         DDP_CHECK(budget_after_sync(&c->budget, c->wr, c->m, ddp_ref_averaged_params(c->ddp)));
     c->last_synced = ddp_ref_last_synced(c->ddp);
     c->bwd_since_zero = 1;
