@@ -3,7 +3,8 @@
 # prefix only (make installcheck; make distcheck runs it): pkg-config finds
 # ddpsim and points at the installed ddpsim_impl.h, every installed example
 # plugin compiles with those flags alone, and the installed ddpsim runs each
-# and passes. Also the man page is installed.
+# and passes. Also the man page is installed, and the Python front end runs
+# from the installed package with the installed ddpsim.
 set -u
 : "${DDPSIM:?}" "${PKG_CONFIG:=pkg-config}" "${CC:=cc}" "${EXAMPLES:?}" "${MANDIR:?}"
 work=$(mktemp -d) || exit 99
@@ -34,4 +35,23 @@ for ex in example_impl example_zero1 example_buckets; do
     fi
 done
 [ -f "$MANDIR/man1/ddpsim.1" ] && ok "the man page is installed" || bad "no $MANDIR/man1/ddpsim.1"
+# The Python front end, from the installed package alone: it finds the installed ddpsim by itself.
+PYTHON=${PYTHON:-:}
+if [ "$PYTHON" = : ]; then
+    echo "SKIP: the Python front end (configured without Python)"
+elif [ ! -f "${PYDIR:?}/ddpsim_torch/_install.py" ]; then
+    bad "ddpsim_torch is not installed in $PYDIR"
+elif ! "$PYTHON" -c "import torch, numpy" 2>/dev/null; then
+    ok "ddpsim_torch is installed in $PYDIR (its check skipped: $PYTHON has no torch)"
+else
+    grep -q "\"$DDPSIM\"" "$PYDIR/ddpsim_torch/_install.py" && ok "ddpsim_torch calls the installed ddpsim" ||
+        bad "ddpsim_torch/_install.py does not name $DDPSIM: $(cat "$PYDIR/ddpsim_torch/_install.py")"
+    if (cd "$work" && env -u DDPSIM PYTHONPATH="$PYDIR" "$PYTHON" -m ddpsim_torch --ranks 2 \
+        --wrap torch.nn.parallel:DistributedDataParallel --scenario classic >"$work/out" 2>&1) &&
+        grep -q "verdict: PASS" "$work/out"; then
+        ok "the installed python3 -m ddpsim_torch checks torch's DDP"
+    else
+        bad "the installed python3 -m ddpsim_torch: $(tail -3 "$work/out")"
+    fi
+fi
 exit $fail

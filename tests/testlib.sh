@@ -10,11 +10,11 @@ trap 'rm -f "$out" "$err"' EXIT
 
 ok() { pass=$((pass + 1)); echo "PASS: $1"; }
 bad() { fail=$((fail + 1)); echo "FAIL: $1"; sed 's/^/  stdout: /' "$out"; sed 's/^/  stderr: /' "$err"; }
-# expect CODE PATTERN-IN-OUTPUT DESCRIPTION -- ARGS...: ddpsim ARGS exits CODE and prints PATTERN
-expect() {
+# expect_cmd CODE PATTERN-IN-OUTPUT DESCRIPTION -- COMMAND...: COMMAND exits CODE and prints PATTERN
+expect_cmd() {
     code=$1 pattern=$2 what=$3
     shift 4
-    "$DDPSIM" "$@" >"$out" 2>"$err"
+    "$@" >"$out" 2>"$err"
     got=$?
     if [ "$got" -ne "$code" ]; then
         bad "$what: exit $got, expected $code"
@@ -23,6 +23,13 @@ expect() {
     else
         ok "$what"
     fi
+}
+
+# expect CODE PATTERN-IN-OUTPUT DESCRIPTION -- ARGS...: ddpsim ARGS exits CODE and prints PATTERN
+expect() {
+    code=$1 pattern=$2 what=$3
+    shift 4
+    expect_cmd "$code" "$pattern" "$what" -- "$DDPSIM" "$@"
 }
 
 finish() {

@@ -1,0 +1,77 @@
+"""python3 -m ddpsim_torch --ranks N --wrap MODULE:FUNC [options]: check a
+PyTorch DDP wrapper against ddpsim's reference DDP. Exit status as
+ddpsim's: 0 pass, 1 divergence, 2 bad input, 3 fault (a rank failed, a
+deadlock, the watchdog), 4 nothing verified."""
+import argparse
+import sys
+
+
+def parser():
+    p = argparse.ArgumentParser(
+        prog="python3 -m ddpsim_torch",
+        description="Check a PyTorch DDP wrapper against ddpsim's reference DDP (PyTorch's semantics). The ranks "
+                    "run on gloo through the wrapper's own forward, no_sync() and backward; a shadow copy of the "
+                    "module computes every micro-step's plain local gradient; `ddpsim check` replays the "
+                    "reference on the recording and compares at every grab.",
+        epilog="The wrap function receives the module (the process group already initialised) and returns the "
+               "wrapped module, which must have a no_sync() context manager; it also gets "
+               "find_unused_parameters, bucket_cap_mb and gradient_as_bucket_view when it accepts them "
+               "(torch.nn.parallel:DistributedDataParallel needs no adapter). Without --schedule, --scenario or "
+               "--model the whole scenario battery runs. Exit status: 0 pass, 1 divergence, 2 bad input, "
+               "3 fault (a rank failed, a deadlock, the watchdog), 4 nothing verified.")
+    p.add_argument("--wrap", required=True, metavar="MODULE:FUNC",
+                   help="the DDP wrapper: MODULE:FUNC or path/to/file.py:FUNC")
+    p.add_argument("--ranks", "-n", type=int,
+                   help="rank processes (default 2; under torchrun the ranks it started)")
+    p.add_argument("--model", "-m", metavar="SPEC",
+                   help="ddpsim's model (mlp:IN-H-...-OUT, branchy, attn; default mlp:32-64-64-16) or yours, "
+                        "MODULE:FUNC returning a torch.nn.Module")
+    p.add_argument("--data", metavar="MODULE:FUNC", help="with your model: batch(rank, index) -> (inputs, targets)")
+    p.add_argument("--loss", metavar="MODULE:FUNC",
+                   help="with your model: loss(output, targets) (default: cross-entropy for integer targets, "
+                        "mean squared error otherwise)")
+    p.add_argument("--schedule", "-s", metavar="SPEC", help="ddpsim's schedule grammar (ddpsim --help)")
+    p.add_argument("--scenario", metavar="NAME", help="one scenario of the battery (ddpsim --scenarios)")
+    p.add_argument("--seed", "-S", type=int, default=1, help="seed of init and data (default 1)")
+    p.add_argument("--batch", "-b", type=int, default=4, help="rows per micro-batch of ddpsim's models (default 4)")
+    p.add_argument("--lr", type=float, default=0.1, help="SGD learning rate (default 0.1)")
+    p.add_argument("--find-unused", action="store_true", help="find_unused_parameters=True")
+    p.add_argument("--bucket-view", action="store_true", help="gradient_as_bucket_view=True")
+    p.add_argument("--bucket-cap", metavar="SIZE", help="bucket cap in bytes, K/M suffixes (default 25M)")
+    p.add_argument("--zero-grad", choices=("zeros", "none"),
+                   help="what zero_grad does: fill zeros or None (default: this torch's optimizer.zero_grad())")
+    p.add_argument("--tolerance", "-T", metavar="TOL",
+                   help="as ddpsim check: bitwise | order | ulp:N | rtol=X,atol=Y (default bitwise at 2 ranks, "
+                        "order above)")
+    p.add_argument("--timeout", "-t", type=float, default=60.0,
+                   help="watchdog: stop when no rank progresses for SEC s (default 60; 0 off)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads per rank (default 1)")
+    p.add_argument("--keep", metavar="DIR", help="keep the recordings in DIR (ddpsim check DIR/<scenario>/record)")
+    p.add_argument("--ddpsim", metavar="PATH", help="the ddpsim program (default: $DDPSIM, the installed one)")
+    p.add_argument("--quiet", "-q", action="store_true", help="print only the verdict and the first divergence")
+    return p
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    from . import api, torchrun  # after parsing: --help does not wait for torch
+    kw = dict(wrap=args.wrap, model=args.model, data=args.data, loss=args.loss, schedule=args.schedule,
+              scenario=args.scenario, seed=args.seed, batch=args.batch, lr=args.lr, tolerance=args.tolerance,
+              timeout=args.timeout, find_unused=args.find_unused, bucket_view=args.bucket_view,
+              bucket_cap=args.bucket_cap, zero_grad=args.zero_grad, threads=args.threads, keep=args.keep,
+              ddpsim_path=args.ddpsim)
+    if torchrun.launched_by_torchrun():
+        return api.check_under_torchrun(ranks=args.ranks, **kw)
+    r = api.check(ranks=2 if args.ranks is None else args.ranks, **kw)
+    text = r.report
+    if args.quiet:
+        text = "".join(line + "\n" for line in text.splitlines()
+                       if line.startswith(("# verdict", "# first divergence", "# ranks disagree")))
+    out = sys.stdout if r.exit_code in (0, 1, 4) else sys.stderr
+    out.write(text)
+    out.flush()
+    return r.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,271 @@
+"""check(): the whole check of a DDP wrapper, as one call (the pytest
+entry point, and what `python3 -m ddpsim_torch` runs)."""
+import os
+import shlex
+import shutil
+import tempfile
+import time
+
+import torch
+
+from . import ddpsim, launch, loading, semantics, torchrun, twins
+from .loading import BadInput
+from .result import Result, battery_result
+
+__all__ = ["check"]
+
+DEFAULT_MODEL = "mlp:32-64-64-16"
+SCRATCH_MIN_FREE = 4 << 30  # bytes free in /dev/shm before a recording goes there
+
+
+def _run_args(ranks, seed, batch, lr, model, schedule, scenario, find_unused, bucket_view, bucket_cap):
+    """ddpsim's options for --prepare: the schedule, scenario and DDP options it checks and expands."""
+    args = ["--ranks", str(ranks), "--seed", str(seed), "--lr", repr(float(lr))]
+    if scenario:
+        args += ["--scenario", scenario]
+    else:
+        if twins.is_ddpsim_spec(model):
+            args += ["--model", model, "--batch", str(batch)]
+        else:
+            args += ["--model", "mlp:1-1", "--batch", "1"]  # a user model: only the ops and options are used
+        args += ["--schedule", schedule or "2*( 2*( nosync{fwd bwd} grab ) fwd bwd grab step zero fwd bwd grab "
+                 "step zero )"]
+    if find_unused:
+        args.append("--find-unused")
+    if bucket_view:
+        args.append("--bucket-view")
+    if bucket_cap is not None:
+        args += ["--bucket-cap", str(bucket_cap)]
+    return args
+
+
+def check(wrap, ranks=2, model=None, data=None, loss=None, schedule=None, scenario=None, seed=1, batch=4, lr=0.1,
+          tolerance=None, timeout=60.0, find_unused=False, bucket_view=False, bucket_cap=None, zero_grad=None,
+          threads=1, keep=None, ddpsim_path=None):
+    """Check the DDP wrapper `wrap` against ddpsim's reference DDP; returns a Result (never raises for the
+    verdict: bad input is Result.exit_code 2, a fault 3).
+
+    wrap: a function (or 'MODULE:FUNC', 'path/file.py:FUNC') taking the module (the ranks' gloo process
+      group already initialised) and returning the wrapped module, which must have no_sync(); it gets
+      find_unused_parameters, bucket_cap_mb and gradient_as_bucket_view when it accepts them.
+    model: a ddpsim spec ('mlp:32-64-64-16', 'branchy', 'attn'; the default mlp) or a function returning a
+      torch.nn.Module (called after torch.manual_seed(seed) on every rank), with data(rank, index) ->
+      (inputs, targets) and optionally loss(output, targets).
+    schedule / scenario: ddpsim's schedule grammar or one scenario; neither: the whole scenario battery
+      (each scenario's ops and options on a user model).
+    tolerance: as `ddpsim check` (default bitwise with 2 ranks, the order bound above).
+    zero_grad: None (this torch's optimizer.zero_grad() default), 'zeros' or 'none'.
+    keep: a directory to keep the recordings in (default: a temporary one, removed)."""
+    args = dict(wrap=wrap, ranks=ranks, model=model, data=data, loss=loss, schedule=schedule, scenario=scenario,
+                seed=seed, batch=batch, lr=lr, tolerance=tolerance, timeout=timeout, find_unused=find_unused,
+                bucket_view=bucket_view, bucket_cap=bucket_cap, zero_grad=zero_grad, threads=threads, keep=keep,
+                ddpsim_path=ddpsim_path)
+    plan = None
+    try:
+        plan = Plan(args)
+        if torchrun.launched_by_torchrun():
+            raise BadInput("check() runs its own ranks; under torchrun run python3 -m ddpsim_torch")
+        try:
+            outcomes, timing = launch.run(plan.cfg, ranks, timeout, [j["name"] for j in plan.jobs])
+        except BadInput as e:
+            return Result.failed(2, "BAD INPUT", str(e), plan.header, plan.command)
+        return plan.finish(outcomes, timing)
+    except BadInput as e:
+        return Result.failed(2, "BAD INPUT", str(e), plan.header if plan else "", plan.command if plan else None)
+    finally:
+        if plan:
+            plan.close()
+
+
+def check_under_torchrun(**args):
+    """The same check as the ranks torchrun started (torchrun.py); returns the exit code."""
+    holder = []
+
+    def plan(nranks):
+        if args["ranks"] not in (None, nranks):
+            raise BadInput("--ranks %d, but torchrun started %d ranks" % (args["ranks"], nranks))
+        p = Plan(dict(args, ranks=nranks))
+        holder.append(p)
+        return p.cfg, p.finish
+    try:
+        return torchrun.run(plan, args["timeout"])
+    finally:
+        for p in holder:
+            p.close()
+
+
+class Plan:
+    """Everything decided before any rank starts: the options checked, the wrap function importable, every
+    job's inputs prepared by ddpsim, the header and the command that replays it."""
+
+    def __init__(self, a):
+        self.a = a
+        self.root = None
+        self.header, self.command = "", None
+        self.binary = ddpsim.find(a["ddpsim_path"])
+        if not isinstance(a["ranks"], int) or not 1 <= a["ranks"] <= 64:
+            raise BadInput("--ranks %r: 1..64 ranks" % (a["ranks"],))
+        if not isinstance(a["threads"], int) or a["threads"] < 1:
+            raise BadInput("--threads %r: at least 1" % (a["threads"],))
+        self.wrap = loading.as_spec(a["wrap"], "--wrap")
+        loading.load(self.wrap, "--wrap")  # importable and callable, before any rank starts
+        self.model = loading.as_spec(a["model"], "--model") or DEFAULT_MODEL
+        self.data, self.loss = loading.as_spec(a["data"], "--data"), loading.as_spec(a["loss"], "--loss")
+        self.user_model = not twins.is_ddpsim_spec(self.model)
+        self._check_model()
+        if a["zero_grad"] not in (None, "zeros", "none"):
+            raise BadInput("--zero-grad %s: zeros or none (default: this torch's zero_grad())" % a["zero_grad"])
+        self.rule = semantics.find_unused_rule()
+        self.zero = semantics.zero_grad_default() if a["zero_grad"] is None else (
+            "set_to_none" if a["zero_grad"] == "none" else "fill_zeros")
+        self.command = _command(self.wrap, a)
+        self.many = a["schedule"] is None and a["scenario"] is None and (a["model"] is None or self.user_model)
+        self.keep = a["keep"]
+        if self.keep and os.path.exists(self.keep) and os.listdir(self.keep):
+            raise BadInput("--keep %s: not empty (the recordings need a directory of their own)" % self.keep)
+        self.root = os.path.abspath(self.keep) if self.keep else tempfile.mkdtemp(prefix="ddpsim_torch-",
+                                                                                  dir=_scratch())
+        try:
+            self._prepare()
+        except BaseException:
+            self.close()  # nothing of a plan that failed stays behind
+            raise
+
+    def _prepare(self):
+        a = self.a
+        os.makedirs(self.root, exist_ok=True)
+        self.jobs, skipped = [], []
+        names = ddpsim.scenarios(self.binary) if self.many else [a["scenario"] or "schedule"]
+        for name in names:
+            job = self._job(name)
+            if self.user_model and any(j["ops"] == job["ops"] and j["ddp"] == job["ddp"] for j in self.jobs):
+                skipped.append(name)  # the same ops and options on the user's model: nothing new
+                continue
+            self.jobs.append(job)
+        self.many = self.many or len(self.jobs) > 1
+        self.cfg = {"wrap": self.wrap, "impl": self.wrap.rpartition(":")[2], "threads": a["threads"],
+                    "jobs": self.jobs, "first_job": 0,
+                    "recorded_by": "ddpsim_torch %s, torch %s (gloo)" % (_version(), torch.__version__)}
+        self.header = self._header(skipped)
+
+    def _check_model(self):
+        if self.user_model:
+            loading.load(self.model, "--model")
+            if self.data is None:
+                raise BadInput("--model %s is a user model: give --data MODULE:FUNC, batch(rank, index) -> "
+                               "(inputs, targets)" % self.model)
+            loading.load(self.data, "--data")
+            if self.loss is not None:
+                loading.load(self.loss, "--loss")
+        elif self.data is not None or self.loss is not None:
+            raise BadInput("--data and --loss go with a user model (--model MODULE:FUNC); ddpsim's models bring "
+                           "their own batches and loss")
+
+    def _job(self, name):
+        a = self.a
+        d = os.path.join(self.root, name)
+        prep = ddpsim.prepare(self.binary, os.path.join(d, "inputs"), _run_args(
+            a["ranks"], a["seed"], a["batch"], a["lr"], self.model, a["schedule"],
+            name if name != "schedule" else None, a["find_unused"], a["bucket_view"], a["bucket_cap"]))
+        ddp = {k: prep["ddp"][k] for k in ("bucket_cap", "first_bucket_cap", "find_unused_parameters",
+                                           "gradient_as_bucket_view")}
+        ddp["find_unused_rule"] = self.rule
+        return {"name": name, "inputs": os.path.join(d, "inputs"), "record": os.path.join(d, "record"),
+                "model": self.model if self.user_model else prep["model"], "ops": prep["ops"], "ddp": ddp,
+                "lr": prep["lr"], "zero_grad": self.zero, "seed": a["seed"], "data": self.data, "loss": self.loss}
+
+    def finish(self, outcomes, timing=None):
+        """ddpsim check on every job's recording (a job a fault stopped keeps its fault): the Result."""
+        if len(self.jobs) == 1 and outcomes[0] is not None:
+            return Result.failed(3, "FAULT", str(outcomes[0]), self.header, self.command)
+        results = []
+        t0 = time.monotonic()
+        for job, fault in zip(self.jobs, outcomes):
+            replay = self.command + (" --scenario " + job["name"] if self.many else "")
+            if fault is not None:
+                r = Result.failed(3, "FAULT", str(fault), "", replay)
+                r.name = job["name"]
+                results.append(r)
+                continue
+            code, text, report = ddpsim.check(self.binary, job["record"], self.a["tolerance"], self.a["timeout"],
+                                              os.path.join(os.path.dirname(job["record"]), "report.json"))
+            if not self.keep:  # the recording goes with the temporary directory: replay the whole check instead
+                text = "".join(line + "\n" if not line.startswith("# replay: ") else "# replay: %s\n" % replay
+                               for line in text.splitlines())
+            results.append(Result.from_check(job["name"], code, text, report, job["record"] if self.keep else None))
+        timing = dict(timing or {}, check_s=time.monotonic() - t0)
+        line = ""
+        if "ranks_s" in timing:
+            line = ("# ddpsim_torch time: the ranks %.2f s (in the slowest rank the shadow's forwards and backwards "
+                    "%.2f s, recording %.2f s), ddpsim check %.2f s\n" % (
+                        timing["ranks_s"], timing["shadow_s"], timing["record_s"], timing["check_s"]))
+        if not self.many:
+            r = results[0]
+            r.report = self.header + r.report + line
+        else:
+            r = battery_result(results, self.header)
+            r.report += line
+        r.timing = timing
+        return r
+
+    def close(self):
+        if self.root and not self.keep:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def _header(self, skipped):
+        a = self.a
+        lines = ["# ddpsim_torch %s (%s): torch %s, %d ranks on gloo, wrap %s" % (
+            _version(), ddpsim.version(self.binary), torch.__version__, a["ranks"], self.wrap)]
+        lines.append("# semantics of torch %d.%d: %s" % (
+            semantics.torch_version() + (semantics.describe(self.rule, self.zero),)))
+        what = ("the scenario battery (%d scenarios)" % len(self.jobs)) if self.many else (
+            "scenario %s" % a["scenario"] if a["scenario"] else "schedule %s" % (a["schedule"] or "classic"))
+        if self.user_model:
+            models = "model %s (yours)" % self.model
+        elif self.many:
+            models = "each scenario's model (the twins of ddpsim's)"
+        else:
+            models = "model %s (the twin of ddpsim's)" % self.jobs[0]["model"]
+        lines.append("# %s; %s; tolerance %s" % (
+            models, what, a["tolerance"] or "bitwise at 2 ranks, order above (ddpsim check's default)"))
+        if skipped:
+            lines.append("# on your model, %s repeat%s another scenario's ops and options: not run again" % (
+                ", ".join(skipped), "" if len(skipped) > 1 else "s"))
+        if self.keep:
+            lines.append("# recordings kept in %s (ddpsim check %s/<scenario>/record)" % (self.root, self.root))
+        return "\n".join(lines) + "\n"
+
+
+def _scratch():
+    """Where a recording that is not kept goes: memory (/dev/shm) when it has room, writing there is several
+    times faster than to a disk's page cache; else the temporary directory ($TMPDIR)."""
+    shm = "/dev/shm"
+    try:
+        st = os.statvfs(shm)
+        if os.access(shm, os.W_OK) and st.f_bavail * st.f_frsize >= SCRATCH_MIN_FREE:
+            return shm
+    except OSError:
+        pass
+    return None
+
+
+def _command(wrap, a):
+    """The command line that runs this check again."""
+    args = ["python3", "-m", "ddpsim_torch", "--ranks", str(a["ranks"]), "--wrap", wrap]
+    for flag, key, default in (("--model", "model", None), ("--data", "data", None), ("--loss", "loss", None),
+                               ("--schedule", "schedule", None), ("--scenario", "scenario", None),
+                               ("--seed", "seed", 1), ("--batch", "batch", 4), ("--lr", "lr", 0.1),
+                               ("--tolerance", "tolerance", None), ("--bucket-cap", "bucket_cap", None),
+                               ("--zero-grad", "zero_grad", None)):
+        value = a[key]
+        if key in ("model", "data", "loss"):
+            value = loading.as_spec(value, "--" + key)
+        if value is not None and value != default:
+            args += [flag, str(value)]
+    args += [f for f, on in (("--find-unused", a["find_unused"]), ("--bucket-view", a["bucket_view"])) if on]
+    return " ".join(shlex.quote(x) for x in args)
+
+
+def _version():
+    from . import __version__
+    return __version__

@@ -1,0 +1,158 @@
+"""Starting N rank processes (torch.multiprocessing, spawn) on one gloo
+process group and supervising them: a rank's error (bad input or a fault)
+stops every rank at once; a rank that finished its schedule while the
+others make no progress is a deadlock, named; no progress at all for
+--timeout seconds is the watchdog. Every rank is killed and reaped before
+this returns, whatever happened."""
+import os
+import queue
+import tempfile
+import time
+
+import torch.multiprocessing as mp
+
+from . import rank as rank_mod
+from .loading import BadInput
+
+
+class Fault(Exception):
+    """The run broke (exit 3): a rank failed or died, a deadlock, the watchdog."""
+
+
+# A rank blocked in a collective that its peers never join stays blocked, and idle; a slow op ends, and
+# computes meanwhile. After a rank has finished, the others are deadlocked when none has progressed for this
+# many times the slowest op any rank has taken so far (at least DEADLOCK_MIN_S) while using almost no CPU.
+DEADLOCK_SLOW_OPS = 4.0
+DEADLOCK_MIN_S = 2.0
+IDLE_CPU_SHARE = 0.05
+
+
+def _cpu_seconds(pid):
+    """The CPU time the process has used (user + system, every thread), from /proc; None where unknown."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / float(os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _where(progress, r, ops_of):
+    row = r * rank_mod.ROW
+    job, op = int(progress[row + rank_mod.JOB]), int(progress[row + rank_mod.OP])
+    ops = ops_of(job)
+    if op < 0:
+        return "setting up"
+    return "op %d (%s)" % (op, ops[op]) if op < len(ops) else "the end"
+
+
+def run(cfg, nranks, timeout, job_names):
+    """Run cfg's jobs on nranks ranks; returns one outcome per job, None (it ran to its end) or the Fault that
+    stopped it, and the time the ranks took: {"ranks_s", "shadow_s", "record_s"} (the last two the largest
+    rank's). A fault ends that job's processes; the jobs after it run on fresh ones. Raises BadInput (a rank
+    found the input unusable: every job would)."""
+    outcomes, first = [], 0
+    timing = {"ranks_s": 0.0, "shadow_s": 0.0, "record_s": 0.0}
+    while first < len(cfg["jobs"]):
+        t0 = time.monotonic()
+        done, fault = _run_from(cfg, nranks, timeout, job_names, first, timing)
+        timing["ranks_s"] += time.monotonic() - t0
+        outcomes += [None] * (done - first)
+        if fault is None:
+            break
+        outcomes.append(fault)
+        first = done + 1
+    return outcomes, timing
+
+
+def _run_from(cfg, nranks, timeout, job_names, first, timing):
+    """Jobs first.. on fresh rank processes: (the first job not completed, its Fault or None)."""
+    ctx = mp.get_context("spawn")
+    progress = ctx.Array("d", [0.0] * (nranks * rank_mod.ROW), lock=False)
+    for r in range(nranks):
+        progress[r * rank_mod.ROW + rank_mod.JOB] = first
+    errors = ctx.Queue()
+    barrier = ctx.Barrier(nranks)
+    with tempfile.TemporaryDirectory(prefix="ddpsim_torch-store-") as store_dir:
+        cfg = dict(cfg, store=os.path.join(store_dir, "store"), timeout=timeout, first_job=first)
+        procs = [ctx.Process(target=rank_mod.main, args=(r, nranks, cfg, progress, errors, barrier), daemon=True)
+                 for r in range(nranks)]
+        try:
+            for p in procs:
+                p.start()
+            _supervise(procs, progress, errors, timeout, lambda j: cfg["jobs"][j]["ops"], job_names)
+            return len(cfg["jobs"]), None
+        except Fault as e:
+            return min(int(progress[r * rank_mod.ROW + rank_mod.JOB]) for r in range(nranks)), e
+        finally:
+            for p in procs:
+                if p.is_alive():
+                    p.kill()
+            for p in procs:
+                p.join()
+            errors.close()
+            for key, col in (("shadow_s", rank_mod.SHADOW_S), ("record_s", rank_mod.RECORD_S)):
+                timing[key] += max(progress[r * rank_mod.ROW + col] for r in range(nranks))
+
+
+def _idle(procs, ranks, cpu_then, seconds):
+    """Whether every one of ranks used less than IDLE_CPU_SHARE of a core since the last progress."""
+    for r in ranks:
+        now = _cpu_seconds(procs[r].pid)
+        if now is None or cpu_then[r] is None or now - cpu_then[r] > IDLE_CPU_SHARE * seconds:
+            return False
+    return True
+
+
+def _supervise(procs, progress, errors, timeout, ops_of, job_names):
+    n = len(procs)
+    seen = [None] * n
+    last_change = time.monotonic()
+    cpu_then = [None] * n
+    while True:
+        try:
+            kind, r, message = errors.get(timeout=0.05)
+            for p in procs:
+                p.kill()  # the others may wait in a collective for the rank that failed
+            if kind == "bad":
+                raise BadInput(message)
+            raise Fault("rank %d failed: %s" % (r, message))
+        except queue.Empty:
+            pass
+        now = time.monotonic()
+        state = [tuple(progress[r * rank_mod.ROW:(r + 1) * rank_mod.ROW]) for r in range(n)]
+        if state != seen:
+            seen, last_change = state, now
+            cpu_then = [_cpu_seconds(p.pid) for p in procs]
+        codes = [p.exitcode for p in procs]
+        if all(c == 0 for c in codes):
+            return
+        for r, c in enumerate(codes):
+            if c not in (None, 0):
+                time.sleep(0.2)  # its message may still be on the way
+                try:
+                    kind, r2, message = errors.get_nowait()
+                    if kind == "bad":
+                        raise BadInput(message)
+                    raise Fault("rank %d failed: %s" % (r2, message))
+                except queue.Empty:
+                    pass
+                how = "was killed by signal %d" % -c if c < 0 else "exited with code %d" % c
+                raise Fault("rank %d %s in %s" % (r, how, _where(progress, r, ops_of)))
+        done = [r for r in range(n) if progress[r * rank_mod.ROW + rank_mod.STATE] != rank_mod.RUNNING]
+        slowest = max(progress[r * rank_mod.ROW + rank_mod.SLOWEST] for r in range(n))
+        grace = min(timeout, max(DEADLOCK_MIN_S, DEADLOCK_SLOW_OPS * slowest)) if timeout > 0 else \
+            max(DEADLOCK_MIN_S, DEADLOCK_SLOW_OPS * slowest)
+        waiting = [r for r in range(n) if r not in done]
+        if done and waiting and now - last_change > grace and _idle(procs, waiting, cpu_then, now - last_change):
+            job = int(progress[done[0] * rank_mod.ROW + rank_mod.JOB])
+            plural = lambda rs: ("ranks " if len(rs) > 1 else "rank ") + ", ".join(map(str, rs))
+            raise Fault("deadlock: %s finished %s while %s wait%s, idle, with no progress for %.1f s (%s): a "
+                        "collective that %s never joined" % (
+                            plural(done), job_names[job], plural(waiting), "" if len(waiting) > 1 else "s",
+                            now - last_change,
+                            ", ".join("rank %d in %s" % (r, _where(progress, r, ops_of)) for r in waiting),
+                            plural(done)))
+        if timeout > 0 and now - last_change > timeout:
+            raise Fault("watchdog: no rank progressed for %g s: %s" % (
+                timeout, "; ".join("rank %d %s" % (r, _where(progress, r, ops_of)) for r in range(n))))

@@ -1,0 +1,235 @@
+"""One rank of a check: build the model, hand it to the user's wrapper, run
+the schedule through the wrapper's own forward, no_sync() and backward, and
+record (record.py) the wrapper's .grad at every grab and its parameters
+after every step, and every micro-step's plain local gradient, computed by
+a shadow copy of the module without DDP, with the same parameters and the
+same batch. The semantics are not here: `ddpsim check` replays the C
+reference on what this records."""
+import copy
+import ctypes
+import datetime
+import hashlib
+import inspect
+import os
+import signal
+import time
+import traceback
+
+import torch
+import torch.distributed as dist
+
+from . import loading, record, twins
+from .loading import BadInput
+
+# Shared progress, one row per rank (launch.py reads it).
+ROW = 6
+OP, STATE, SLOWEST, JOB, SHADOW_S, RECORD_S = range(ROW)
+RUNNING, JOB_DONE, FINISHED = 0.0, 1.0, 2.0
+
+# The keyword arguments of DistributedDataParallel a wrap function may take, from the run's options.
+DDP_KWARGS = ("find_unused_parameters", "bucket_cap_mb", "gradient_as_bucket_view")
+
+
+def _die_with_parent():
+    """Linux: the kernel kills this rank when the launcher dies, however it dies (no rank left behind)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def wrap_kwargs(wrap, ddp):
+    """The DDP options the wrap function accepts (by name, or all of them through **kwargs)."""
+    values = {"find_unused_parameters": ddp["find_unused_parameters"],
+              "bucket_cap_mb": ddp["bucket_cap"] / (1024.0 * 1024.0),
+              "gradient_as_bucket_view": ddp["gradient_as_bucket_view"]}
+    try:
+        sig = inspect.signature(wrap)
+    except (TypeError, ValueError):
+        return {}
+    if any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values()):
+        return values
+    return {k: v for k, v in values.items() if k in sig.parameters}
+
+
+def _digest(t):
+    return hashlib.sha1(t.detach().to("cpu").contiguous().numpy().tobytes()).hexdigest()
+
+
+def check_same_start(named, rank, nranks):
+    """Every rank's parameters the same bits before the wrapper sees them: a model built differently per rank
+    is bad input (DDP's broadcast would hide it, and the recorded init would be rank 0's alone)."""
+    mine = [(n, _digest(p)) for n, p in named]
+    every = [None] * nranks
+    dist.all_gather_object(every, mine)
+    for r in range(1, nranks):
+        for (name, d0), (_, dr) in zip(every[0], every[r]):
+            if d0 != dr:
+                raise BadInput("the model's parameters differ across ranks at the start: %s on rank %d is not rank "
+                               "0's (build the model from a seed, or load the same weights on every rank)" % (name, r))
+        if len(every[r]) != len(every[0]):
+            raise BadInput("the model has %d parameter tensors on rank 0 and %d on rank %d" %
+                           (len(every[0]), len(every[r]), r))
+
+
+def map_params(module, names, wrapped):
+    """The wrapper's parameters in the order of `names`: the module's own tensors when the wrapper keeps them
+    (DDP, a thunder-style wrapper), else the wrapper's parameter whose name ends with the module's."""
+    own = [p for _, p in module.named_parameters()]
+    theirs = list(wrapped.parameters()) if hasattr(wrapped, "parameters") else []
+    ids = {id(p) for p in theirs}
+    if theirs and all(id(p) in ids for p in own):
+        return own
+    named = list(wrapped.named_parameters()) if hasattr(wrapped, "named_parameters") else []
+    out = []
+    for n, p in zip(names, own):
+        match = [q for wn, q in named if (wn == n or wn.endswith("." + n)) and q.shape == p.shape]
+        if len(match) != 1:
+            raise BadInput("the wrapped module's parameters cannot be matched to the model's: %s has %d candidates "
+                           "among the wrapper's named_parameters()" % (n, len(match)))
+        out.append(match[0])
+    return out
+
+
+class Rank:
+    def __init__(self, rank, nranks, cfg, progress):
+        self.rank, self.nranks, self.cfg, self.progress = rank, nranks, cfg, progress
+        self.row = rank * ROW
+
+    def mark(self, job, op, state=RUNNING):
+        self.progress[self.row + JOB] = job
+        self.progress[self.row + OP] = op
+        self.progress[self.row + STATE] = state
+
+    def build(self, job):
+        """The module (twin with ddpsim's init, or the user's), its data and its loss."""
+        model = job["model"]
+        if twins.is_ddpsim_spec(model):
+            module = twins.build(model)
+            twins.load_init(module, os.path.join(job["inputs"], "init"))
+            return (module, lambda i: twins.batch(model, job["inputs"], self.rank, i), twins.default_loss)
+        torch.manual_seed(job["seed"])
+        module = loading.load(model, "--model")()
+        if not isinstance(module, torch.nn.Module):
+            raise BadInput("--model %s returned a %s, not a torch.nn.Module" % (model, type(module).__name__))
+        data = loading.load(job["data"], "--data")
+        loss = loading.load(job["loss"], "--loss") if job["loss"] else twins.default_loss
+
+        def batch(i):
+            got = data(self.rank, i)
+            if not isinstance(got, (tuple, list)) or len(got) != 2:
+                raise BadInput("--data %s: batch(%d, %d) must return (inputs, targets)" % (job["data"], self.rank, i))
+            inputs, targets = got
+            return (tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)), targets
+        return module, batch, loss
+
+    def wrap(self, module, job):
+        fn = loading.load(self.cfg["wrap"], "--wrap")
+        wrapped = fn(module, **wrap_kwargs(fn, job["ddp"]))
+        if wrapped is None:
+            raise BadInput("--wrap %s returned None; it must return the wrapped module" % self.cfg["wrap"])
+        if not callable(getattr(wrapped, "no_sync", None)):
+            raise BadInput("--wrap %s returned a %s without no_sync(): the wrapped module must have a no_sync() "
+                           "context manager, as DistributedDataParallel has" % (self.cfg["wrap"],
+                                                                                 type(wrapped).__name__))
+        if not callable(wrapped):
+            raise BadInput("--wrap %s returned a %s that cannot be called as the module" %
+                           (self.cfg["wrap"], type(wrapped).__name__))
+        return wrapped
+
+    def run_job(self, j, job):
+        self.mark(j, -1)
+        module, batch, loss_fn = self.build(job)
+        named = list(module.named_parameters())
+        names = [n for n, _ in named]
+        check_same_start(named, self.rank, self.nranks)
+        shadow = copy.deepcopy(module)
+        shadow_params = [p for _, p in shadow.named_parameters()]
+        root = job["record"]
+        impl = record.safe_name(self.cfg["impl"])
+        if self.rank == 0:
+            record.write_tensors(os.path.join(root, "init"), named)
+            record.write_manifest(root, self.nranks, impl, self.cfg["recorded_by"], job["model"], named,
+                                  job["ddp"], job["zero_grad"], job["lr"], job["ops"])
+        wrapped = self.wrap(module, job)
+        params = map_params(module, names, wrapped)
+        optimizer = torch.optim.SGD(params, lr=job["lr"])
+        rec = record.Recorder(root, self.rank, impl)
+        contexts, pending, nfwd = [], None, 0
+        set_to_none = job["zero_grad"] == "set_to_none"
+        for i, op in enumerate(job["ops"]):
+            self.mark(j, i)
+            t0 = time.monotonic()
+            if op == "enter":
+                cm = wrapped.no_sync()
+                cm.__enter__()
+                contexts.append(cm)
+            elif op == "exit":
+                contexts.pop().__exit__(None, None, None)
+            elif op == "fwd":
+                inputs, targets = batch(nfwd)
+                nfwd += 1
+                pending = (inputs, targets, loss_fn(wrapped(*inputs), targets))
+            elif op == "bwd":
+                inputs, targets, loss = pending
+                loss.backward()
+                t1 = time.monotonic()
+                for p in shadow_params:
+                    p.grad = None
+                loss_fn(shadow(*inputs), targets).backward()
+                t2 = time.monotonic()
+                rec.local(names, [p.grad for p in shadow_params])
+                self.progress[self.row + SHADOW_S] += t2 - t1
+                self.progress[self.row + RECORD_S] += time.monotonic() - t2
+            elif op == "grab":
+                t1 = time.monotonic()
+                rec.grads(names, params)
+                self.progress[self.row + RECORD_S] += time.monotonic() - t1
+            elif op == "zero":
+                optimizer.zero_grad(set_to_none=set_to_none)
+            elif op == "step":
+                optimizer.step()
+                t1 = time.monotonic()
+                with torch.no_grad():
+                    for s, p in zip(shadow_params, params):
+                        s.copy_(p)
+                rec.params(names, params)
+                self.progress[self.row + RECORD_S] += time.monotonic() - t1
+            took = time.monotonic() - t0
+            if took > self.progress[self.row + SLOWEST]:
+                self.progress[self.row + SLOWEST] = took
+        rec.params(names, params, end=True)
+        del wrapped, optimizer
+
+
+def _report(errors, message, code):
+    errors.put(message)
+    errors.close()
+    errors.join_thread()  # the message is in the pipe before the process goes
+    os._exit(code)
+
+
+def main(rank, nranks, cfg, progress, errors, barrier):
+    """The rank process: every job in turn, a barrier (not a collective) between jobs; an error goes to the
+    launcher as ("bad" | "fault", rank, message) and the rank exits non-zero."""
+    _die_with_parent()
+    torch.set_num_threads(cfg["threads"])
+    r = Rank(rank, nranks, cfg, progress)
+    try:
+        dist.init_process_group("gloo", init_method="file://" + cfg["store"], rank=rank, world_size=nranks,
+                                timeout=datetime.timedelta(seconds=max(cfg["timeout"], 1.0) + 30))
+        for j in range(cfg["first_job"], len(cfg["jobs"])):
+            job = cfg["jobs"][j]
+            r.run_job(j, job)
+            r.mark(j, len(job["ops"]), JOB_DONE)
+            barrier.wait()
+        r.mark(len(cfg["jobs"]) - 1, 0, FINISHED)
+    except BadInput as e:
+        _report(errors, ("bad", rank, str(e)), 2)
+    except BaseException as e:  # anything else the user's code or torch raised: a fault, said with where
+        tb = traceback.extract_tb(e.__traceback__)
+        where = ("%s:%d" % (os.path.basename(tb[-1].filename), tb[-1].lineno)) if tb else "?"
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        _report(errors, ("fault", rank, "%s: %s (at %s)" % (type(e).__name__, first, where)), 3)
+    os._exit(0)  # not the interpreter's teardown: the process group is left to the launcher

@@ -1,0 +1,94 @@
+"""Writing a recorded run, the layout `ddpsim check DIR` reads
+(doc/REFERENCE.md, "Recorded runs"; engine/io/record.h):
+
+  DIR/manifest.json                       what was run
+  DIR/init/<param>.npy                    the parameters every rank started from
+  DIR/rank<r>/micro<m>/used.json          the parameters backward m gave a gradient
+  DIR/rank<r>/micro<m>/<param>.npy        that local gradient, micro-step m's alone
+  DIR/<impl>/rank<r>/grab<k>/<param>.npy  the implementation's .grad at grab k (None as zeros)
+  DIR/<impl>/rank<r>/step<s>/<param>.npy  its parameters after step s
+  DIR/<impl>/rank<r>/end/<param>.npy      its parameters at the end
+
+Every array float32, C order, its parameter's shape.
+"""
+import json
+import os
+import re
+
+import numpy as np
+import torch
+
+
+def safe_name(name):
+    """A directory name for the implementation: no '/', not a rank's or init's."""
+    name = re.sub(r"[^A-Za-z0-9_.+-]", "_", name).lstrip(".") or "impl"
+    return "impl-" + name if re.fullmatch(r"rank[0-9]+|init", name) else name[:120]
+
+
+MAX_NDIM = 4  # ddpsim's (models/model.h MODEL_MAX_NDIM)
+
+
+def record_shape(shape):
+    """A parameter's shape as recorded: a scalar as [1], dimensions past the fourth folded into it."""
+    shape = list(shape) or [1]
+    if len(shape) > MAX_NDIM:
+        shape = shape[:MAX_NDIM - 1] + [int(np.prod(shape[MAX_NDIM - 1:]))]
+    return shape
+
+
+def _save(path, tensor):
+    a = tensor.detach().to("cpu", torch.float32).contiguous().numpy().reshape(record_shape(tensor.shape))
+    with open(path, "wb") as f:
+        np.save(f, a, allow_pickle=False)
+
+
+def write_tensors(directory, named):
+    """directory/<name>.npy for every (name, tensor or None); None is written as zeros of shape."""
+    os.makedirs(directory, exist_ok=True)
+    for name, t in named:
+        _save(os.path.join(directory, name + ".npy"), t)
+
+
+class Recorder:
+    """What one rank writes: its micro-steps' local gradients and the implementation's values."""
+
+    def __init__(self, root, rank, impl):
+        self.root, self.rank, self.impl = root, rank, impl
+        self.micro = self.grab = self.step = 0
+
+    def local(self, names, grads):
+        """Micro-step m's local gradients (None: the parameter got none)."""
+        d = os.path.join(self.root, "rank%d" % self.rank, "micro%d" % self.micro)
+        os.makedirs(d, exist_ok=True)
+        used = [n for n, g in zip(names, grads) if g is not None]
+        with open(os.path.join(d, "used.json"), "w") as f:
+            json.dump(used, f)
+        write_tensors(d, [(n, g) for n, g in zip(names, grads) if g is not None])
+        self.micro += 1
+
+    def _impl(self, what, named):
+        write_tensors(os.path.join(self.root, self.impl, "rank%d" % self.rank, what), named)
+
+    def grads(self, names, params):
+        self._impl("grab%d" % self.grab,
+                   [(n, p.grad if p.grad is not None else torch.zeros_like(p)) for n, p in zip(names, params)])
+        self.grab += 1
+
+    def params(self, names, params, end=False):
+        self._impl("end" if end else "step%d" % self.step, list(zip(names, params)))
+        if not end:
+            self.step += 1
+
+
+def write_manifest(root, ranks, impl, recorded_by, model, named_params, ddp, zero_grad, lr, ops):
+    """root/manifest.json; ddp: bucket_cap, first_bucket_cap, find_unused_parameters,
+    gradient_as_bucket_view, find_unused_rule."""
+    manifest = {
+        "format": "ddpsim-record", "version": 1, "ranks": ranks, "impl": impl, "recorded_by": recorded_by,
+        "model": model,
+        "params": [{"name": n, "shape": record_shape(p.shape)} for n, p in named_params],
+        "ddp": ddp, "zero_grad": zero_grad, "optimizer": {"type": "sgd", "lr": lr}, "ops": ops,
+    }
+    os.makedirs(root, exist_ok=True)
+    with open(os.path.join(root, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)

@@ -1,0 +1,72 @@
+"""The result of a check: what `ddpsim check` said, for a program."""
+
+VERDICTS = {0: "PASS", 1: "FAIL", 2: "BAD INPUT", 3: "FAULT", 4: "NOTHING VERIFIED"}
+
+
+class Result:
+    """verdict ('PASS', 'FAIL', 'BAD INPUT', 'FAULT', 'NOTHING VERIFIED') and exit_code (0, 1, 2, 3, 4);
+    passed; first_divergence (a dict: check, kind, rank, param, index, expected, actual, ulp; or None);
+    checks (every check on every rank: check, kind, label, synced, rank, max_abs_diff, max_ulp, match);
+    grabs (the gradient checks alone); report (the text ddpsim prints); message (why, for a fault or bad
+    input); json (ddpsim check's JSON report); scenarios (a battery's per-scenario Results); name;
+    record_dir (when kept); timing (seconds: ranks_s, shadow_s, record_s, check_s)."""
+
+    def __init__(self, exit_code, report="", message=None, json=None, name=None, record_dir=None, scenarios=()):
+        self.exit_code = exit_code
+        self.verdict = VERDICTS.get(exit_code, "FAULT")
+        self.report = report
+        self.message = message
+        self.json = json
+        self.name = name
+        self.record_dir = record_dir
+        self.scenarios = list(scenarios)
+        self.first_divergence = (json or {}).get("first_divergence")
+        self.checks = list((json or {}).get("checks", []))
+        self.grabs = [c for c in self.checks if c.get("kind") == "gradients"]
+        self.timing = {}
+
+    @property
+    def passed(self):
+        return self.exit_code == 0
+
+    @classmethod
+    def failed(cls, code, verdict, message, header="", command=None):
+        replay = "# replay: %s\n" % command if command else ""
+        return cls(code, header + "# verdict: %s: %s\n%s" % (verdict, message, replay), message=message)
+
+    @classmethod
+    def from_check(cls, name, code, text, json, record_dir):
+        message = None
+        if code in (2, 3):
+            message = text.strip().splitlines()[-1] if text.strip() else "ddpsim check exited %d" % code
+        return cls(code, text, message=message, json=json, name=name, record_dir=record_dir)
+
+    def first_divergence_text(self):
+        for line in self.report.splitlines():
+            if line.startswith("# first divergence: ") or line.startswith("# ranks disagree: "):
+                return line[2:]
+        return self.message or ""
+
+    def __bool__(self):
+        return self.passed
+
+    def __repr__(self):
+        return "<ddpsim_torch.Result %s%s%s>" % (self.verdict, " " + self.name if self.name else "",
+                                                 ": " + self.first_divergence_text() if not self.passed else "")
+
+
+def battery_result(results, header):
+    """One Result for every scenario's: a row each, and the worst verdict (bad input, fail, fault, nothing)."""
+    rows = [header, "#%-16s %-17s %s\n" % ("scenario", "verdict", "first divergence")]
+    for r in results:
+        rows.append(" %-16s %-17s %s\n" % (r.name, r.verdict, "" if r.passed else r.first_divergence_text()))
+    codes = [r.exit_code for r in results]
+    code = next((c for c in (2, 1, 3, 4) if c in codes), 0)
+    passed = codes.count(0)
+    if code == 0:
+        rows.append("# verdict: PASS (%d of %d scenarios)\n" % (passed, len(results)))
+    else:
+        bad = [r.name for r in results if r.exit_code == code]
+        rows.append("# verdict: %s (%d of %d scenarios pass; %s: %s)\n" % (
+            VERDICTS[code], passed, len(results), VERDICTS[code], ", ".join(bad)))
+    return Result(code, "".join(rows), json=None, name="battery", scenarios=results)

@@ -1,0 +1,151 @@
+"""The torch twins of ddpsim's models: the same parameter names, shapes,
+order and math as models/mlp.c, models/branchy.c and models/attn.c, and the
+batches ddpsim prepared for them turned into (inputs, targets).
+
+The twins do not have to give ddpsim's bits: the check replays the
+reference on the gradients the twin's shadow computes (engine/verify/check.c).
+They have to be the same model, so that a user's DDP meets what ddpsim's
+scenarios were written for (find_unused heads, a tiny tensor, odd sizes,
+rounding-noise gradients).
+"""
+import math
+import re
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+FAMILIES = {"mlp": "32-64-64-16", "branchy": "8-16-4", "attn": "32-8-16"}
+_SPEC = re.compile(r"^(mlp|branchy|attn)(?::([0-9]+(?:-[0-9]+)*))?$")
+
+
+def is_ddpsim_spec(spec):
+    """Whether spec names one of ddpsim's own models (mlp:..., branchy, attn), not MODULE:FUNC."""
+    return bool(_SPEC.match(spec))
+
+
+def _dims(spec):
+    family, dims = _SPEC.match(spec).groups()
+    return family, [int(d) for d in (dims or FAMILIES[family]).split("-")]
+
+
+class MLP(nn.Sequential):
+    """mlp:IN-H1-...-OUT: Linear, ReLU, ..., Linear (parameters "0.weight", "0.bias", "2.weight", ...)."""
+
+    def __init__(self, dims):
+        layers = []
+        for i in range(len(dims) - 1):
+            if i:
+                layers.append(nn.ReLU())
+            layers.append(nn.Linear(dims[i], dims[i + 1]))
+        super().__init__(*layers)
+
+
+class Branchy(nn.Module):
+    """branchy:IN-H-OUT: h = tanh(trunk(x)); out = [branch & 1] head_a(h) + [branch & 2] head_b(h);
+    "unused" is registered and never called."""
+
+    def __init__(self, dims):
+        super().__init__()
+        i, h, o = dims
+        self.trunk = nn.Linear(i, h)
+        self.head_a = nn.Linear(h, o)
+        self.head_b = nn.Linear(h, o)
+        self.unused = nn.Linear(h, o)
+
+    def forward(self, x, branch):
+        h = torch.tanh(self.trunk(x))
+        out = None
+        if branch & 1:
+            out = self.head_a(h)
+        if branch & 2:
+            yb = self.head_b(h)
+            out = yb if out is None else out + yb
+        return out
+
+
+class _Attention(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.q, self.k, self.v, self.proj = (nn.Linear(c, c) for _ in range(4))
+        self.scale = 1.0 / math.sqrt(c)
+
+    def forward(self, x):
+        t = x.shape[1]
+        q, k, v = self.q(x), self.k(x), self.v(x)
+        att = (q @ k.transpose(-2, -1)) * self.scale
+        mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
+        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+        return self.proj(att @ v)
+
+
+class _MLPBlock(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.fc = nn.Linear(c, 4 * c)
+        self.proj = nn.Linear(4 * c, c)
+
+    def forward(self, x):
+        return self.proj(F.gelu(self.fc(x), approximate="tanh"))
+
+
+class Attn(nn.Module):
+    """attn:V-T-C: one pre-LayerNorm GPT-2 block, a single causal head, a head without bias."""
+
+    def __init__(self, dims):
+        super().__init__()
+        v, t, c = dims
+        self.wte = nn.Embedding(v, c)
+        self.wpe = nn.Embedding(t, c)
+        self.ln1 = nn.LayerNorm(c)
+        self.attn = _Attention(c)
+        self.ln2 = nn.LayerNorm(c)
+        self.mlp = _MLPBlock(c)
+        self.lnf = nn.LayerNorm(c)
+        self.head = nn.Linear(c, v, bias=False)
+
+    def forward(self, tokens):
+        pos = torch.arange(tokens.shape[1], device=tokens.device)
+        x0 = self.wte(tokens) + self.wpe(pos)
+        x1 = x0 + self.attn(self.ln1(x0))
+        x2 = x1 + self.mlp(self.ln2(x1))
+        return self.head(self.lnf(x2))
+
+
+def build(spec):
+    """The twin of a ddpsim model spec."""
+    family, dims = _dims(spec)
+    return {"mlp": MLP, "branchy": Branchy, "attn": Attn}[family](dims)
+
+
+def load_init(module, init_dir):
+    """Every parameter from init_dir/<name>.npy (what ddpsim --prepare wrote), shapes checked."""
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            a = np.load("%s/%s.npy" % (init_dir, name))
+            if tuple(a.shape) != tuple(p.shape):
+                raise ValueError("%s/%s.npy has shape %s, the twin's parameter %s" % (init_dir, name, a.shape,
+                                                                                        tuple(p.shape)))
+            p.copy_(torch.from_numpy(a))
+
+
+def batch(spec, inputs_dir, rank, index):
+    """Forward index's (inputs, targets) on rank, from ddpsim's prepared batch files."""
+    family, _ = _dims(spec)
+    stem = "%s/rank%d/batch%d" % (inputs_dir, rank, index)
+    x, y = np.load(stem + ".x.npy"), np.load(stem + ".y.npy")
+    if family == "attn":
+        return (torch.from_numpy(x.astype(np.int64)),), torch.from_numpy(y.astype(np.int64))
+    if family == "branchy":
+        branch = int(np.load(stem + ".branch.npy")[0])
+        return (torch.from_numpy(x), branch), torch.from_numpy(y)
+    return (torch.from_numpy(x),), torch.from_numpy(y)
+
+
+def default_loss(output, targets):
+    """The loss of ddpsim's models, and of a user model without --loss: cross-entropy (mean) when the
+    targets are integers (logits [..., C] against [...]), mean squared error otherwise."""
+    if not targets.is_floating_point():
+        return F.cross_entropy(output.reshape(-1, output.shape[-1]), targets.reshape(-1))
+    return F.mse_loss(output, targets)

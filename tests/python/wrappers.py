@@ -1,0 +1,193 @@
+"""DDP wrappers written as their authors wrote them: a correct one in the
+functional style of lightning-thunder's (a function that returns a module
+with a no_sync() context manager), and the bugs such wrappers really had.
+Each is what `python3 -m ddpsim_torch --wrap tests/python/wrappers.py:NAME`
+checks; tests/python.sh runs them all and says where each must fail.
+
+The gradients are synchronised the way such wrappers do it: a hook on
+every parameter's gradient queues a callback at the end of the backward
+(torch.autograd's queue_callback, what DDP's reducer does in C++), and the
+callback all-reduces every used parameter's .grad and divides it by the
+world size. "Used" follows the torch it runs on, as DDP's
+find_unused_parameters does: a gradient in the syncing backward itself
+before 2.4, any gradient since zero_grad from 2.4 (PR #124193).
+"""
+import contextlib
+import re
+import time
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+_V = tuple(int(x) for x in re.match(r"(\d+)\.(\d+)", torch.__version__).groups())
+USED_IN_WINDOW = _V >= (2, 4)
+
+
+class HookDDP(nn.Module):
+    """The correct wrapper: whether a backward syncs is decided at its forward (no_sync's state then, as
+    PyTorch's DDP), and a syncing backward averages the accumulated .grad of every parameter."""
+
+    def __init__(self, module):
+        super().__init__()
+        self.module = module
+        self.world = dist.get_world_size()
+        self.rank = dist.get_rank()
+        self.syncing = False      # no_sync() is not active
+        self.sync_this = False    # the last forward's decision
+        self.queued = False
+        self.syncs = 0
+        self.in_no_sync = False
+        self.params = list(self.module.parameters())
+        self.seen = set()         # parameters that got a gradient in this backward
+        for i, p in enumerate(self.params):
+            p.register_hook(self._hook_for(i))
+
+    def _hook_for(self, i):
+        def hook(grad):
+            self.seen.add(i)
+            if self.sync_this and not self.queued:
+                self.queued = True
+                torch.autograd.Variable._execution_engine.queue_callback(self._after_backward)
+            return self.transform(grad)
+        return hook
+
+    def transform(self, grad):
+        """What a micro-step's gradient becomes before it is accumulated (itself, for a correct wrapper)."""
+        return grad
+
+    def _after_backward(self):
+        self.queued = False
+        self.sync_grads()
+
+    def used(self):
+        """Which parameters this sync reduces: used on some rank (an all-reduce of the flags)."""
+        mine = [p.grad is not None if USED_IN_WINDOW else i in self.seen for i, p in enumerate(self.params)]
+        flags = torch.tensor(mine, dtype=torch.float32)
+        dist.all_reduce(flags)
+        return [f > 0 for f in flags.tolist()]
+
+    def sync_grads(self):
+        self.syncs += 1
+        for p, used in zip(self.params, self.used()):
+            if used:
+                if p.grad is None:
+                    p.grad = torch.zeros_like(p)
+                dist.all_reduce(p.grad)
+                self.average(p.grad)
+
+    def average(self, summed):
+        summed.div_(self.world)
+
+    def forward(self, *args, **kwargs):
+        self.sync_this = not self.in_no_sync
+        self.seen.clear()
+        return self.module(*args, **kwargs)
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        self.in_no_sync = True
+        try:
+            yield
+        finally:
+            self.in_no_sync = False
+            self.on_no_sync_exit()
+
+    def on_no_sync_exit(self):
+        """Leaving no_sync does nothing more: the next forward outside it decides to sync."""
+
+
+def hook_ddp(module):
+    return HookDDP(module)
+
+
+class SyncOnExit(HookDDP):
+    """lightning-thunder before PR #2255 (issue #1670): leaving no_sync all-reduces the gradients accumulated
+    inside it, where PyTorch syncs at the next backward outside it."""
+
+    def on_no_sync_exit(self):
+        self.sync_grads()
+
+
+def thunder_sync_on_exit(module):
+    return SyncOnExit(module)
+
+
+class SyncEveryMicrostep(HookDDP):
+    """no_sync is accepted and ignored: every backward syncs."""
+
+    def forward(self, *args, **kwargs):
+        self.seen.clear()
+        self.sync_this = True  # whatever no_sync says
+        return self.module(*args, **kwargs)
+
+
+def sync_every_microstep(module):
+    return SyncEveryMicrostep(module)
+
+
+class SumNotAverage(HookDDP):
+    """The all-reduce sums and nobody divides by the world size."""
+
+    def average(self, summed):
+        pass
+
+
+def sum_not_average(module):
+    return SumNotAverage(module)
+
+
+class LastMicrobatchOnly(HookDDP):
+    """A syncing backward averages only its own micro-batch's gradient (in the gradient hook, before it is
+    accumulated); the micro-batches accumulated under no_sync stay each rank's own."""
+
+    def transform(self, grad):
+        if not self.sync_this:
+            return grad
+        g = grad.clone()
+        dist.all_reduce(g)
+        return g.div_(self.world)
+
+    def sync_grads(self):
+        pass
+
+
+def last_microbatch_only(module):
+    return LastMicrobatchOnly(module)
+
+
+class SkipsOneAllreduce(HookDDP):
+    """Rank 1 skips the all-reduces of its second sync: the others wait for it."""
+
+    def sync_grads(self):
+        if self.rank == 1 and self.syncs == 1:
+            self.syncs += 1
+            return
+        super().sync_grads()
+
+
+def skips_one_allreduce(module):
+    return SkipsOneAllreduce(module)
+
+
+class SleepsForever(HookDDP):
+    """Rank 1 stops in its third forward and never comes back: every rank is stuck, none finishes (the
+    watchdog's case, not a deadlock one rank's end shows)."""
+
+    def forward(self, *args, **kwargs):
+        self.forwards = getattr(self, "forwards", 0) + 1
+        if self.rank == 1 and self.forwards == 3:
+            time.sleep(3600)
+        return super().forward(*args, **kwargs)
+
+
+def sleeps_forever(module):
+    return SleepsForever(module)
+
+
+def no_no_sync(module):
+    """Returns the module itself: no no_sync(), so nothing to check accumulation against (bad input)."""
+    return module
+
+
+not_a_function = 42
