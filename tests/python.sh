@@ -40,6 +40,10 @@ ranks_left() { pgrep -f "multiprocessing.spawn" | wc -l; }
 scratch() { ls /dev/shm "${TMPDIR:-/tmp}" 2>/dev/null | grep -c '^ddpsim_torch-'; }
 scratch_before=$(scratch)
 
+# The twins are ddpsim's models: names, shapes, order and gradients.
+expect_cmd 0 "twin attn: names, shapes and gradients match" "the torch twins of mlp, branchy and attn" -- \
+    "$py" "$here/python/twins_check.py"
+
 # Real DDP passes.
 for n in 2 3 4; do
     front 0 "verdict: PASS (14 of 14 scenarios)" "torch's DDP passes the battery at $n ranks" -- --ranks "$n" --wrap "$DDP"
