@@ -90,12 +90,14 @@ front 1 "thunder_sync_on_exit    *FAIL\|classic  *FAIL" "... and in the battery"
 # A deadlock and a hang: exit 3 within the timeout, the rank named, no process left.
 before=$(ranks_left)
 start=$(date +%s)
-front 3 "deadlock: rank 1 finished classic while ranks 0, 2 wait" "rank 1 skips one allreduce: a deadlock" -- \
+front 3 "deadlock: rank 1 finished scenario classic while ranks 0, 2 wait" "rank 1 skips one allreduce: a deadlock" -- \
     --ranks 3 --wrap "$W:skips_one_allreduce" --scenario classic --timeout 20
 took=$(($(date +%s) - start))
 [ "$took" -lt 20 ] && ok "... found in $took s, before the 20 s watchdog" || bad "... took $took s"
 front 3 "watchdog: no rank progressed for 3 s: .*rank 1 op 10 (fwd)" "rank 1 hangs in a forward: the watchdog" -- \
     --ranks 3 --wrap "$W:sleeps_forever" --scenario classic --timeout 3
+front 0 "verdict: PASS" "the watchdog starts after the ranks have started (--timeout 1)" -- \
+    --ranks 3 --wrap "$DDP" --scenario classic --timeout 1
 sleep 0.5
 [ "$(ranks_left)" -le "$before" ] && ok "no rank process left" || bad "rank processes left: $(pgrep -fa multiprocessing.spawn)"
 

@@ -25,6 +25,7 @@ class Fault(Exception):
 DEADLOCK_SLOW_OPS = 4.0
 DEADLOCK_MIN_S = 2.0
 IDLE_CPU_SHARE = 0.05
+STARTUP_S = 120.0  # the longest a rank may take to import torch and join the process group (or --timeout)
 
 
 def _cpu_seconds(pid):
@@ -41,6 +42,8 @@ def _where(progress, r, ops_of):
     row = r * rank_mod.ROW
     job, op = int(progress[row + rank_mod.JOB]), int(progress[row + rank_mod.OP])
     ops = ops_of(job)
+    if op == rank_mod.STARTING:
+        return "starting (importing torch, joining the process group)"
     if op < 0:
         return "setting up"
     return "op %d (%s)" % (op, ops[op]) if op < len(ops) else "the end"
@@ -71,6 +74,7 @@ def _run_from(cfg, nranks, timeout, job_names, first, timing):
     progress = ctx.Array("d", [0.0] * (nranks * rank_mod.ROW), lock=False)
     for r in range(nranks):
         progress[r * rank_mod.ROW + rank_mod.JOB] = first
+        progress[r * rank_mod.ROW + rank_mod.OP] = rank_mod.STARTING
     errors = ctx.Queue()
     barrier = ctx.Barrier(nranks)
     with tempfile.TemporaryDirectory(prefix="ddpsim_torch-store-") as store_dir:
@@ -107,7 +111,8 @@ def _idle(procs, ranks, cpu_then, seconds):
 def _supervise(procs, progress, errors, timeout, ops_of, job_names):
     n = len(procs)
     seen = [None] * n
-    last_change = time.monotonic()
+    started = time.monotonic()
+    last_change = started
     cpu_then = [None] * n
     while True:
         try:
@@ -139,6 +144,13 @@ def _supervise(procs, progress, errors, timeout, ops_of, job_names):
                     pass
                 how = "was killed by signal %d" % -c if c < 0 else "exited with code %d" % c
                 raise Fault("rank %d %s in %s" % (r, how, _where(progress, r, ops_of)))
+        if any(progress[r * rank_mod.ROW + rank_mod.OP] == rank_mod.STARTING for r in range(n)):
+            # Starting a rank (a Python, torch, the rendezvous) is not an op: the watchdog starts after it.
+            if now - started > max(STARTUP_S, timeout):
+                raise Fault("rank %s did not start within %g s" % (
+                    ", ".join(str(r) for r in range(n) if progress[r * rank_mod.ROW + rank_mod.OP] ==
+                              rank_mod.STARTING), max(STARTUP_S, timeout)))
+            continue
         done = [r for r in range(n) if progress[r * rank_mod.ROW + rank_mod.STATE] != rank_mod.RUNNING]
         slowest = max(progress[r * rank_mod.ROW + rank_mod.SLOWEST] for r in range(n))
         grace = min(timeout, max(DEADLOCK_MIN_S, DEADLOCK_SLOW_OPS * slowest)) if timeout > 0 else \
@@ -149,7 +161,8 @@ def _supervise(procs, progress, errors, timeout, ops_of, job_names):
             plural = lambda rs: ("ranks " if len(rs) > 1 else "rank ") + ", ".join(map(str, rs))
             raise Fault("deadlock: %s finished %s while %s wait%s, idle, with no progress for %.1f s (%s): a "
                         "collective that %s never joined" % (
-                            plural(done), job_names[job], plural(waiting), "" if len(waiting) > 1 else "s",
+                            plural(done), "the schedule" if job_names[job] == "schedule" else
+                            "scenario " + job_names[job], plural(waiting), "" if len(waiting) > 1 else "s",
                             now - last_change,
                             ", ".join("rank %d in %s" % (r, _where(progress, r, ops_of)) for r in waiting),
                             plural(done)))

@@ -25,6 +25,7 @@ from .loading import BadInput
 ROW = 6
 OP, STATE, SLOWEST, JOB, SHADOW_S, RECORD_S = range(ROW)
 RUNNING, JOB_DONE, FINISHED = 0.0, 1.0, 2.0
+STARTING = -2.0  # OP before the rank has joined the process group
 
 # The keyword arguments of DistributedDataParallel a wrap function may take, from the run's options.
 DDP_KWARGS = ("find_unused_parameters", "bucket_cap_mb", "gradient_as_bucket_view")
@@ -219,6 +220,7 @@ def main(rank, nranks, cfg, progress, errors, barrier):
     try:
         dist.init_process_group("gloo", init_method="file://" + cfg["store"], rank=rank, world_size=nranks,
                                 timeout=datetime.timedelta(seconds=max(cfg["timeout"], 1.0) + 30))
+        r.mark(cfg["first_job"], -1)
         for j in range(cfg["first_job"], len(cfg["jobs"])):
             job = cfg["jobs"][j]
             r.run_job(j, job)

@@ -45,7 +45,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     stderr = saved_err;
     if (r != OPT_RUN && r != 0 && r != 2)
         abort();
-    if (r == OPT_RUN && !opt.list && (opt.run.nranks < 1 || !opt.run.schedule || !opt.run.impl_ops))
+    /* A run needs its description; the listings (--list, --scenarios) describe no run. */
+    if (r == OPT_RUN && !opt.list && !opt.list_scenarios &&
+        (opt.run.nranks < 1 || !opt.run.schedule || !opt.run.impl_ops))
         abort();
     options_free(&opt);
     free(buf);
