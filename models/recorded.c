@@ -5,10 +5,12 @@
  * their values coming from the source it was given. The reference DDP runs
  * on it unchanged: this is what `ddpsim check` replays.
  *
- * A forward takes the next micro-step (the m-th forward is micro-step m)
- * and asks the source which parameters it used; the backward fills those
- * parameters' local gradients from the source, last registered first, each
- * reported complete as it is filled. A source error is kept (the first one)
+ * Micro-step m is the m-th backward. A forward asks the source which
+ * parameters the next backward's micro-step used (a forward that never gets
+ * a backward, an evaluation forward, is recorded by nobody: it takes the
+ * next backward's); the backward fills those parameters' local gradients
+ * from the source, last registered first, each reported complete as it is
+ * filled, and moves to the next micro-step. A source error is kept (the first one)
  * and read with model_recorded_status; the gradient it could not give is
  * zero.
  */
@@ -20,8 +22,7 @@
 
 typedef struct recorded_state {
     model_grad_source src;
-    uint64_t next;      /* the micro-step of the next forward */
-    uint64_t current;   /* ... of the last forward, for its backward */
+    uint64_t next;      /* the micro-step of the next backward */
     ddp_status error;   /* the source's first failure */
     char message[512];
 } recorded_state;
@@ -38,8 +39,7 @@ static double recorded_forward(model *m, const model_batch *b)
 {
     (void)b;
     recorded_state *s = m->state;
-    s->current = s->next++;
-    keep_error(s, s->src.used(s->src.ctx, s->current, m->used));
+    keep_error(s, s->src.used(s->src.ctx, s->next, m->used));
     return 0.0;
 }
 
@@ -49,13 +49,14 @@ static void recorded_backward(model *m)
     for (int p = m->nparams - 1; p >= 0; p--) {
         if (!m->used[p])
             continue;
-        ddp_status st = s->src.grad(s->src.ctx, s->current, p, model_lg(m, p));
+        ddp_status st = s->src.grad(s->src.ctx, s->next, p, model_lg(m, p));
         if (st != DDP_OK) {
             keep_error(s, st);
             memset(model_lg(m, p), 0, m->params[p].count * sizeof(float));
         }
         model_param_done(m, p);
     }
+    s->next++;
 }
 
 static ddp_status recorded_alloc(model *m)

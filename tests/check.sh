@@ -113,8 +113,8 @@ fresh; manifest 's/"version": 1/"version": 7/'
 expect 2 "version 7" "a later version" -- check "$tmp/b"
 fresh; manifest 's/"grab"/"jump"/'
 expect 2 "is not one of fwd" "an unknown op" -- check "$tmp/b"
-fresh; manifest 's/"exit", "grab"/"grab"/'
-expect 2 "manifest.json" "a schedule error (no_sync left open)" -- check "$tmp/b"
+fresh; manifest 's/"enter"/"grab"/'
+expect 2 "not inside no_sync" "a schedule error (an exit without its enter)" -- check "$tmp/b"
 fresh; manifest 's/"shape": \[64, 32\]/"shape": [32, 64]/'
 expect 2 "0.weight.npy" "a shape the files do not have" -- check "$tmp/b"
 fresh; manifest 's/"impl": "bucketed"/"impl": "rank0"/'

@@ -14,7 +14,7 @@ trap 'rm -f "$out" "$err" "$sched_file"' EXIT
 segments() { ls /dev/shm 2>/dev/null | grep -c '^ddpsim-'; }
 shm_before=$(segments)
 
-expect 0 "verdict: PASS (14 of 14 scenarios" "ddpsim --ranks 4 passes the battery" -- --ranks 4
+expect 0 "verdict: PASS (15 of 15 scenarios" "ddpsim --ranks 4 passes the battery" -- --ranks 4
 grep -q "note: N = 4 is a power of two" "$out" && ok "at 4 ranks the battery says which bugs need 3 or 5" ||
     bad "at 4 ranks the battery says which bugs need 3 or 5"
 expect 0 "verdict: PASS" "the battery at 3 ranks" -- --ranks 3 -q
@@ -58,8 +58,14 @@ expect 2 "column 9: expected an op" "schedule: unknown op" -- --schedule "fwd bw
 expect 2 "expected ')'" "schedule: unbalanced" -- --schedule "2*(fwd bwd"
 expect 2 "no forward to run backward for" "schedule: bwd without fwd" -- --schedule "bwd"
 expect 2 "not inside no_sync" "schedule: exit without enter" -- --schedule "exit"
-expect 2 "already inside no_sync" "schedule: nested enter" -- --schedule "enter enter"
-expect 2 "repeat count must be 1..100000" "schedule: count 0" -- --schedule "0*(fwd bwd)"
+expect 2 "backward through the graph a second time" "schedule: fwd bwd bwd (PyTorch refuses it)" -- --schedule "fwd bwd bwd"
+expect 2 "op 3 (step) comes between a forward and its backward while gradients exist" "schedule: a step between fwd and bwd with gradients" -- --schedule "fwd bwd fwd step bwd"
+expect 2 "op 4 (step) comes between" "schedule: ... also after zero_grad filling zeros" -- --schedule "fwd bwd zero fwd step bwd grab"
+expect 0 "verdict: PASS" "schedule: ... accepted after zero_grad(set_to_none)" -- --schedule "fwd bwd zero fwd step bwd grab" --zero-grad none
+expect 0 "verdict: PASS" "schedule: a step before any gradient, nested no_sync, forwards without backward" -- --ranks 3 --schedule "step fwd nosync{ nosync{fwd bwd} grab fwd bwd } grab nosync{fwd} fwd fwd bwd grab"
+expect 2 "repeat count must be 0..100000" "schedule: count too large" -- --schedule "100001*(fwd bwd)"
+expect 4 "NOTHING VERIFIED (the schedule has no grab)" "schedule: 0*(...) runs nothing" -- --schedule "0*(fwd bwd grab)"
+expect 4 "NOTHING VERIFIED" "schedule: the empty schedule verifies nothing" -- --schedule ""
 expect 2 "cannot open" "schedule file missing" -- --schedule @/nonexistent/schedule
 expect 2 "expected bitwise, order, ulp:N, ulp-of-max:N or rtol=X,atol=Y" "bad tolerance" -- --tolerance close
 expect 2 "--inputs: /nonexistent/dump/manifest.json" "missing inputs" -- --scenario classic --inputs /nonexistent/dump
@@ -69,7 +75,7 @@ expect 2 "Try 'ddpsim --help'" "errors point to --help" -- --batch 0
 
 # Implementations: a catalogued bug is a divergence (exit 1) with its first divergence; plugins.
 plugins=${PLUGIN_DIR:-$(dirname "$0")/plugin}
-expect 0 "verdict: PASS (12 of 14 scenarios" "a plugin that refuses some scenarios' options passes the rest" -- --ranks 3 --impl "$plugins/libexample_impl.so"
+expect 0 "verdict: PASS (13 of 15 scenarios" "a plugin that refuses some scenarios' options passes the rest" -- --ranks 3 --impl "$plugins/libexample_impl.so"
 grep -q "find-unused .* REFUSED .*does not support find_unused" "$out" && ok "a refused scenario says why" ||
     bad "a refused scenario says why"
 expect 1 "first divergence: grab 0 (after no_sync fwd+bwd), rank 0, parameter 0.weight" "sync-on-exit is caught" -- --impl sync-on-exit --ranks 2 --scenario classic
@@ -78,9 +84,11 @@ expect 0 "verdict: PASS" "post-divide passes the order tolerance" -- --impl post
 expect 3 "for the implementation, rank 1 called allreduce of 7312 float (sum, ordered) for the reference" "rank-never-syncs is named, not hung" -- --impl rank-never-syncs --ranks 3 --scenario classic --timeout 10
 expect 0 "verdict: PASS" "bucketed passes" -- --impl bucketed --ranks 4 --bucket-cap 100 --first-bucket-cap 100
 expect 0 "self-add-each-microstep" "--list shows the catalogue" -- --list
-expect 0 "mutation score: 17 of 17 caught" "--mutants catches every bug" -- --mutants
+expect 0 "mutation score: 18 of 18 caught" "--mutants catches every bug" -- --mutants
 grep -q "^ decide-at-backward .* nosync-edges " "$out" && ok "--mutants names the scenario that caught each" ||
     bad "--mutants names the scenario that caught each"
+grep -q "^ disarm-in-no-sync .* arming " "$out" && ok "--mutants: the arming scenario catches a forward inside no_sync that disarms" ||
+    bad "--mutants: the arming scenario catches a forward inside no_sync that disarms"
 expect 0 "verdict: PASS" "the example plugin runs" -- --impl "$plugins/libexample_impl.so" --ranks 3
 tmpp=$(mktemp -d) || exit 99
 expect 0 "verdict: PASS" "a plugin's dump" -- --impl "$plugins/libexample_impl.so" --dump "$tmpp/d" --schedule "fwd bwd grab"

@@ -46,7 +46,7 @@ expect_cmd 0 "twin attn: names, shapes and gradients match" "the torch twins of 
 
 # Real DDP passes.
 for n in 2 3 4; do
-    front 0 "verdict: PASS (14 of 14 scenarios)" "torch's DDP passes the battery at $n ranks" -- --ranks "$n" --wrap "$DDP"
+    front 0 "verdict: PASS (15 of 15 scenarios)" "torch's DDP passes the battery at $n ranks" -- --ranks "$n" --wrap "$DDP"
 done
 grep -q "find_unused counts what the syncing backward used (PyTorch < 2.4)\|any micro-step of the window used (PyTorch >= 2.4" "$out" &&
     ok "the header says which torch's semantics" || bad "the header says which torch's semantics"
@@ -64,6 +64,11 @@ for n in 2 3; do
 done
 front 0 "verdict: PASS" "a user model with its own loss, the battery's ops" -- --ranks 2 --wrap "$DDP" \
     --model "$M:build" --data "$M:batch" --loss "$M:mse_loss" --find-unused
+grep -q "with find_unused, arming not run: a syncing backward there runs through a later forward" "$out" "$err" &&
+    ok "... the arming scenario is left out with find_unused on a user model, and says why" ||
+    bad "... the arming scenario is left out with find_unused on a user model, and says why"
+front 3 "Expected to have finished reduction in the prior iteration" "... where real DDP itself fails it (--scenario arming)" -- \
+    --ranks 2 --wrap "$DDP" --model "$M:build" --data "$M:batch" --find-unused --scenario arming
 # The rule the front end picked is the one torch's DDP has: the other one fails on this model.
 front 0 "verdict: PASS" "a kept recording" -- --ranks 3 --wrap "$DDP" --model "$M:build" --data "$M:batch" \
     --find-unused --schedule "2*( 2*( nosync{fwd bwd} grab ) fwd bwd grab step zero fwd bwd grab step zero )" --keep "$tmp/k"
@@ -73,7 +78,15 @@ expect 0 "verdict: PASS" "ddpsim check on the kept recording" -- check "$tmp/k/s
 sed "s/\"find_unused_rule\": \"$rule\"/\"find_unused_rule\": \"$other\"/" "$tmp/k/schedule/record/manifest.json" >"$tmp/m" &&
     cp "$tmp/m" "$tmp/k/schedule/record/manifest.json"
 expect 1 "parameter sometimes.weight" "... and under the other torch's find_unused rule it fails" -- check "$tmp/k/schedule/record"
-front 0 "verdict: PASS (14 of 14 scenarios)" "a thunder-style functional wrapper (after PR #2255)" -- --ranks 3 --wrap "$W:hook_ddp"
+front 0 "verdict: PASS (15 of 15 scenarios)" "a thunder-style functional wrapper (after PR #2255)" -- --ranks 3 --wrap "$W:hook_ddp"
+# PyTorch's arming (the battery's arming scenario ran above on real DDP): a step between a forward and its
+# backward runs when no gradient exists, and a wrapper whose forward inside no_sync disarms fails.
+front 0 "verdict: PASS" "real DDP: a step between fwd and bwd after zero_grad(set_to_none)" -- --ranks 2 --wrap "$DDP" \
+    --schedule "fwd bwd zero fwd step bwd grab" --zero-grad none
+front 2 "op 4 (step) comes between a forward and its backward while gradients exist" "... refused with zeros, as autograd refuses it" -- \
+    --ranks 2 --wrap "$DDP" --schedule "fwd bwd zero fwd step bwd grab" --zero-grad zeros
+front 1 "first divergence: grab 0 (after no_sync fwd+bwd, armed), rank 0, parameter 0.weight" "a wrapper whose forward inside no_sync disarms" -- \
+    --ranks 3 --wrap "$W:disarm_in_no_sync" --scenario arming
 
 # Known bugs fail at the first grab where they show, naming grab, rank, parameter, element, expected and actual.
 div='rank 0, parameter 0.weight, element 0: expected [-0-9.e]*, actual [-0-9.e]*'

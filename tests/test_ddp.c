@@ -164,12 +164,71 @@ static ddp_status decisions(world_rank *wr, results *res)
     /* Misuse is an error, not a crash. */
     if (ddp_ref_backward(l.d) != DDP_ERR_INVALID || ddp_ref_no_sync_exit(l.d) != DDP_ERR_INVALID)
         res->v[8][l.rank][0] = 1.0f;
+    /* Nested no_sync is fine; an exit with none open is not. */
     DDP_CHECK(ddp_ref_no_sync_enter(l.d));
-    if (ddp_ref_no_sync_enter(l.d) != DDP_ERR_INVALID)
+    DDP_CHECK(ddp_ref_no_sync_enter(l.d));
+    DDP_CHECK(ddp_ref_no_sync_exit(l.d));
+    DDP_CHECK(ddp_ref_no_sync_exit(l.d));
+    if (ddp_ref_no_sync_exit(l.d) != DDP_ERR_INVALID)
         res->v[8][l.rank][1] = 1.0f;
     lin_free(&l);
     return DDP_OK;
 }
+
+/* PyTorch's arming (distributed.py forward, reducer.cpp finalize_backward), one checkpoint each. */
+static ddp_status arming(world_rank *wr, results *res)
+{
+    lin l;
+    DDP_CHECK(lin_setup(wr, &l, cfg_default()));
+    /* 0: fwd nosync{fwd bwd} -> synced: the first forward armed, the second left it armed */
+    DDP_CHECK(lin_fwd(&l, 0));
+    DDP_CHECK(ddp_ref_no_sync_enter(l.d));
+    DDP_CHECK(lin_fwd(&l, 1));
+    DDP_CHECK(ddp_ref_backward(l.d));
+    DDP_CHECK(ddp_ref_no_sync_exit(l.d));
+    lin_save(&l, res, 0);
+    ddp_ref_zero_grad(l.d);
+    /* 1: nosync{fwd} fwd bwd -> synced, the gradient of the last forward */
+    DDP_CHECK(ddp_ref_no_sync_enter(l.d));
+    DDP_CHECK(lin_fwd(&l, 0));
+    DDP_CHECK(ddp_ref_no_sync_exit(l.d));
+    DDP_CHECK(lin_fwd(&l, 1));
+    DDP_CHECK(ddp_ref_backward(l.d));
+    lin_save(&l, res, 1);
+    ddp_ref_zero_grad(l.d);
+    /* 2: nosync{ nosync{fwd bwd} fwd bwd } -> local: the inner exit restored the outer no_sync */
+    DDP_CHECK(ddp_ref_no_sync_enter(l.d));
+    DDP_CHECK(ddp_ref_no_sync_enter(l.d));
+    DDP_CHECK(lin_fwd(&l, 0));
+    DDP_CHECK(ddp_ref_backward(l.d));
+    DDP_CHECK(ddp_ref_no_sync_exit(l.d));
+    DDP_CHECK(lin_fwd(&l, 1));
+    DDP_CHECK(ddp_ref_backward(l.d));
+    DDP_CHECK(ddp_ref_no_sync_exit(l.d));
+    lin_save(&l, res, 2);
+    /* 3: then fwd bwd -> the three micro-steps averaged */
+    DDP_CHECK(lin_fwd(&l, 0));
+    DDP_CHECK(ddp_ref_backward(l.d));
+    lin_save(&l, res, 3);
+    ddp_ref_zero_grad(l.d);
+    /* 4: fwd bwd nosync{fwd bwd} -> the sync disarmed: the second micro-step stays local */
+    DDP_CHECK(lin_fwd(&l, 0));
+    DDP_CHECK(ddp_ref_backward(l.d));
+    DDP_CHECK(ddp_ref_no_sync_enter(l.d));
+    DDP_CHECK(lin_fwd(&l, 1));
+    DDP_CHECK(ddp_ref_backward(l.d));
+    DDP_CHECK(ddp_ref_no_sync_exit(l.d));
+    lin_save(&l, res, 4);
+    /* fwd bwd bwd: a second backward through a graph already freed, as PyTorch refuses it */
+    ddp_ref_zero_grad(l.d);
+    DDP_CHECK(lin_fwd(&l, 0));
+    DDP_CHECK(ddp_ref_backward(l.d));
+    if (ddp_ref_backward(l.d) != DDP_ERR_INVALID)
+        res->v[5][l.rank][0] = 1.0f;
+    lin_free(&l);
+    return DDP_OK;
+}
+
 
 static void expect_pair(const results *r, int cp, int rank, float gw, float gb)
 {
@@ -207,6 +266,30 @@ static void test_decisions(void)
     CU_ASSERT_EQUAL(r->v[2][0][4], 0.0f);
     expect_pair(r, 3, 0, 2.0f, 2.0f);
     expect_pair(r, 3, 1, 8.0f, 4.0f);
+}
+
+static void test_arming(void)
+{
+    /* Micro-step 0: rank 0 (2, 2), rank 1 (8, 4); micro-step 1: rank 0 (8, 4), rank 1 (18, 6). */
+    results *r = run_scenario(2, arming);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    for (int k = 0; k < 2; k++) {
+        CU_ASSERT_EQUAL(r->status[k], DDP_OK);
+        if (r->status[k] != DDP_OK)
+            fprintf(stderr, "  rank %d: %s\n", k, r->error[k]);
+        expect_pair(r, 0, k, 13.0f, 5.0f);
+        CU_ASSERT_EQUAL(r->v[0][k][4], 1.0f);
+        expect_pair(r, 1, k, 13.0f, 5.0f);
+        CU_ASSERT_EQUAL(r->v[1][k][4], 1.0f);
+        CU_ASSERT_EQUAL(r->v[2][k][4], 0.0f);
+        expect_pair(r, 3, k, 23.0f, 11.0f); /* ((2 + 8 + 2) + (8 + 18 + 8)) / 2, ((2 + 4 + 2) + (4 + 6 + 4)) / 2 */
+        CU_ASSERT_EQUAL(r->v[4][k][4], 0.0f);
+        CU_ASSERT_EQUAL(r->v[5][k][0], 0.0f);
+    }
+    expect_pair(r, 2, 0, 10.0f, 6.0f);
+    expect_pair(r, 2, 1, 26.0f, 10.0f);
+    expect_pair(r, 4, 0, 13.0f, 7.0f);  /* (2 + 8) / 2 + 8, (2 + 4) / 2 + 4 */
+    expect_pair(r, 4, 1, 23.0f, 9.0f);
 }
 
 /*
@@ -668,6 +751,9 @@ int main(void)
 {
     static const test_entry tests[] = {
         {"broadcast, decision at forward, accumulation, step, zero_grad (hand values)", test_decisions},
+        {"arming: a forward outside no_sync arms the next backward, one inside leaves it; nested no_sync; fwd bwd bwd "
+         "refused (hand values)",
+         test_arming},
         {"1/N before the sum; gradient_as_bucket_view multiplies at the first sync, divides after, multiplies again "
          "after zero_grad(set_to_none)",
          test_scale_before_sum},

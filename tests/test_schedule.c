@@ -37,6 +37,17 @@ static void test_expansion(void)
         {"3*(2*(grab))", "gggggg"},
         {"grab", "g"},
         {"zero step", "zs"},
+        /* What PyTorch 1.13 DDP runs too: forwards without a backward, nested no_sync, a step before any
+         * gradient, nothing at all */
+        {"fwd fwd bwd", "ffb"},
+        {"nosync{fwd} fwd bwd", "efxfb"},
+        {"nosync{nosync{fwd bwd} fwd bwd}", "eefbxfbx"},
+        {"enter enter exit exit", "eexx"},
+        {"fwd step bwd", "fsb"},
+        {"step fwd bwd", "sfb"},
+        {"0*(fwd bwd) grab", "g"},
+        {"", ""},
+        {"   # nothing\n", ""},
     };
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         sched s;
@@ -80,13 +91,56 @@ static void test_labels(void)
     sched_free(&s);
 }
 
+/* Which backwards sync: the reducer's arming (distributed.py forward, reducer.cpp finalize_backward). */
+static void test_arming_counts(void)
+{
+    static const struct {
+        const char *text;
+        size_t nsyncs;
+        const char *label; /* of the first grab */
+    } cases[] = {
+        {"fwd nosync{fwd bwd} grab", 1, "after no_sync fwd+bwd, armed"},
+        {"nosync{fwd bwd} grab", 0, "after no_sync fwd+bwd"},
+        {"nosync{fwd} fwd bwd grab", 1, "after fwd+bwd"},
+        {"fwd bwd nosync{fwd bwd} grab", 1, "after no_sync fwd+bwd (2 acc)"},
+        {"nosync{ nosync{fwd bwd} fwd bwd } grab", 0, "after no_sync fwd+bwd (2 acc)"},
+        {"nosync{ nosync{fwd bwd} fwd bwd } fwd bwd grab", 1, "after fwd+bwd (3 acc)"},
+        {"fwd fwd bwd grab", 1, "after fwd+bwd"},
+        {"3*(fwd) nosync{fwd bwd} fwd bwd grab", 2, "after fwd+bwd (2 acc)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        sched s;
+        CU_ASSERT_EQUAL_FATAL(sched_parse(cases[i].text, &s), DDP_OK);
+        char l[1][SCHED_LABEL_LEN];
+        sched_grab_labels(&s, l);
+        if (s.nsyncs != cases[i].nsyncs || strcmp(l[0], cases[i].label) != 0)
+            fprintf(stderr, "  '%s': %zu syncs, '%s'\n", cases[i].text, s.nsyncs, l[0]);
+        CU_ASSERT_EQUAL(s.nsyncs, cases[i].nsyncs);
+        CU_ASSERT_STRING_EQUAL(l[0], cases[i].label);
+        sched_free(&s);
+    }
+    /* A step between a forward and its backward: refused only while gradients exist. */
+    static const struct {
+        const char *text;
+        int set_to_none;
+        ssize_t op;
+    } steps[] = {
+        {"fwd step bwd", 0, -1},        {"fwd bwd fwd step bwd", 0, 3}, {"fwd bwd zero fwd step bwd", 0, 4},
+        {"fwd bwd zero fwd step bwd", 1, -1}, {"fwd bwd step fwd bwd", 0, -1},
+    };
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        sched s;
+        CU_ASSERT_EQUAL_FATAL(sched_parse(steps[i].text, &s), DDP_OK);
+        CU_ASSERT_EQUAL(sched_step_conflict(&s, steps[i].set_to_none), steps[i].op);
+        sched_free(&s);
+    }
+}
+
 static void test_errors(void)
 {
     static const struct {
         const char *text, *msg;
     } bad[] = {
-        {"", "the schedule is empty"},
-        {"   # nothing\n", "the schedule is empty"},
         {"fwd bwd jump", "line 1, column 9: expected an op"},
         {"fwd\n  bwd grabb", "line 2, column 7: expected an op"},
         {"2*(fwd bwd", "expected ')' (found the end)"},
@@ -95,20 +149,18 @@ static void test_errors(void)
         {"nosync{fwd bwd)", "unbalanced bracket"},
         {"bwd", "op 0 (bwd): no forward"},
         {"fwd bwd bwd", "op 2 (bwd): no forward"},
-        {"fwd fwd", "op 1 (fwd): the previous forward has no backward"},
+        {"nosync{fwd bwd} bwd", "op 4 (bwd): no forward"},
+        {"fwd bwd exit", "op 2 (exit): not inside no_sync"},
+        {"nosync{fwd bwd} exit", "op 4 (exit): not inside no_sync"},
         {"exit", "op 0 (exit): not inside no_sync"},
-        {"enter enter", "op 1 (enter): already inside no_sync"},
-        {"nosync{nosync{fwd bwd}}", "already inside no_sync"},
         {"nosync{exit}", "not inside no_sync"},
-        {"0*(fwd bwd)", "a repeat count must be 1..100000"},
-        {"100001*(grab)", "a repeat count must be 1..100000"},
-        {"99999999999999999999*(grab)", "a repeat count must be 1..100000"},
+        {"100001*(grab)", "a repeat count must be 0..100000"},
+        {"99999999999999999999*(grab)", "a repeat count must be 0..100000"},
         {"2(fwd bwd)", "expected '*'"},
         {"2*fwd", "expected '(' after 'N*'"},
         {"2*()", "a repeated group is empty"},
         {"nosync fwd", "expected '{' after 'nosync'"},
         {"100000*(100000*(grab))", "more than 1000000 ops"},
-        {"fwd step bwd", "op 1 (step): a forward still waits"},
         {"fwdbwd", "expected an op"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -216,6 +268,7 @@ int main(void)
         {"expansion of ops, repeats, nosync, comments", test_expansion},
         {"the default schedule", test_default},
         {"grab labels", test_labels},
+        {"arming: which backwards sync; a step inside fwd..bwd only without gradients", test_arming_counts},
         {"every error names where and what", test_errors},
         {"tolerance parsing", test_tolerance_parse},
         {"tolerance matching; NaN and Inf never pass", test_tolerance_match},

@@ -30,9 +30,13 @@ struct ddp_ref {
     ref_bucket buckets[MODEL_MAX_PARAMS];
     float *flat;            /* a bucket's gathered gradients (rebuilt layout), room for flat_count */
     size_t flat_count;
-    int no_sync;            /* inside no_sync now */
+    int nosync_depth;       /* no_sync contexts entered and not exited (they nest) */
     int fwd_pending;        /* a forward waits for its backward */
-    int fwd_will_sync;      /* decided at that forward */
+    int armed;              /* prepare_for_backward ran (a forward outside no_sync) and no backward has synced since */
+    size_t arm_forward;     /* the arming forward (counted from 1), for errors */
+    size_t nforward;
+    unsigned char arm_used[MODEL_MAX_PARAMS]; /* the parameters the arming forward used ... */
+    int arm_used_known;     /* ... when its caller ran the forward through ddp_ref_forward */
     int last_synced;
     unsigned char used_now[MODEL_MAX_PARAMS]; /* got a gradient in the current backward */
     float window_used[MODEL_MAX_PARAMS]; /* used by a forward since the last sync (1/0), allreduced at sync */
@@ -177,19 +181,18 @@ ddp_status ddp_ref_broadcast_params(ddp_ref *d)
     return coll_broadcast(d->wr, model_weights(d->m), model_size(d->m) * sizeof(float), 0);
 }
 
+/* distributed.py no_sync(): require_backward_grad_sync = False inside, the value found restored at exit. */
 ddp_status ddp_ref_no_sync_enter(ddp_ref *d)
 {
-    if (d->no_sync)
-        return ddp_error(DDP_ERR_INVALID, "no_sync entered twice");
-    d->no_sync = 1;
+    d->nosync_depth++;
     return DDP_OK;
 }
 
 ddp_status ddp_ref_no_sync_exit(ddp_ref *d)
 {
-    if (!d->no_sync)
+    if (d->nosync_depth == 0)
         return ddp_error(DDP_ERR_INVALID, "no_sync exited without being entered");
-    d->no_sync = 0; /* and nothing else: exiting no_sync does not sync */
+    d->nosync_depth--; /* and nothing else: exiting no_sync does not sync */
     return DDP_OK;
 }
 
@@ -199,16 +202,33 @@ ddp_status ddp_ref_forward_begin(ddp_ref *d)
      * after the first sync, inside no_sync too; never with find_unused_parameters (should_rebuild_buckets). */
     if (d->recorded && !d->rebuilt && !d->cfg.find_unused)
         DDP_CHECK(rebuild(d));
-    d->fwd_pending = 1;
-    d->fwd_will_sync = !d->no_sync; /* the decision is taken here, at forward */
+    d->fwd_pending = 1; /* a forward before it that never got its backward: its graph is dropped */
+    d->nforward++;
+    /* "if torch.is_grad_enabled() and self.require_backward_grad_sync: ... reducer.prepare_for_backward(...)":
+     * a forward outside no_sync arms the reducer (expect_autograd_hooks_); one inside leaves it as it is. */
+    if (d->nosync_depth == 0) {
+        d->armed = 1;
+        d->arm_forward = d->nforward;
+        d->arm_used_known = 0;
+    }
     memset(d->used_now, 0, sizeof d->used_now);
     return DDP_OK;
+}
+
+void ddp_ref_forward_end(ddp_ref *d)
+{
+    if (d->armed && d->arm_forward == d->nforward) { /* search_unused_parameters on this forward's output */
+        memcpy(d->arm_used, model_used(d->m), (size_t)model_nparams(d->m));
+        d->arm_used_known = 1;
+    }
 }
 
 ddp_status ddp_ref_forward(ddp_ref *d, const model_batch *b)
 {
     DDP_CHECK(ddp_ref_forward_begin(d));
-    return model_forward(d->m, b, NULL);
+    DDP_CHECK(model_forward(d->m, b, NULL));
+    ddp_ref_forward_end(d);
+    return DDP_OK;
 }
 
 void ddp_ref_grad_ready(ddp_ref *d, int p)
@@ -216,7 +236,7 @@ void ddp_ref_grad_ready(ddp_ref *d, int p)
     d->used_now[p] = 1;
     d->window_used[p] = 1.0f;
     /* autograd_hook's push_rebuilt_params: the ready order of the first backward that syncs */
-    if (!d->recorded && d->fwd_pending && d->fwd_will_sync && d->nready < MODEL_MAX_PARAMS)
+    if (!d->recorded && d->fwd_pending && d->armed && d->nready < MODEL_MAX_PARAMS)
         d->ready_order[d->nready++] = p;
 }
 
@@ -325,15 +345,44 @@ static ddp_status sync_gradients(ddp_ref *d)
     return DDP_OK;
 }
 
+/*
+ * A backward synced by an earlier forward's arming (fwd nosync{fwd bwd}):
+ * with find_unused_parameters the reducer took the unused parameters from
+ * the arming forward's graph. A parameter the backward's graph uses that the
+ * arming forward did not is marked ready twice ("Expected to mark a variable
+ * ready only once"); one the arming forward used that the backward's graph
+ * does not is never marked ready, and the reduction never finishes
+ * ("Expected to have finished reduction in the prior iteration"). Both are
+ * PyTorch's errors, so they are refused here with its words.
+ */
+static ddp_status check_arming(const ddp_ref *d)
+{
+    if (!d->cfg.find_unused || d->arm_forward == d->nforward || !d->arm_used_known)
+        return DDP_OK;
+    for (int i = 0; i < model_nparams(d->m); i++)
+        if (d->arm_used[i] != d->used_now[i])
+            return ddp_error(DDP_ERR_INVALID,
+                             "parameter '%s' %s by the forward that armed this sync (forward %zu) but %s by the "
+                             "forward this backward runs through (forward %zu): with find_unused_parameters "
+                             "PyTorch fails here (%s)", model_param_at(d->m, i)->name,
+                             d->arm_used[i] ? "was used" : "was not used", d->arm_forward,
+                             d->used_now[i] ? "is" : "is not", d->nforward,
+                             d->used_now[i] ? "Expected to mark a variable ready only once"
+                                            : "Expected to have finished reduction in the prior iteration");
+    return DDP_OK;
+}
+
 ddp_status ddp_ref_backward_end(ddp_ref *d)
 {
     if (!d->fwd_pending)
         return ddp_error(DDP_ERR_INVALID, "backward without a forward");
     d->fwd_pending = 0;
-    d->last_synced = d->fwd_will_sync;
-    if (d->fwd_will_sync) {
+    d->last_synced = d->armed;
+    if (d->armed) {
+        DDP_CHECK(check_arming(d));
         DDP_CHECK(sync_gradients(d));
         d->recorded = 1;
+        d->armed = 0; /* finalize_backward: expect_autograd_hooks_ = false */
     }
     return DDP_OK;
 }
@@ -366,7 +415,7 @@ void ddp_ref_step(ddp_ref *d)
     ddp_sgd_step(d->m, d->cfg.lr);
 }
 
-int ddp_ref_pending_sync(const ddp_ref *d) { return d->fwd_pending && d->fwd_will_sync; }
+int ddp_ref_pending_sync(const ddp_ref *d) { return d->fwd_pending && d->armed; }
 int ddp_ref_last_synced(const ddp_ref *d) { return d->last_synced; }
 int ddp_ref_nbuckets(const ddp_ref *d) { return d->nbuckets; }
 const unsigned char *ddp_ref_averaged_params(const ddp_ref *d)

@@ -4,9 +4,14 @@
  * replica. This is the ground truth every implementation is compared with.
  *
  *  - construction broadcasts the parameters from rank 0;
- *  - whether a backward syncs is decided at FORWARD: a forward run while
- *    no_sync is active yields a backward that does not sync, whenever it
- *    runs; exiting no_sync does nothing by itself;
+ *  - whether a backward syncs is the reducer's ARMING (distributed.py
+ *    forward, reducer.cpp prepare_for_backward and finalize_backward): a
+ *    forward outside no_sync arms it, a forward inside no_sync leaves it as
+ *    it is, a backward syncs when it is armed and disarms it. So a forward
+ *    inside no_sync yields a backward that does not sync unless a forward
+ *    outside no_sync armed the reducer since the last sync
+ *    ("fwd nosync{fwd bwd}" syncs); exiting no_sync does nothing by itself;
+ *    no_sync nests, an exit restoring what its enter found;
  *  - a syncing backward reduces the ACCUMULATED gradient (every unsynced
  *    micro-step since the last sync plus this one) and overwrites it with
  *    the average: each gradient is multiplied by 1/N while copied into its
@@ -78,15 +83,21 @@ void ddp_ref_destroy(ddp_ref *d);
 /* DDP's constructor broadcast: every rank takes rank 0's parameters. */
 ddp_status ddp_ref_broadcast_params(ddp_ref *d);
 
-ddp_status ddp_ref_no_sync_enter(ddp_ref *d); /* DDP_ERR_INVALID when already inside */
+ddp_status ddp_ref_no_sync_enter(ddp_ref *d); /* no_sync nests */
 ddp_status ddp_ref_no_sync_exit(ddp_ref *d);  /* DDP_ERR_INVALID when not inside */
-/* A forward: the sync decision, then the model's forward. */
+/*
+ * A forward: the arming, then the model's forward. With find_unused, a
+ * backward synced by an earlier forward whose used parameters differ from
+ * its own forward's is PyTorch's error, and ddp_ref_backward says so (known
+ * only through ddp_ref_forward, which sees the arming forward's used set).
+ */
 ddp_status ddp_ref_forward(ddp_ref *d, const model_batch *b);
 /* A backward: the model's backward, a ready event per used parameter (last first), backward_end. */
 ddp_status ddp_ref_backward(ddp_ref *d);      /* DDP_ERR_INVALID without a forward */
 
 /* The same as events, for a caller that runs the model itself (forward_begin may rebuild the buckets: a collective). */
 ddp_status ddp_ref_forward_begin(ddp_ref *d);
+void ddp_ref_forward_end(ddp_ref *d); /* after the model's forward: the arming forward's used parameters */
 void ddp_ref_grad_ready(ddp_ref *d, int param);
 ddp_status ddp_ref_backward_end(ddp_ref *d);  /* DDP_ERR_INVALID without a forward */
 void ddp_ref_zero_grad(ddp_ref *d);

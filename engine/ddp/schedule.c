@@ -4,6 +4,8 @@
  */
 #include "schedule.h"
 
+#include <sys/types.h>
+
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -93,8 +95,8 @@ static ddp_status parse_seq(parser *ps, char close, int depth)
             errno = 0;
             char *end;
             unsigned long long count = strtoull(at, &end, 10);
-            if (errno || count < 1 || count > SCHED_MAX_COUNT)
-                return fail_at(ps, at, "a repeat count must be 1..100000");
+            if (errno || count > SCHED_MAX_COUNT)
+                return fail_at(ps, at, "a repeat count must be 0..100000");
             ps->p = end;
             skip_space(ps);
             if (*ps->p != '*')
@@ -109,6 +111,8 @@ static ddp_status parse_seq(parser *ps, char close, int depth)
             size_t len = ps->s->nops - first;
             if (len == 0)
                 return fail_at(ps, at, "a repeated group is empty");
+            if (count == 0)
+                ps->s->nops = first; /* 0*(...) runs nothing: checked for its grammar, then dropped */
             for (unsigned long long r = 1; r < count; r++)
                 for (size_t i = 0; i < len; i++)
                     DDP_CHECK(emit(ps, ps->s->ops[first + i], at));
@@ -136,51 +140,72 @@ static ddp_status parse_seq(parser *ps, char close, int depth)
     }
 }
 
-/* One pass over the expanded ops: the rules that make a schedule meaningful. */
+/*
+ * One pass over the expanded ops: the rules that make a schedule meaningful,
+ * as PyTorch 1.13 DDP accepts and refuses them (distributed.py, checked on
+ * real DDP): a backward needs a forward whose graph it has not run through
+ * yet ("Trying to backward through the graph a second time"); a forward may
+ * follow a forward (an evaluation forward in train mode: its graph is
+ * dropped); no_sync nests, each exit restoring the state its enter found, and
+ * an exit needs its enter. Which backwards sync follows the reducer's arming
+ * (sched_syncs). Whether a step may come between a forward and its backward
+ * depends on whether gradients exist: sched_step_conflict.
+ */
 static ddp_status validate(sched *s)
 {
-    int in_nosync = 0, fwd_pending = 0, fwd_syncs = 0;
+    size_t depth = 0;
+    int fwd_pending = 0, armed = 0;
     for (size_t i = 0; i < s->nops; i++) {
         switch (s->ops[i]) {
         case OP_FWD:
-            if (fwd_pending)
-                return ddp_error(DDP_ERR_INVALID, "schedule op %zu (fwd): the previous forward has no backward yet",
-                                 i);
             fwd_pending = 1;
-            fwd_syncs = !in_nosync;
+            armed |= depth == 0;
             s->nfwd++;
             break;
         case OP_BWD:
             if (!fwd_pending)
-                return ddp_error(DDP_ERR_INVALID, "schedule op %zu (bwd): no forward to run backward for", i);
+                return ddp_error(DDP_ERR_INVALID,
+                                 "schedule op %zu (bwd): no forward to run backward for (PyTorch: trying to backward "
+                                 "through the graph a second time)", i);
             fwd_pending = 0;
-            s->nsyncs += (size_t)fwd_syncs;
+            s->nsyncs += (size_t)armed;
+            armed = 0;
             break;
         case OP_ENTER:
-            if (in_nosync)
-                return ddp_error(DDP_ERR_INVALID, "schedule op %zu (enter): already inside no_sync (no nesting)",
-                                 i);
-            in_nosync = 1;
+            depth++;
             break;
         case OP_EXIT:
-            if (!in_nosync)
+            if (depth == 0)
                 return ddp_error(DDP_ERR_INVALID, "schedule op %zu (exit): not inside no_sync", i);
-            in_nosync = 0;
+            depth--;
             break;
         case OP_GRAB: s->ngrabs++; break;
-        case OP_STEP:
-            s->nsteps++;
-            /* PyTorch's autograd refuses a backward after its parameters changed in place. */
-            if (fwd_pending)
-                return ddp_error(DDP_ERR_INVALID,
-                                 "schedule op %zu (step): a forward still waits for its backward", i);
-            break;
+        case OP_STEP: s->nsteps++; break;
         case OP_ZERO: break;
         }
     }
-    if (s->nops == 0)
-        return ddp_error(DDP_ERR_INVALID, "the schedule is empty");
     return DDP_OK;
+}
+
+ssize_t sched_step_conflict(const sched *s, int set_to_none)
+{
+    int fwd_pending = 0, grads = 0;
+    for (size_t i = 0; i < s->nops; i++) {
+        switch (s->ops[i]) {
+        case OP_FWD: fwd_pending = 1; break;
+        case OP_BWD:
+            fwd_pending = 0;
+            grads = 1;
+            break;
+        case OP_ZERO: grads &= !set_to_none; break;
+        case OP_STEP:
+            if (fwd_pending && grads)
+                return (ssize_t)i;
+            break;
+        default: break;
+        }
+    }
+    return -1;
 }
 
 ddp_status sched_parse(const char *text, sched *s)
@@ -201,15 +226,21 @@ ddp_status sched_parse(const char *text, sched *s)
 static void walk_grab_labels(const sched *s, void (*label_out)(void *ctx, const char *label), void *ctx)
 {
     enum { NONE, AFTER_BWD, AFTER_ZERO } last = NONE;
-    int in_nosync = 0, fwd_in = 0, bwd_in = 0, stepped = 0;
+    size_t depth = 0;
+    int fwd_in = 0, bwd_in = 0, stepped = 0, armed = 0, synced = 0;
     unsigned acc = 0;
     for (size_t i = 0; i < s->nops; i++) {
         switch (s->ops[i]) {
-        case OP_ENTER: in_nosync = 1; break;
-        case OP_EXIT: in_nosync = 0; break;
-        case OP_FWD: fwd_in = in_nosync; break;
+        case OP_ENTER: depth++; break;
+        case OP_EXIT: depth--; break;
+        case OP_FWD:
+            fwd_in = depth > 0;
+            armed |= depth == 0;
+            break;
         case OP_BWD:
-            bwd_in = in_nosync;
+            bwd_in = depth > 0;
+            synced = armed;
+            armed = 0;
             last = AFTER_BWD;
             acc++;
             stepped = 0;
@@ -226,10 +257,11 @@ static void walk_grab_labels(const sched *s, void (*label_out)(void *ctx, const 
             } else if (last == AFTER_ZERO) {
                 snprintf(l, sizeof l, "after zero_grad");
             } else {
-                const char *what = fwd_in && bwd_in ? "no_sync fwd+bwd"
-                                   : fwd_in        ? "no_sync fwd, bwd outside"
-                                   : bwd_in        ? "fwd, bwd in no_sync"
-                                                   : "fwd+bwd";
+                const char *what = fwd_in && synced ? "no_sync fwd+bwd, armed"
+                                   : fwd_in && bwd_in ? "no_sync fwd+bwd"
+                                   : fwd_in          ? "no_sync fwd, bwd outside"
+                                   : bwd_in          ? "fwd, bwd in no_sync"
+                                                     : "fwd+bwd";
                 char accs[24] = "";
                 if (acc > 1)
                     snprintf(accs, sizeof accs, " (%u acc)", acc);

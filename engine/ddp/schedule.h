@@ -8,19 +8,28 @@
  * Items are separated by whitespace or commas; '#' starts a comment that
  * runs to the end of the line (for schedule files). nosync{...} is
  * enter ... exit; enter/exit alone let a forward run inside no_sync and its
- * backward outside, or the reverse.
+ * backward outside, or the reverse. no_sync nests (an exit restores the
+ * state its enter found, as DDP's no_sync() does).
  *
- * Parsing expands repetitions into a flat list of ops and validates it:
- * bwd needs a forward without a backward yet, fwd needs the previous forward
- * to have had its backward, step cannot come between a forward and its
- * backward, exit needs enter, enter cannot nest, counts are
- * 1..SCHED_MAX_COUNT and the expansion at most SCHED_MAX_OPS ops. Every
+ * Parsing expands repetitions into a flat list of ops and validates it as
+ * PyTorch DDP runs it: bwd needs a forward whose graph it has not run
+ * through (fwd bwd bwd is refused), a forward may follow a forward without
+ * a backward (its graph is dropped), exit needs its enter, counts are
+ * 0..SCHED_MAX_COUNT (0*(...) runs nothing) and the expansion at most
+ * SCHED_MAX_OPS ops; an empty schedule is valid (it verifies nothing). Every
  * error names the line, column and what was expected.
+ *
+ * Which backward syncs is the reducer's ARMING (distributed.py forward,
+ * reducer.cpp prepare_for_backward / finalize_backward): a forward outside
+ * no_sync arms the reducer, a forward inside no_sync leaves it as it is,
+ * and a backward syncs when it is armed, which disarms it. So
+ * "fwd nosync{fwd bwd}" syncs the backward inside no_sync.
  */
 #ifndef DDPSIM_SCHEDULE_H
 #define DDPSIM_SCHEDULE_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "status.h"
 
@@ -37,12 +46,21 @@ typedef struct sched {
     size_t nfwd;   /* forwards: batches are numbered 0..nfwd-1 in order */
     size_t ngrabs; /* grabs: numbered 0..ngrabs-1 */
     size_t nsteps; /* steps: numbered 0..nsteps-1 */
-    size_t nsyncs; /* backwards whose forward ran outside no_sync: the ones DDP syncs (descriptive) */
+    size_t nsyncs; /* backwards the reducer is armed for: the ones DDP syncs (descriptive) */
 } sched;
 
 /* Parse text into s. DDP_ERR_INVALID with "line L, column C: ..." on any error. */
 ddp_status sched_parse(const char *text, sched *s);
 void sched_free(sched *s);
+
+/*
+ * The op of a step between a forward and its backward while gradients
+ * exist (a backward ran, and no zero_grad(set_to_none) since), or -1. The
+ * step changes the parameters in place and PyTorch's autograd refuses that
+ * backward (a variable needed for gradient computation was modified); with
+ * no gradient the step changes nothing and the backward runs.
+ */
+ssize_t sched_step_conflict(const sched *s, int set_to_none);
 
 #define SCHED_LABEL_LEN 48
 

@@ -42,7 +42,8 @@ typedef struct bstate {
     int members[MAXP];
     int bucket_of[MAXP];
     size_t slot_of[MAXP]; /* offset of a parameter's slot in its bucket */
-    int no_sync, fwd_sync;
+    int no_sync_depth; /* nested no_sync contexts open */
+    int armed;         /* a forward outside no_sync armed the next backward's sync */
     unsigned char ready[MAXP];
     float window_used[MAXP];
     int rebuilt, order[MAXP], norder;
@@ -187,11 +188,15 @@ static void b_destroy(void *state)
     free(s);
 }
 
+/* PyTorch 1.13 distributed.py forward(): only a forward outside no_sync calls
+ * reducer.prepare_for_backward, which arms the reducer; a forward inside no_sync
+ * leaves it as it was; finalize_backward disarms it. So the next backward syncs
+ * iff some forward since the last sync ran outside no_sync (doc/SEMANTICS.md). */
 static int b_forward_begin(void *state, int no_sync_active)
 {
     bstate *s = state;
-    s->fwd_sync = !no_sync_active; /* decided here, at forward */
-    if (s->fwd_sync) {
+    if (!no_sync_active && !s->armed) {
+        s->armed = 1;
         /* Buckets go out in index order; chaos shuffles the order the communication thread takes
          * them in, the same way on every rank (seeded by the chaos seed and the sync count), so the
          * ranks' collectives still pair up. Values do not change: each bucket is reduced alone. */
@@ -216,13 +221,14 @@ static int b_forward_begin(void *state, int no_sync_active)
 
 static int b_enter(void *state)
 {
-    ((bstate *)state)->no_sync = 1;
+    ((bstate *)state)->no_sync_depth++;
     return 0;
 }
 
+/* Leaving no_sync syncs nothing: the sync belongs to the next armed backward. */
 static int b_exit(void *state)
 {
-    ((bstate *)state)->no_sync = 0;
+    ((bstate *)state)->no_sync_depth--;
     return 0;
 }
 
@@ -256,7 +262,7 @@ static int b_ready(void *state, int p)
     s->ready[p] = 1;
     s->window_used[p] = 1.0f;
     s->order[s->norder++] = p;
-    if (s->fwd_sync)
+    if (s->armed)
         fill_slot(s, p);
     return 0;
 }
@@ -273,8 +279,9 @@ static int b_backward_end(void *state)
 {
     bstate *s = state;
     const ddpsim_services *svc = s->svc;
-    if (!s->fwd_sync)
+    if (!s->armed)
         return 0;
+    s->armed = 0; /* finalize_backward: the next sync needs a new forward outside no_sync */
     int missing = -1;
     for (int p = svc->nparams - 1; p >= 0; p--)
         if (!s->ready[p]) {

@@ -31,6 +31,9 @@
     X(NEVER_SYNC, "never-sync", "gradients are never reduced", "deepmd-kit PR #1104", 0)                             \
     X(DECIDE_AT_BACKWARD, "decide-at-backward", "whether to sync is read at backward instead of at forward",        \
       "build-nanogpt PR #30", 0)                                                                                     \
+    X(DISARM_IN_NO_SYNC, "disarm-in-no-sync",                                                                        \
+      "a forward inside no_sync cancels the sync an earlier forward outside it armed",                               \
+      "PyTorch 1.13 distributed.py forward (prepare_for_backward outside no_sync only); ddpsim before issue 16", 0)   \
     X(SYNC_FIRST_NOT_LAST, "sync-first-not-last",                                                                    \
       "off by one in the accumulation window: each backward takes the previous forward's decision",                 \
       "FunASR PR #3472", 0)                                                                                          \
@@ -63,9 +66,10 @@ typedef struct mutant {
     const ddpsim_services *svc;
     bug bug;
     int n;
-    int no_sync;
-    int fwd_sync;          /* the decision this forward took */
-    int prev_fwd_sync;     /* sync-first-not-last: the decision of the forward before */
+    int no_sync_depth;     /* nested no_sync contexts open */
+    int armed;             /* a forward outside no_sync since the last syncing backward (PyTorch's arming) */
+    int fwd_sync;          /* what the next backward does */
+    int prev_armed;        /* sync-first-not-last: the arming after the forward before */
     int first_in_window;   /* the next backward is the first since the last sync */
     unsigned char used_now[MODEL_MAX_PARAMS];
     float window_used[MODEL_MAX_PARAMS];
@@ -157,7 +161,7 @@ static int create_mutant(const ddpsim_services *svc, void **state, bug b)
     m->svc = svc;
     m->bug = b;
     m->n = svc->world_size;
-    m->prev_fwd_sync = 1; /* as if a sync came before the run */
+    m->prev_armed = 1; /* as if a sync came before the run */
     m->first_in_window = 1;
     size_t bytes = svc->total_count * sizeof(float);
     m->g0 = malloc(bytes);
@@ -188,10 +192,13 @@ static void destroy_mutant(void *state)
 static int m_forward_begin(void *state, int no_sync_active)
 {
     mutant *m = state;
-    m->fwd_sync = !no_sync_active;
-    if (m->bug == BUG_SYNC_FIRST_NOT_LAST) {
-        m->fwd_sync = m->prev_fwd_sync; /* off by one: the previous micro-step's decision */
-        m->prev_fwd_sync = !no_sync_active;
+    m->armed |= !no_sync_active; /* distributed.py forward: prepare_for_backward outside no_sync only */
+    m->fwd_sync = m->armed;
+    if (m->bug == BUG_DISARM_IN_NO_SYNC)
+        m->fwd_sync = !no_sync_active; /* the latest forward decides alone */
+    else if (m->bug == BUG_SYNC_FIRST_NOT_LAST) {
+        m->fwd_sync = m->prev_armed; /* off by one: the previous micro-step's decision */
+        m->prev_armed = m->armed;
     }
     memcpy(m->g0, m->svc->all_grads, m->svc->total_count * sizeof(float));
     memset(m->used_now, 0, sizeof m->used_now);
@@ -200,14 +207,14 @@ static int m_forward_begin(void *state, int no_sync_active)
 
 static int m_enter(void *state)
 {
-    ((mutant *)state)->no_sync = 1;
+    ((mutant *)state)->no_sync_depth++;
     return 0;
 }
 
 static int m_exit(void *state)
 {
     mutant *m = state;
-    m->no_sync = 0;
+    m->no_sync_depth--;
     return m->bug == BUG_SYNC_ON_EXIT ? reduce(m) : 0;
 }
 
@@ -226,8 +233,9 @@ static int m_backward_end(void *state)
     float *g = svc->all_grads;
     size_t n = svc->total_count;
     int sync = m->fwd_sync;
+    m->armed = 0; /* finalize_backward disarms (a backward that did not sync was not armed) */
     if (m->bug == BUG_DECIDE_AT_BACKWARD)
-        sync = !m->no_sync;
+        sync = m->no_sync_depth == 0;
     else if (m->bug == BUG_SYNC_EVERY_MICROSTEP)
         sync = 1;
     else if (m->bug == BUG_NEVER_SYNC)

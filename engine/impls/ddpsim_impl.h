@@ -132,6 +132,11 @@ typedef struct ddpsim_impl_ops {
     const char *description; /* one line */
     int (*create)(const ddpsim_services *svc, void **state);
     void (*destroy)(void *state);
+    /* no_sync_active: some no_sync context is open (they nest: each enter has
+     * its exit). PyTorch's rule, which ddpsim checks: a forward outside no_sync
+     * arms the next backward's sync, a forward inside leaves the arming as it
+     * is, and the backward that syncs disarms it; so "fwd nosync{fwd bwd}"
+     * syncs. A forward may follow a forward without a backward. */
     int (*forward_begin)(void *state, int no_sync_active);
     int (*no_sync_enter)(void *state);
     int (*no_sync_exit)(void *state);

@@ -283,6 +283,10 @@ ddp_status record_open(const char *dir, record_run *out)
         s = read_options(path, root, out);
     if (s == DDP_OK)
         s = read_ops(path, root, out);
+    ssize_t clash = s == DDP_OK ? sched_step_conflict(&out->schedule, out->ddp.set_to_none) : -1;
+    if (clash >= 0)
+        s = ddp_error(DDP_ERR_INVALID, "%s: op %zd (step) comes between a forward and its backward while gradients "
+                                       "exist (PyTorch's autograd refuses that backward)", path, clash);
     json_free(root);
     if (s == DDP_OK)
         s = check_all(out);

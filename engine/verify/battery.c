@@ -15,11 +15,18 @@ static const scenario scenarios[] = {
     {"window-5", "windows of five micro-steps: accumulation that assumes short windows", NULL,
      "2*( 4*( nosync{fwd bwd} grab ) fwd bwd grab step zero )", 0, 0, 0, 0, 0},
     {"nosync-edges",
-     "a forward inside no_sync whose backward runs outside (it does not sync) and the reverse (it syncs): the decision "
-     "is taken at forward",
+     "a forward inside no_sync whose backward runs outside (it does not sync) and the reverse (it syncs): the sync is "
+     "armed at forward",
      NULL,
      "enter fwd exit bwd grab fwd bwd grab step zero fwd enter bwd exit grab step zero enter fwd exit bwd grab fwd "
      "bwd grab",
+     0, 0, 0, 0, 0},
+    {"arming",
+     "PyTorch's arming: a forward outside no_sync arms the next backward even inside no_sync, a forward inside leaves "
+     "it; forwards without a backward; nested no_sync; a step before any gradient",
+     NULL,
+     "step fwd nosync{fwd bwd} grab fwd bwd grab step zero nosync{fwd} fwd bwd grab fwd fwd bwd grab step zero "
+     "nosync{ nosync{fwd bwd} grab fwd bwd } grab fwd bwd grab step zero",
      0, 0, 0, 0, 0},
     {"sync-after-sync", "a sync right after a sync without zero_grad: PyTorch accumulates onto the synced values", NULL,
      "fwd bwd grab fwd bwd grab nosync{fwd bwd} grab fwd bwd grab step zero", 0, 0, 0, 0, 0},

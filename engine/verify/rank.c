@@ -222,7 +222,7 @@ static ddp_status run_forward(rank_ctx *c)
     impl_side *im = &c->impl;
     uint64_t t0 = clock_now_ns();
     DDP_CHECK(ddp_ref_forward(c->ref.ddp, &c->batch));
-    DDP_CHECK(IMPL_CALL(c, im->ops->forward_begin(im->state, im->no_sync), "forward_begin"));
+    DDP_CHECK(IMPL_CALL(c, im->ops->forward_begin(im->state, im->no_sync > 0), "forward_begin"));
     c->shared = memcmp(model_weights(c->ref.m), model_weights(im->m), model_size(im->m) * sizeof(float)) == 0;
     ddp_status s = c->shared ? DDP_OK : model_forward(im->m, &c->batch, NULL);
     c->fig->compute_ns += clock_now_ns() - t0;
@@ -359,11 +359,11 @@ static ddp_status run_op(rank_ctx *c, sched_op op, size_t *grab)
     switch (op) {
     case OP_ENTER:
         DDP_CHECK(ddp_ref_no_sync_enter(c->ref.ddp));
-        im->no_sync = 1;
+        im->no_sync++; /* a depth: nested no_sync contexts each restore what they found */
         return IMPL_CALL(c, im->ops->no_sync_enter(im->state), "no_sync_enter");
     case OP_EXIT:
         DDP_CHECK(ddp_ref_no_sync_exit(c->ref.ddp));
-        im->no_sync = 0;
+        im->no_sync--;
         return IMPL_CALL(c, im->ops->no_sync_exit(im->state), "no_sync_exit");
     case OP_FWD:
         DDP_CHECK(get_batch(c, c->rank, c->next_batch, c->ref.m, &c->batch));

@@ -35,7 +35,7 @@ typedef struct impl_side {
     impl_env env;
     ddpsim_services svc;
     ddpsim_param_view views[MODEL_MAX_PARAMS];
-    int no_sync;
+    int no_sync; /* no_sync contexts open (nested ones count) */
 } impl_side;
 
 typedef struct rank_ctx {

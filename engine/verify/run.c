@@ -115,6 +115,60 @@ static ddp_status check_faults(const verify_config *cfg)
     return DDP_OK;
 }
 
+/*
+ * With find_unused, a backward synced by an earlier forward than its own
+ * ("fwd nosync{fwd bwd}") is PyTorch's error when the two forwards used
+ * different parameters (ddp_ref.c check_arming). Only branchy's forwards
+ * differ in what they use; their batches are known before any rank starts.
+ */
+static ddp_status check_arming_uses(const verify_config *cfg)
+{
+    model *m = NULL;
+    model_batch b;
+    DDP_CHECK(model_create(cfg->model_spec, cfg->batch, &m));
+    ddp_status s = model_batch_alloc(m, &b);
+    unsigned char used_arm[MODEL_MAX_PARAMS];
+    for (int r = 0; s == DDP_OK && r < cfg->nranks; r++) {
+        size_t depth = 0, nfwd = 0, arm = 0;
+        int armed = 0;
+        for (size_t i = 0; s == DDP_OK && i < cfg->schedule->nops; i++) {
+            sched_op op = cfg->schedule->ops[i];
+            if (op == OP_ENTER || op == OP_EXIT) {
+                depth += op == OP_ENTER ? 1 : (size_t)-1;
+            } else if (op == OP_FWD) {
+                if (depth == 0)
+                    armed = 1, arm = nfwd;
+                nfwd++;
+            } else if (op == OP_BWD && armed) {
+                armed = 0;
+                if (arm == nfwd - 1)
+                    continue;
+                for (int k = 0; k < 2 && s == DDP_OK; k++) {
+                    size_t f = k == 0 ? arm : nfwd - 1;
+                    model_batch_fill(m, &b, cfg->seed, r, f);
+                    if (cfg->inputs_dir)
+                        s = dump_read_batch(cfg->inputs_dir, r, f, m, &b);
+                    if (s == DDP_OK)
+                        s = model_forward(m, &b, NULL);
+                    if (s == DDP_OK && k == 0)
+                        memcpy(used_arm, model_used(m), (size_t)model_nparams(m));
+                }
+                for (int p = 0; s == DDP_OK && p < model_nparams(m); p++)
+                    if (used_arm[p] != model_used(m)[p])
+                        s = ddp_error(DDP_ERR_INVALID,
+                                      "--schedule: op %zu (bwd) syncs, armed by forward %zu, but runs through forward "
+                                      "%zu, and on rank %d they differ in using %s: with find_unused_parameters "
+                                      "PyTorch fails there (%s)", i, arm, nfwd - 1, r, model_param_at(m, p)->name,
+                                      model_used(m)[p] ? "Expected to mark a variable ready only once"
+                                                       : "Expected to have finished reduction in the prior iteration");
+            }
+        }
+    }
+    model_batch_free(&b);
+    model_destroy(m);
+    return s;
+}
+
 ddp_status verify_check_config(const verify_config *cfg)
 {
     if (!cfg->impl_ops || !cfg->impl)
@@ -133,6 +187,13 @@ ddp_status verify_check_config(const verify_config *cfg)
     if (branchy && !cfg->ddp.find_unused)
         return ddp_error(DDP_ERR_INVALID, "--model: branchy has parameters that some forwards do not use; PyTorch DDP "
                                           "needs find_unused_parameters=True for it: add --find-unused");
+    ssize_t clash = sched_step_conflict(cfg->schedule, cfg->ddp.set_to_none);
+    if (clash >= 0)
+        return ddp_error(DDP_ERR_INVALID, "--schedule: op %zd (step) comes between a forward and its backward while "
+                                          "gradients exist: the step changes the parameters that forward saved, and "
+                                          "PyTorch's autograd refuses the backward", clash);
+    if (branchy && cfg->ddp.find_unused)
+        DDP_CHECK(check_arming_uses(cfg));
     if (cfg->ddp.bucket_cap == 0 || cfg->ddp.first_bucket_cap == 0)
         return ddp_error(DDP_ERR_INVALID, "--bucket-cap: bucket caps must be positive");
     if (cfg->ddp.first_bucket_cap > cfg->ddp.bucket_cap && cfg->ddp.first_bucket_cap != DDP_DEFAULT_FIRST_BUCKET_CAP)

@@ -18,9 +18,11 @@ DEFAULT_MODEL = "mlp:32-64-64-16"
 SCRATCH_MIN_FREE = 4 << 30  # bytes free in /dev/shm before a recording goes there
 
 
-def _run_args(ranks, seed, batch, lr, model, schedule, scenario, find_unused, bucket_view, bucket_cap):
-    """ddpsim's options for --prepare: the schedule, scenario and DDP options it checks and expands."""
-    args = ["--ranks", str(ranks), "--seed", str(seed), "--lr", repr(float(lr))]
+def _run_args(ranks, seed, batch, lr, model, schedule, scenario, find_unused, bucket_view, bucket_cap, zero):
+    """ddpsim's options for --prepare: the schedule, scenario and DDP options it checks and expands (zero_grad
+    too: whether a step may come between a forward and its backward depends on it)."""
+    args = ["--ranks", str(ranks), "--seed", str(seed), "--lr", repr(float(lr)),
+            "--zero-grad", "none" if zero == "set_to_none" else "zeros"]
     if scenario:
         args += ["--scenario", scenario]
     else:
@@ -136,10 +138,14 @@ class Plan:
         os.makedirs(self.root, exist_ok=True)
         self.jobs, skipped = [], []
         names = ddpsim.scenarios(self.binary) if self.many else [a["scenario"] or "schedule"]
+        self.rearming = []
         for name in names:
             job = self._job(name)
             if self.user_model and any(j["ops"] == job["ops"] and j["ddp"] == job["ddp"] for j in self.jobs):
                 skipped.append(name)  # the same ops and options on the user's model: nothing new
+                continue
+            if self.user_model and self.many and a["find_unused"] and backward_past_armed_forward(job["ops"]):
+                self.rearming.append(name)
                 continue
             self.jobs.append(job)
         self.many = self.many or len(self.jobs) > 1
@@ -166,7 +172,7 @@ class Plan:
         d = os.path.join(self.root, name)
         prep = ddpsim.prepare(self.binary, os.path.join(d, "inputs"), _run_args(
             a["ranks"], a["seed"], a["batch"], a["lr"], self.model, a["schedule"],
-            name if name != "schedule" else None, a["find_unused"], a["bucket_view"], a["bucket_cap"]))
+            name if name != "schedule" else None, a["find_unused"], a["bucket_view"], a["bucket_cap"], self.zero))
         ddp = {k: prep["ddp"][k] for k in ("bucket_cap", "first_bucket_cap", "find_unused_parameters",
                                            "gradient_as_bucket_view")}
         ddp["find_unused_rule"] = self.rule
@@ -231,9 +237,34 @@ class Plan:
         if skipped:
             lines.append("# on your model, %s repeat%s another scenario's ops and options: not run again" % (
                 ", ".join(skipped), "" if len(skipped) > 1 else "s"))
+        if self.rearming:
+            lines.append("# on your model with find_unused, %s not run: a syncing backward there runs through a later "
+                         "forward than the one that armed it, and PyTorch's DDP requires both to use the same "
+                         "parameters (reducer.cpp prepare_for_backward); --scenario NAME runs it anyway" %
+                         ", ".join(self.rearming))
         if self.keep:
             lines.append("# recordings kept in %s (ddpsim check %s/<scenario>/record)" % (self.root, self.root))
         return "\n".join(lines) + "\n"
+
+
+def backward_past_armed_forward(ops):
+    """Whether a syncing backward runs through another forward than the one that armed the reducer (a forward
+    outside no_sync arms it, distributed.py forward; with find_unused_parameters, prepare_for_backward marks the
+    parameters that forward's graph does not reach, so the later forward must reach the same ones)."""
+    depth, armed, since_arm = 0, False, 0
+    for op in ops:
+        if op in ("enter", "exit"):
+            depth += 1 if op == "enter" else -1
+        elif op == "fwd":
+            if depth == 0:
+                armed, since_arm = True, 0
+            else:
+                since_arm += 1
+        elif op == "bwd":
+            if armed and since_arm:
+                return True
+            armed = False
+    return False
 
 
 def _scratch():

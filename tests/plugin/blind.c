@@ -194,17 +194,17 @@ static int b_forward_begin(void *state, int no_sync) { return sddp_forward_begin
 
 static int b_enter(void *state)
 {
-    ((sddp *)state)->no_sync = 1;
+    ((sddp *)state)->no_sync++;
     return 0;
 }
 
 static int b_exit(void *state)
 {
     sddp *d = state;
-    d->no_sync = 0;
+    d->no_sync--;
 #if defined(BLIND_EXIT_ARMS_PENDING)
     if (d->fwd_pending)
-        d->fwd_sync = 1;
+        d->armed = 1;
 #endif
     return 0;
 }
@@ -214,7 +214,7 @@ static int b_grad_ready(void *state, int p)
     sddp_grad_ready(state, p);
 #if defined(BLIND_LAST_BUCKET_SKIPPED)
     sddp *d = state;
-    if (!rebuilt && d->fwd_sync && nready < 256)
+    if (!rebuilt && d->armed && nready < 256)
         ready_order[nready++] = p;
 #endif
     return 0;
@@ -227,12 +227,12 @@ static int b_backward_end(void *state)
     b->since_sync++;
 #if defined(BLIND_FORCED_SYNC_AT_4)
     if (b->since_sync == 4)
-        d->fwd_sync = 1;
+        d->armed = 1;
 #endif
     int rc = sddp_backward_end(d);
-    if (d->fwd_sync)
+    if (d->synced)
         b->since_sync = 0;
-    b->unsynced = !d->fwd_sync;
+    b->unsynced = !d->synced;
     return rc;
 }
 

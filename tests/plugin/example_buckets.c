@@ -162,7 +162,7 @@ static void xb_destroy(void *state)
 static int xb_forward_begin(void *state, int no_sync_active)
 {
     xb *x = state;
-    x->fwd_sync = !no_sync_active;
+    x->fwd_sync |= !no_sync_active; /* armed by a forward outside no_sync, until a backward syncs */
     pthread_mutex_lock(&x->mu);
     x->launched = x->done = 0;
     pthread_mutex_unlock(&x->mu);
@@ -206,6 +206,7 @@ static int xb_backward_end(void *state)
     const ddpsim_services *svc = x->svc;
     if (!x->fwd_sync)
         return 0;
+    x->fwd_sync = 0;
     if (x->norder != x->np)
         return xb_fail(x, "a parameter got no gradient in a syncing backward (find_unused is off)");
     pthread_mutex_lock(&x->mu);

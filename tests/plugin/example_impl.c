@@ -6,10 +6,11 @@
  *     cc -shared -fPIC $(pkg-config --cflags ddpsim) -o libexample_impl.so example_impl.c
  *     ddpsim --ranks 4 --impl ./libexample_impl.so
  *
- * What it does: broadcasts the parameters at create; remembers at every
- * forward whether no_sync was active (PyTorch decides there); at the end of
- * a backward whose forward ran outside no_sync it multiplies every
- * gradient by 1/N and sum-allreduces the whole gradient buffer at once. One
+ * What it does: broadcasts the parameters at create; a forward outside
+ * no_sync arms the next backward's sync and a forward inside it leaves the
+ * arming alone (PyTorch 1.13 distributed.py forward: prepare_for_backward);
+ * at the end of an armed backward it disarms, multiplies every gradient by
+ * 1/N and sum-allreduces the whole gradient buffer at once. One
  * allreduce instead of DDP's buckets changes no value with ddpsim's ordered
  * or exact reduction, so it matches the reference bit for bit. It does not
  * model find_unused_parameters or gradient_as_bucket_view, and says so.
@@ -46,7 +47,7 @@ static void ex_destroy(void *state)
 
 static int ex_forward_begin(void *state, int no_sync_active)
 {
-    ((example *)state)->sync_this_backward = !no_sync_active;
+    ((example *)state)->sync_this_backward |= !no_sync_active;
     return 0;
 }
 
@@ -69,6 +70,7 @@ static int ex_backward_end(void *state)
     const ddpsim_services *svc = ex->svc;
     if (!ex->sync_this_backward)
         return 0;
+    ex->sync_this_backward = 0;
     float inv = (float)(1.0 / svc->world_size);
     for (size_t i = 0; i < svc->total_count; i++)
         svc->all_grads[i] *= inv;

@@ -72,7 +72,7 @@ static void z_destroy(void *state)
 
 static int z_forward_begin(void *state, int no_sync_active)
 {
-    ((zero1 *)state)->sync_this_backward = !no_sync_active;
+    ((zero1 *)state)->sync_this_backward |= !no_sync_active; /* armed until a backward syncs */
     return 0;
 }
 
@@ -102,6 +102,7 @@ static int z_backward_end(void *state)
     z->grads_agree = z->sync_this_backward;
     if (!z->sync_this_backward)
         return 0;
+    z->sync_this_backward = 0;
     float inv = (float)(1.0 / svc->world_size);
     for (size_t i = 0; i < svc->total_count; i++)
         svc->all_grads[i] *= inv;

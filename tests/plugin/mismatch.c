@@ -42,7 +42,7 @@ static void mm_destroy(void *state)
 
 static int mm_forward_begin(void *state, int no_sync_active)
 {
-    ((mm *)state)->sync = !no_sync_active;
+    ((mm *)state)->sync |= !no_sync_active;
     return 0;
 }
 
@@ -65,6 +65,7 @@ static int mm_backward_end(void *state)
     const ddpsim_services *svc = m->svc;
     if (!m->sync)
         return 0;
+    m->sync = 0;
     float inv = (float)(1.0 / svc->world_size);
     for (size_t i = 0; i < svc->total_count; i++)
         svc->all_grads[i] *= inv;

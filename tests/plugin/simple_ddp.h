@@ -1,7 +1,9 @@
 /*
  * simple_ddp.h - the correct DDP that ddpsim's test plugins share (static
  * functions: each plugin includes it once). It follows PyTorch's semantics
- * without buckets: the decision to sync is taken at forward; a syncing
+ * without buckets: a forward outside no_sync arms the next backward's sync
+ * (a forward inside no_sync leaves the arming as it is; PyTorch 1.13
+ * distributed.py forward, prepare_for_backward); a syncing
  * backward scales every gradient by 1/N (multiplying by the rounded 1/N, or
  * with gradient_as_bucket_view dividing once a .grad is its bucket's view)
  * and sums the whole gradient buffer across ranks in one call; with
@@ -33,7 +35,10 @@ struct sddp {
     const ddpsim_services *svc;
     sddp_hooks hooks;
     int n;
-    int no_sync, fwd_sync, fwd_pending;
+    int no_sync;                  /* nested no_sync contexts open */
+    int armed;                    /* the next backward syncs */
+    int fwd_pending;              /* a forward ran that no backward followed yet */
+    int synced;                   /* the last backward synced */
     unsigned syncs;               /* syncs so far */
     unsigned char *used_now;      /* got a gradient in this backward */
     float *window_used;           /* ... in any backward since the last sync (0/1) */
@@ -81,7 +86,7 @@ static inline void sddp_destroy(sddp *d)
 
 static inline int sddp_forward_begin(sddp *d, int no_sync_active)
 {
-    d->fwd_sync = !no_sync_active;
+    d->armed |= !no_sync_active;
     d->fwd_pending = 1;
     memset(d->used_now, 0, (size_t)d->svc->nparams);
     return 0;
@@ -157,7 +162,9 @@ static inline void sddp_zero_grad(sddp *d)
 static inline int sddp_backward_end(sddp *d)
 {
     d->fwd_pending = 0;
-    return d->fwd_sync ? sddp_sync(d) : 0;
+    d->synced = d->armed;
+    d->armed = 0; /* reducer.cpp finalize_backward: disarmed until the next forward outside no_sync */
+    return d->synced ? sddp_sync(d) : 0;
 }
 
 #endif

@@ -25,8 +25,10 @@ USED_IN_WINDOW = _V >= (2, 4)
 
 
 class HookDDP(nn.Module):
-    """The correct wrapper: whether a backward syncs is decided at its forward (no_sync's state then, as
-    PyTorch's DDP), and a syncing backward averages the accumulated .grad of every parameter."""
+    """The correct wrapper: a forward outside no_sync arms the next backward's sync and a forward inside it
+    leaves the arming alone, as PyTorch's DDP (1.13 distributed.py forward calls prepare_for_backward outside
+    no_sync only; finalize_backward disarms); a syncing backward averages the accumulated .grad of every
+    parameter. no_sync() restores the state it found, so nested contexts work."""
 
     def __init__(self, module):
         super().__init__()
@@ -34,7 +36,7 @@ class HookDDP(nn.Module):
         self.world = dist.get_world_size()
         self.rank = dist.get_rank()
         self.syncing = False      # no_sync() is not active
-        self.sync_this = False    # the last forward's decision
+        self.sync_this = False    # armed: a forward outside no_sync since the last syncing backward
         self.queued = False
         self.syncs = 0
         self.in_no_sync = False
@@ -58,6 +60,7 @@ class HookDDP(nn.Module):
 
     def _after_backward(self):
         self.queued = False
+        self.sync_this = False
         self.sync_grads()
 
     def used(self):
@@ -80,17 +83,18 @@ class HookDDP(nn.Module):
         summed.div_(self.world)
 
     def forward(self, *args, **kwargs):
-        self.sync_this = not self.in_no_sync
+        self.sync_this = self.sync_this or not self.in_no_sync
         self.seen.clear()
         return self.module(*args, **kwargs)
 
     @contextlib.contextmanager
     def no_sync(self):
+        outer = self.in_no_sync
         self.in_no_sync = True
         try:
             yield
         finally:
-            self.in_no_sync = False
+            self.in_no_sync = outer
             self.on_no_sync_exit()
 
     def on_no_sync_exit(self):
@@ -111,6 +115,20 @@ class SyncOnExit(HookDDP):
 
 def thunder_sync_on_exit(module):
     return SyncOnExit(module)
+
+
+class DisarmInNoSync(HookDDP):
+    """Each forward decides alone: a forward inside no_sync cancels the sync an earlier forward outside it
+    armed (ddpsim's own reference before its issue 16; real DDP syncs `fwd; no_sync{fwd; bwd}`)."""
+
+    def forward(self, *args, **kwargs):
+        self.sync_this = not self.in_no_sync
+        self.seen.clear()
+        return self.module(*args, **kwargs)
+
+
+def disarm_in_no_sync(module):
+    return DisarmInNoSync(module)
 
 
 class SyncEveryMicrostep(HookDDP):
