@@ -14,7 +14,7 @@ trap 'rm -f "$out" "$err" "$sched_file"' EXIT
 segments() { ls /dev/shm 2>/dev/null | grep -c '^ddpsim-'; }
 shm_before=$(segments)
 
-expect 0 "verdict: PASS (15 of 15 scenarios" "ddpsim --ranks 4 passes the battery" -- --ranks 4
+expect 0 "verdict: PASS (16 of 16 scenarios" "ddpsim --ranks 4 passes the battery" -- --ranks 4
 grep -q "note: N = 4 is a power of two" "$out" && ok "at 4 ranks the battery says which bugs need 3 or 5" ||
     bad "at 4 ranks the battery says which bugs need 3 or 5"
 expect 0 "verdict: PASS" "the battery at 3 ranks" -- --ranks 3 -q
@@ -75,7 +75,7 @@ expect 2 "Try 'ddpsim --help'" "errors point to --help" -- --batch 0
 
 # Implementations: a catalogued bug is a divergence (exit 1) with its first divergence; plugins.
 plugins=${PLUGIN_DIR:-$(dirname "$0")/plugin}
-expect 0 "verdict: PASS (13 of 15 scenarios" "a plugin that refuses some scenarios' options passes the rest" -- --ranks 3 --impl "$plugins/libexample_impl.so"
+expect 0 "verdict: PASS (14 of 16 scenarios" "a plugin that refuses some scenarios' options passes the rest" -- --ranks 3 --impl "$plugins/libexample_impl.so"
 grep -q "find-unused .* REFUSED .*does not support find_unused" "$out" && ok "a refused scenario says why" ||
     bad "a refused scenario says why"
 expect 1 "first divergence: grab 0 (after no_sync fwd+bwd), rank 0, parameter 0.weight" "sync-on-exit is caught" -- --impl sync-on-exit --ranks 2 --scenario classic
@@ -84,9 +84,14 @@ expect 0 "verdict: PASS" "post-divide passes the order tolerance" -- --impl post
 expect 3 "for the implementation, rank 1 called allreduce of 7312 float (sum, ordered) for the reference" "rank-never-syncs is named, not hung" -- --impl rank-never-syncs --ranks 3 --scenario classic --timeout 10
 expect 0 "verdict: PASS" "bucketed passes" -- --impl bucketed --ranks 4 --bucket-cap 100 --first-bucket-cap 100
 expect 0 "self-add-each-microstep" "--list shows the catalogue" -- --list
-expect 0 "mutation score: 18 of 18 caught" "--mutants catches every bug" -- --mutants
+expect 0 "sync-flag-steps .*huggingface/accelerate PR #2790" "--list: each bug with its source" -- --list
+expect 1 "first divergence: grab 9 (after fwd+bwd (2 acc))" "tail-window: the short window's sync is missed by an engine that counts" -- --ranks 3 --impl tail-window-dropped --scenario tail-window
+expect 3 "ranks disagree on a collective: rank 0 called allreduce of 280 float" "skip-none-grads: different sizes named, not hung" -- --ranks 3 --impl skip-none-grads --scenario find-unused
+expect 0 "mutation score: 29 of 29 caught" "--mutants catches every bug" -- --mutants
 grep -q "^ decide-at-backward .* nosync-edges " "$out" && ok "--mutants names the scenario that caught each" ||
     bad "--mutants names the scenario that caught each"
+grep -q "^ tail-window-dropped .*caught" "$out" && ok "--mutants: the engine that counts its own window is caught" ||
+    bad "--mutants: the engine that counts its own window is caught"
 grep -q "^ disarm-in-no-sync .* arming " "$out" && ok "--mutants: the arming scenario catches a forward inside no_sync that disarms" ||
     bad "--mutants: the arming scenario catches a forward inside no_sync that disarms"
 expect 0 "verdict: PASS" "the example plugin runs" -- --impl "$plugins/libexample_impl.so" --ranks 3

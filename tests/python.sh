@@ -46,7 +46,7 @@ expect_cmd 0 "twin attn: names, shapes and gradients match" "the torch twins of 
 
 # Real DDP passes.
 for n in 2 3 4; do
-    front 0 "verdict: PASS (15 of 15 scenarios)" "torch's DDP passes the battery at $n ranks" -- --ranks "$n" --wrap "$DDP"
+    front 0 "verdict: PASS (16 of 16 scenarios)" "torch's DDP passes the battery at $n ranks" -- --ranks "$n" --wrap "$DDP"
 done
 grep -q "find_unused counts what the syncing backward used (PyTorch < 2.4)\|any micro-step of the window used (PyTorch >= 2.4" "$out" &&
     ok "the header says which torch's semantics" || bad "the header says which torch's semantics"
@@ -78,7 +78,7 @@ expect 0 "verdict: PASS" "ddpsim check on the kept recording" -- check "$tmp/k/s
 sed "s/\"find_unused_rule\": \"$rule\"/\"find_unused_rule\": \"$other\"/" "$tmp/k/schedule/record/manifest.json" >"$tmp/m" &&
     cp "$tmp/m" "$tmp/k/schedule/record/manifest.json"
 expect 1 "parameter sometimes.weight" "... and under the other torch's find_unused rule it fails" -- check "$tmp/k/schedule/record"
-front 0 "verdict: PASS (15 of 15 scenarios)" "a thunder-style functional wrapper (after PR #2255)" -- --ranks 3 --wrap "$W:hook_ddp"
+front 0 "verdict: PASS (16 of 16 scenarios)" "a thunder-style functional wrapper (after PR #2255)" -- --ranks 3 --wrap "$W:hook_ddp"
 # PyTorch's arming (the battery's arming scenario ran above on real DDP): a step between a forward and its
 # backward runs when no gradient exists, and a wrapper whose forward inside no_sync disarms fails.
 front 0 "verdict: PASS" "real DDP: a step between fwd and bwd after zero_grad(set_to_none)" -- --ranks 2 --wrap "$DDP" \
@@ -87,6 +87,8 @@ front 2 "op 4 (step) comes between a forward and its backward while gradients ex
     --ranks 2 --wrap "$DDP" --schedule "fwd bwd zero fwd step bwd grab" --zero-grad zeros
 front 1 "first divergence: grab 0 (after no_sync fwd+bwd, armed), rank 0, parameter 0.weight" "a wrapper whose forward inside no_sync disarms" -- \
     --ranks 3 --wrap "$W:disarm_in_no_sync" --scenario arming
+front 1 "first divergence: grab 9 (after fwd+bwd (2 acc)), rank 0, parameter 0.weight" "an engine that counts its own window misses the tail's sync" -- \
+    --ranks 3 --wrap "$W:counts_own_window" --scenario tail-window
 
 # Known bugs fail at the first grab where they show, naming grab, rank, parameter, element, expected and actual.
 div='rank 0, parameter 0.weight, element 0: expected [-0-9.e]*, actual [-0-9.e]*'

@@ -25,7 +25,7 @@
       "a reading of lightning-thunder PR #2255", 0)                                                                  \
     X(PRIOR_NOT_CURRENT, "prior-not-current",                                                                        \
       "the accumulated earlier micro-steps are averaged, the current one stays local",                              \
-      "the mirror image of last-microbatch-only (issue 5 of ddpsim)", 0)                                             \
+      "DeepSpeed PR #7985 (the boundary micro-batch added after the allreduce)", 0)                                             \
     X(SYNC_EVERY_MICROSTEP, "sync-every-microstep", "no_sync is ignored: every backward syncs",                      \
       "no_sync wrapped around backward only: ClassyVision PR #706 and others", 0)                                    \
     X(NEVER_SYNC, "never-sync", "gradients are never reduced", "deepmd-kit PR #1104", 0)                             \
@@ -57,7 +57,42 @@
     X(SKIP_AVERAGE_TINY_TENSOR, "skip-average-tiny-tensor", "single-element tensors are summed, not averaged",        \
       "Horovod PR #2375", 0)                                                                                         \
     X(SELF_ADD_EACH_MICROSTEP, "self-add-each-microstep",                                                            \
-      "each unsynced micro-step adds the accumulated gradient to itself again", "Megatron-LM #6660", 0)
+      "each unsynced micro-step adds the accumulated gradient to itself again", "Megatron-LM #6660", 0)             \
+    X(TAIL_WINDOW_DROPPED, "tail-window-dropped",                                                                    \
+      "the engine counts its own window (the first one's length), not no_sync: a shorter tail window never syncs",  \
+      "NVIDIA-NeMo/Automodel PR #2257", 0)                                                                           \
+    X(REDUCED_AGAIN, "reduced-again",                                                                                \
+      "a gradient already reduced at the last sync is summed across ranks again with the next one (grows N-fold)",  \
+      "lodestone-rock/RamTorch #13", 0)                                                                              \
+    X(SKIP_NONE_GRADS, "skip-none-grads",                                                                            \
+      "parameters whose .grad is None are left out of the flat buffer, so ranks reduce different sizes",            \
+      "DeepSpeed PR #291", 0)                                                                                        \
+    X(REBUILD_DROPS_ACCUMULATION, "rebuild-drops-accumulation",                                                      \
+      "the bucket rebuild after the first sync rebinds .grad and overwrites it: a gradient carried across is lost", \
+      "InfiniTensor/InfiniTrain PR #183", 0)                                                                         \
+    X(STALE_BUCKET, "stale-bucket",                                                                                  \
+      "from the second sync on the gradients go into a view detached from the reduced buffer: each sync reduces "   \
+      "the previous sync's result again",                                                                           \
+      "PyTorch PR #43307 (DDP communication hook, bucket_views_in/out)", 0)                                          \
+    X(UNSCALE_NEVER_SCALED, "unscale-never-scaled",                                                                  \
+      "the optimizer divides the gradients by a loss scale (65536) that backward never applied",                    \
+      "DeepSpeed PR #7839 (bug 1)", 0)                                                                               \
+    X(NO_ZERO_AFTER_STEP, "no-zero-after-step",                                                                      \
+      "zero_grad after a step is skipped: the next window accumulates onto the stepped gradients",                  \
+      "DeepSpeed PR #7839 (bug 2)", 0)                                                                               \
+    X(BOUNDARY_FALSE_IN_BACKWARD, "boundary-false-in-backward",                                                      \
+      "the accumulation-boundary flag reads false during backward: the window is reduced at step, not by the "      \
+      "syncing backward",                                                                                           \
+      "DeepSpeed #3911", 0)                                                                                          \
+    X(EVERY_BACKWARD_A_BOUNDARY, "every-backward-a-boundary",                                                        \
+      "every backward is an accumulation boundary: each reduces its own micro-batch and replaces the accumulation", \
+      "allenai/open-instruct PR #1498", 0)                                                                           \
+    X(EVERY_BACKWARD_OVERWRITES, "every-backward-overwrites",                                                        \
+      "every backward overwrites .grad instead of accumulating into it (overwrite_main_grad for every strategy)",    \
+      "Megatron-LM PR #6357", 0)                                                                                     \
+    X(SYNC_FLAG_STEPS, "sync-flag-steps",                                                                            \
+      "the flag that makes a backward sync also gates the optimizer: every syncing backward steps the parameters",  \
+      "huggingface/accelerate PR #2790", 0)
 
 #define AS_ENUM(id, name, mechanism, source, bitwise_only) BUG_##id,
 typedef enum bug { BUGS(AS_ENUM) BUG_COUNT } bug;
@@ -77,6 +112,14 @@ typedef struct mutant {
     float *first;          /* first-microbatch-only: the window's first accumulation */
     float *saved;          /* local values of parameters unused everywhere */
     unsigned char alias[MODEL_MAX_PARAMS]; /* gradient_as_bucket_view: reduced at least once */
+    float *kept;           /* reduced-again: .grad after the last sync; stale-bucket: the reduced bucket;
+                              no-zero-after-step: .grad at the last step */
+    int have_kept;
+    unsigned syncs;        /* syncs so far */
+    unsigned since_sync;   /* tail-window-dropped: backwards since the last sync */
+    unsigned window;       /* tail-window-dropped: the first window's length (0 until the first sync) */
+    int rebind_pending;    /* rebuild-drops-accumulation: the next backward overwrites */
+    int reduce_at_step;    /* boundary-false-in-backward: a window waits for the step to be reduced */
 } mutant;
 
 static int m_error(mutant *m, const char *msg)
@@ -115,6 +158,37 @@ static void scale(mutant *m, float *g)
     }
 }
 
+/* skip-none-grads: only the parameters whose .grad is defined go into the flat buffer that is summed. */
+static int reduce_defined_only(mutant *m)
+{
+    const ddpsim_services *svc = m->svc;
+    size_t n = 0;
+    for (int p = 0; p < svc->nparams; p++)
+        if (svc->grad_defined[p]) {
+            memcpy(m->kept + n, svc->params[p].grad, svc->params[p].count * sizeof(float));
+            n += svc->params[p].count;
+        }
+    if (svc->allreduce_sum(svc->env, m->kept, n))
+        return -1;
+    n = 0;
+    for (int p = 0; p < svc->nparams; p++)
+        if (svc->grad_defined[p]) {
+            memcpy(svc->params[p].grad, m->kept + n, svc->params[p].count * sizeof(float));
+            n += svc->params[p].count;
+        }
+    return 0;
+}
+
+/* SGD on the implementation's own parameters, p += -lr * g / divisor (what ddpsim's step does when divisor is 1). */
+static void sgd(mutant *m, float divisor)
+{
+    const ddpsim_services *svc = m->svc;
+    float neg_lr = -svc->lr;
+    for (int p = 0; p < svc->nparams; p++)
+        for (size_t i = 0; i < svc->params[p].count; i++)
+            svc->params[p].data[i] += neg_lr * (svc->params[p].grad[i] / divisor);
+}
+
 /* Average .grad across ranks, as DDP does, but for this mutant's bug. */
 static int reduce(mutant *m)
 {
@@ -136,8 +210,20 @@ static int reduce(mutant *m)
             }
     }
     scale(m, g);
-    if (svc->allreduce_sum(svc->env, g, svc->total_count))
+    if (m->bug == BUG_SKIP_NONE_GRADS) {
+        if (reduce_defined_only(m))
+            return -1;
+    } else if (m->bug == BUG_STALE_BUCKET && m->syncs > 0) {
+        /* the copy-in went to a view of a buffer no longer reduced: the old bucket is reduced again */
+        if (svc->allreduce_sum(svc->env, m->kept, svc->total_count))
+            return -1;
+        memcpy(g, m->kept, svc->total_count * sizeof(float));
+    } else if (svc->allreduce_sum(svc->env, g, svc->total_count)) {
         return -1;
+    }
+    if (m->bug == BUG_STALE_BUCKET && m->syncs == 0)
+        memcpy(m->kept, g, svc->total_count * sizeof(float));
+    m->syncs++;
     if (m->bug == BUG_POST_DIVIDE)
         coll_div_n(g, g, svc->total_count, m->n);
     for (int p = 0; p < svc->nparams; p++) {
@@ -167,8 +253,9 @@ static int create_mutant(const ddpsim_services *svc, void **state, bug b)
     m->g0 = malloc(bytes);
     m->first = malloc(bytes);
     m->saved = malloc(bytes);
+    m->kept = malloc(bytes);
     *state = m;
-    if (!m->g0 || !m->first || !m->saved)
+    if (!m->g0 || !m->first || !m->saved || !m->kept)
         return m_error(m, "out of memory");
     if (b == BUG_NO_INITIAL_BROADCAST)
         return 0;
@@ -186,6 +273,7 @@ static void destroy_mutant(void *state)
     free(m->g0);
     free(m->first);
     free(m->saved);
+    free(m->kept);
     free(m);
 }
 
@@ -234,8 +322,24 @@ static int m_backward_end(void *state)
     size_t n = svc->total_count;
     int sync = m->fwd_sync;
     m->armed = 0; /* finalize_backward disarms (a backward that did not sync was not armed) */
+    m->since_sync++;
+    if (m->bug == BUG_EVERY_BACKWARD_OVERWRITES || (m->bug == BUG_REBUILD_DROPS_ACCUMULATION && m->rebind_pending)) {
+        for (size_t i = 0; i < n; i++)
+            g[i] -= m->g0[i];
+        m->rebind_pending = 0;
+    }
     if (m->bug == BUG_DECIDE_AT_BACKWARD)
         sync = m->no_sync_depth == 0;
+    else if (m->bug == BUG_TAIL_WINDOW_DROPPED && m->window)
+        sync = m->since_sync >= m->window; /* DeepSpeed-style (micro_steps + 1) % gas */
+    else if (m->bug == BUG_EVERY_BACKWARD_A_BOUNDARY) {
+        for (size_t i = 0; i < n; i++)
+            g[i] -= m->g0[i];
+        return reduce(m);
+    } else if (m->bug == BUG_BOUNDARY_FALSE_IN_BACKWARD && sync) {
+        m->reduce_at_step = 1;
+        return 0;
+    }
     else if (m->bug == BUG_SYNC_EVERY_MICROSTEP)
         sync = 1;
     else if (m->bug == BUG_NEVER_SYNC)
@@ -250,7 +354,31 @@ static int m_backward_end(void *state)
                 g[i] += m->g0[i];
         return 0;
     }
+    if (m->bug == BUG_TAIL_WINDOW_DROPPED && !m->window)
+        m->window = m->since_sync;
+    m->since_sync = 0;
     switch (m->bug) {
+    case BUG_REBUILD_DROPS_ACCUMULATION:
+        m->rebind_pending = m->syncs == 0; /* the buckets are rebuilt once, after the first sync */
+        return reduce(m);
+    case BUG_REDUCED_AGAIN: { /* avg(what is new since the last sync) + sum over ranks of what it reduced */
+        if (m->have_kept)
+            for (size_t i = 0; i < n; i++)
+                g[i] -= m->kept[i];
+        if (reduce(m))
+            return -1;
+        if (m->have_kept)
+            for (size_t i = 0; i < n; i++)
+                g[i] += (float)m->n * m->kept[i];
+        memcpy(m->kept, g, n * sizeof(float));
+        m->have_kept = 1;
+        return 0;
+    }
+    case BUG_SYNC_FLAG_STEPS:
+        if (reduce(m))
+            return -1;
+        sgd(m, 1.0f);
+        return 0;
     case BUG_LAST_MICROBATCH_ONLY: /* g0 + avg(current) */
         for (size_t i = 0; i < n; i++)
             g[i] -= m->g0[i];
@@ -281,18 +409,40 @@ static int m_backward_end(void *state)
     }
 }
 
-static int m_nothing(void *state)
-{
-    (void)state;
-    return 0;
-}
-
 /* zero with set_to_none ends every gradient_as_bucket_view alias, as in the reference (ddp_ref.c). */
 static int m_zero_grad(void *state)
 {
     mutant *m = state;
     if (m->svc->zero_to_none)
         memset(m->alias, 0, sizeof m->alias);
+    if (m->bug == BUG_NO_ZERO_AFTER_STEP && m->have_kept) /* the zero never happened */
+        memcpy(m->svc->all_grads, m->kept, m->svc->total_count * sizeof(float));
+    m->have_kept = 0;
+    return 0;
+}
+
+static int m_step(void *state)
+{
+    mutant *m = state;
+    if (m->bug == BUG_NO_ZERO_AFTER_STEP) {
+        memcpy(m->kept, m->svc->all_grads, m->svc->total_count * sizeof(float));
+        m->have_kept = 1;
+    }
+    return 0;
+}
+
+static int m_optimizer_step(void *state, int *owned)
+{
+    mutant *m = state;
+    *owned = 0;
+    if (m->bug == BUG_BOUNDARY_FALSE_IN_BACKWARD && m->reduce_at_step) {
+        m->reduce_at_step = 0;
+        return reduce(m);
+    }
+    if (m->bug == BUG_UNSCALE_NEVER_SCALED) {
+        sgd(m, 65536.0f);
+        *owned = 1;
+    }
     return 0;
 }
 
@@ -305,7 +455,7 @@ BUGS(AS_CREATE)
         .api_version = DDPSIM_IMPL_API_VERSION, .name = text, .description = mechanism, .create = create_##id,       \
         .destroy = destroy_mutant, .forward_begin = m_forward_begin, .no_sync_enter = m_enter,                      \
         .no_sync_exit = m_exit, .grad_ready = m_ready, .backward_end = m_backward_end, .zero_grad = m_zero_grad,     \
-        .step = m_nothing,                                                                                           \
+        .step = m_step, .optimizer_step = m_optimizer_step,                                                          \
     },
 static const ddpsim_impl_ops mutant_ops[BUG_COUNT] = {BUGS(AS_OPS)};
 

@@ -47,6 +47,13 @@ static const scenario scenarios[] = {
     {"attention", "the attention model: 21 tensors, and gradients that are rounding noise (k.bias)", "attn",
      SCHED_DEFAULT, 0, 0, 0, 0, 0},
     {"tiny-tensor", "a tensor of a single element", "mlp:8-16-1", SCHED_DEFAULT, 0, 0, 0, 0, 0},
+    {"tail-window",
+     "an epoch's tail: windows of four micro-steps, a window cut short to two, then four again; each window syncs "
+     "at its last backward, whatever its length",
+     NULL,
+     "2*( 3*( nosync{fwd bwd} grab ) fwd bwd grab step zero ) nosync{fwd bwd} grab fwd bwd grab step zero "
+     "3*( nosync{fwd bwd} grab ) fwd bwd grab step zero",
+     0, 0, 0, 0, 0},
     {"ends-in-window", "the run ends inside a window: its micro-steps are never synced, and a step uses them", NULL,
      "fwd bwd grab step zero nosync{fwd bwd} grab nosync{fwd bwd} grab step", 0, 0, 0, 0, 0},
 };

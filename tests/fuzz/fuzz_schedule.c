@@ -21,14 +21,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sched s;
     ddp_status st = sched_parse(text, &s);
     if (st == DDP_OK) {
-        size_t fwd = 0, grabs = 0;
+        size_t fwd = 0, bwd = 0, grabs = 0;
         for (size_t i = 0; i < s.nops; i++) {
             if ((unsigned)s.ops[i] > OP_EXIT)
                 abort();
             fwd += s.ops[i] == OP_FWD;
+            bwd += s.ops[i] == OP_BWD;
             grabs += s.ops[i] == OP_GRAB;
         }
-        if (fwd != s.nfwd || grabs != s.ngrabs || s.nops == 0 || s.nops > SCHED_MAX_OPS)
+        /* The empty schedule (and 0*(...)) is valid: it runs nothing. Only a backward can sync. */
+        if (fwd != s.nfwd || grabs != s.ngrabs || s.nops > SCHED_MAX_OPS || s.nsyncs > bwd || bwd > fwd)
             abort();
         char(*labels)[SCHED_LABEL_LEN] = malloc((s.ngrabs ? s.ngrabs : 1) * sizeof *labels);
         if (labels)

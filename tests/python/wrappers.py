@@ -131,6 +131,35 @@ def disarm_in_no_sync(module):
     return DisarmInNoSync(module)
 
 
+class CountsOwnWindow(HookDDP):
+    """An engine that counts its own accumulation window, as DeepSpeed's (micro_steps + 1) % gas does, learning
+    the window's length from the first one, instead of following no_sync: an epoch's shorter tail window is never
+    synced (NVIDIA-NeMo/Automodel PR #2257 dropped that tail)."""
+
+    def __init__(self, module):
+        super().__init__(module)
+        self.window, self.since_sync = 0, 0
+
+    def forward(self, *args, **kwargs):
+        self.seen.clear()
+        self.since_sync += 1
+        if self.window:
+            self.sync_this = self.since_sync >= self.window
+        else:
+            self.sync_this = self.sync_this or not self.in_no_sync
+        return self.module(*args, **kwargs)
+
+    def _after_backward(self):
+        if not self.window:
+            self.window = self.since_sync
+        self.since_sync = 0
+        super()._after_backward()
+
+
+def counts_own_window(module):
+    return CountsOwnWindow(module)
+
+
 class SyncEveryMicrostep(HookDDP):
     """no_sync is accepted and ignored: every backward syncs."""
 
