@@ -258,6 +258,8 @@ static int validate(void *o, const char **which, char *msg, size_t len)
         FAIL("fail-fast", "goes with --repeat K or --chaos A..B");
     if (opt->repeat_mode && (run->trace_path || opt->replay_path || run->dump_dir || run->record_dir || opt->json_path))
         FAIL("repeat", "--trace, --replay, --dump, --record and --json belong to single runs: replay one seed");
+    if (opt->mutants && run->ddp.comm_hook != DDP_HOOK_NONE)
+        FAIL("mutants", "the catalogue's bugs are modelled on DDP without a communication hook: drop --comm-hook");
     if (opt->mutants && (run->trace_path || opt->replay_path || run->dump_dir || run->record_dir || opt->json_path ||
                          opt->chaos_given || run->nfaults || run->inputs_dir))
         FAIL("mutants", "runs its own configurations: --trace, --replay, --dump, --record, --json, --chaos, --repeat, "
@@ -331,6 +333,10 @@ static const opt_spec specs[] = {
      NULL, "window"},
     {"bucket-view", 0, NULL, "gradient_as_bucket_view=True: divide by N in place", OPT_FLAG, F(run.ddp.bucket_view), 0,
      0, NULL, NULL},
+    {"comm-hook", 0, "none|allreduce|fp16|bf16",
+     "DDP's built-in communication hook (register_comm_hook): allreduce_hook\n(divide by N, then sum), "
+     "fp16_compress_hook or bf16_compress_hook\n(compress, divide, sum in the format, decompress)",
+     OPT_CHOICE, F(run.ddp.comm_hook), 0, 0, NULL, "none"},
     {"zero-grad", 0, "zeros|none",
      "what zero does to .grad: fill zeros (set_to_none=False,\nPyTorch < 2.0) or None (set_to_none=True, PyTorch >= 2.0)",
      OPT_CHOICE, F(run.ddp.set_to_none), 0, 0, NULL, "zeros"},

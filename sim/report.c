@@ -83,13 +83,14 @@ int report_header(const ddpsim_options *opt)
     fprintf(opt->out, "# schedule: %s\n", opt->schedule_text);
     fprintf(opt->out, "#   %zu ops, %zu forwards, %zu grabs\n", run->schedule->nops, run->schedule->nfwd, run->schedule->ngrabs);
     fprintf(opt->out, "# algo %s, tolerance %s, bucket cap %s (first %s), find_unused %s%s%s%s, bucket_view %s, "
-                      "zero_grad %s, lr %g\n",
+                      "zero_grad %s, lr %g%s%s\n",
            coll_algo_name(run->ddp.algo), tol_format(&run->tol, tol, sizeof tol),
            units_format_size(run->ddp.bucket_cap, cap, sizeof cap),
            units_format_size(run->ddp.first_bucket_cap, fcap, sizeof fcap), run->ddp.find_unused ? "yes" : "no",
            run->ddp.find_unused ? " (" : "", run->ddp.find_unused ? ddp_find_unused_rule_text(&run->ddp) : "",
            run->ddp.find_unused ? ")" : "", run->ddp.bucket_view ? "yes" : "no",
-           run->ddp.set_to_none ? "set_to_none" : "fills zeros", (double)run->ddp.lr);
+           run->ddp.set_to_none ? "set_to_none" : "fills zeros", (double)run->ddp.lr,
+           run->ddp.comm_hook ? ", comm hook " : "", run->ddp.comm_hook ? ddp_comm_hook_name(run->ddp.comm_hook) : "");
     if (run->chaos)
         fprintf(opt->out, "# chaos seed %llu: seeded delays before collectives, a straggler, shuffled ready events and bucket "
                "launches (timing only)\n",

@@ -73,6 +73,33 @@ expect 2 "--dump: cannot create directory" "unwritable dump" -- --scenario class
 expect 2 "finite number" "bad lr" -- --lr nan
 expect 2 "Try 'ddpsim --help'" "errors point to --help" -- --batch 0
 
+# Communication hooks (PyTorch's allreduce_hook, fp16_compress_hook, bf16_compress_hook): reference and bucketed agree
+# bitwise; a DDP that compresses by its own float16 code (libreorder_fp16: ranks summed last to first) matches the
+# reference bitwise at 2 ranks, passes the order tolerance at 3 and 5 (the bound widened by float16's roundings), and
+# fails bitwise at 3; without --comm-hook the same compression is a bug even under the order tolerance.
+hookp=${PLUGIN_DIR:-$(dirname "$0")/plugin}/libreorder_fp16.so
+for h in allreduce fp16 bf16; do
+    expect 0 "verdict: PASS (16 of 16 scenarios" "--comm-hook $h: bucketed passes the battery bitwise" -- --ranks 3 --comm-hook $h --impl bucketed
+done
+expect 0 "comm hook fp16" "--comm-hook: the header says so" -- --ranks 2 --comm-hook fp16 --scenario classic
+expect 0 "verdict: PASS (16 of 16 scenarios" "--comm-hook fp16 --algo exact" -- --ranks 3 --comm-hook fp16 --algo exact --impl bucketed
+expect 0 "verdict: PASS (16 of 16 scenarios, 114 grabs x 2 ranks, bitwise)" "an independent float16 DDP matches bitwise at 2 ranks" -- --ranks 2 --comm-hook fp16 --impl "$hookp"
+expect 0 "verdict: PASS (16 of 16 scenarios" "... and the order tolerance at 3 ranks" -- --ranks 3 --comm-hook fp16 --impl "$hookp" --tolerance order
+expect 0 "verdict: PASS (16 of 16 scenarios" "... and at 5 ranks" -- --ranks 5 --comm-hook fp16 --impl "$hookp" --tolerance order
+expect 1 "verdict: FAIL" "... bitwise tells its order apart at 3 ranks" -- --ranks 3 --comm-hook fp16 --impl "$hookp" --scenario classic
+expect 1 "first divergence: grab 2 (after fwd+bwd (3 acc)), rank 0, parameter 0.weight" "a compression nobody asked for fails under the order tolerance" -- --ranks 3 --impl "$hookp" --tolerance order --scenario classic
+expect 2 "not ring: give --algo ordered or exact" "--comm-hook fp16 with --algo ring" -- --comm-hook fp16 --algo ring
+expect 2 "expected one of none|allreduce|fp16|bf16" "--comm-hook: an unknown hook" -- --comm-hook fp8
+expect 2 "the catalogue's bugs ('sum-not-average') are modelled on DDP without a communication hook" "--comm-hook with a catalogued bug" -- --impl sum-not-average --comm-hook fp16 --scenario classic
+expect 2 "drop --comm-hook" "--mutants with --comm-hook" -- --mutants --comm-hook fp16
+expect 2 "with --comm-hook fp16 the implementation's buckets are gathered" "--fault flip with a compressing hook" -- --comm-hook fp16 --fault flip:rank=1,op=5 --scenario classic
+tmph=$(mktemp -d) || exit 99
+"$DDPSIM" --ranks 3 --comm-hook fp16 --impl bucketed --scenario classic --record "$tmph/r" >/dev/null 2>&1
+expect 0 "comm hook fp16" "ddpsim check reads the hook from a recording" -- check "$tmph/r"
+sed 's/"comm_hook": "fp16"/"comm_hook": "none"/' "$tmph/r/manifest.json" >"$tmph/m" && cp "$tmph/m" "$tmph/r/manifest.json"
+expect 1 "verdict: FAIL" "... and the same recording judged without the hook fails" -- check "$tmph/r"
+rm -rf "$tmph"
+
 # Implementations: a catalogued bug is a divergence (exit 1) with its first divergence; plugins.
 plugins=${PLUGIN_DIR:-$(dirname "$0")/plugin}
 expect 0 "verdict: PASS (14 of 16 scenarios" "a plugin that refuses some scenarios' options passes the rest" -- --ranks 3 --impl "$plugins/libexample_impl.so"

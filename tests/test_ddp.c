@@ -532,6 +532,48 @@ static void test_unused_with_bucket_view(void)
     CU_ASSERT(r->v[1][0][3] == 0.0f && r->v[1][1][3] == 0.0f);
 }
 
+/* PyTorch's hooks' arithmetic (comm_hook.h), by hand: the roundings, the prelude, the two sums. */
+static void test_comm_hook_arithmetic(void)
+{
+    const ddp_comm_hook F = DDP_HOOK_FP16, B = DDP_HOOK_BF16;
+    CU_ASSERT_EQUAL(comm_hook_round(1.0f / 3.0f, F), 0.333251953125f);        /* 0x3555 */
+    CU_ASSERT_EQUAL(comm_hook_round(1.0f + 0x1p-11f, F), 1.0f);               /* a tie: to the even 1 */
+    CU_ASSERT_EQUAL(comm_hook_round(1.0f + 3 * 0x1p-11f, F), 1.0f + 0x1p-9f); /* a tie: to the even 1 + 2^-9 */
+    CU_ASSERT_EQUAL(comm_hook_round(65519.0f, F), 65504.0f);
+    CU_ASSERT(isinf(comm_hook_round(65520.0f, F)) && comm_hook_round(-65520.0f, F) < 0);
+    CU_ASSERT_EQUAL(comm_hook_round(0x1p-24f, F), 0x1p-24f);                  /* the smallest subnormal */
+    CU_ASSERT_EQUAL(comm_hook_round(0x1p-25f, F), 0.0f);                      /* half of it: a tie, to 0 */
+    CU_ASSERT_EQUAL(comm_hook_round(0x1.000002p-25f, F), 0x1p-24f);
+    CU_ASSERT_EQUAL(comm_hook_round(3 * 0x1p-26f, F), 0x1p-24f);
+    CU_ASSERT_EQUAL(comm_hook_round(5 * 0x1p-25f, F), 2 * 0x1p-24f);          /* 2.5 steps: to the even 2 */
+    CU_ASSERT(signbit(comm_hook_round(-0x1p-30f, F)));                        /* -0 keeps its sign */
+    CU_ASSERT(isnan(comm_hook_round(NAN, F)) && isnan(comm_hook_round(NAN, B)));
+    CU_ASSERT_EQUAL(comm_hook_round(1.0f / 3.0f, B), 0.333984375f);           /* 0x3eab */
+    CU_ASSERT_EQUAL(comm_hook_round(1.0f + 0x1p-8f, B), 1.0f);
+    CU_ASSERT_EQUAL(comm_hook_round(1.0f + 3 * 0x1p-8f, B), 1.0f + 0x1p-6f);
+    CU_ASSERT(isinf(comm_hook_round(3.4028234e38f, B)));                       /* FLT_MAX rounds past bf16's largest */
+    CU_ASSERT_EQUAL(comm_hook_round(0x1p-130f, B), 0x1p-130f); /* bfloat16 subnormals: steps of 2^-133 */
+    CU_ASSERT_EQUAL(comm_hook_round(0x1p-140f, B), 0.0f);
+    /* The prelude: allreduce divides in float; fp16 rounds, divides, rounds. */
+    float v[2] = {1.0f, 3.0f};
+    comm_hook_compress(v, 2, 3, DDP_HOOK_ALLREDUCE);
+    CU_ASSERT(v[0] == 1.0f / 3.0f && v[1] == 1.0f);
+    v[0] = 1.0f, v[1] = 65519.0f;
+    comm_hook_compress(v, 2, 3, F);
+    CU_ASSERT(v[0] == 0.333251953125f && v[1] == comm_hook_round(65504.0f / 3.0f, F));
+    /* The sums: 1 + 2^-11 + 2^-11 in rank order ties back to 1 twice; the exact sum is 1 + 2^-10. */
+    const float g[3] = {1.0f, 0x1p-11f, 0x1p-11f};
+    float out;
+    comm_hook_sum_gathered(g, 3, 1, F, 0, &out);
+    CU_ASSERT_EQUAL(out, 1.0f);
+    comm_hook_sum_gathered(g, 3, 1, F, 1, &out);
+    CU_ASSERT_EQUAL(out, 1.0f + 0x1p-10f);
+    ddp_comm_hook h;
+    CU_ASSERT(ddp_comm_hook_parse("fp16", &h) == DDP_OK && h == F);
+    CU_ASSERT_EQUAL(ddp_comm_hook_parse("fp8", &h), DDP_ERR_INVALID);
+    CU_ASSERT_STRING_EQUAL(ddp_comm_hook_name(DDP_HOOK_ALLREDUCE), "allreduce");
+}
+
 static void test_bucket_assignment(void)
 {
     model *m = NULL;
@@ -761,6 +803,8 @@ int main(void)
          test_unused_with_bucket_view},
         {"find_unused: across ranks, across the window, unused everywhere; error without it",
          test_unused_parameters},
+        {"communication hooks: float16 and bfloat16 roundings, the prelude, ordered and exact sums (hand values)",
+         test_comm_hook_arithmetic},
         {"bucket assignment", test_bucket_assignment},
         {"bucket sizes change no value (ordered)", test_buckets_change_no_value},
         {"buckets are rebuilt after the first sync in ready order (hand layout of a 3.3 MiB model)",

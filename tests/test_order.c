@@ -109,7 +109,7 @@ static void test_reorderings_pass(void)
 static void test_bound_arithmetic(void)
 {
     order_budget b;
-    CU_ASSERT_EQUAL_FATAL(budget_init(&b, 2, 2), DDP_OK);
+    CU_ASSERT_EQUAL_FATAL(budget_init(&b, 2, 2, DDP_HOOK_NONE), DDP_OK);
     const float g[2] = {3.0f, -1.0f};
     budget_before_sync(&b, g);
     double gm = tol_gamma(3, TOL_U_FLOAT);

@@ -234,7 +234,7 @@ static void test_manifest(void)
         "\"find_unused_parameters\": false", "{\"op\": \"no_sync_enter\"}", "{\"op\": \"forward\", \"batch\": 0}",
         "{\"op\": \"grab\", \"grab\": 0}", "{\"op\": \"step\", \"lr\": 0.1}", "\"impls\": [\"reference\"]",
         ("\"ddp\": {\"bucket_cap\": 26214400, \"first_bucket_cap\": 1048576, \"find_unused_parameters\": false, "
-         "\"find_unused_rule\": \"window\", \"gradient_as_bucket_view\": false, \"algo\": \"ordered\"}"),
+         "\"find_unused_rule\": \"window\", \"gradient_as_bucket_view\": false, \"algo\": \"ordered\", \"comm_hook\": \"none\"}"),
         "\"zero_grad\": \"fill_zeros\"", "\"optimizer\": {\"type\": \"sgd\", \"lr\": 0.1}"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         if (!strstr(text, want[i]))
@@ -321,6 +321,8 @@ static void test_bad_configs(void)
 }
 
 /* Run schedule text on the tests' base configuration (on model_spec, unless NULL); judge it into j. DDP_OK when it ran. */
+static ddp_comm_hook judged_hook; /* the communication hook of judged_run's runs (none unless a test sets it) */
+
 static ddp_status judged_run(const char *schedule, const char *model_spec, int nranks, verify_sabotage sabotage,
                              judgement *j)
 {
@@ -333,6 +335,7 @@ static ddp_status judged_run(const char *schedule, const char *model_spec, int n
     if (model_spec)
         c.model_spec = model_spec;
     c.sabotage = sabotage;
+    c.ddp.comm_hook = judged_hook;
     verify_result res;
     ddp_status st = verify_run(&c, &res);
     if (st == DDP_OK)
@@ -380,6 +383,30 @@ static void test_sanity_checks_fire(void)
  * are 3e-4 of the largest gradient away from the exact average, which a
  * fixed bound of 1e-5 called a bug in ddpsim.
  */
+/*
+ * Under a compressing communication hook the reference's own bound widens
+ * by the format's roundings (checker.h): it holds on the intact reference
+ * (and not by a mile: its worst element uses a fair share of it), and it
+ * still fires when the reference drops micro-steps.
+ */
+static void test_hook_bound(void)
+{
+    static const ddp_comm_hook hooks[] = {DDP_HOOK_FP16, DDP_HOOK_BF16};
+    for (size_t h = 0; h < sizeof hooks / sizeof hooks[0]; h++) {
+        judged_hook = hooks[h];
+        judgement j;
+        CU_ASSERT_EQUAL_FATAL(judged_run(SCHED_DEFAULT, NULL, 3, SABOTAGE_NONE, &j), DDP_OK);
+        CU_ASSERT_EQUAL(j.verdict, JUDGE_PASS);
+        CU_ASSERT(j.global_worst <= 1 && j.global_worst > 0.05);
+        CU_ASSERT_EQUAL_FATAL(judged_run("2000*(fwd bwd) grab fwd bwd grab", NULL, 5, SABOTAGE_NONE, &j), DDP_OK);
+        CU_ASSERT_EQUAL(j.verdict, JUDGE_PASS);
+        CU_ASSERT_EQUAL_FATAL(judged_run(SCHED_DEFAULT, NULL, 3, SABOTAGE_DROPS_MICROSTEPS, &j), DDP_OK);
+        CU_ASSERT_EQUAL(j.verdict, JUDGE_REFERENCE_BAD);
+        CU_ASSERT(j.global_failed > 0);
+    }
+    judged_hook = DDP_HOOK_NONE;
+}
+
 static void test_long_accumulation(void)
 {
     judgement j;
@@ -413,6 +440,8 @@ int main(void)
         {"each sanity check fires on a broken reference, and the verdict says so first", test_sanity_checks_fire},
         {"the reference's own check holds after 20000 accumulations (a bound from the arithmetic)",
          test_long_accumulation},
+        {"fp16/bf16 communication hooks: the reference's bound holds, and still fires on a broken reference",
+         test_hook_bound},
         {"a run that compares nothing is NOTHING VERIFIED, not a pass", test_nothing_verified},
         TEST_END,
     };

@@ -50,7 +50,11 @@ struct ddp_ref {
     ddp_reduce_fn reduce;   /* another backend's allreduce (NULL: the CPU collectives) */
     void *reduce_ctx;
     int backend_avg;        /* the backend averages: buckets go unscaled */
+    float *wire;            /* a compressing hook's gathered chunk: every rank's values (HOOK_CHUNK * N floats) */
 };
+
+/* A compressing hook's bucket is gathered and summed this many elements at a time (bounded memory at any N). */
+#define HOOK_CHUNK ((size_t)1 << 16)
 
 /*
  * Buckets from a layout (ddp_bucket_layout): nb buckets of sizes[k]
@@ -173,6 +177,7 @@ void ddp_ref_destroy(ddp_ref *d)
         return;
     free(d->saved);
     free(d->flat);
+    free(d->wire);
     free(d);
 }
 
@@ -250,6 +255,23 @@ void ddp_ref_grad_ready(ddp_ref *d, int p)
  * sync multiplies and later ones divide (the two differ in the last bit for
  * N not a power of two); a zero that fills zeros keeps the alias.
  */
+/* The registered communication hook on one bucket (comm_hook.h): its prelude, then its collective. */
+static ddp_status hook_reduce(ddp_ref *d, float *buf, size_t count)
+{
+    int n = world_size(d->wr);
+    comm_hook_compress(buf, count, n, d->cfg.comm_hook);
+    if (!ddp_comm_hook_compresses(d->cfg.comm_hook))
+        return allreduce(d, buf, count, d->cfg.algo, 0); /* allreduce_hook: a float sum of the divided bucket */
+    if (!d->wire && !(d->wire = malloc(HOOK_CHUNK * (size_t)n * sizeof(float))))
+        return ddp_error(DDP_ERR_NOMEM, "the communication hook's gather buffer");
+    for (size_t at = 0; at < count; at += HOOK_CHUNK) {
+        size_t c = count - at < HOOK_CHUNK ? count - at : HOOK_CHUNK;
+        DDP_CHECK(coll_allgather(d->wr, buf + at, d->wire, c * sizeof(float)));
+        comm_hook_sum_gathered(d->wire, n, c, d->cfg.comm_hook, d->cfg.algo == COLL_EXACT, buf + at);
+    }
+    return DDP_OK;
+}
+
 static ddp_status reduce_bucket(ddp_ref *d, int k)
 {
     int n = world_size(d->wr);
@@ -262,15 +284,18 @@ static ddp_status reduce_bucket(ddp_ref *d, int k)
         int i = b->members[j];
         const model_param *p = model_param_at(d->m, i);
         float *gi = grads + p->offset, *dst = buf + off;
-        if (d->backend_avg)
-            memmove(dst, gi, p->count * sizeof(float));
+        if (d->backend_avg || d->cfg.comm_hook != DDP_HOOK_NONE)
+            memmove(dst, gi, p->count * sizeof(float)); /* a hook gets the gradient unscaled */
         else if (d->cfg.bucket_view && d->alias[i])
             coll_div_n(dst, gi, p->count, n);
         else
             coll_mul_inv_n(dst, gi, p->count, n); /* PyTorch: mul_out(bucket_view, grad, 1.0 / N) */
         off += p->count;
     }
-    DDP_CHECK(allreduce(d, buf, b->count, d->cfg.algo, d->backend_avg));
+    if (d->cfg.comm_hook == DDP_HOOK_NONE)
+        DDP_CHECK(allreduce(d, buf, b->count, d->cfg.algo, d->backend_avg));
+    else
+        DDP_CHECK(hook_reduce(d, buf, b->count));
     if (b->contiguous)
         return DDP_OK;
     off = 0;

@@ -17,7 +17,9 @@
  *    the average: each gradient is multiplied by 1/N while copied into its
  *    bucket (gradient_as_bucket_view: from the second sync on, once the
  *    grad is its bucket's view, divided by N in place), then the bucket is
- *    sum-allreduced;
+ *    sum-allreduced; with a communication hook registered the gradient goes
+ *    into the bucket unscaled and the hook divides, compresses and reduces
+ *    (comm_hook.h);
  *  - buckets (buckets.h): without find_unused the first iteration reduces
  *    one bucket holding every parameter (PyTorch >= 1.12 does not bucket
  *    before it knows the order of backward); at the first forward after the
@@ -51,6 +53,7 @@
 #include <stddef.h>
 
 #include "buckets.h"
+#include "comm_hook.h"
 #include "coll.h"
 #include "model.h"
 #include "optim.h"
@@ -67,6 +70,7 @@ typedef struct ddp_config {
     int find_unused_syncing_backward; /* PyTorch < 2.4: "used" means used by the syncing backward alone (before PR
                                        * #124193), not by any backward of the window */
     float lr;
+    ddp_comm_hook comm_hook; /* register_comm_hook with one of PyTorch's built-in hooks (comm_hook.h) */
 } ddp_config;
 
 typedef struct ddp_ref ddp_ref;

@@ -57,12 +57,38 @@ typedef struct bstate {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int queue[MAXP], qhead, qtail, done, stop, failed;
+    float *wire;           /* a compressing hook's gathered chunk (HOOK_CHUNK values of every rank) */
     char comm_error[IMPL_ERROR_LEN];
 } bstate;
 
 static int b_error(bstate *s, const char *msg)
 {
     return s->svc->set_error(s->svc->env, msg);
+}
+
+#define HOOK_CHUNK ((size_t)1 << 16)
+
+/*
+ * The registered communication hook on one bucket (comm_hook.h), through
+ * the services' collectives: allreduce_hook divides and sums in float; a
+ * compressing hook rounds and divides, gathers every rank's compressed
+ * chunk and sums it in the format, in rank order (or exactly, under
+ * --algo exact).
+ */
+static int hook_reduce(bstate *s, float *buf, size_t count)
+{
+    const ddpsim_services *svc = s->svc;
+    ddp_comm_hook h = (ddp_comm_hook)svc->comm_hook;
+    comm_hook_compress(buf, count, svc->world_size, h);
+    if (!ddp_comm_hook_compresses(h))
+        return svc->allreduce_sum(svc->env, buf, count);
+    for (size_t at = 0; at < count; at += HOOK_CHUNK) {
+        size_t c = count - at < HOOK_CHUNK ? count - at : HOOK_CHUNK;
+        if (svc->allgather(svc->env, buf + at, s->wire, c * sizeof(float)))
+            return -1;
+        comm_hook_sum_gathered(s->wire, svc->world_size, c, h, impl_env_of(svc)->cfg.algo == COLL_EXACT, buf + at);
+    }
+    return 0;
 }
 
 static void *comm_main(void *arg)
@@ -77,8 +103,9 @@ static void *comm_main(void *arg)
         int k = s->queue[s->qhead++ % MAXP];
         pthread_mutex_unlock(&s->mu);
         impl_env *env = impl_env_of(s->svc);
-        int rc = env->backend_avg ? impl_reduce(env, s->b[k].buf, s->b[k].count, 1) != DDP_OK
-                                  : s->svc->allreduce_sum(env, s->b[k].buf, s->b[k].count);
+        int rc = s->svc->comm_hook ? hook_reduce(s, s->b[k].buf, s->b[k].count)
+                 : env->backend_avg ? impl_reduce(env, s->b[k].buf, s->b[k].count, 1) != DDP_OK
+                                    : s->svc->allreduce_sum(env, s->b[k].buf, s->b[k].count);
         pthread_mutex_lock(&s->mu);
         if (rc && !s->failed) {
             s->failed = 1;
@@ -160,6 +187,9 @@ static int b_create(const ddpsim_services *svc, void **state)
     pthread_cond_init(&s->cv, NULL);
     if (initial_layout(s))
         return -1;
+    if (ddp_comm_hook_compresses((ddp_comm_hook)svc->comm_hook) &&
+        !(s->wire = malloc(HOOK_CHUNK * (size_t)svc->world_size * sizeof(float))))
+        return b_error(s, "out of memory for the communication hook's gather buffer");
     if (pthread_create(&s->thread, NULL, comm_main, s) != 0)
         return b_error(s, "cannot start the communication thread");
     s->thread_started = 1;
@@ -183,6 +213,7 @@ static void b_destroy(void *state)
     }
     for (int k = 0; k < s->nb; k++)
         free(s->b[k].buf);
+    free(s->wire);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s);
@@ -239,8 +270,8 @@ static void fill_slot(bstate *s, int p)
     bucket *bk = &s->b[s->bucket_of[p]];
     float *dst = bk->buf + s->slot_of[p];
     const float *g = svc->params[p].grad;
-    if (impl_env_of(svc)->backend_avg)
-        memcpy(dst, g, svc->params[p].count * sizeof(float)); /* the backend averages (ncclAvg) */
+    if (impl_env_of(svc)->backend_avg || svc->comm_hook)
+        memcpy(dst, g, svc->params[p].count * sizeof(float)); /* the backend averages (ncclAvg), or the hook does */
     else if (svc->bucket_view && s->alias[p])
         coll_div_n(dst, g, svc->params[p].count, svc->world_size);
     else

@@ -247,6 +247,9 @@ static int create_mutant(const ddpsim_services *svc, void **state, bug b)
     m->svc = svc;
     m->bug = b;
     m->n = svc->world_size;
+    *state = m;
+    if (svc->comm_hook)
+        return m_error(m, "the catalogue's bugs are modelled on DDP without a communication hook");
     m->prev_armed = 1; /* as if a sync came before the run */
     m->first_in_window = 1;
     size_t bytes = svc->total_count * sizeof(float);

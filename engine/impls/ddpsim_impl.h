@@ -124,6 +124,17 @@ typedef struct ddpsim_services {
      * for nparams). Returns the number of buckets, -1 for a bad order.
      */
     int (*bucket_layout)(void *env, const int *order, int n, int *members, int *sizes);
+    /*
+     * The communication hook the user registered (--comm-hook), one of
+     * PyTorch's built-ins: 0 none (copy each gradient into its bucket times
+     * fl(1/N), then sum), 1 allreduce_hook (copy unscaled; the bucket / N;
+     * sum), 2 fp16_compress_hook, 3 bf16_compress_hook (copy unscaled; round
+     * to float16 or bfloat16, to nearest even; divide by N in float and
+     * round again; sum in the format, each partial sum rounded, in rank
+     * order; back to float). An implementation that does not model a hook
+     * fails such a run, which is the right verdict.
+     */
+    int comm_hook;
 } ddpsim_services;
 
 typedef struct ddpsim_impl_ops {

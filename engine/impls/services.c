@@ -123,6 +123,7 @@ void impl_services_init(ddpsim_services *svc, ddpsim_param_view *views, impl_env
         .chaos_seed = env->chaos_seed,
         .chaos_point = svc_chaos_point,
         .last_error = svc_last_error,
+        .comm_hook = (int)env->cfg.comm_hook,
         .bucket_layout = svc_bucket_layout,
     };
     env->chaos_key = rng_key(rng_key(env->chaos_seed, 0x73766370 /* "svcp" */), (uint64_t)world_rank_id(env->wr));

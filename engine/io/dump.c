@@ -267,9 +267,9 @@ ddp_status dump_write_manifest(const char *dir, const dump_manifest_info *info)
     const ddp_config *d = info->ddp;
     fprintf(f, ",\n \"find_unused_parameters\": %s,\n", d->find_unused ? "true" : "false");
     fprintf(f, " \"ddp\": {\"bucket_cap\": %zu, \"first_bucket_cap\": %zu, \"find_unused_parameters\": %s, "
-               "\"find_unused_rule\": \"%s\", \"gradient_as_bucket_view\": %s, \"algo\": \"%s\"},\n",
+               "\"find_unused_rule\": \"%s\", \"gradient_as_bucket_view\": %s, \"algo\": \"%s\", \"comm_hook\": \"%s\"},\n",
             d->bucket_cap, d->first_bucket_cap, d->find_unused ? "true" : "false", ddp_find_unused_rule_name(d),
-            d->bucket_view ? "true" : "false", coll_algo_name(d->algo));
+            d->bucket_view ? "true" : "false", coll_algo_name(d->algo), ddp_comm_hook_name(d->comm_hook));
     fprintf(f, " \"zero_grad\": \"%s\",\n \"optimizer\": {\"type\": \"sgd\", \"lr\": ",
             d->set_to_none ? "set_to_none" : "fill_zeros");
     jsonw_float(f, d->lr);
@@ -382,6 +382,11 @@ static ddp_status check_ddp_section(const char *path, const json_value *root, co
         return CONFLICT("%s: the dump's find_unused_rule is %s%s%s, this run's is \"%s\" (--find-unused-rule)", path,
                         rule->type == JSON_STRING ? "\"" : "", rule->type == JSON_STRING ? rule->string : "not a string",
                         rule->type == JSON_STRING ? "\"" : "", ddp_find_unused_rule_name(run->ddp));
+    const json_value *hook = json_get(ddp, "comm_hook"); /* written since the hooks; absent means none */
+    const char *hook_name = hook && hook->type == JSON_STRING ? hook->string : hook ? "not a string" : "none";
+    if (strcmp(hook_name, ddp_comm_hook_name(run->ddp->comm_hook)) != 0)
+        return CONFLICT("%s: the dump's comm_hook is %s, this run's is %s (--comm-hook)", path, hook_name,
+                        ddp_comm_hook_name(run->ddp->comm_hook));
     DDP_CHECK(json_need(path, ddp, "algo", JSON_STRING, &algo));
     if (strcmp(algo->string, coll_algo_name(run->ddp->algo)) != 0)
         return CONFLICT("%s: the dump was made with --algo %s, this run has --algo %s", path, algo->string,

@@ -128,6 +128,11 @@ static ddp_status read_options(const char *path, const json_value *root, record_
             return ddp_error(DDP_ERR_INVALID, "%s: ddp.find_unused_rule must be \"window\" or \"syncing-backward\"", path);
         r->ddp.find_unused_syncing_backward = strcmp(v->string, "syncing-backward") == 0;
     }
+    if (ddp && (v = json_get(ddp, "comm_hook"))) { /* absent: none (recordings before the hooks) */
+        if (v->type != JSON_STRING || ddp_comm_hook_parse(v->string, &r->ddp.comm_hook) != DDP_OK)
+            return ddp_error(DDP_ERR_INVALID, "%s: ddp.comm_hook must be \"none\", \"allreduce\", \"fp16\" or \"bf16\"",
+                             path);
+    }
     if ((v = json_get(root, "zero_grad"))) {
         if (v->type != JSON_STRING || (strcmp(v->string, "fill_zeros") != 0 && strcmp(v->string, "set_to_none") != 0))
             return ddp_error(DDP_ERR_INVALID, "%s: \"zero_grad\" must be \"fill_zeros\" or \"set_to_none\"", path);
@@ -318,9 +323,9 @@ ddp_status record_write_manifest(const char *dir, const record_info *info)
     fprintf(f, ",\n \"params\": ");
     dump_write_params_json(f, m);
     fprintf(f, ",\n \"ddp\": {\"bucket_cap\": %zu, \"first_bucket_cap\": %zu, \"find_unused_parameters\": %s, "
-               "\"gradient_as_bucket_view\": %s, \"find_unused_rule\": \"%s\"},\n",
+               "\"gradient_as_bucket_view\": %s, \"find_unused_rule\": \"%s\", \"comm_hook\": \"%s\"},\n",
             d->bucket_cap, d->first_bucket_cap, d->find_unused ? "true" : "false", d->bucket_view ? "true" : "false",
-            ddp_find_unused_rule_name(d));
+            ddp_find_unused_rule_name(d), ddp_comm_hook_name(d->comm_hook));
     fprintf(f, " \"zero_grad\": \"%s\",\n \"optimizer\": {\"type\": \"sgd\", \"lr\": ",
             d->set_to_none ? "set_to_none" : "fill_zeros");
     jsonw_float(f, d->lr);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "coll.h"
+#include "comm_hook.h"
 #include "tolerance.h"
 
 /*
@@ -30,7 +31,7 @@ static inline float round_up(double x)
     return (float)(x * ((1 + 0x1p-50) * (1 + 0x1p-23)) + 0x1p-149);
 }
 
-ddp_status budget_init(order_budget *b, size_t n, int nranks)
+ddp_status budget_init(order_budget *b, size_t n, int nranks, ddp_comm_hook hook)
 {
     memset(b, 0, sizeof *b);
     b->E = calloc(n, sizeof *b->E);
@@ -41,6 +42,7 @@ ddp_status budget_init(order_budget *b, size_t n, int nranks)
     }
     b->n = n;
     b->nranks = nranks;
+    comm_hook_unit(hook, &b->hook_u, &b->hook_eta);
     return DDP_OK;
 }
 
@@ -73,11 +75,20 @@ void budget_accumulate(order_budget *b, const model *layout, const float *g, con
     }
 }
 
+/*
+ * Without a compressing hook each term takes N + 1 float roundings at most
+ * (the scaling, the N - 1 additions). A compressing hook rounds it to its
+ * format, divides (a float rounding, then the format's), and adds in the
+ * format: N + 2 roundings at the format's u, each also off by up to eta
+ * (float16's subnormals are coarse), which this rank's share of the sum
+ * carries as 2 (N + 1) eta for both sides.
+ */
 void budget_before_sync(order_budget *b, const float *g)
 {
-    double gm = tol_gamma(b->nranks + 1, TOL_U_FLOAT);
+    double gm = b->hook_u ? tol_gamma(b->nranks + 2, b->hook_u) : tol_gamma(b->nranks + 1, TOL_U_FLOAT);
+    double abs_err = 2 * (b->nranks + 1) * b->hook_eta;
     for (size_t j = 0; j < b->n; j++)
-        b->v[j] = round_up((double)b->E[j] * (1 + gm) + 2 * gm * fabs((double)g[j]));
+        b->v[j] = round_up((double)b->E[j] * (1 + gm) + 2 * gm * fabs((double)g[j]) + abs_err);
 }
 
 ddp_status budget_after_sync(order_budget *b, world_rank *wr, const model *layout, const unsigned char *reduced)

@@ -42,6 +42,7 @@
 
 #include <stddef.h>
 
+#include "comm_hook.h"
 #include "model.h"
 #include "status.h"
 #include "world.h"
@@ -52,9 +53,11 @@ typedef struct order_budget {
     size_t n;
     int nranks;
     int any;    /* some element of E is not zero (before the first sync since zero_grad none is) */
+    double hook_u, hook_eta; /* a compressing communication hook's rounding (comm_hook_unit), 0 without */
 } order_budget;
 
-ddp_status budget_init(order_budget *b, size_t n, int nranks);
+/* hook: the run's communication hook; a compressing one rounds every term to its format (comm_hook.h). */
+ddp_status budget_init(order_budget *b, size_t n, int nranks, ddp_comm_hook hook);
 void budget_free(order_budget *b);
 
 /* zero_grad. */

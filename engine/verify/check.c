@@ -214,8 +214,8 @@ static ddp_status setup(check_rank *c)
     c->allow = malloc(n * sizeof *c->allow);
     if (!c->actual || !c->allow)
         return ddp_error(DDP_ERR_NOMEM, "the check's buffers: %zu floats", 2 * n);
-    DDP_CHECK(budget_init(&c->budget, n, c->n));
-    DDP_CHECK(refcheck_init(&c->refcheck, n));
+    DDP_CHECK(budget_init(&c->budget, n, c->n, rec->ddp.comm_hook));
+    DDP_CHECK(refcheck_init(&c->refcheck, n, rec->ddp.comm_hook));
     return agreement_init(&c->agreement, &c->area->agree, c->n);
 }
 

@@ -95,12 +95,14 @@ void checker_compare(const tolerance *tol, const model *layout, const float *e, 
 }
 
 void checker_global(const model *ref, const unsigned char *reduced, const double *S, const float *M, uint64_t depth,
-                    uint64_t K, int nranks, size_t lo, size_t hi, verify_record *rec)
+                    uint64_t K, const hook_error *hook, int nranks, size_t lo, size_t hi, verify_record *rec)
 {
     const float *g = model_grads(ref);
     double terms = (double)K + nranks;
-    double rel = (tol_gamma((double)depth, TOL_U_FLOAT) + tol_gamma(terms, TOL_U_DOUBLE)) /
-                 (1 - tol_gamma(terms, TOL_U_FLOAT)) / nranks;
+    double chain = (1 + tol_gamma((double)depth, TOL_U_FLOAT)) *
+                   (1 + (hook->depth ? tol_gamma((double)hook->depth, hook->u) : 0)); /* both roundings' products */
+    double rel = (chain - 1 + tol_gamma(terms, TOL_U_DOUBLE)) / (1 - tol_gamma(terms, TOL_U_FLOAT)) / nranks;
+    double abs_allowed = (double)hook->syncs * (nranks + 1) * hook->eta * chain;
     double worst = 0;
     for (int p = 0; p < model_nparams(ref); p++) {
         const model_param *par = model_param_at(ref, p);
@@ -108,7 +110,7 @@ void checker_global(const model *ref, const unsigned char *reduced, const double
         if (!reduced[p] || a >= b)
             continue;
         for (size_t j = a; j < b; j++) {
-            double d = fabs((double)g[j] - S[j] / nranks), allowed = rel * M[j];
+            double d = fabs((double)g[j] - S[j] / nranks), allowed = rel * M[j] + abs_allowed;
             double ratio = d == 0 ? 0 : d / allowed; /* d > 0 with nothing allowed: infinity */
             if (!(ratio <= worst) && !isnan(worst))
                 worst = ratio; /* a NaN sticks in worst and fails the check */

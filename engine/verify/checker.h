@@ -54,7 +54,19 @@ uint64_t checker_hash(const model *layout, const float *v, const unsigned char *
  * value. Elements [lo, hi) of the gradient buffer are checked (each rank a
  * slice); rec gets the largest |g - S/N| over the bound (NaN fails).
  */
+/*
+ * With a compressing communication hook (comm_hook.h) every sync also
+ * rounds each term to the hook's format N + 2 times (hook->depth counts
+ * them over the window) and each such rounding may be off by hook->eta
+ * more (float16 subnormals): allowed grows by gamma(hook->depth) at the
+ * format's u and by (N + 1) eta per sync.
+ */
+typedef struct hook_error {
+    double u, eta;         /* comm_hook_unit; 0, 0 without a compressing hook */
+    uint64_t depth, syncs; /* format roundings on a term's path, and syncs, since zero_grad */
+} hook_error;
+
 void checker_global(const model *ref, const unsigned char *reduced, const double *S, const float *M, uint64_t depth,
-                    uint64_t K, int nranks, size_t lo, size_t hi, verify_record *rec);
+                    uint64_t K, const hook_error *hook, int nranks, size_t lo, size_t hi, verify_record *rec);
 
 #endif

@@ -419,9 +419,9 @@ static ddp_status rank_setup(rank_ctx *c)
     DDP_CHECK(ref_create(c, &c->ref));
     DDP_CHECK(impl_create(c));
     DDP_CHECK(model_batch_alloc(c->ref.m, &c->batch));
-    DDP_CHECK(refcheck_init(&c->refcheck, model_size(c->ref.m)));
+    DDP_CHECK(refcheck_init(&c->refcheck, model_size(c->ref.m), cfg->ddp.comm_hook));
     if (cfg->tol.kind == TOL_ORDER) {
-        DDP_CHECK(budget_init(&c->budget, model_size(c->ref.m), c->n));
+        DDP_CHECK(budget_init(&c->budget, model_size(c->ref.m), c->n, cfg->ddp.comm_hook));
         c->param_allow = malloc(model_size(c->ref.m) * sizeof *c->param_allow);
         if (!c->param_allow)
             return ddp_error(DDP_ERR_NOMEM, "the order tolerance's bound on the parameters");

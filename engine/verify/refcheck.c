@@ -10,9 +10,10 @@
 #include "checker.h"
 #include "coll.h"
 
-ddp_status refcheck_init(ref_check *rc, size_t n)
+ddp_status refcheck_init(ref_check *rc, size_t n, ddp_comm_hook hook)
 {
     memset(rc, 0, sizeof *rc);
+    comm_hook_unit(hook, &rc->hook.u, &rc->hook.eta);
     rc->gsum = calloc(n, sizeof *rc->gsum);
     rc->gmag = calloc(n, sizeof *rc->gmag);
     rc->n = n;
@@ -35,6 +36,7 @@ void refcheck_zero(ref_check *rc)
     memset(rc->gsum, 0, rc->n * sizeof *rc->gsum);
     memset(rc->gmag, 0, rc->n * sizeof *rc->gmag);
     rc->nacc = rc->depth = 0;
+    rc->hook.depth = rc->hook.syncs = 0;
 }
 
 void refcheck_accumulate(ref_check *rc, const model *ref, int synced, int nranks)
@@ -52,6 +54,10 @@ void refcheck_accumulate(ref_check *rc, const model *ref, int synced, int nranks
     }
     rc->nacc++;
     rc->depth += 1 + (synced ? (uint64_t)nranks + 1 : 0);
+    if (synced && rc->hook.u) { /* compress, divide (float, then the format), N - 1 additions in the format */
+        rc->hook.depth += (uint64_t)nranks + 2;
+        rc->hook.syncs++;
+    }
 }
 
 ddp_status refcheck_run(ref_check *rc, world_rank *wr, const model *ref, const unsigned char *reduced,
@@ -62,7 +68,7 @@ ddp_status refcheck_run(ref_check *rc, world_rank *wr, const model *ref, const u
     DDP_CHECK(coll_allreduce(wr, rc->gsum, rc->n, COLL_DOUBLE, COLL_SUM, COLL_ORDERED));
     DDP_CHECK(coll_allreduce(wr, rc->gmag, rc->n, COLL_FLOAT, COLL_SUM, COLL_ORDERED));
     coll_split(rc->n, n, rank, &lo, &hi);
-    checker_global(ref, reduced, rc->gsum, rc->gmag, rc->depth, rc->nacc, n, lo, hi, rec);
+    checker_global(ref, reduced, rc->gsum, rc->gmag, rc->depth, rc->nacc, &rc->hook, n, lo, hi, rec);
     if (rank != 0) {
         memset(rc->gsum, 0, rc->n * sizeof *rc->gsum);
         memset(rc->gmag, 0, rc->n * sizeof *rc->gmag);

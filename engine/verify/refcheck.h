@@ -10,6 +10,8 @@
 
 #include <stdint.h>
 
+#include "checker.h"
+#include "comm_hook.h"
 #include "model.h"
 #include "status.h"
 #include "verify.h"
@@ -19,10 +21,11 @@ typedef struct ref_check {
     double *gsum;
     float *gmag;
     uint64_t nacc, depth;
+    hook_error hook;      /* a compressing communication hook's roundings since zero_grad */
     size_t n;
 } ref_check;
 
-ddp_status refcheck_init(ref_check *rc, size_t n);
+ddp_status refcheck_init(ref_check *rc, size_t n, ddp_comm_hook hook);
 void refcheck_free(ref_check *rc);
 /* zero_grad: nothing accumulated any more. */
 void refcheck_zero(ref_check *rc);

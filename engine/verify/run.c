@@ -121,6 +121,30 @@ static ddp_status check_faults(const verify_config *cfg)
  * different parameters (ddp_ref.c check_arming). Only branchy's forwards
  * differ in what they use; their batches are known before any rank starts.
  */
+/* A communication hook: what ddpsim models of it, said before any rank starts (comm_hook.h). */
+static ddp_status check_comm_hook(const verify_config *cfg)
+{
+    ddp_comm_hook h = cfg->ddp.comm_hook;
+    if (h == DDP_HOOK_NONE)
+        return DDP_OK;
+    const char *name = ddp_comm_hook_name(h);
+    for (int i = 0; i < impl_builtin_count(); i++)
+        if (impl_builtin_at(i)->ops == cfg->impl_ops && impl_builtin_at(i)->is_mutant)
+            return ddp_error(DDP_ERR_INVALID, "--comm-hook %s: the catalogue's bugs ('%s') are modelled on DDP without a "
+                                              "communication hook", name, cfg->impl);
+    if (cfg->backend == VERIFY_BACKEND_NCCL)
+        return ddp_error(DDP_ERR_INVALID, "--comm-hook %s: not with --backend nccl (the hooks run on the CPU "
+                                          "collectives)", name);
+    if (ddp_comm_hook_compresses(h) && cfg->ddp.algo == COLL_RING)
+        return ddp_error(DDP_ERR_INVALID, "--comm-hook %s: a sum in %s is modelled in the ordered and exact orders, "
+                                          "not ring: give --algo ordered or exact", name, h == DDP_HOOK_FP16 ? "float16" : "bfloat16");
+    for (int i = 0; i < cfg->nfaults; i++)
+        if (cfg->faults[i].kind == FAULT_FLIP && ddp_comm_hook_compresses(h))
+            return ddp_error(DDP_ERR_INVALID, "--fault flip: it corrupts an allreduce, and with --comm-hook %s the "
+                                              "implementation's buckets are gathered instead", name);
+    return DDP_OK;
+}
+
 static ddp_status check_arming_uses(const verify_config *cfg)
 {
     model *m = NULL;
@@ -207,6 +231,7 @@ ddp_status verify_check_config(const verify_config *cfg)
         return ddp_error(DDP_ERR_INVALID, "--nccl-op: avg: only the built-in reference and bucketed implementations "
                                           "leave their buckets unscaled for ncclAvg; '%s' scales them itself",
                          cfg->impl);
+    DDP_CHECK(check_comm_hook(cfg));
     if (cfg->ddp.set_to_none && cfg->ddp.bucket_view && cfg->impl_ops->api_version < 2)
         return ddp_error(DDP_ERR_INVALID,
                          "--zero-grad: none with --bucket-view changes how the next sync scales (it multiplies "

@@ -18,7 +18,8 @@ DEFAULT_MODEL = "mlp:32-64-64-16"
 SCRATCH_MIN_FREE = 4 << 30  # bytes free in /dev/shm before a recording goes there
 
 
-def _run_args(ranks, seed, batch, lr, model, schedule, scenario, find_unused, bucket_view, bucket_cap, zero):
+def _run_args(ranks, seed, batch, lr, model, schedule, scenario, find_unused, bucket_view, bucket_cap, zero,
+              comm_hook):
     """ddpsim's options for --prepare: the schedule, scenario and DDP options it checks and expands (zero_grad
     too: whether a step may come between a forward and its backward depends on it)."""
     args = ["--ranks", str(ranks), "--seed", str(seed), "--lr", repr(float(lr)),
@@ -38,12 +39,14 @@ def _run_args(ranks, seed, batch, lr, model, schedule, scenario, find_unused, bu
         args.append("--bucket-view")
     if bucket_cap is not None:
         args += ["--bucket-cap", str(bucket_cap)]
+    if comm_hook != "none":
+        args += ["--comm-hook", comm_hook]
     return args
 
 
 def check(wrap, ranks=2, model=None, data=None, loss=None, schedule=None, scenario=None, seed=1, batch=4, lr=0.1,
           tolerance=None, timeout=60.0, find_unused=False, bucket_view=False, bucket_cap=None, zero_grad=None,
-          threads=1, keep=None, ddpsim_path=None):
+          threads=1, keep=None, ddpsim_path=None, comm_hook="none"):
     """Check the DDP wrapper `wrap` against ddpsim's reference DDP; returns a Result (never raises for the
     verdict: bad input is Result.exit_code 2, a fault 3).
 
@@ -57,10 +60,13 @@ def check(wrap, ranks=2, model=None, data=None, loss=None, schedule=None, scenar
       (each scenario's ops and options on a user model).
     tolerance: as `ddpsim check` (default bitwise with 2 ranks, the order bound above).
     zero_grad: None (this torch's optimizer.zero_grad() default), 'zeros' or 'none'.
+    comm_hook: 'none', 'allreduce', 'fp16' or 'bf16': PyTorch's built-in communication hook, registered on a
+      wrapper that has register_comm_hook (a DDP); a wrapper without it is taken to do the same itself.
     keep: a directory to keep the recordings in (default: a temporary one, removed)."""
     args = dict(wrap=wrap, ranks=ranks, model=model, data=data, loss=loss, schedule=schedule, scenario=scenario,
                 seed=seed, batch=batch, lr=lr, tolerance=tolerance, timeout=timeout, find_unused=find_unused,
                 bucket_view=bucket_view, bucket_cap=bucket_cap, zero_grad=zero_grad, threads=threads, keep=keep,
+                comm_hook=comm_hook,
                 ddpsim_path=ddpsim_path)
     plan = None
     try:
@@ -117,6 +123,12 @@ class Plan:
         self._check_model()
         if a["zero_grad"] not in (None, "zeros", "none"):
             raise BadInput("--zero-grad %s: zeros or none (default: this torch's zero_grad())" % a["zero_grad"])
+        if a["comm_hook"] not in ("none", "allreduce", "fp16", "bf16"):
+            raise BadInput("--comm-hook %s: none, allreduce, fp16 or bf16" % a["comm_hook"])
+        if a["comm_hook"] == "bf16" and not semantics.bf16_hook_runs():
+            raise BadInput("--comm-hook bf16: torch %s's DDP takes bf16_compress_hook only when built with CUDA 11+ "
+                           "and NCCL 2.10+ (distributed.py _check_comm_hook), so not on gloo here; ddpsim's own "
+                           "reference models it: ddpsim --comm-hook bf16" % torch.__version__)
         self.rule = semantics.find_unused_rule()
         self.zero = semantics.zero_grad_default() if a["zero_grad"] is None else (
             "set_to_none" if a["zero_grad"] == "none" else "fill_zeros")
@@ -172,9 +184,11 @@ class Plan:
         d = os.path.join(self.root, name)
         prep = ddpsim.prepare(self.binary, os.path.join(d, "inputs"), _run_args(
             a["ranks"], a["seed"], a["batch"], a["lr"], self.model, a["schedule"],
-            name if name != "schedule" else None, a["find_unused"], a["bucket_view"], a["bucket_cap"], self.zero))
+            name if name != "schedule" else None, a["find_unused"], a["bucket_view"], a["bucket_cap"], self.zero,
+            a["comm_hook"]))
         ddp = {k: prep["ddp"][k] for k in ("bucket_cap", "first_bucket_cap", "find_unused_parameters",
                                            "gradient_as_bucket_view")}
+        ddp["comm_hook"] = prep["ddp"].get("comm_hook", "none")
         ddp["find_unused_rule"] = self.rule
         return {"name": name, "inputs": os.path.join(d, "inputs"), "record": os.path.join(d, "record"),
                 "model": self.model if self.user_model else prep["model"], "ops": prep["ops"], "ddp": ddp,
@@ -268,8 +282,13 @@ def backward_past_armed_forward(ops):
 
 
 def _scratch():
-    """Where a recording that is not kept goes: memory (/dev/shm) when it has room, writing there is several
-    times faster than to a disk's page cache; else the temporary directory ($TMPDIR)."""
+    """Where a recording that is not kept goes: $DDPSIM_TORCH_SCRATCH when set (a test watches its own); else
+    memory (/dev/shm) when it has room, writing there is several times faster than to a disk's page cache; else
+    the temporary directory ($TMPDIR)."""
+    mine = os.environ.get("DDPSIM_TORCH_SCRATCH")
+    if mine:
+        os.makedirs(mine, exist_ok=True)
+        return mine
     shm = "/dev/shm"
     try:
         st = os.statvfs(shm)
@@ -287,7 +306,7 @@ def _command(wrap, a):
                                ("--schedule", "schedule", None), ("--scenario", "scenario", None),
                                ("--seed", "seed", 1), ("--batch", "batch", 4), ("--lr", "lr", 0.1),
                                ("--tolerance", "tolerance", None), ("--bucket-cap", "bucket_cap", None),
-                               ("--zero-grad", "zero_grad", None)):
+                               ("--zero-grad", "zero_grad", None), ("--comm-hook", "comm_hook", "none")):
         value = a[key]
         if key in ("model", "data", "loss"):
             value = loading.as_spec(value, "--" + key)

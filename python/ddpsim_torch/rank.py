@@ -54,6 +54,24 @@ def wrap_kwargs(wrap, ddp):
     return {k: v for k, v in values.items() if k in sig.parameters}
 
 
+def register_comm_hook(wrapped, hook):
+    """--comm-hook: PyTorch's built-in hook (ddp_comm_hooks/default_hooks.py) on a wrapper that takes one, as
+    DistributedDataParallel.register_comm_hook does; a wrapper without register_comm_hook compresses (or not)
+    itself, and the option tells ddpsim's reference what it does."""
+    if hook == "none" or not callable(getattr(wrapped, "register_comm_hook", None)):
+        return
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    fn = {"allreduce": default_hooks.allreduce_hook, "fp16": default_hooks.fp16_compress_hook,
+          "bf16": getattr(default_hooks, "bf16_compress_hook", None)}[hook]
+    if fn is None:
+        raise BadInput("--comm-hook bf16: this torch has no bf16_compress_hook")
+    try:
+        wrapped.register_comm_hook(None, fn)
+    except RuntimeError as e:
+        if "only be called once" not in str(e):
+            raise  # else the wrapper registered its own hook, which the option describes
+
+
 def _digest(t):
     return hashlib.sha1(t.detach().to("cpu").contiguous().numpy().tobytes()).hexdigest()
 
@@ -137,6 +155,7 @@ class Rank:
         if not callable(wrapped):
             raise BadInput("--wrap %s returned a %s that cannot be called as the module" %
                            (self.cfg["wrap"], type(wrapped).__name__))
+        register_comm_hook(wrapped, job["ddp"].get("comm_hook", "none"))
         return wrapped
 
     def run_job(self, j, job):

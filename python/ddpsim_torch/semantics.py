@@ -36,3 +36,10 @@ def describe(rule, zero_grad):
         else "any micro-step of the window used (PyTorch >= 2.4, PR #124193)",
         "makes .grad None (set_to_none=True, PyTorch >= 2.0)" if zero_grad == "set_to_none"
         else "fills zeros (set_to_none=False, PyTorch < 2.0)"))
+
+
+def bf16_hook_runs():
+    """Whether DDP takes bf16_compress_hook here: distributed.py's _check_comm_hook refuses it unless torch was
+    built with CUDA 11+ and NCCL 2.10+ ("BF16 all reduce communication hook required CUDA 11+ and NCCL 2.10+"),
+    whatever the process group, so not on a CPU-only torch with gloo."""
+    return torch.version.cuda is not None and torch.cuda.is_available()

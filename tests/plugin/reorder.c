@@ -7,6 +7,13 @@
  *   -DREORDER_DOUBLE    ranks added in double, rounded once
  *   -DREORDER_RING      NCCL's ring: chunk c of the buffer starts at rank
  *                       c + 1 and goes around, ending with rank c
+ *   -DREORDER_FP16      fp16_compress_hook's arithmetic (each gradient to
+ *                       float16, divided by N, summed in float16), ranks
+ *                       added last to first: correct under --comm-hook
+ *                       fp16 --tolerance order, bitwise at 2 ranks, and a
+ *                       compression nobody asked for without --comm-hook.
+ *                       Its float16 rounding is written from the format's
+ *                       bits, independently of ddpsim's (comm_hook.c).
  *
  * Each gathers every rank's scaled gradients (allgather) and sums them
  * itself, so every rank computes the same bits. `--tolerance order` must
@@ -14,6 +21,9 @@
  * N >= 3, where orders differ).
  */
 #include "simple_ddp.h"
+
+#include <math.h>
+#include <stdint.h>
 
 typedef struct gathered {
     float *all; /* [N][count] */
@@ -27,6 +37,49 @@ static float tree(const float *all, size_t count, size_t i, int lo, int hi)
         return all[(size_t)lo * count + i];
     int mid = lo + (hi - lo) / 2;
     return tree(all, count, i, lo, mid) + tree(all, count, i, mid, hi);
+}
+#endif
+
+#if defined(REORDER_FP16)
+/* float -> IEEE binary16 bits, to nearest, ties to even. */
+static uint16_t half_bits(float x)
+{
+    uint32_t f;
+    memcpy(&f, &x, sizeof f);
+    uint16_t sign = (uint16_t)((f >> 16) & 0x8000u);
+    uint32_t a = f & 0x7fffffffu;
+    if (a >= 0x7f800000u)
+        return sign | 0x7c00u | (a > 0x7f800000u ? 0x200u : 0u); /* Inf, NaN */
+    if (a >= 0x477ff000u)
+        return sign | 0x7c00u; /* rounds beyond 65504 */
+    if (a >= 0x38800000u) {    /* normal: drop 13 bits, rebias the exponent from 127 to 15 */
+        uint32_t r = a + 0x0fffu + ((a >> 13) & 1u);
+        return sign | (uint16_t)((r - 0x38000000u) >> 13);
+    }
+    if (a < 0x33000000u)
+        return sign; /* below 2^-25 (and 2^-25 itself, a tie, to the even 0) */
+    uint32_t e = a >> 23, mant = (a & 0x7fffffu) | 0x800000u, shift = 126 - e; /* subnormal: units of 2^-24 */
+    uint32_t q = mant >> shift, rem = mant & ((1u << shift) - 1), halfway = 1u << (shift - 1);
+    if (rem > halfway || (rem == halfway && (q & 1u)))
+        q++;
+    return sign | (uint16_t)q;
+}
+
+static float half_value(uint16_t h)
+{
+    int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    float v = e == 0 ? ldexpf((float)m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexpf((float)(m | 0x400), e - 25);
+    return (h & 0x8000u) ? -v : v;
+}
+
+static float half(float x) { return half_value(half_bits(x)); }
+
+/* bucket.to(float16).div_(N): PyTorch divides in float and rounds to float16 again. */
+static void fp16_compress(sddp *d, int param, float *g, size_t count)
+{
+    (void)param;
+    for (size_t i = 0; i < count; i++)
+        g[i] = half(half(g[i]) / (float)d->n);
 }
 #endif
 
@@ -49,6 +102,10 @@ static int reorder_sum(sddp *d, float *buf, size_t count)
         for (int r = 0; r < n; r++)
             acc += g->all[(size_t)r * count + i];
         float s = (float)acc;
+#elif defined(REORDER_FP16)
+        float s = g->all[(size_t)(n - 1) * count + i];
+        for (int r = n - 2; r >= 0; r--)
+            s = half(s + g->all[(size_t)r * count + i]);
 #elif defined(REORDER_RING)
         size_t chunk = (count + (size_t)n - 1) / (size_t)n;
         int c = (int)(i / chunk), first = (c + 1) % n;
@@ -56,7 +113,7 @@ static int reorder_sum(sddp *d, float *buf, size_t count)
         for (int k = 1; k < n; k++)
             s += g->all[(size_t)((first + k) % n) * count + i];
 #else
-#error "build with one of -DREORDER_REVERSE, -DREORDER_PAIRWISE, -DREORDER_DOUBLE, -DREORDER_RING"
+#error "build with one of -DREORDER_REVERSE, -DREORDER_PAIRWISE, -DREORDER_DOUBLE, -DREORDER_RING, -DREORDER_FP16"
 #endif
         buf[i] = s;
     }
@@ -65,7 +122,11 @@ static int reorder_sum(sddp *d, float *buf, size_t count)
 
 static int ro_create(const ddpsim_services *svc, void **state)
 {
+#if defined(REORDER_FP16)
+    static const sddp_hooks hooks = {.sum = reorder_sum, .scale = fp16_compress};
+#else
     static const sddp_hooks hooks = {.sum = reorder_sum};
+#endif
     sddp *d;
     int rc = sddp_create(svc, &hooks, &d);
     *state = d;
@@ -115,6 +176,9 @@ static int ro_nothing(void *state)
 #elif defined(REORDER_DOUBLE)
 #define NAME "double"
 #define WHAT "ranks summed in double, rounded once"
+#elif defined(REORDER_FP16)
+#define NAME "fp16"
+#define WHAT "fp16_compress_hook's arithmetic, ranks summed in float16 last to first"
 #else
 #define NAME "ring"
 #define WHAT "NCCL's ring order: chunk c starts at rank c + 1"

@@ -101,6 +101,15 @@ class HookDDP(nn.Module):
         """Leaving no_sync does nothing more: the next forward outside it decides to sync."""
 
 
+def ddp_fp16_hook(module, **ddp_options):
+    """PyTorch's DDP with its fp16_compress_hook registered by the wrapper itself (the reference must be told:
+    --comm-hook fp16)."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    ddp = nn.parallel.DistributedDataParallel(module, **ddp_options)
+    ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
+    return ddp
+
+
 def hook_ddp(module):
     return HookDDP(module)
 
