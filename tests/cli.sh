@@ -100,6 +100,13 @@ sed 's/"comm_hook": "fp16"/"comm_hook": "none"/' "$tmph/r/manifest.json" >"$tmph
 expect 1 "verdict: FAIL" "... and the same recording judged without the hook fails" -- check "$tmph/r"
 rm -rf "$tmph"
 
+# static_graph: the same gradients; what torch 1.13 cannot run with it is refused (python.sh checks that on torch).
+expect 0 "verdict: PASS (9 of 16 scenarios, 63 grabs x 3 ranks, bitwise; not run here, each row says why: window-2, window-5, buckets, odd-sizes, find-unused, tail-window, ends-in-window)" "--static-graph: the battery, less what 1.13 cannot run" -- --ranks 3 --static-graph --impl bucketed
+expect 2 "op 4 (bwd) is a backward no sync armed, through a forward between the first and the second syncing forward" "--static-graph: a no_sync micro-step after the first sync" -- --static-graph --schedule "fwd bwd nosync{fwd bwd} grab"
+expect 0 "verdict: PASS" "--static-graph: the same micro-step after the second sync runs" -- --static-graph --schedule "fwd bwd fwd bwd nosync{fwd bwd} grab"
+expect 2 "static_graph requires the same graph every iteration" "--static-graph with branchy" -- --static-graph --model branchy --find-unused --schedule "fwd bwd grab fwd bwd grab"
+expect 2 "not with --algo ring" "--static-graph with ring" -- --static-graph --algo ring --scenario classic
+
 # Implementations: a catalogued bug is a divergence (exit 1) with its first divergence; plugins.
 plugins=${PLUGIN_DIR:-$(dirname "$0")/plugin}
 expect 0 "verdict: PASS (14 of 16 scenarios" "a plugin that refuses some scenarios' options passes the rest" -- --ranks 3 --impl "$plugins/libexample_impl.so"

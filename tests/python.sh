@@ -93,6 +93,14 @@ front 1 "first divergence: grab 2 (after fwd+bwd (3 acc)), rank 0, parameter 0.w
 front 0 "verdict: PASS" "... and passes once --comm-hook fp16 says so" -- --ranks 3 --wrap "$W:ddp_fp16_hook" --scenario classic --comm-hook fp16
 front 2 "distributed.py _check_comm_hook" "--comm-hook bf16 where torch's DDP refuses it" -- --ranks 2 --wrap "$DDP" --comm-hook bf16 --scenario classic
 
+# static_graph=True: ddpsim refuses what torch 1.13's DDP cannot run with it (asked of ddpsim, run on torch), and
+# real DDP with it passes every other scenario.
+expect_cmd 0 "ok 'fwd bwd nosync{fwd bwd}': fails" "static_graph: ddpsim's refusals are where real DDP fails" -- \
+    "$py" "$here/python/static_graph_check.py"
+front 0 "verdict: PASS (9 of 9 scenarios; not run, the header says why: window-2" "real DDP with static_graph passes the rest of the battery" -- \
+    --ranks 2 --wrap "$DDP" --static-graph
+front 2 "op 12 (bwd) is a backward no sync armed" "... and a refused scenario alone is bad input" -- --ranks 2 --wrap "$DDP" --static-graph --scenario window-2
+
 # PyTorch's arming (the battery's arming scenario ran above on real DDP): a step between a forward and its
 # backward runs when no gradient exists, and a wrapper whose forward inside no_sync disarms fails.
 front 0 "verdict: PASS" "real DDP: a step between fwd and bwd after zero_grad(set_to_none)" -- --ranks 2 --wrap "$DDP" \

@@ -119,6 +119,22 @@ static void test_arming_counts(void)
         CU_ASSERT_STRING_EQUAL(l[0], cases[i].label);
         sched_free(&s);
     }
+    /* static_graph in 1.13: an unarmed backward through a forward of the first iteration fails. */
+    static const struct {
+        const char *text;
+        ssize_t op;
+    } sg[] = {
+        {"fwd bwd nosync{fwd bwd}", 4},         {"fwd bwd enter fwd exit bwd", 5}, {"nosync{fwd bwd} fwd bwd", -1},
+        {"fwd bwd fwd bwd nosync{fwd bwd}", -1}, {"fwd nosync{fwd bwd}", -1},       {"fwd bwd nosync{fwd} fwd bwd", -1},
+    };
+    for (size_t i = 0; i < sizeof sg / sizeof sg[0]; i++) {
+        sched s;
+        CU_ASSERT_EQUAL_FATAL(sched_parse(sg[i].text, &s), DDP_OK);
+        if (sched_static_graph_conflict(&s) != sg[i].op)
+            fprintf(stderr, "  static_graph '%s': %zd\n", sg[i].text, sched_static_graph_conflict(&s));
+        CU_ASSERT_EQUAL(sched_static_graph_conflict(&s), sg[i].op);
+        sched_free(&s);
+    }
     /* A step between a forward and its backward: refused only while gradients exist. */
     static const struct {
         const char *text;

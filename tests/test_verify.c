@@ -234,7 +234,8 @@ static void test_manifest(void)
         "\"find_unused_parameters\": false", "{\"op\": \"no_sync_enter\"}", "{\"op\": \"forward\", \"batch\": 0}",
         "{\"op\": \"grab\", \"grab\": 0}", "{\"op\": \"step\", \"lr\": 0.1}", "\"impls\": [\"reference\"]",
         ("\"ddp\": {\"bucket_cap\": 26214400, \"first_bucket_cap\": 1048576, \"find_unused_parameters\": false, "
-         "\"find_unused_rule\": \"window\", \"gradient_as_bucket_view\": false, \"algo\": \"ordered\", \"comm_hook\": \"none\"}"),
+         "\"find_unused_rule\": \"window\", \"gradient_as_bucket_view\": false, \"algo\": \"ordered\", \"comm_hook\": \"none\", "
+         "\"static_graph\": false}"),
         "\"zero_grad\": \"fill_zeros\"", "\"optimizer\": {\"type\": \"sgd\", \"lr\": 0.1}"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         if (!strstr(text, want[i]))

@@ -71,6 +71,7 @@ typedef struct ddp_config {
                                        * #124193), not by any backward of the window */
     float lr;
     ddp_comm_hook comm_hook; /* register_comm_hook with one of PyTorch's built-in hooks (comm_hook.h) */
+    int static_graph;        /* static_graph=True: the same gradients; schedules and models it cannot run refused */
 } ddp_config;
 
 typedef struct ddp_ref ddp_ref;

@@ -208,6 +208,32 @@ ssize_t sched_step_conflict(const sched *s, int set_to_none)
     return -1;
 }
 
+ssize_t sched_static_graph_conflict(const sched *s)
+{
+    size_t depth = 0, syncing_forwards = 0, at_forward = 0;
+    int armed = 0;
+    for (size_t i = 0; i < s->nops; i++) {
+        switch (s->ops[i]) {
+        case OP_ENTER: depth++; break;
+        case OP_EXIT: depth--; break;
+        case OP_FWD:
+            if (depth == 0) {
+                syncing_forwards++;
+                armed = 1;
+            }
+            at_forward = syncing_forwards; /* num_iterations when this forward ran */
+            break;
+        case OP_BWD:
+            if (!armed && at_forward == 1)
+                return (ssize_t)i;
+            armed = 0;
+            break;
+        default: break;
+        }
+    }
+    return -1;
+}
+
 ddp_status sched_parse(const char *text, sched *s)
 {
     memset(s, 0, sizeof *s);

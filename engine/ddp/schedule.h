@@ -62,6 +62,18 @@ void sched_free(sched *s);
  */
 ssize_t sched_step_conflict(const sched *s, int set_to_none);
 
+/*
+ * static_graph=True in PyTorch 1.13: the op of the first backward that
+ * DDP cannot run, or -1. Until the second forward outside no_sync, every
+ * forward (no_sync's too) wraps its outputs in _DDPSink, whose backward
+ * queues the reducer's delayed allreduce of the first iteration
+ * (distributed.py forward, "static_graph and num_iterations == 1"); in a
+ * backward the reducer is not armed for (a no_sync micro-step after the
+ * first syncing forward) that trips reducer.cpp's
+ * "expect_autograd_hooks_ INTERNAL ASSERT". Observed on real 1.13 DDP.
+ */
+ssize_t sched_static_graph_conflict(const sched *s);
+
 #define SCHED_LABEL_LEN 48
 
 /*

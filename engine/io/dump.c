@@ -267,9 +267,11 @@ ddp_status dump_write_manifest(const char *dir, const dump_manifest_info *info)
     const ddp_config *d = info->ddp;
     fprintf(f, ",\n \"find_unused_parameters\": %s,\n", d->find_unused ? "true" : "false");
     fprintf(f, " \"ddp\": {\"bucket_cap\": %zu, \"first_bucket_cap\": %zu, \"find_unused_parameters\": %s, "
-               "\"find_unused_rule\": \"%s\", \"gradient_as_bucket_view\": %s, \"algo\": \"%s\", \"comm_hook\": \"%s\"},\n",
+               "\"find_unused_rule\": \"%s\", \"gradient_as_bucket_view\": %s, \"algo\": \"%s\", \"comm_hook\": \"%s\", "
+               "\"static_graph\": %s},\n",
             d->bucket_cap, d->first_bucket_cap, d->find_unused ? "true" : "false", ddp_find_unused_rule_name(d),
-            d->bucket_view ? "true" : "false", coll_algo_name(d->algo), ddp_comm_hook_name(d->comm_hook));
+            d->bucket_view ? "true" : "false", coll_algo_name(d->algo), ddp_comm_hook_name(d->comm_hook),
+            d->static_graph ? "true" : "false");
     fprintf(f, " \"zero_grad\": \"%s\",\n \"optimizer\": {\"type\": \"sgd\", \"lr\": ",
             d->set_to_none ? "set_to_none" : "fill_zeros");
     jsonw_float(f, d->lr);

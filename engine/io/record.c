@@ -115,9 +115,9 @@ static ddp_status read_options(const char *path, const json_value *root, record_
         DDP_CHECK(whole(path, "ddp.first_bucket_cap", v, 1, 1099511627776.0, &x));
         r->ddp.first_bucket_cap = (size_t)x;
     }
-    static const char *const flags[] = {"find_unused_parameters", "gradient_as_bucket_view"};
-    int *dst[] = {&r->ddp.find_unused, &r->ddp.bucket_view};
-    for (int i = 0; ddp && i < 2; i++)
+    static const char *const flags[] = {"find_unused_parameters", "gradient_as_bucket_view", "static_graph"};
+    int *dst[] = {&r->ddp.find_unused, &r->ddp.bucket_view, &r->ddp.static_graph};
+    for (int i = 0; ddp && i < 3; i++)
         if ((v = json_get(ddp, flags[i]))) {
             if (v->type != JSON_BOOL)
                 return ddp_error(DDP_ERR_INVALID, "%s: ddp.%s must be true or false", path, flags[i]);
@@ -323,9 +323,9 @@ ddp_status record_write_manifest(const char *dir, const record_info *info)
     fprintf(f, ",\n \"params\": ");
     dump_write_params_json(f, m);
     fprintf(f, ",\n \"ddp\": {\"bucket_cap\": %zu, \"first_bucket_cap\": %zu, \"find_unused_parameters\": %s, "
-               "\"gradient_as_bucket_view\": %s, \"find_unused_rule\": \"%s\", \"comm_hook\": \"%s\"},\n",
+               "\"gradient_as_bucket_view\": %s, \"find_unused_rule\": \"%s\", \"comm_hook\": \"%s\", \"static_graph\": %s},\n",
             d->bucket_cap, d->first_bucket_cap, d->find_unused ? "true" : "false", d->bucket_view ? "true" : "false",
-            ddp_find_unused_rule_name(d), ddp_comm_hook_name(d->comm_hook));
+            ddp_find_unused_rule_name(d), ddp_comm_hook_name(d->comm_hook), d->static_graph ? "true" : "false");
     fprintf(f, " \"zero_grad\": \"%s\",\n \"optimizer\": {\"type\": \"sgd\", \"lr\": ",
             d->set_to_none ? "set_to_none" : "fill_zeros");
     jsonw_float(f, d->lr);

@@ -121,6 +121,34 @@ static ddp_status check_faults(const verify_config *cfg)
  * different parameters (ddp_ref.c check_arming). Only branchy's forwards
  * differ in what they use; their batches are known before any rank starts.
  */
+/*
+ * static_graph=True changes no gradient that ddpsim models (the first
+ * iteration's allreduce is delayed to the end of its backward; the unused
+ * parameters are the first iteration's): the reference is the same. What
+ * 1.13 cannot run is refused with its reason: the schedules of
+ * sched_static_graph_conflict, a model whose used parameters change
+ * (branchy), and ring, whose bits follow a bucket rebuild whose timing under
+ * static_graph ddpsim does not model.
+ */
+static ddp_status check_static_graph(const verify_config *cfg, int branchy)
+{
+    if (!cfg->ddp.static_graph)
+        return DDP_OK;
+    ssize_t op = sched_static_graph_conflict(cfg->schedule);
+    if (op >= 0)
+        return ddp_error(DDP_ERR_INVALID, "--static-graph: op %zd (bwd) is a backward no sync armed, through a forward "
+                                          "between the first and the second syncing forward: PyTorch 1.13's DDP fails "
+                                          "there (the first iteration's delayed allreduce: expect_autograd_hooks_ "
+                                          "INTERNAL ASSERT, reducer.cpp)", op);
+    if (branchy)
+        return ddp_error(DDP_ERR_INVALID, "--static-graph: branchy uses different parameters in different "
+                                          "iterations, and static_graph requires the same graph every iteration");
+    if (cfg->ddp.algo == COLL_RING)
+        return ddp_error(DDP_ERR_INVALID, "--static-graph: not with --algo ring (its bits follow the bucket rebuild, "
+                                          "whose timing under static_graph ddpsim does not model)");
+    return DDP_OK;
+}
+
 /* A communication hook: what ddpsim models of it, said before any rank starts (comm_hook.h). */
 static ddp_status check_comm_hook(const verify_config *cfg)
 {
@@ -232,6 +260,7 @@ ddp_status verify_check_config(const verify_config *cfg)
                                           "leave their buckets unscaled for ncclAvg; '%s' scales them itself",
                          cfg->impl);
     DDP_CHECK(check_comm_hook(cfg));
+    DDP_CHECK(check_static_graph(cfg, branchy));
     if (cfg->ddp.set_to_none && cfg->ddp.bucket_view && cfg->impl_ops->api_version < 2)
         return ddp_error(DDP_ERR_INVALID,
                          "--zero-grad: none with --bucket-view changes how the next sync scales (it multiplies "

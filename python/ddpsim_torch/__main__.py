@@ -38,6 +38,9 @@ def parser():
     p.add_argument("--find-unused", action="store_true", help="find_unused_parameters=True")
     p.add_argument("--bucket-view", action="store_true", help="gradient_as_bucket_view=True")
     p.add_argument("--bucket-cap", metavar="SIZE", help="bucket cap in bytes, K/M suffixes (default 25M)")
+    p.add_argument("--static-graph", action="store_true",
+                   help="static_graph=True (passed to the wrap function); scenarios torch 1.13 cannot run with it "
+                        "are left out, with the reason")
     p.add_argument("--comm-hook", choices=("none", "allreduce", "fp16", "bf16"), default="none",
                    help="PyTorch's built-in communication hook: registered on a wrapper that has register_comm_hook "
                         "(DDP), and the reference does the same (default: none)")
@@ -62,7 +65,7 @@ def main(argv=None):
               scenario=args.scenario, seed=args.seed, batch=args.batch, lr=args.lr, tolerance=args.tolerance,
               timeout=args.timeout, find_unused=args.find_unused, bucket_view=args.bucket_view,
               bucket_cap=args.bucket_cap, zero_grad=args.zero_grad, threads=args.threads, keep=args.keep,
-              comm_hook=args.comm_hook,
+              comm_hook=args.comm_hook, static_graph=args.static_graph,
               ddpsim_path=args.ddpsim)
     if torchrun.launched_by_torchrun():
         return api.check_under_torchrun(ranks=args.ranks, **kw)

@@ -19,7 +19,7 @@ SCRATCH_MIN_FREE = 4 << 30  # bytes free in /dev/shm before a recording goes the
 
 
 def _run_args(ranks, seed, batch, lr, model, schedule, scenario, find_unused, bucket_view, bucket_cap, zero,
-              comm_hook):
+              comm_hook, static_graph):
     """ddpsim's options for --prepare: the schedule, scenario and DDP options it checks and expands (zero_grad
     too: whether a step may come between a forward and its backward depends on it)."""
     args = ["--ranks", str(ranks), "--seed", str(seed), "--lr", repr(float(lr)),
@@ -41,12 +41,14 @@ def _run_args(ranks, seed, batch, lr, model, schedule, scenario, find_unused, bu
         args += ["--bucket-cap", str(bucket_cap)]
     if comm_hook != "none":
         args += ["--comm-hook", comm_hook]
+    if static_graph:
+        args.append("--static-graph")
     return args
 
 
 def check(wrap, ranks=2, model=None, data=None, loss=None, schedule=None, scenario=None, seed=1, batch=4, lr=0.1,
           tolerance=None, timeout=60.0, find_unused=False, bucket_view=False, bucket_cap=None, zero_grad=None,
-          threads=1, keep=None, ddpsim_path=None, comm_hook="none"):
+          threads=1, keep=None, ddpsim_path=None, comm_hook="none", static_graph=False):
     """Check the DDP wrapper `wrap` against ddpsim's reference DDP; returns a Result (never raises for the
     verdict: bad input is Result.exit_code 2, a fault 3).
 
@@ -62,11 +64,13 @@ def check(wrap, ranks=2, model=None, data=None, loss=None, schedule=None, scenar
     zero_grad: None (this torch's optimizer.zero_grad() default), 'zeros' or 'none'.
     comm_hook: 'none', 'allreduce', 'fp16' or 'bf16': PyTorch's built-in communication hook, registered on a
       wrapper that has register_comm_hook (a DDP); a wrapper without it is taken to do the same itself.
+    static_graph: DDP's static_graph=True (passed to a wrap function that takes it); the scenarios torch 1.13
+      cannot run with it are left out of the battery, and the header says why.
     keep: a directory to keep the recordings in (default: a temporary one, removed)."""
     args = dict(wrap=wrap, ranks=ranks, model=model, data=data, loss=loss, schedule=schedule, scenario=scenario,
                 seed=seed, batch=batch, lr=lr, tolerance=tolerance, timeout=timeout, find_unused=find_unused,
                 bucket_view=bucket_view, bucket_cap=bucket_cap, zero_grad=zero_grad, threads=threads, keep=keep,
-                comm_hook=comm_hook,
+                comm_hook=comm_hook, static_graph=static_graph,
                 ddpsim_path=ddpsim_path)
     plan = None
     try:
@@ -150,9 +154,15 @@ class Plan:
         os.makedirs(self.root, exist_ok=True)
         self.jobs, skipped = [], []
         names = ddpsim.scenarios(self.binary) if self.many else [a["scenario"] or "schedule"]
-        self.rearming = []
+        self.rearming, self.impossible = [], []
         for name in names:
-            job = self._job(name)
+            try:
+                job = self._job(name)
+            except BadInput as e:
+                if not self.many or name == names[0]:
+                    raise  # a single run, or the first scenario: the options are wrong, not the scenario
+                self.impossible.append((name, str(e)))  # as ddpsim's own battery: not run, the reason said
+                continue
             if self.user_model and any(j["ops"] == job["ops"] and j["ddp"] == job["ddp"] for j in self.jobs):
                 skipped.append(name)  # the same ops and options on the user's model: nothing new
                 continue
@@ -185,10 +195,11 @@ class Plan:
         prep = ddpsim.prepare(self.binary, os.path.join(d, "inputs"), _run_args(
             a["ranks"], a["seed"], a["batch"], a["lr"], self.model, a["schedule"],
             name if name != "schedule" else None, a["find_unused"], a["bucket_view"], a["bucket_cap"], self.zero,
-            a["comm_hook"]))
+            a["comm_hook"], a["static_graph"]))
         ddp = {k: prep["ddp"][k] for k in ("bucket_cap", "first_bucket_cap", "find_unused_parameters",
                                            "gradient_as_bucket_view")}
         ddp["comm_hook"] = prep["ddp"].get("comm_hook", "none")
+        ddp["static_graph"] = bool(prep["ddp"].get("static_graph", False))
         ddp["find_unused_rule"] = self.rule
         return {"name": name, "inputs": os.path.join(d, "inputs"), "record": os.path.join(d, "record"),
                 "model": self.model if self.user_model else prep["model"], "ops": prep["ops"], "ddp": ddp,
@@ -223,7 +234,7 @@ class Plan:
             r = results[0]
             r.report = self.header + r.report + line
         else:
-            r = battery_result(results, self.header)
+            r = battery_result(results, self.header, [n for n, _ in self.impossible] + self.rearming)
             r.report += line
         r.timing = timing
         return r
@@ -251,6 +262,8 @@ class Plan:
         if skipped:
             lines.append("# on your model, %s repeat%s another scenario's ops and options: not run again" % (
                 ", ".join(skipped), "" if len(skipped) > 1 else "s"))
+        for name, why in self.impossible:
+            lines.append("# %s not run: %s" % (name, why))
         if self.rearming:
             lines.append("# on your model with find_unused, %s not run: a syncing backward there runs through a later "
                          "forward than the one that armed it, and PyTorch's DDP requires both to use the same "
@@ -312,7 +325,8 @@ def _command(wrap, a):
             value = loading.as_spec(value, "--" + key)
         if value is not None and value != default:
             args += [flag, str(value)]
-    args += [f for f, on in (("--find-unused", a["find_unused"]), ("--bucket-view", a["bucket_view"])) if on]
+    args += [f for f, on in (("--find-unused", a["find_unused"]), ("--bucket-view", a["bucket_view"]),
+                             ("--static-graph", a["static_graph"])) if on]
     return " ".join(shlex.quote(x) for x in args)
 
 

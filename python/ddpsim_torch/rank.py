@@ -28,7 +28,7 @@ RUNNING, JOB_DONE, FINISHED = 0.0, 1.0, 2.0
 STARTING = -2.0  # OP before the rank has joined the process group
 
 # The keyword arguments of DistributedDataParallel a wrap function may take, from the run's options.
-DDP_KWARGS = ("find_unused_parameters", "bucket_cap_mb", "gradient_as_bucket_view")
+DDP_KWARGS = ("find_unused_parameters", "bucket_cap_mb", "gradient_as_bucket_view", "static_graph")
 
 
 def _die_with_parent():
@@ -45,6 +45,8 @@ def wrap_kwargs(wrap, ddp):
     values = {"find_unused_parameters": ddp["find_unused_parameters"],
               "bucket_cap_mb": ddp["bucket_cap"] / (1024.0 * 1024.0),
               "gradient_as_bucket_view": ddp["gradient_as_bucket_view"]}
+    if ddp.get("static_graph"):
+        values["static_graph"] = True  # only when asked: a wrapper that takes **kwargs may not know it
     try:
         sig = inspect.signature(wrap)
     except (TypeError, ValueError):

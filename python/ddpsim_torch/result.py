@@ -55,8 +55,9 @@ class Result:
                                                  ": " + self.first_divergence_text() if not self.passed else "")
 
 
-def battery_result(results, header):
-    """One Result for every scenario's: a row each, and the worst verdict (bad input, fail, fault, nothing)."""
+def battery_result(results, header, left_out=()):
+    """One Result for every scenario's: a row each, and the worst verdict (bad input, fail, fault, nothing);
+    left_out names the battery's scenarios not run (the header says why)."""
     rows = [header, "#%-16s %-17s %s\n" % ("scenario", "verdict", "first divergence")]
     for r in results:
         rows.append(" %-16s %-17s %s\n" % (r.name, r.verdict, "" if r.passed else r.first_divergence_text()))
@@ -64,7 +65,8 @@ def battery_result(results, header):
     code = next((c for c in (2, 1, 3, 4) if c in codes), 0)
     passed = codes.count(0)
     if code == 0:
-        rows.append("# verdict: PASS (%d of %d scenarios)\n" % (passed, len(results)))
+        rows.append("# verdict: PASS (%d of %d scenarios%s)\n" % (
+            passed, len(results), "; not run, the header says why: " + ", ".join(left_out) if left_out else ""))
     else:
         bad = [r.name for r in results if r.exit_code == code]
         rows.append("# verdict: %s (%d of %d scenarios pass; %s: %s)\n" % (

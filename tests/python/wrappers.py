@@ -247,3 +247,8 @@ def no_no_sync(module):
 
 
 not_a_function = 42
+
+
+def ddp_static_graph(module, **ddp_options):
+    """PyTorch's DDP with static_graph=True."""
+    return nn.parallel.DistributedDataParallel(module, static_graph=True, **ddp_options)
