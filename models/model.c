@@ -139,6 +139,8 @@ void model_destroy(model *m)
     free(m->w);
     free(m->g);
     free(m->lg);
+    for (int i = 0; i < MODEL_MAX_PARAMS; i++)
+        free(m->parts[i]);
     free(m);
 }
 
@@ -286,6 +288,19 @@ void model_accumulate(model *dst, const model *src, int i)
     const model_param *p = &dst->params[i];
     float *g = dst->g + p->offset;
     const float *l = src->lg + p->offset;
+    if (src->nparts[i] >= 2) { /* one AccumulateGrad per piece, in order: their roundings, not the sum's */
+        for (int k = 0; k < src->nparts[i]; k++) {
+            const float *piece = src->parts[i] + (size_t)k * p->count;
+            if (!dst->defined[i]) {
+                memcpy(g, piece, p->count * sizeof *g);
+                dst->defined[i] = 1;
+                continue;
+            }
+            for (size_t j = 0; j < p->count; j++)
+                g[j] = g[j] + piece[j];
+        }
+        return;
+    }
     if (!dst->defined[i]) {
         memcpy(g, l, p->count * sizeof *g);
         dst->defined[i] = 1;
@@ -293,6 +308,16 @@ void model_accumulate(model *dst, const model *src, int i)
     }
     for (size_t j = 0; j < p->count; j++)
         g[j] = g[j] + l[j];
+}
+
+int model_npieces(const model *m, int p)
+{
+    return m->nparts[p];
+}
+
+const float *model_piece(const model *m, int p, int k)
+{
+    return m->parts[p] + (size_t)k * m->params[p].count;
 }
 
 static void accumulate_own(void *ctx, int i)

@@ -167,7 +167,18 @@ typedef struct model_grad_source {
     /* Parameter p's local gradient of micro-step micro into dst (its count of floats). */
     ddp_status (*grad)(void *ctx, uint64_t micro, int p, float *dst);
     void *ctx;
+    /*
+     * Optional (NULL: one piece always): how many pieces p's gradient of
+     * micro-step micro arrived in (0 or 1: one), and piece k (0-based) into
+     * dst. Two or more: each is added to .grad on its own (model_accumulate).
+     */
+    int (*npieces)(void *ctx, uint64_t micro, int p);
+    ddp_status (*piece)(void *ctx, uint64_t micro, int p, int k, float *dst);
 } model_grad_source;
+
+/* Pieces of parameter p's gradient in the last backward (0: one, the local gradient), and piece k's values. */
+int model_npieces(const model *m, int p);
+const float *model_piece(const model *m, int p, int k);
 
 ddp_status model_create_recorded(const model_param_decl *decls, int n, const model_grad_source *src, model **out);
 /* A recorded model's first source failure since it was made (DDP_OK: none), its message into msg. */

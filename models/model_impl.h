@@ -56,6 +56,15 @@ struct model {
     unsigned char done[MODEL_MAX_PARAMS]; /* during backward: reported complete */
     unsigned char used[MODEL_MAX_PARAMS];
     unsigned char defined[MODEL_MAX_PARAMS]; /* .grad is a tensor (0: None, read as zeros) */
+    /*
+     * A recorded run's parameter whose gradient of this micro-step arrived in
+     * nparts[i] >= 2 pieces (a backward inside the backward: reentrant
+     * checkpointing), each added to .grad by its own AccumulateGrad:
+     * parts[i] holds them in order (lg still holds their sum). 0 otherwise.
+     */
+    int nparts[MODEL_MAX_PARAMS];
+    float *parts[MODEL_MAX_PARAMS];
+    size_t parts_cap[MODEL_MAX_PARAMS];
     const model_batch *batch; /* of the last forward, for backward */
     double flops;
     void *state;

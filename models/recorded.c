@@ -43,10 +43,38 @@ static double recorded_forward(model *m, const model_batch *b)
     return 0.0;
 }
 
+/* A gradient recorded in pieces (model_grad_source.npieces): each piece, to be accumulated on its own. */
+static void read_pieces(model *m, recorded_state *s, int p)
+{
+    m->nparts[p] = 0;
+    int k = s->src.npieces ? s->src.npieces(s->src.ctx, s->next, p) : 0;
+    if (k < 2)
+        return;
+    size_t need = (size_t)k * m->params[p].count;
+    if (need > m->parts_cap[p]) {
+        float *grown = realloc(m->parts[p], need * sizeof(float));
+        if (!grown) {
+            keep_error(s, ddp_error(DDP_ERR_NOMEM, "%d pieces of %s's gradient", k, m->params[p].name));
+            return;
+        }
+        m->parts[p] = grown;
+        m->parts_cap[p] = need;
+    }
+    for (int j = 0; j < k; j++) {
+        ddp_status st = s->src.piece(s->src.ctx, s->next, p, j, m->parts[p] + (size_t)j * m->params[p].count);
+        if (st != DDP_OK) {
+            keep_error(s, st);
+            return;
+        }
+    }
+    m->nparts[p] = k;
+}
+
 static void recorded_backward(model *m)
 {
     recorded_state *s = m->state;
     for (int p = m->nparams - 1; p >= 0; p--) {
+        m->nparts[p] = 0;
         if (!m->used[p])
             continue;
         ddp_status st = s->src.grad(s->src.ctx, s->next, p, model_lg(m, p));
@@ -54,6 +82,7 @@ static void recorded_backward(model *m)
             keep_error(s, st);
             memset(model_lg(m, p), 0, m->params[p].count * sizeof(float));
         }
+        read_pieces(m, s, p);
         model_param_done(m, p);
     }
     s->next++;

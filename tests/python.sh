@@ -36,7 +36,15 @@ front() {
     shift 4
     expect_cmd "$code" "$pattern" "$what" -- "$py" -m ddpsim_torch "$@"
 }
-ranks_left() { pgrep -f "multiprocessing.spawn" | wc -l; }
+# This test's rank processes: the spawned ones that carry its scratch directory in their environment (another
+# test run on the machine has its own).
+ranks_left() {
+    n=0
+    for p in $(pgrep -f "multiprocessing.spawn"); do
+        grep -q "DDPSIM_TORCH_SCRATCH=$DDPSIM_TORCH_SCRATCH" "/proc/$p/environ" 2>/dev/null && n=$((n + 1))
+    done
+    echo "$n"
+}
 # This test's recordings go to a directory of its own, so other runs on the machine cannot blur the count.
 DDPSIM_TORCH_SCRATCH=$tmp/scratch
 export DDPSIM_TORCH_SCRATCH
@@ -92,6 +100,17 @@ front 1 "first divergence: grab 2 (after fwd+bwd (3 acc)), rank 0, parameter 0.w
     --ranks 3 --wrap "$W:ddp_fp16_hook" --scenario classic
 front 0 "verdict: PASS" "... and passes once --comm-hook fp16 says so" -- --ranks 3 --wrap "$W:ddp_fp16_hook" --scenario classic --comm-hook fp16
 front 2 "distributed.py _check_comm_hook" "--comm-hook bf16 where torch's DDP refuses it" -- --ranks 2 --wrap "$DDP" --comm-hook bf16 --scenario classic
+
+# A parameter whose gradient arrives in two pieces in one backward (an encoder used twice, once under reentrant
+# checkpointing): each piece is its own AccumulateGrad, recorded and replayed as such. Real DDP needs static_graph
+# for it (and says so without), then matches bitwise; a wrapper that syncs at a parameter's first hook reduces one
+# piece and keeps the other local (DeepSpeed #8224's "missing one subgraph's contribution").
+TW="--model $M:build_twice --data $M:batch_twice --loss $M:mse_twice"
+TS="fwd bwd grab fwd bwd grab 2*( nosync{fwd bwd} grab fwd bwd grab step zero )"
+front 3 "Expected to mark a variable ready only once" "twice-used encoder: real DDP without static_graph refuses it" -- --ranks 2 --wrap "$DDP" $TW --schedule "$TS"
+front 0 "verdict: PASS (6 grabs and 3 parameter checks x 2 ranks match, bitwise)" "... with static_graph it matches bitwise, piece by piece" -- --ranks 2 --wrap "$DDP" $TW --schedule "$TS" --static-graph
+front 0 "verdict: PASS" "... and at 3 ranks within the order bound" -- --ranks 3 --wrap "$DDP" $TW --schedule "$TS" --static-graph
+front 1 "first divergence: grab 0 (after fwd+bwd), rank 0, parameter enc.0.weight" "a wrapper syncing at the first hook misses a piece" -- --ranks 2 --wrap "$W:hook_ddp" $TW --schedule "$TS"
 
 # static_graph=True: ddpsim refuses what torch 1.13's DDP cannot run with it (asked of ddpsim, run on torch), and
 # real DDP with it passes every other scenario.

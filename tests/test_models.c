@@ -410,11 +410,64 @@ static void test_matches_pytorch(void)
     model_destroy(m);
 }
 
+/*
+ * A recorded gradient in pieces: micro-step 0 gives 1 in one piece; micro-step
+ * 1 gives 2^-24 twice. Added piece by piece, each addition to 1 is a tie that
+ * rounds to the even 1; their sum 2^-23 added at once would give 1 + 2^-23.
+ */
+static ddp_status pieces_used(void *ctx, uint64_t micro, unsigned char *used)
+{
+    (void)ctx, (void)micro;
+    used[0] = 1;
+    return DDP_OK;
+}
+
+static ddp_status pieces_grad(void *ctx, uint64_t micro, int p, float *dst)
+{
+    (void)ctx, (void)p;
+    dst[0] = micro == 0 ? 1.0f : 0x1p-23f;
+    return DDP_OK;
+}
+
+static int pieces_n(void *ctx, uint64_t micro, int p)
+{
+    (void)p;
+    return *(const int *)ctx && micro == 1 ? 2 : 0;
+}
+
+static ddp_status pieces_piece(void *ctx, uint64_t micro, int p, int k, float *dst)
+{
+    (void)ctx, (void)micro, (void)p, (void)k;
+    dst[0] = 0x1p-24f;
+    return DDP_OK;
+}
+
+static void test_recorded_pieces(void)
+{
+    static const model_param_decl decl = {"w", 1, {1, 0}};
+    for (int with_pieces = 0; with_pieces <= 1; with_pieces++) {
+        model_grad_source src = {pieces_used, pieces_grad, &with_pieces, pieces_n, pieces_piece};
+        model *m = NULL;
+        CU_ASSERT_EQUAL_FATAL(model_create_recorded(&decl, 1, &src, &m), DDP_OK);
+        model_batch b;
+        CU_ASSERT_EQUAL_FATAL(model_batch_alloc(m, &b), DDP_OK);
+        for (int micro = 0; micro < 2; micro++) {
+            CU_ASSERT_EQUAL(model_forward(m, &b, NULL), DDP_OK);
+            model_backward(m);
+        }
+        CU_ASSERT_EQUAL(model_npieces(m, 0), with_pieces ? 2 : 0);
+        CU_ASSERT_EQUAL(model_grads(m)[0], with_pieces ? 1.0f : 1.0f + 0x1p-23f);
+        model_batch_free(&b);
+        model_destroy(m);
+    }
+}
+
 int main(void)
 {
     static const test_entry tests[] = {
         {"mlp, attn, branchy: PyTorch names, shapes, contiguous layout", test_mlp_layout},
         {"bad specs are errors that say why", test_bad_specs},
+        {"a recorded gradient in pieces is accumulated piece by piece (hand values)", test_recorded_pieces},
         {"every model: finite differences of the loss", test_models_fd},
         {"backward accumulates, zero_grad zeroes", test_accumulation},
         {"a None .grad takes the first gradient as it is (-0 stays -0); set_to_none", test_none_grad},

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include "dump.h"
@@ -205,6 +206,26 @@ ddp_status record_read(const record_run *r, const char *what, int param, float *
     param_shape(r, param, shape);
     snprintf(path, sizeof path, "%s/%s/%s.npy", r->dir, what, r->names[param]);
     return npy_read_exact(path, NPY_F4, shape, r->decls[param].ndim, dst, finite_only);
+}
+
+int record_npieces(const record_run *r, const char *what, int param)
+{
+    char path[RECORD_PATH_LEN];
+    int k = 0;
+    for (;; k++) {
+        snprintf(path, sizeof path, "%s/%s/%s.part%d.npy", r->dir, what, r->names[param], k + 1);
+        if (access(path, F_OK) != 0)
+            return k;
+    }
+}
+
+ddp_status record_read_piece(const record_run *r, const char *what, int param, int k, float *dst)
+{
+    char path[RECORD_PATH_LEN];
+    size_t shape[MODEL_MAX_NDIM];
+    param_shape(r, param, shape);
+    snprintf(path, sizeof path, "%s/%s/%s.part%d.npy", r->dir, what, r->names[param], k + 1);
+    return npy_read_exact(path, NPY_F4, shape, r->decls[param].ndim, dst, 1);
 }
 
 /* Every file the schedule will read, for every rank, headers only. */

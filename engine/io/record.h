@@ -65,6 +65,14 @@ void record_close(record_run *r);
 
 /* DIR/<what>/<param>.npy into dst (what: "init", "rank0/micro3", "impl/rank0/grab2", ...); finite_only refuses NaN. */
 ddp_status record_read(const record_run *r, const char *what, int param, float *dst, int finite_only);
+/*
+ * A gradient that arrived in pieces within one backward (reentrant
+ * checkpointing): what/<name>.part1.npy, .part2.npy, ... in arrival order.
+ * record_npieces counts them (0: none, the gradient is one piece);
+ * record_read_piece reads piece k (0-based), finite values only.
+ */
+int record_npieces(const record_run *r, const char *what, int param);
+ddp_status record_read_piece(const record_run *r, const char *what, int param, int k, float *dst);
 
 /* Which parameters got a gradient in rank's micro-step m (used[p] = 0 or 1). */
 ddp_status record_used(const record_run *r, int rank, uint64_t micro, unsigned char *used);

@@ -60,6 +60,33 @@ void budget_zero(order_budget *b)
     b->any = 0;
 }
 
+/*
+ * A gradient that arrived in k pieces is k accumulations, each rounded on
+ * both sides. Piece i's sum is g minus the pieces after it, up to the
+ * roundings of those k - i additions: so |value after piece i| <= (|g| +
+ * the later pieces' magnitudes)(1 + 2ku), and each step widens E as one
+ * accumulation does.
+ */
+static void accumulate_pieces(order_budget *b, const model_param *par, int k, const model *layout, int p, const float *g)
+{
+    const double u = TOL_U_FLOAT, grow = 1 + 2 * k * u;
+    for (size_t j = 0; j < par->count; j++) {
+        size_t at = par->offset + j;
+        if (b->E[at] == 0)
+            continue;
+        double tail = 0;
+        for (int q = 1; q < k; q++)
+            tail += fabs((double)model_piece(layout, p, q)[j]);
+        double e = b->E[at];
+        for (int q = 0; q < k; q++) {
+            e = e * (1 + u) + 2 * u * (fabs((double)g[at]) + tail) * grow / (1 - u);
+            if (q + 1 < k)
+                tail -= fabs((double)model_piece(layout, p, q + 1)[j]);
+        }
+        b->E[at] = round_up(e);
+    }
+}
+
 void budget_accumulate(order_budget *b, const model *layout, const float *g, const unsigned char *used)
 {
     if (!b->any)
@@ -69,6 +96,11 @@ void budget_accumulate(order_budget *b, const model *layout, const float *g, con
         if (!used[p])
             continue;
         const model_param *par = model_param_at(layout, p);
+        int k = model_npieces(layout, p);
+        if (k >= 2) {
+            accumulate_pieces(b, par, k, layout, p, g);
+            continue;
+        }
         for (size_t j = par->offset; j < par->offset + par->count; j++)
             if (b->E[j] != 0)
                 b->E[j] = round_up((double)b->E[j] * (1 + u) + 2 * u * fabs((double)g[j]) / (1 - u));

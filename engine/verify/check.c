@@ -35,6 +35,22 @@ static ddp_status src_grad(void *ctx, uint64_t micro, int p, float *dst)
     return record_read(s->rec, what, p, dst, 1); /* a local gradient that is not finite: the run itself broke */
 }
 
+static int src_npieces(void *ctx, uint64_t micro, int p)
+{
+    const source_ctx *s = ctx;
+    char what[64];
+    snprintf(what, sizeof what, "rank%d/micro%llu", s->rank, (unsigned long long)micro);
+    return record_npieces(s->rec, what, p);
+}
+
+static ddp_status src_piece(void *ctx, uint64_t micro, int p, int k, float *dst)
+{
+    const source_ctx *s = ctx;
+    char what[64];
+    snprintf(what, sizeof what, "rank%d/micro%llu", s->rank, (unsigned long long)micro);
+    return record_read_piece(s->rec, what, p, k, dst);
+}
+
 typedef struct check_rank {
     const check_config *cfg;
     const record_run *rec;
@@ -202,7 +218,7 @@ static ddp_status setup(check_rank *c)
 {
     const record_run *rec = c->rec;
     c->src = (source_ctx){rec, c->rank};
-    model_grad_source src = {src_used, src_grad, &c->src};
+    model_grad_source src = {src_used, src_grad, &c->src, src_npieces, src_piece};
     DDP_CHECK(model_create_recorded(rec->decls, rec->nparams, &src, &c->m));
     for (int p = 0; p < rec->nparams; p++)
         DDP_CHECK(bad_record(c, record_read(rec, "init", p, model_weights(c->m) + model_param_at(c->m, p)->offset, 1)));

@@ -43,17 +43,30 @@ void refcheck_accumulate(ref_check *rc, const model *ref, int synced, int nranks
 {
     const float *lg = model_local_grads(ref);
     const unsigned char *used = model_used(ref);
+    int most = 1; /* the most pieces a parameter's gradient came in: that many accumulations this micro-step */
     for (int p = 0; p < model_nparams(ref); p++) {
         if (!used[p])
             continue;
         const model_param *par = model_param_at(ref, p);
+        int k = model_npieces(ref, p);
+        if (k >= 2) { /* the pieces themselves: each was added to .grad on its own */
+            most = k > most ? k : most;
+            for (int q = 0; q < k; q++) {
+                const float *piece = model_piece(ref, p, q);
+                for (size_t j = 0; j < par->count; j++) {
+                    rc->gsum[par->offset + j] += piece[j];
+                    rc->gmag[par->offset + j] += fabsf(piece[j]);
+                }
+            }
+            continue;
+        }
         for (size_t j = par->offset; j < par->offset + par->count; j++) {
             rc->gsum[j] += lg[j];
             rc->gmag[j] += fabsf(lg[j]);
         }
     }
-    rc->nacc++;
-    rc->depth += 1 + (synced ? (uint64_t)nranks + 1 : 0);
+    rc->nacc += (uint64_t)most;
+    rc->depth += (uint64_t)most + (synced ? (uint64_t)nranks + 1 : 0);
     if (synced && rc->hook.u) { /* compress, divide (float, then the format), N - 1 additions in the format */
         rc->hook.depth += (uint64_t)nranks + 2;
         rc->hook.syncs++;

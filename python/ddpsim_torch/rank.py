@@ -168,6 +168,11 @@ class Rank:
         check_same_start(named, self.rank, self.nranks)
         shadow = copy.deepcopy(module)
         shadow_params = [p for _, p in shadow.named_parameters()]
+        # Each piece a parameter's gradient arrives in: one per AccumulateGrad, two or more when a backward runs
+        # inside the backward (reentrant checkpointing) and the parameter is used on both sides of it.
+        pieces = [[] for _ in shadow_params]
+        for k, p in enumerate(shadow_params):
+            p.register_hook(lambda g, k=k: pieces[k].append(g.detach().clone()))
         root = job["record"]
         impl = record.safe_name(self.cfg["impl"])
         if self.rank == 0:
@@ -197,11 +202,12 @@ class Rank:
                 inputs, targets, loss = pending
                 loss.backward()
                 t1 = time.monotonic()
-                for p in shadow_params:
+                for p, got in zip(shadow_params, pieces):
                     p.grad = None
+                    got.clear()
                 loss_fn(shadow(*inputs), targets).backward()
                 t2 = time.monotonic()
-                rec.local(names, [p.grad for p in shadow_params])
+                rec.local(names, [p.grad for p in shadow_params], pieces)
                 self.progress[self.row + SHADOW_S] += t2 - t1
                 self.progress[self.row + RECORD_S] += time.monotonic() - t2
             elif op == "grab":

@@ -56,14 +56,19 @@ class Recorder:
         self.root, self.rank, self.impl = root, rank, impl
         self.micro = self.grab = self.step = 0
 
-    def local(self, names, grads):
-        """Micro-step m's local gradients (None: the parameter got none)."""
+    def local(self, names, grads, parts=None):
+        """Micro-step m's local gradients (None: the parameter got none). parts[i], when given with two or more
+        tensors, are the pieces parameter i's gradient arrived in within the one backward, in order (a second
+        backward inside it: reentrant checkpointing), each one AccumulateGrad: written as <name>.part<k>.npy."""
         d = os.path.join(self.root, "rank%d" % self.rank, "micro%d" % self.micro)
         os.makedirs(d, exist_ok=True)
         used = [n for n, g in zip(names, grads) if g is not None]
         with open(os.path.join(d, "used.json"), "w") as f:
             json.dump(used, f)
         write_tensors(d, [(n, g) for n, g in zip(names, grads) if g is not None])
+        for n, pieces in zip(names, parts or []):
+            if len(pieces) > 1:
+                write_tensors(d, [("%s.part%d" % (n, k + 1), t) for k, t in enumerate(pieces)])
         self.micro += 1
 
     def _impl(self, what, named):

@@ -53,3 +53,38 @@ def build_per_rank():
 
 def mse_loss(output, targets):
     return ((output.float() - nn.functional.one_hot(targets, VOCAB).float()) ** 2).mean()
+
+
+class TwiceEncoded(nn.Module):
+    """A shared encoder applied twice in one forward: once plainly, once under reentrant activation
+    checkpointing (use_reentrant, the 1.13 default), as an auxiliary loss's second input often is. The
+    checkpointed use runs its own backward inside the outer one, so the encoder's parameters get their
+    gradient in two parts, and a hook on them fires twice in one backward (DeepSpeed #8224's shape). PyTorch's
+    DDP runs it only with static_graph=True, which counts the hooks of the first iteration and marks a
+    parameter ready at the last one."""
+
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.Tanh())
+        self.head = nn.Linear(WIDTH, 4)
+
+    def forward(self, x, aux):
+        import torch.utils.checkpoint as cp
+        main = self.head(self.enc(x))
+        second = cp.checkpoint(self.enc, aux)
+        return main + second.mean(dim=1, keepdim=True)
+
+
+def build_twice():
+    return TwiceEncoded()
+
+
+def batch_twice(rank, index):
+    g = torch.Generator().manual_seed(7000 + 100 * rank + index)
+    x = torch.randn(3, WIDTH, generator=g)
+    aux = torch.randn(3, WIDTH, generator=g, requires_grad=True)  # reentrant checkpointing needs an input that
+    return (x, aux), torch.randn(3, 4, generator=g)                # requires grad, or it drops the gradient
+
+
+def mse_twice(output, targets):
+    return ((output - targets) ** 2).mean()
