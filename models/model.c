@@ -283,24 +283,11 @@ void model_backward_local(model *m, model_ready_fn ready, void *ctx)
     m->ready_ctx = NULL;
 }
 
-void model_accumulate(model *dst, const model *src, int i)
+/* One AccumulateGrad: a None .grad takes the values (a copy: -0 stays -0), a tensor adds them. */
+static void accumulate_piece(model *dst, int i, const float *l)
 {
     const model_param *p = &dst->params[i];
     float *g = dst->g + p->offset;
-    const float *l = src->lg + p->offset;
-    if (src->nparts[i] >= 2) { /* one AccumulateGrad per piece, in order: their roundings, not the sum's */
-        for (int k = 0; k < src->nparts[i]; k++) {
-            const float *piece = src->parts[i] + (size_t)k * p->count;
-            if (!dst->defined[i]) {
-                memcpy(g, piece, p->count * sizeof *g);
-                dst->defined[i] = 1;
-                continue;
-            }
-            for (size_t j = 0; j < p->count; j++)
-                g[j] = g[j] + piece[j];
-        }
-        return;
-    }
     if (!dst->defined[i]) {
         memcpy(g, l, p->count * sizeof *g);
         dst->defined[i] = 1;
@@ -308,6 +295,16 @@ void model_accumulate(model *dst, const model *src, int i)
     }
     for (size_t j = 0; j < p->count; j++)
         g[j] = g[j] + l[j];
+}
+
+void model_accumulate(model *dst, const model *src, int i)
+{
+    if (src->nparts[i] < 2) {
+        accumulate_piece(dst, i, src->lg + dst->params[i].offset);
+        return;
+    }
+    for (int k = 0; k < src->nparts[i]; k++) /* one AccumulateGrad per piece, in order: their roundings */
+        accumulate_piece(dst, i, src->parts[i] + (size_t)k * dst->params[i].count);
 }
 
 int model_npieces(const model *m, int p)
