@@ -168,11 +168,22 @@ class Rank:
         check_same_start(named, self.rank, self.nranks)
         shadow = copy.deepcopy(module)
         shadow_params = [p for _, p in shadow.named_parameters()]
-        # Each piece a parameter's gradient arrives in: one per AccumulateGrad, two or more when a backward runs
-        # inside the backward (reentrant checkpointing) and the parameter is used on both sides of it.
-        pieces = [[] for _ in shadow_params]
+        # The pieces a parameter's gradient arrives in: one per AccumulateGrad, two or more when a backward runs
+        # inside the backward (reentrant checkpointing) and the parameter is used on both sides of it. Nothing
+        # is copied for the usual single piece: the shadow's .grad starts None each micro-step, so when a second
+        # piece comes, .grad holds the first one exactly.
+        pieces, calls = [[] for _ in shadow_params], [0] * len(shadow_params)
+
+        def piece_hook(k, p):
+            def hook(g):
+                calls[k] += 1
+                if calls[k] == 2:
+                    pieces[k].append(p.grad.detach().clone())
+                if calls[k] >= 2:
+                    pieces[k].append(g.detach().clone())
+            return hook
         for k, p in enumerate(shadow_params):
-            p.register_hook(lambda g, k=k: pieces[k].append(g.detach().clone()))
+            p.register_hook(piece_hook(k, p))
         root = job["record"]
         impl = record.safe_name(self.cfg["impl"])
         if self.rank == 0:
@@ -202,9 +213,10 @@ class Rank:
                 inputs, targets, loss = pending
                 loss.backward()
                 t1 = time.monotonic()
-                for p, got in zip(shadow_params, pieces):
+                for k, p in enumerate(shadow_params):
                     p.grad = None
-                    got.clear()
+                    pieces[k].clear()
+                    calls[k] = 0
                 loss_fn(shadow(*inputs), targets).backward()
                 t2 = time.monotonic()
                 rec.local(names, [p.grad for p in shadow_params], pieces)
