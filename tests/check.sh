@@ -93,6 +93,15 @@ expect 2 "ddpsim check: needs DIR" "no directory" -- check
 expect 2 "/nonexistent: not a directory" "a directory that does not exist" -- check /nonexistent
 fresh; rm "$tmp/b/manifest.json"
 expect 2 "manifest.json" "no manifest" -- check "$tmp/b"
+# A local gradient in pieces (reentrant checkpointing): each piece is added on its own, so the pieces are used,
+# not the file of their sum; a lone piece or a mis-shaped one is bad input.
+d0="$tmp/b/rank0/micro0"
+fresh; cp "$d0/0.weight.npy" "$d0/0.weight.part1.npy"; cp "$d0/0.weight.npy" "$d0/0.weight.part2.npy"
+expect 1 "first divergence: grab 0 (after no_sync fwd+bwd), rank 0, parameter 0.weight" "pieces are what is added (two copies: twice the gradient)" -- check "$tmp/b"
+fresh; cp "$d0/0.weight.npy" "$d0/0.weight.part1.npy"
+expect 2 "0.weight.part1.npy: a gradient in pieces needs two or more" "a lone piece" -- check "$tmp/b"
+fresh; cp "$d0/0.weight.npy" "$d0/0.weight.part1.npy"; cp "$d0/0.bias.npy" "$d0/0.weight.part2.npy"
+expect 2 "0.weight.part2.npy" "a piece of the wrong shape" -- check "$tmp/b"
 fresh; rm "$tmp/b/rank2/micro5/2.weight.npy"
 expect 2 "rank2/micro5/2.weight.npy" "a missing local gradient" -- check "$tmp/b"
 fresh; rm "$tmp/b/bucketed/rank1/grab3/0.bias.npy"

@@ -167,6 +167,15 @@ static ddp_status check_files(const record_run *r, const char *what, const unsig
         param_shape(r, p, shape);
         snprintf(path, sizeof path, "%s/%s/%s.npy", r->dir, what, r->names[p]);
         DDP_CHECK(npy_check_header(path, NPY_F4, shape, r->decls[p].ndim));
+        int pieces = used ? record_npieces(r, what, p) : 0; /* a local gradient's pieces, if it came in some */
+        if (pieces == 1) {
+            snprintf(path, sizeof path, "%s/%s/%s.part1.npy", r->dir, what, r->names[p]);
+            return ddp_error(DDP_ERR_INVALID, "%s: a gradient in pieces needs two or more (no .part2.npy)", path);
+        }
+        for (int k = 1; k <= pieces; k++) {
+            snprintf(path, sizeof path, "%s/%s/%s.part%d.npy", r->dir, what, r->names[p], k);
+            DDP_CHECK(npy_check_header(path, NPY_F4, shape, r->decls[p].ndim));
+        }
     }
     return DDP_OK;
 }
