@@ -43,11 +43,14 @@ enum { WAIT_NONE = 0, WAIT_BARRIER, WAIT_FLAG, WAIT_OTHER };
 enum { RANK_EXIT_FAILED = 1, RANK_EXIT_ORPHANED = 2, RANK_EXIT_ABORTED = 4 };
 
 /* What a rank publishes about itself. Written by the rank, read by the parent after it is reaped. */
+/* A rank's in_coll: one collective at a time, claimed, then counted in coll_seq (world_enter_coll). */
+enum { IN_COLL_ENTERING = 1, IN_COLL_COUNTED = 2 };
+
 typedef struct rank_state {
     _Alignas(64) _Atomic uint32_t flag;     /* handoff flag, alone on its cache line (world_flag_*) */
     _Alignas(64) _Atomic uint64_t progress; /* bumped by every op, collective and barrier */
     _Atomic int32_t op_index;
-    _Atomic uint32_t in_coll;
+    _Atomic uint32_t in_coll; /* 0, IN_COLL_ENTERING (claimed, not yet counted) or IN_COLL_COUNTED */
     /* What the rank waits for, for the supervisor's deadlock rule: a barrier generation to pass, or rank
      * wait_rank's flag to reach wait_value; WAIT_OTHER for anything it cannot judge (a replayed arrival). */
     _Atomic uint32_t wait_kind;
@@ -306,8 +309,10 @@ void world_set_op(world_rank *wr, int op_index, const char *label)
 int world_peer_in_coll(world_rank *wr, int r, uint64_t *seq)
 {
     const rank_state *st = &wr->w->ranks[r];
+    /* IN_COLL_COUNTED is stored after the count (release): seen, the count includes the collective in progress */
+    int in = atomic_load_explicit(&st->in_coll, memory_order_acquire) == IN_COLL_COUNTED;
     *seq = atomic_load_explicit(&st->coll_seq, memory_order_acquire);
-    return atomic_load_explicit(&st->in_coll, memory_order_acquire) != 0;
+    return in;
 }
 
 int world_aborted(world_rank *wr)
@@ -330,14 +335,20 @@ uint64_t world_coll_ns(world_rank *wr)
 
 ddp_status world_enter_coll(world_rank *wr, const char *name)
 {
-    if (atomic_exchange_explicit(&wr->st->in_coll, 1, memory_order_relaxed))
+    uint32_t was = 0;
+    if (!atomic_compare_exchange_strong_explicit(&wr->st->in_coll, &was, IN_COLL_ENTERING, memory_order_acq_rel,
+                                                 memory_order_acquire)) {
+        /* the other thread's collective: counted already, or about to be (the next number) */
+        uint64_t seq = atomic_load_explicit(&wr->st->coll_seq, memory_order_acquire) + (was == IN_COLL_ENTERING);
         return ddp_error(DDP_ERR_INVALID,
                          "rank %d called %s while another of its threads was inside collective #%llu: a rank makes "
                          "its collectives one at a time, in the same order as every other rank",
-                         wr->rank, name, (unsigned long long)atomic_load(&wr->st->coll_seq));
+                         wr->rank, name, (unsigned long long)seq);
+    }
     atomic_store_explicit(&wr->st->coll_start_ns, clock_now_ns(), memory_order_relaxed);
     copy_label(wr->st->coll, name);
     atomic_fetch_add_explicit(&wr->st->coll_seq, 1, memory_order_relaxed);
+    atomic_store_explicit(&wr->st->in_coll, IN_COLL_COUNTED, memory_order_release);
     atomic_fetch_add_explicit(&wr->st->progress, 1, memory_order_relaxed);
     return DDP_OK;
 }
