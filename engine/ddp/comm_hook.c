@@ -4,6 +4,7 @@
 #include "comm_hook.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 static const char *const names[] = {"none", "allreduce", "fp16", "bf16"};
@@ -56,9 +57,40 @@ static double round_format(double x, ddp_comm_hook h)
     return x;
 }
 
-float comm_hook_round(float x, ddp_comm_hook h)
+float comm_hook_round_double(double x, ddp_comm_hook h)
 {
     return (float)round_format(x, h); /* a float16 or bfloat16 value is a float: exact */
+}
+
+/*
+ * The same rounding of a float, on its bits (the hooks round every element
+ * twice: this is their cost): the dropped low bits rounded to nearest, ties
+ * to even, by adding just under half a step plus the kept last bit; the
+ * carry moves into the exponent as it should, up to Inf. float16's
+ * subnormals (below 2^-14) take the general path.
+ */
+float comm_hook_round(float x, ddp_comm_hook h)
+{
+    uint32_t b;
+    memcpy(&b, &x, sizeof b);
+    uint32_t a = b & 0x7fffffffu;
+    if (h == DDP_HOOK_BF16) {
+        if (a > 0x7f800000u)
+            return x; /* NaN */
+        b += 0x7fffu + ((b >> 16) & 1u);
+        b &= 0xffff0000u;
+    } else if (h == DDP_HOOK_FP16) {
+        if (a >= 0x7f800000u || a < 0x38800000u)
+            return comm_hook_round_double(x, h); /* Inf, NaN, zero, and float16's subnormals */
+        if (a >= 0x477ff000u)
+            b = (b & 0x80000000u) | 0x7f800000u; /* 65520 and up round past 65504 */
+        else
+            b = (b & 0x80000000u) | ((a + 0xfffu + ((a >> 13) & 1u)) & ~0x1fffu);
+    } else {
+        return x;
+    }
+    memcpy(&x, &b, sizeof x);
+    return x;
 }
 
 void comm_hook_compress(float *buf, size_t n, int nranks, ddp_comm_hook h)

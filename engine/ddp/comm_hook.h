@@ -44,6 +44,8 @@ int ddp_comm_hook_compresses(ddp_comm_hook h);
 
 /* x rounded to float16 (bfloat16 for DDP_HOOK_BF16) to nearest even, as a float (exact); NaN and Inf kept. */
 float comm_hook_round(float x, ddp_comm_hook h);
+/* The same from a double, rounded once (an exact sum); the general path comm_hook_round must agree with. */
+float comm_hook_round_double(double x, ddp_comm_hook h);
 /* What the hook does to a bucket before its collective: x / N (allreduce), round(round(x) / N) (fp16, bf16). */
 void comm_hook_compress(float *buf, size_t n, int nranks, ddp_comm_hook h);
 /*
@@ -52,6 +54,9 @@ void comm_hook_compress(float *buf, size_t n, int nranks, ddp_comm_hook h);
  * each partial sum rounded to the format (exact = 0), or the exact sum
  * rounded once (exact = 1).
  */
+/* A compressing hook's bucket is gathered and summed this many elements at a time (bounded memory at any N). */
+#define COMM_HOOK_CHUNK ((size_t)1 << 18)
+
 void comm_hook_sum_gathered(const float *gathered, int nranks, size_t n, ddp_comm_hook h, int exact, float *out);
 /*
  * One rounding to the hook's wire format: at most u * |x| + eta away

@@ -50,11 +50,9 @@ struct ddp_ref {
     ddp_reduce_fn reduce;   /* another backend's allreduce (NULL: the CPU collectives) */
     void *reduce_ctx;
     int backend_avg;        /* the backend averages: buckets go unscaled */
-    float *wire;            /* a compressing hook's gathered chunk: every rank's values (HOOK_CHUNK * N floats) */
+    float *wire;            /* a compressing hook's gathered chunk: every rank's values (COMM_HOOK_CHUNK * N floats) */
 };
 
-/* A compressing hook's bucket is gathered and summed this many elements at a time (bounded memory at any N). */
-#define HOOK_CHUNK ((size_t)1 << 16)
 
 /*
  * Buckets from a layout (ddp_bucket_layout): nb buckets of sizes[k]
@@ -262,10 +260,10 @@ static ddp_status hook_reduce(ddp_ref *d, float *buf, size_t count)
     comm_hook_compress(buf, count, n, d->cfg.comm_hook);
     if (!ddp_comm_hook_compresses(d->cfg.comm_hook))
         return allreduce(d, buf, count, d->cfg.algo, 0); /* allreduce_hook: a float sum of the divided bucket */
-    if (!d->wire && !(d->wire = malloc(HOOK_CHUNK * (size_t)n * sizeof(float))))
+    if (!d->wire && !(d->wire = malloc(COMM_HOOK_CHUNK * (size_t)n * sizeof(float))))
         return ddp_error(DDP_ERR_NOMEM, "the communication hook's gather buffer");
-    for (size_t at = 0; at < count; at += HOOK_CHUNK) {
-        size_t c = count - at < HOOK_CHUNK ? count - at : HOOK_CHUNK;
+    for (size_t at = 0; at < count; at += COMM_HOOK_CHUNK) {
+        size_t c = count - at < COMM_HOOK_CHUNK ? count - at : COMM_HOOK_CHUNK;
         DDP_CHECK(coll_allgather(d->wr, buf + at, d->wire, c * sizeof(float)));
         comm_hook_sum_gathered(d->wire, n, c, d->cfg.comm_hook, d->cfg.algo == COLL_EXACT, buf + at);
     }

@@ -57,7 +57,7 @@ typedef struct bstate {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int queue[MAXP], qhead, qtail, done, stop, failed;
-    float *wire;           /* a compressing hook's gathered chunk (HOOK_CHUNK values of every rank) */
+    float *wire;           /* a compressing hook's gathered chunk (COMM_HOOK_CHUNK values of every rank) */
     char comm_error[IMPL_ERROR_LEN];
 } bstate;
 
@@ -65,8 +65,6 @@ static int b_error(bstate *s, const char *msg)
 {
     return s->svc->set_error(s->svc->env, msg);
 }
-
-#define HOOK_CHUNK ((size_t)1 << 16)
 
 /*
  * The registered communication hook on one bucket (comm_hook.h), through
@@ -82,8 +80,8 @@ static int hook_reduce(bstate *s, float *buf, size_t count)
     comm_hook_compress(buf, count, svc->world_size, h);
     if (!ddp_comm_hook_compresses(h))
         return svc->allreduce_sum(svc->env, buf, count);
-    for (size_t at = 0; at < count; at += HOOK_CHUNK) {
-        size_t c = count - at < HOOK_CHUNK ? count - at : HOOK_CHUNK;
+    for (size_t at = 0; at < count; at += COMM_HOOK_CHUNK) {
+        size_t c = count - at < COMM_HOOK_CHUNK ? count - at : COMM_HOOK_CHUNK;
         if (svc->allgather(svc->env, buf + at, s->wire, c * sizeof(float)))
             return -1;
         comm_hook_sum_gathered(s->wire, svc->world_size, c, h, impl_env_of(svc)->cfg.algo == COLL_EXACT, buf + at);
@@ -188,7 +186,7 @@ static int b_create(const ddpsim_services *svc, void **state)
     if (initial_layout(s))
         return -1;
     if (ddp_comm_hook_compresses((ddp_comm_hook)svc->comm_hook) &&
-        !(s->wire = malloc(HOOK_CHUNK * (size_t)svc->world_size * sizeof(float))))
+        !(s->wire = malloc(COMM_HOOK_CHUNK * (size_t)svc->world_size * sizeof(float))))
         return b_error(s, "out of memory for the communication hook's gather buffer");
     if (pthread_create(&s->thread, NULL, comm_main, s) != 0)
         return b_error(s, "cannot start the communication thread");
