@@ -151,39 +151,56 @@ static ddp_status parse_seq(parser *ps, char close, int depth)
  * (sched_syncs). Whether a step may come between a forward and its backward
  * depends on whether gradients exist: sched_step_conflict.
  */
+int sched_arming_step(sched_arming *a, sched_op op)
+{
+    switch (op) {
+    case OP_ENTER: a->depth++; break;
+    case OP_EXIT: a->depth -= a->depth > 0; break;
+    case OP_FWD:
+        if (a->depth == 0) {
+            a->armed = 1;
+            a->arming_forward = a->forwards;
+            a->syncing_forwards++;
+        }
+        a->forward_in_no_sync = a->depth > 0;
+        a->forward_iteration = a->syncing_forwards;
+        a->forwards++;
+        break;
+    case OP_BWD: {
+        int syncs = a->armed;
+        a->armed = 0;
+        return syncs;
+    }
+    default: break;
+    }
+    return 0;
+}
+
 static ddp_status validate(sched *s)
 {
-    size_t depth = 0;
-    int fwd_pending = 0, armed = 0;
+    sched_arming a = {0};
+    int fwd_pending = 0;
     for (size_t i = 0; i < s->nops; i++) {
         switch (s->ops[i]) {
-        case OP_FWD:
-            fwd_pending = 1;
-            armed |= depth == 0;
-            s->nfwd++;
-            break;
+        case OP_FWD: fwd_pending = 1; break;
         case OP_BWD:
             if (!fwd_pending)
                 return ddp_error(DDP_ERR_INVALID,
                                  "schedule op %zu (bwd): no forward to run backward for (PyTorch: trying to backward "
                                  "through the graph a second time)", i);
             fwd_pending = 0;
-            s->nsyncs += (size_t)armed;
-            armed = 0;
-            break;
-        case OP_ENTER:
-            depth++;
             break;
         case OP_EXIT:
-            if (depth == 0)
+            if (a.depth == 0)
                 return ddp_error(DDP_ERR_INVALID, "schedule op %zu (exit): not inside no_sync", i);
-            depth--;
             break;
         case OP_GRAB: s->ngrabs++; break;
         case OP_STEP: s->nsteps++; break;
-        case OP_ZERO: break;
+        default: break;
         }
+        s->nsyncs += (size_t)sched_arming_step(&a, s->ops[i]);
     }
+    s->nfwd = a.forwards;
     return DDP_OK;
 }
 
@@ -210,26 +227,11 @@ ssize_t sched_step_conflict(const sched *s, int set_to_none)
 
 ssize_t sched_static_graph_conflict(const sched *s)
 {
-    size_t depth = 0, syncing_forwards = 0, at_forward = 0;
-    int armed = 0;
+    sched_arming a = {0};
     for (size_t i = 0; i < s->nops; i++) {
-        switch (s->ops[i]) {
-        case OP_ENTER: depth++; break;
-        case OP_EXIT: depth--; break;
-        case OP_FWD:
-            if (depth == 0) {
-                syncing_forwards++;
-                armed = 1;
-            }
-            at_forward = syncing_forwards; /* num_iterations when this forward ran */
-            break;
-        case OP_BWD:
-            if (!armed && at_forward == 1)
-                return (ssize_t)i;
-            armed = 0;
-            break;
-        default: break;
-        }
+        if (s->ops[i] == OP_BWD && !a.armed && a.forward_iteration == 1)
+            return (ssize_t)i;
+        sched_arming_step(&a, s->ops[i]);
     }
     return -1;
 }
@@ -252,21 +254,19 @@ ddp_status sched_parse(const char *text, sched *s)
 static void walk_grab_labels(const sched *s, void (*label_out)(void *ctx, const char *label), void *ctx)
 {
     enum { NONE, AFTER_BWD, AFTER_ZERO } last = NONE;
-    size_t depth = 0;
-    int fwd_in = 0, bwd_in = 0, stepped = 0, armed = 0, synced = 0;
+    sched_arming a = {0};
+    int fwd_in = 0, bwd_in = 0, stepped = 0, synced = 0;
     unsigned acc = 0;
     for (size_t i = 0; i < s->nops; i++) {
+        int syncs = sched_arming_step(&a, s->ops[i]);
         switch (s->ops[i]) {
-        case OP_ENTER: depth++; break;
-        case OP_EXIT: depth--; break;
-        case OP_FWD:
-            fwd_in = depth > 0;
-            armed |= depth == 0;
-            break;
+        case OP_ENTER:
+        case OP_EXIT:
+        case OP_FWD: break;
         case OP_BWD:
-            bwd_in = depth > 0;
-            synced = armed;
-            armed = 0;
+            fwd_in = a.forward_in_no_sync;
+            bwd_in = a.depth > 0;
+            synced = syncs;
             last = AFTER_BWD;
             acc++;
             stepped = 0;

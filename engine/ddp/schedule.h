@@ -49,6 +49,27 @@ typedef struct sched {
     size_t nsyncs; /* backwards the reducer is armed for: the ones DDP syncs (descriptive) */
 } sched;
 
+/*
+ * The reducer's arming as a schedule runs, op by op (distributed.py
+ * forward, reducer.cpp finalize_backward): a forward outside no_sync arms,
+ * one inside leaves the arming as it is, and the backward it arms syncs and
+ * disarms. Every pass over a schedule that asks which backward syncs feeds
+ * its ops to sched_arming_step; the reference applies the same rule live
+ * (ddp_ref.c).
+ */
+typedef struct sched_arming {
+    size_t depth;            /* no_sync contexts open */
+    int armed;               /* the next backward syncs */
+    size_t forwards;         /* forwards so far (batches 0..forwards-1) */
+    size_t syncing_forwards; /* forwards outside no_sync so far: DDP's num_iterations */
+    size_t arming_forward;   /* while armed: the last forward outside no_sync, the one whose graph DDP prepared */
+    size_t forward_iteration; /* syncing_forwards when the last forward ran */
+    int forward_in_no_sync;  /* the last forward ran inside no_sync */
+} sched_arming;
+
+/* Advance over op (start from a zeroed struct). For a bwd: 1 when it syncs (and is disarmed by it), else 0. */
+int sched_arming_step(sched_arming *a, sched_op op);
+
 /* Parse text into s. DDP_ERR_INVALID with "line L, column C: ..." on any error. */
 ddp_status sched_parse(const char *text, sched *s);
 void sched_free(sched *s);

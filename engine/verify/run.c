@@ -181,18 +181,10 @@ static ddp_status check_arming_uses(const verify_config *cfg)
     ddp_status s = model_batch_alloc(m, &b);
     unsigned char used_arm[MODEL_MAX_PARAMS];
     for (int r = 0; s == DDP_OK && r < cfg->nranks; r++) {
-        size_t depth = 0, nfwd = 0, arm = 0;
-        int armed = 0;
+        sched_arming a = {0};
         for (size_t i = 0; s == DDP_OK && i < cfg->schedule->nops; i++) {
-            sched_op op = cfg->schedule->ops[i];
-            if (op == OP_ENTER || op == OP_EXIT) {
-                depth += op == OP_ENTER ? 1 : (size_t)-1;
-            } else if (op == OP_FWD) {
-                if (depth == 0)
-                    armed = 1, arm = nfwd;
-                nfwd++;
-            } else if (op == OP_BWD && armed) {
-                armed = 0;
+            size_t arm = a.arming_forward, nfwd = a.forwards; /* before a bwd: what armed it, and the forwards */
+            if (sched_arming_step(&a, cfg->schedule->ops[i])) {
                 if (arm == nfwd - 1)
                     continue;
                 for (int k = 0; k < 2 && s == DDP_OK; k++) {
