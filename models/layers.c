@@ -202,6 +202,57 @@ void layernorm_backward(float *dinp, float *dweight, float *dbias, const float *
     }
 }
 
+void batchnorm_forward(float *out, float *mean, float *rstd, float *running_mean, float *running_var,
+                       const float *inp, const float *weight, const float *bias, int N, int C, float momentum)
+{
+    for (int c = 0; c < C; c++) {
+        double m = 0, v = 0;
+        for (int n = 0; n < N; n++)
+            m += inp[(size_t)n * C + c];
+        m /= N;
+        for (int n = 0; n < N; n++) {
+            double d = inp[(size_t)n * C + c] - m;
+            v += d * d;
+        }
+        float r = (float)(1.0 / sqrt(v / N + LN_EPS)); /* normalised with the biased variance */
+        for (int n = 0; n < N; n++) {
+            size_t i = (size_t)n * C + c;
+            out[i] = ((inp[i] - (float)m) * r) * weight[c] + bias[c];
+        }
+        mean[c] = (float)m;
+        rstd[c] = r;
+        running_mean[c] = (1 - momentum) * running_mean[c] + momentum * (float)m;
+        running_var[c] = (1 - momentum) * running_var[c] + momentum * (float)(v / (N - 1));
+    }
+}
+
+void batchnorm_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                        const float *weight, const float *mean, const float *rstd, int N, int C)
+{
+    for (int c = 0; c < C; c++) {
+        float m = mean[c], r = rstd[c];
+        /* dx = r * (dnorm - mean_n(dnorm) - norm * mean_n(dnorm * norm)), dnorm = dy * w: the rows share the
+         * statistics, so the means run over the batch (LayerNorm's run over the channels). */
+        double dmean = 0, dnm = 0, dw = 0, db = 0;
+        for (int n = 0; n < N; n++) {
+            size_t i = (size_t)n * C + c;
+            float norm = (inp[i] - m) * r, dnorm = dout[i] * weight[c];
+            dmean += dnorm;
+            dnm += dnorm * norm;
+            dw += norm * dout[i];
+            db += dout[i];
+        }
+        float a = (float)(dmean / N), b = (float)(dnm / N);
+        for (int n = 0; n < N; n++) {
+            size_t i = (size_t)n * C + c;
+            float norm = (inp[i] - m) * r, dnorm = dout[i] * weight[c];
+            dinp[i] += (dnorm - a - norm * b) * r;
+        }
+        dweight[c] += (float)dw;
+        dbias[c] += (float)db;
+    }
+}
+
 void embedding_forward(float *out, const int *tokens, const float *wte, const float *wpe, int B, int T, int C)
 {
     for (int b = 0; b < B; b++)

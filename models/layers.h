@@ -58,6 +58,20 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, c
 void layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                         const float *weight, const float *mean, const float *rstd, int N, int C);
 
+/*
+ * BatchNorm1d in train mode over N rows of C channels (eps 1e-5, as
+ * PyTorch): each channel normalised with its batch mean and BIASED
+ * variance; the running statistics move by `momentum` towards the batch's
+ * mean and UNBIASED variance (N / (N - 1)), in place:
+ *   running = (1 - momentum) * running + momentum * batch statistic.
+ * The statistics accumulate in double. mean[C] and rstd[C] are saved for
+ * backward. N >= 2 (PyTorch refuses one value per channel in training).
+ */
+void batchnorm_forward(float *out, float *mean, float *rstd, float *running_mean, float *running_var,
+                       const float *inp, const float *weight, const float *bias, int N, int C, float momentum);
+void batchnorm_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                        const float *weight, const float *mean, const float *rstd, int N, int C);
+
 /* out[B*T, C] = wte[tokens[b,t]] + wpe[t]; wpe may be NULL (no position embedding). */
 void embedding_forward(float *out, const int *tokens, const float *wte, const float *wpe, int B, int T, int C);
 void embedding_backward(float *dwte, float *dwpe, const float *dout, const int *tokens, int B, int T, int C);

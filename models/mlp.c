@@ -10,7 +10,6 @@
 
 #include "layers.h"
 #include "model_impl.h"
-#include "rng.h"
 
 typedef struct mlp_state {
     int nlayers;
@@ -116,18 +115,6 @@ static void mlp_free(model *m)
     m->state = NULL;
 }
 
-/* Inputs and targets uniform in [-1, 1). */
-static void mlp_fill(const model *m, model_batch *b, uint64_t key, uint64_t micro)
-{
-    (void)micro;
-    uint64_t kx = rng_key(key, 'x'), ky = rng_key(key, 'y');
-    for (size_t i = 0; i < (size_t)m->B * (size_t)m->x_cols; i++)
-        b->x[i] = 2.0f * rng_uniform_f(kx, i) - 1.0f;
-    for (size_t i = 0; i < (size_t)m->B * (size_t)m->y_cols; i++)
-        b->y[i] = 2.0f * rng_uniform_f(ky, i) - 1.0f;
-    b->branch = 0;
-}
-
 static int mlp_gemms(const model *m, model_gemm *out, int max)
 {
     int n = 0;
@@ -159,7 +146,7 @@ const model_family_ops model_mlp_ops = {
     .forward = mlp_forward,
     .backward = mlp_backward,
     .free_state = mlp_free,
-    .fill = mlp_fill,
+    .fill = model_fill_uniform,
     .gemms = mlp_gemms,
     .describe = mlp_describe,
     .loss = "mse",

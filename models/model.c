@@ -17,7 +17,8 @@
 /* Stream names folded into rng keys, so init, data and branches never share values. */
 enum { STREAM_INIT = 0x696e6974, STREAM_DATA = 0x64617461 };
 
-static const model_family_ops *const families[] = {&model_mlp_ops, &model_branchy_ops, &model_attn_ops};
+static const model_family_ops *const families[] = {&model_mlp_ops, &model_branchy_ops, &model_attn_ops,
+                                                       &model_bn_ops};
 
 static ddp_status parse_dims(model *m, const char *text, const char *spec)
 {
@@ -66,7 +67,7 @@ static ddp_status create(const char *spec, int batch, int with_buffers, model **
             ops = families[i];
     if (!ops)
         return ddp_error(DDP_ERR_INVALID, "unknown model '%.*s' (choose mlp:IN-H-...-OUT, branchy[:IN-H-OUT], "
-                                          "attn[:V-T-C])", (int)flen, spec);
+                                          "attn[:V-T-C], bn[:IN-H-OUT])", (int)flen, spec);
     model *m = calloc(1, sizeof *m);
     if (!m)
         return ddp_error(DDP_ERR_NOMEM, "model");
@@ -96,7 +97,8 @@ static ddp_status create(const char *spec, int batch, int with_buffers, model **
         m->w = calloc(m->size, sizeof *m->w);
         m->g = calloc(m->size, sizeof *m->g);
         m->lg = calloc(m->size, sizeof *m->lg);
-        if (!m->w || !m->g || !m->lg)
+        m->buf = m->buf_size ? calloc(m->buf_size, sizeof *m->buf) : NULL;
+        if (!m->w || !m->g || !m->lg || (m->buf_size && !m->buf))
             s = ddp_error(DDP_ERR_NOMEM, "model '%s': %zu parameters", spec, m->size);
     }
     if (s == DDP_OK && with_buffers)
@@ -139,6 +141,7 @@ void model_destroy(model *m)
     free(m->w);
     free(m->g);
     free(m->lg);
+    free(m->buf);
     for (int i = 0; i < MODEL_MAX_PARAMS; i++)
         free(m->parts[i]);
     free(m);
@@ -163,10 +166,25 @@ int model_add_param(model *m, const char *name, int rows, int cols, init_kind in
     return i;
 }
 
+int model_add_buffer(model *m, const char *name, int count, float base, float spread)
+{
+    if (m->nbuffers == MODEL_MAX_BUFFERS)
+        return -1;
+    int i = m->nbuffers++;
+    model_buffer *b = &m->buffers[i];
+    snprintf(b->name, sizeof b->name, "%s", name);
+    b->offset = m->buf_size;
+    b->count = (size_t)count;
+    m->buf_size += b->count;
+    m->buf_base[i] = base;
+    m->buf_spread[i] = spread;
+    return i;
+}
+
 size_t model_memory_bytes(const model *m)
 {
     size_t batch = (size_t)m->B * ((size_t)m->x_cols + (size_t)m->y_cols + 2 * (size_t)m->seq_len);
-    return (3 * m->size + m->act_floats + batch) * sizeof(float);
+    return (3 * m->size + m->buf_size + m->act_floats + batch) * sizeof(float);
 }
 
 const char *model_spec(const model *m) { return m->spec; }
@@ -180,6 +198,10 @@ float *model_weights(const model *m) { return m->w; }
 float *model_grads(const model *m) { return m->g; }
 const unsigned char *model_used(const model *m) { return m->used; }
 double model_flops(const model *m) { return m->flops; }
+int model_nbuffers(const model *m) { return m->nbuffers; }
+const model_buffer *model_buffer_at(const model *m, int i) { return &m->buffers[i]; }
+size_t model_buffers_size(const model *m) { return m->buf_size; }
+float *model_buffers(const model *m) { return m->buf; }
 
 int model_param_find(const model *m, const char *name)
 {
@@ -201,6 +223,14 @@ void model_init(model *m, uint64_t seed, int rank)
         float base = m->init[i] == INIT_NORM_GAIN ? 1.0f : 0.0f;
         for (size_t j = 0; j < m->params[i].count; j++)
             w[j] = base + bound * (2.0f * rng_uniform_f(key, j) - 1.0f);
+    }
+    /* Buffers rank-distinct too (PyTorch's start equal), so that the constructor's broadcast of the buffers is
+     * checked as the parameters' is; their streams follow the parameters'. */
+    for (int i = 0; i < m->nbuffers; i++) {
+        uint64_t key = rng_key(rank_key, (uint64_t)(MODEL_MAX_PARAMS + i));
+        float *v = model_buf(m, i);
+        for (size_t j = 0; j < m->buffers[i].count; j++)
+            v[j] = m->buf_base[i] + m->buf_spread[i] * (2.0f * rng_uniform_f(key, j) - 1.0f);
     }
 }
 
@@ -353,6 +383,17 @@ void model_zero_grad(model *m)
 int model_gemms(const model *m, model_gemm *out, int max)
 {
     return m->ops->gemms(m, out, max);
+}
+
+void model_fill_uniform(const model *m, model_batch *b, uint64_t key, uint64_t micro)
+{
+    (void)micro;
+    uint64_t kx = rng_key(key, 'x'), ky = rng_key(key, 'y');
+    for (size_t i = 0; i < (size_t)m->B * (size_t)m->x_cols; i++)
+        b->x[i] = 2.0f * rng_uniform_f(kx, i) - 1.0f;
+    for (size_t i = 0; i < (size_t)m->B * (size_t)m->y_cols; i++)
+        b->y[i] = 2.0f * rng_uniform_f(ky, i) - 1.0f;
+    b->branch = 0;
 }
 
 int model_gemm_add(model_gemm *out, int n, int max, int M, int N, int K, int transA, int transB)

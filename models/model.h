@@ -7,6 +7,9 @@
  *                      fourth linear, "unused", is never called
  *   attn[:V-T-C]       a transformer block on a vocabulary of V tokens,
  *                      sequences of T, width C, cross-entropy loss
+ *   bn[:IN-H-OUT]      Linear, BatchNorm1d (train mode), tanh, Linear, mse:
+ *                      the one family with BUFFERS (running statistics that
+ *                      every forward moves, as torch.nn.BatchNorm1d's)
  *
  * All parameters live in one contiguous float buffer and all gradients in
  * another, in registration order, each with a PyTorch-style name and shape
@@ -26,6 +29,7 @@
 #include "status.h"
 
 #define MODEL_MAX_PARAMS 256
+#define MODEL_MAX_BUFFERS 16
 #define MODEL_NAME_LEN 96
 #define MODEL_MAX_NDIM 4
 #define MODEL_DEFAULT_SPEC "mlp:32-64-64-16"
@@ -41,6 +45,19 @@ typedef struct model_param {
     size_t offset;             /* first element in the weight / gradient buffers */
     size_t count;              /* elements */
 } model_param;
+
+/*
+ * A buffer: module state that is not a parameter (no gradient), such as
+ * BatchNorm's running_mean, running_var and num_batches_tracked, in
+ * registration order in one float buffer of its own. PyTorch's
+ * num_batches_tracked is an int64; here it is a float, exact up to 2^24
+ * forwards.
+ */
+typedef struct model_buffer {
+    char name[MODEL_NAME_LEN]; /* "bn.running_mean", ... */
+    size_t offset;             /* first element in model_buffers() */
+    size_t count;
+} model_buffer;
 
 /*
  * One micro-batch. Which fields a model uses: mlp and branchy read x [B, IN]
@@ -102,7 +119,13 @@ size_t model_memory_bytes(const model *m);
 float *model_weights(const model *m); /* the buffers are the model's; const only says the model's layout is not changed */
 float *model_grads(const model *m);
 
-/* Rank-distinct initialization (PyTorch's default ranges; see model.c). */
+/* The buffers (none for most families): what DDP's broadcast_buffers broadcasts before a forward. */
+int model_nbuffers(const model *m);
+const model_buffer *model_buffer_at(const model *m, int i);
+size_t model_buffers_size(const model *m); /* total buffer elements */
+float *model_buffers(const model *m);      /* NULL when there are none */
+
+/* Rank-distinct initialization (PyTorch's default ranges; see model.c), buffers included. */
 void model_init(model *m, uint64_t seed, int rank);
 
 /* Allocate the fields this model's batches use; free them. */
@@ -181,6 +204,8 @@ int model_npieces(const model *m, int p);
 const float *model_piece(const model *m, int p, int k);
 
 ddp_status model_create_recorded(const model_param_decl *decls, int n, const model_grad_source *src, model **out);
+/* Declare a recorded model's buffers (no math moves them: their values are the caller's to set). */
+ddp_status model_recorded_add_buffers(model *m, const model_param_decl *decls, int n);
 /* A recorded model's first source failure since it was made (DDP_OK: none), its message into msg. */
 ddp_status model_recorded_status(const model *m, char *msg, size_t len);
 

@@ -48,6 +48,11 @@ struct model {
     int fan_in[MODEL_MAX_PARAMS];
     int nparams;
     size_t size;
+    model_buffer buffers[MODEL_MAX_BUFFERS];
+    float buf_base[MODEL_MAX_BUFFERS], buf_spread[MODEL_MAX_BUFFERS]; /* init: base + U(-spread, spread) */
+    int nbuffers;
+    size_t buf_size;
+    float *buf;
     size_t act_floats;    /* the activation arena a forward + backward needs (set by build, used by alloc) */
     float *w, *g;
     float *lg;            /* this micro-step's local gradients (model_backward_local) */
@@ -73,6 +78,10 @@ struct model {
 /* Register a parameter (cols 0: 1-D of `rows`). Returns its index, or -1 past MODEL_MAX_PARAMS. */
 int model_add_param(model *m, const char *name, int rows, int cols, init_kind init, int fan_in);
 
+/* Register a buffer of count floats, initialised to base + U(-spread, spread) per rank. -1 past MODEL_MAX_BUFFERS. */
+int model_add_buffer(model *m, const char *name, int count, float base, float spread);
+static inline float *model_buf(model *m, int i) { return m->buf + m->buffers[i].offset; }
+
 static inline float *model_w(model *m, int i) { return m->w + m->params[i].offset; }
 /* Where a family's backward writes (accumulates) parameter i's local gradient of this micro-step. */
 static inline float *model_lg(model *m, int i) { return m->lg + m->params[i].offset; }
@@ -84,6 +93,9 @@ static inline float *model_lg(model *m, int i) { return m->lg + m->params[i].off
  */
 void model_param_done(model *m, int i);
 
+/* A family's fill of x [B, x_cols] and y [B, y_cols] uniform in [-1, 1) from key (mlp, bn). */
+void model_fill_uniform(const model *m, model_batch *b, uint64_t key, uint64_t micro);
+
 /* Record a gemm shape into out[n] if n < max; returns n + 1. */
 int model_gemm_add(model_gemm *out, int n, int max, int M, int N, int K, int transA, int transB);
 
@@ -93,6 +105,6 @@ int model_linear_gemms(model_gemm *out, int n, int max, int rows, int in, int ou
 /* FLOPs of a linear forward + backward. */
 double model_linear_flops(int rows, int in, int outf, int with_dinp);
 
-extern const model_family_ops model_mlp_ops, model_branchy_ops, model_attn_ops;
+extern const model_family_ops model_mlp_ops, model_branchy_ops, model_attn_ops, model_bn_ops;
 
 #endif

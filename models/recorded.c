@@ -186,6 +186,23 @@ ddp_status model_create_recorded(const model_param_decl *decls, int n, const mod
     return DDP_OK;
 }
 
+ddp_status model_recorded_add_buffers(model *m, const model_param_decl *decls, int n)
+{
+    if (n < 0 || n > MODEL_MAX_BUFFERS || m->nbuffers)
+        return ddp_error(DDP_ERR_INVALID, "%d recorded buffers (at most %d, declared once)", n, MODEL_MAX_BUFFERS);
+    for (int i = 0; i < n; i++) {
+        size_t count = 1;
+        for (int k = 0; k < decls[i].ndim; k++)
+            count *= (size_t)decls[i].shape[k];
+        if (count > MODEL_MAX_FLOATS - m->buf_size)
+            return ddp_error(DDP_ERR_INVALID, "recorded buffers of more than %zu floats", MODEL_MAX_FLOATS);
+        model_add_buffer(m, decls[i].name, (int)count, 0.0f, 0.0f);
+    }
+    if (m->buf_size && !(m->buf = calloc(m->buf_size, sizeof *m->buf)))
+        return ddp_error(DDP_ERR_NOMEM, "recorded buffers of %zu floats", m->buf_size);
+    return DDP_OK;
+}
+
 ddp_status model_recorded_status(const model *m, char *msg, size_t len)
 {
     const recorded_state *s = m->ops == &model_recorded_ops ? m->state : NULL;

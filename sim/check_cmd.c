@@ -125,7 +125,8 @@ int check_main(int argc, char **argv)
     int code = DDPSIM_EXIT_USAGE;
     model *layout = NULL;
     model_grad_source none = {0};
-    if (!opt.command || model_create_recorded(rec.decls, rec.nparams, &none, &layout) != DDP_OK) {
+    if (!opt.command || model_create_recorded(rec.decls, rec.nparams, &none, &layout) != DDP_OK ||
+        model_recorded_add_buffers(layout, rec.decls + rec.nparams, rec.nbuffers) != DDP_OK) {
         fprintf(stderr, "ddpsim: check: %s\n", opt.command ? ddp_error_text() : "out of memory");
         goto out;
     }

@@ -303,7 +303,7 @@ static const opt_spec specs[] = {
      0, NULL, NULL},
     {"scenarios", 0, NULL, "list the scenarios of the battery and what each exposes", OPT_FLAG, F(list_scenarios), 0,
      0, NULL, NULL},
-    {"model", 'm', "SPEC", "mlp:IN-H-...-OUT | branchy[:IN-H-OUT] | attn[:V-T-C]", OPT_STRING, F(run.model_spec), 0, 0,
+    {"model", 'm', "SPEC", "mlp:IN-H-...-OUT | branchy[:IN-H-OUT] | attn[:V-T-C] |\nbn[:IN-H-OUT]", OPT_STRING, F(run.model_spec), 0, 0,
      NULL, NULL},
     {"schedule", 's', "SPEC", "ops: fwd bwd grab zero step enter exit, nosync{...},\nN*(...); or @FILE to read it from a file",
      OPT_STRING, F(schedule_arg), 0, 0, NULL, NULL},
@@ -339,6 +339,9 @@ static const opt_spec specs[] = {
      "DDP's built-in communication hook (register_comm_hook): allreduce_hook\n(divide by N, then sum), "
      "fp16_compress_hook or bf16_compress_hook\n(compress, divide, sum in the format, decompress)",
      OPT_CHOICE, F(run.ddp.comm_hook), 0, 0, NULL, "none"},
+    {"broadcast-buffers", 0, "on|off",
+     "broadcast_buffers: rank 0's buffers (--model bn's running statistics)\nbefore a forward, PyTorch 1.13's rule "
+     "(see man ddpsim)", OPT_CHOICE, F(run.ddp.no_broadcast_buffers), 0, 0, NULL, "on"},
     {"zero-grad", 0, "zeros|none",
      "what zero does to .grad: fill zeros (set_to_none=False,\nPyTorch < 2.0) or None (set_to_none=True, PyTorch >= 2.0)",
      OPT_CHOICE, F(run.ddp.set_to_none), 0, 0, NULL, "zeros"},

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checker.h"
 #include "cli.h"
 #include "config.h"
 #include "jsonw.h"
@@ -124,13 +125,10 @@ static void print_first(const ddpsim_options *opt, const verify_result *res, con
         return;
     }
     model *m = layout_get(opt);
-    const char *pname = "?";
-    if (m && f->has_first)
-        pname = model_param_at(m, f->first_param)->name;
     if (f->has_first)
-        fprintf(opt->out, "# first divergence: %s (%s), rank %d, parameter %s, element %llu: expected %.9g, actual %.9g, "
+        fprintf(opt->out, "# first divergence: %s (%s), rank %d, %s %s, element %llu: expected %.9g, actual %.9g, "
                "%u ulp\n",
-               where, ck->label, s->first_rank, pname, (unsigned long long)f->first_index,
+               where, ck->label, s->first_rank, f->first_buffer ? "buffer" : "parameter", checker_first_name(m, f), (unsigned long long)f->first_index,
                (double)f->first_expected, (double)f->first_actual, f->first_ulp);
     layout_put(opt, m);
 }
@@ -256,7 +254,8 @@ static int write_json(const ddpsim_options *opt, const verify_result *res, const
         fprintf(f, "{\"check\": \"%s\", \"kind\": \"%s\", \"rank\": %d, \"param\": ",
                 sched_check_name(ck, where, sizeof where), ck->kind == CHECK_GRADS ? "gradients" : "parameters",
                 s->first_rank);
-        jsonw_string(f, model_param_at(m, fr->first_param)->name);
+        jsonw_string(f, checker_first_name(m, fr));
+        fprintf(f, ", \"buffer\": %s", fr->first_buffer ? "true" : "false");
         fprintf(f, ", \"index\": %llu, \"expected\": ", (unsigned long long)fr->first_index);
         jsonw_number(f, fr->first_expected);
         fprintf(f, ", \"actual\": ");

@@ -14,7 +14,7 @@ trap 'rm -f "$out" "$err" "$sched_file"' EXIT
 segments() { ls /dev/shm 2>/dev/null | grep -c '^ddpsim-'; }
 shm_before=$(segments)
 
-expect 0 "verdict: PASS (16 of 16 scenarios" "ddpsim --ranks 4 passes the battery" -- --ranks 4
+expect 0 "verdict: PASS (17 of 17 scenarios" "ddpsim --ranks 4 passes the battery" -- --ranks 4
 grep -q "note: N = 4 is a power of two" "$out" && ok "at 4 ranks the battery says which bugs need 3 or 5" ||
     bad "at 4 ranks the battery says which bugs need 3 or 5"
 expect 0 "verdict: PASS" "the battery at 3 ranks" -- --ranks 3 -q
@@ -79,13 +79,13 @@ expect 2 "Try 'ddpsim --help'" "errors point to --help" -- --batch 0
 # fails bitwise at 3; without --comm-hook the same compression is a bug even under the order tolerance.
 hookp=${PLUGIN_DIR:-$(dirname "$0")/plugin}/libreorder_fp16.so
 for h in allreduce fp16 bf16; do
-    expect 0 "verdict: PASS (16 of 16 scenarios" "--comm-hook $h: bucketed passes the battery bitwise" -- --ranks 3 --comm-hook $h --impl bucketed
+    expect 0 "verdict: PASS (17 of 17 scenarios" "--comm-hook $h: bucketed passes the battery bitwise" -- --ranks 3 --comm-hook $h --impl bucketed
 done
 expect 0 "comm hook fp16" "--comm-hook: the header says so" -- --ranks 2 --comm-hook fp16 --scenario classic
-expect 0 "verdict: PASS (16 of 16 scenarios" "--comm-hook fp16 --algo exact" -- --ranks 3 --comm-hook fp16 --algo exact --impl bucketed
-expect 0 "verdict: PASS (16 of 16 scenarios, 114 grabs x 2 ranks, bitwise)" "an independent float16 DDP matches bitwise at 2 ranks" -- --ranks 2 --comm-hook fp16 --impl "$hookp"
-expect 0 "verdict: PASS (16 of 16 scenarios" "... and the order tolerance at 3 ranks" -- --ranks 3 --comm-hook fp16 --impl "$hookp" --tolerance order
-expect 0 "verdict: PASS (16 of 16 scenarios" "... and at 5 ranks" -- --ranks 5 --comm-hook fp16 --impl "$hookp" --tolerance order
+expect 0 "verdict: PASS (17 of 17 scenarios" "--comm-hook fp16 --algo exact" -- --ranks 3 --comm-hook fp16 --algo exact --impl bucketed
+expect 0 "verdict: PASS (17 of 17 scenarios, 118 grabs x 2 ranks, bitwise)" "an independent float16 DDP matches bitwise at 2 ranks" -- --ranks 2 --comm-hook fp16 --impl "$hookp"
+expect 0 "verdict: PASS (17 of 17 scenarios" "... and the order tolerance at 3 ranks" -- --ranks 3 --comm-hook fp16 --impl "$hookp" --tolerance order
+expect 0 "verdict: PASS (17 of 17 scenarios" "... and at 5 ranks" -- --ranks 5 --comm-hook fp16 --impl "$hookp" --tolerance order
 expect 1 "verdict: FAIL" "... bitwise tells its order apart at 3 ranks" -- --ranks 3 --comm-hook fp16 --impl "$hookp" --scenario classic
 expect 1 "first divergence: grab 2 (after fwd+bwd (3 acc)), rank 0, parameter 0.weight" "a compression nobody asked for fails under the order tolerance" -- --ranks 3 --impl "$hookp" --tolerance order --scenario classic
 expect 2 "not ring: give --algo ordered or exact" "--comm-hook fp16 with --algo ring" -- --comm-hook fp16 --algo ring
@@ -101,15 +101,25 @@ expect 1 "verdict: FAIL" "... and the same recording judged without the hook fai
 rm -rf "$tmph"
 
 # static_graph: the same gradients; what torch 1.13 cannot run with it is refused (python.sh checks that on torch).
-expect 0 "verdict: PASS (9 of 16 scenarios, 63 grabs x 3 ranks, bitwise; not run here, each row says why: window-2, window-5, buckets, odd-sizes, find-unused, tail-window, ends-in-window)" "--static-graph: the battery, less what 1.13 cannot run" -- --ranks 3 --static-graph --impl bucketed
+expect 0 "verdict: PASS (9 of 17 scenarios, 63 grabs x 3 ranks, bitwise; not run here, each row says why: window-2, window-5, buckets, odd-sizes, find-unused, tail-window, buffers, ends-in-window)" "--static-graph: the battery, less what 1.13 cannot run" -- --ranks 3 --static-graph --impl bucketed
 expect 2 "op 4 (bwd) is a backward no sync armed, through a forward between the first and the second syncing forward" "--static-graph: a no_sync micro-step after the first sync" -- --static-graph --schedule "fwd bwd nosync{fwd bwd} grab"
 expect 0 "verdict: PASS" "--static-graph: the same micro-step after the second sync runs" -- --static-graph --schedule "fwd bwd fwd bwd nosync{fwd bwd} grab"
 expect 2 "static_graph requires the same graph every iteration" "--static-graph with branchy" -- --static-graph --model branchy --find-unused --schedule "fwd bwd grab fwd bwd grab"
 expect 2 "not with --algo ring" "--static-graph with ring" -- --static-graph --algo ring --scenario classic
 
+# Buffers (--model bn): PyTorch 1.13's broadcast_buffers rule, compared bitwise and named when they differ.
+bplug=${PLUGIN_DIR:-$(dirname "$0")/plugin}
+expect 0 "verdict: PASS" "bn: bucketed broadcasts the buffers as PyTorch does" -- --ranks 3 --model bn --impl bucketed
+expect 1 "first divergence: grab 1 (after no_sync fwd+bwd (2 acc)), rank 1, buffer bn.running_mean, element 0" "bn: buffers never broadcast before a forward are caught and named" -- --ranks 3 --impl no-buffer-broadcast --scenario buffers
+expect 0 "verdict: PASS" "--broadcast-buffers off: the reference and bucketed agree without the broadcasts" -- --ranks 3 --model bn --impl bucketed --broadcast-buffers off
+expect 0 "verdict: PASS" "--broadcast-buffers off: the reference broadcasts none either, so never broadcasting passes" -- --ranks 3 --impl no-buffer-broadcast --scenario buffers --broadcast-buffers off
+expect 2 "batch norm in train mode needs a batch of at least 2 rows" "bn with a batch of one is refused before any rank starts" -- --model bn --batch 1
+expect 2 "was built for interface version 1, which cannot see them; rebuild it against version 3" "bn with a version-1 plugin is refused" -- --model bn --impl "$bplug/libv1_plugin.so"
+expect 2 "--broadcast-buffers" "--broadcast-buffers takes on or off" -- --model bn --broadcast-buffers maybe
+
 # Implementations: a catalogued bug is a divergence (exit 1) with its first divergence; plugins.
 plugins=${PLUGIN_DIR:-$(dirname "$0")/plugin}
-expect 0 "verdict: PASS (14 of 16 scenarios" "a plugin that refuses some scenarios' options passes the rest" -- --ranks 3 --impl "$plugins/libexample_impl.so"
+expect 0 "verdict: PASS (15 of 17 scenarios" "a plugin that refuses some scenarios' options passes the rest" -- --ranks 3 --impl "$plugins/libexample_impl.so"
 grep -q "find-unused .* REFUSED .*does not support find_unused" "$out" && ok "a refused scenario says why" ||
     bad "a refused scenario says why"
 expect 1 "first divergence: grab 0 (after no_sync fwd+bwd), rank 0, parameter 0.weight" "sync-on-exit is caught" -- --impl sync-on-exit --ranks 2 --scenario classic
@@ -121,11 +131,13 @@ expect 0 "self-add-each-microstep" "--list shows the catalogue" -- --list
 expect 0 "sync-flag-steps .*huggingface/accelerate PR #2790" "--list: each bug with its source" -- --list
 expect 1 "first divergence: grab 9 (after fwd+bwd (2 acc))" "tail-window: the short window's sync is missed by an engine that counts" -- --ranks 3 --impl tail-window-dropped --scenario tail-window
 expect 3 "ranks disagree on a collective: rank 0 called allreduce of 280 float" "skip-none-grads: different sizes named, not hung" -- --ranks 3 --impl skip-none-grads --scenario find-unused
-expect 0 "mutation score: 29 of 29 caught" "--mutants catches every bug" -- --mutants
+expect 0 "mutation score: 30 of 30 caught" "--mutants catches every bug" -- --mutants
 grep -q "^ decide-at-backward .* nosync-edges " "$out" && ok "--mutants names the scenario that caught each" ||
     bad "--mutants names the scenario that caught each"
 grep -q "^ tail-window-dropped .*caught" "$out" && ok "--mutants: the engine that counts its own window is caught" ||
     bad "--mutants: the engine that counts its own window is caught"
+grep -q "^ no-buffer-broadcast .* buffers " "$out" && ok "--mutants: the buffers scenario catches buffers never broadcast" ||
+    bad "--mutants: the buffers scenario catches buffers never broadcast"
 grep -q "^ disarm-in-no-sync .* arming " "$out" && ok "--mutants: the arming scenario catches a forward inside no_sync that disarms" ||
     bad "--mutants: the arming scenario catches a forward inside no_sync that disarms"
 expect 0 "verdict: PASS" "the example plugin runs" -- --impl "$plugins/libexample_impl.so" --ranks 3
@@ -149,7 +161,7 @@ expect 2 "cannot load plugin" "a missing plugin" -- --impl ./no-such-plugin.so
 expect 3 "does not support find_unused" "a plugin failing at create" -- --impl "$plugins/libexample_impl.so" --model branchy --find-unused
 tmpj=$(mktemp) || exit 99
 expect 1 "verdict: FAIL" "json of a failing run" -- --impl never-sync --ranks 2 --json "$tmpj" --schedule "fwd bwd grab"
-if grep -q '"result": "fail"' "$tmpj" && grep -q '"first_divergence": {"check": "grab 0", "kind": "gradients", "rank": 0, "param": "0.weight", "index": 0' "$tmpj" &&
+if grep -q '"result": "fail"' "$tmpj" && grep -q '"first_divergence": {"check": "grab 0", "kind": "gradients", "rank": 0, "param": "0.weight", "buffer": false, "index": 0' "$tmpj" &&
     grep -q '"match": false' "$tmpj"; then ok "json names the first divergence"; else bad "json names the first divergence"; fi
 rm -f "$tmpj"
 

@@ -63,7 +63,7 @@ static void test_blind_spots(void)
         {"pool_of_6", "window-1"},          {"last_bucket_skipped", "buckets"},
         {"vector_tail", "odd-sizes"},       {"view_adds", "bucket-view"},
         {"skip_unused", "find-unused"},     {"sync_at_step", "ends-in-window"},
-        {"sharded_step", "zero-and-step"},
+        {"sharded_step", "zero-and-step"},   {"buffers_every_forward", "buffers"},
     };
     int classic = index_of("classic");
     CU_ASSERT_EQUAL_FATAL(classic, 0);

@@ -277,7 +277,7 @@ static void test_plugins_v2(void)
 
 /* What the services of one rank did, written into the world's user area. */
 typedef struct services_seen {
-    int version, zero_to_none, layout_ok, bad_order;
+    int version, zero_to_none, layout_ok, bad_order, buffers_ok;
     uint64_t quiet_points, shaken_points, after_allreduce;
     char error_before[64], error_after[256];
 } services_seen;
@@ -328,6 +328,21 @@ static ddp_status probe_services(world_rank *wr, void *arg)
                        members[2] == 1 && members[3] == 0;
     const int twice[4] = {3, 3, 1, 0};
     seen->bad_order = svc.bucket_layout(svc.env, twice, 4, members, sizes);
+    /* version 3: the buffer views of a model with buffers, and the broadcast_buffers option */
+    model *bn = NULL;
+    DDP_CHECK(model_create("bn:3-4-2", 2, &bn));
+    impl_env benv = {.wr = wr, .m = bn, .cfg = cfg};
+    ddpsim_services bsvc;
+    ddpsim_param_view bviews[MODEL_MAX_PARAMS];
+    impl_services_init(&bsvc, bviews, &benv);
+    seen->buffers_ok = bsvc.nbuffers == 3 && strcmp(bsvc.buffers[1].name, "bn.running_var") == 0 &&
+                       bsvc.buffers[1].count == 4 && bsvc.buffers[1].data == model_buffers(bn) + 4 &&
+                       bsvc.all_buffers == model_buffers(bn) && bsvc.buffers_count == 9 && bsvc.broadcast_buffers == 1 &&
+                       svc.nbuffers == 0;
+    benv.cfg.no_broadcast_buffers = 1;
+    impl_services_init(&bsvc, bviews, &benv);
+    seen->buffers_ok &= bsvc.broadcast_buffers == 0;
+    model_destroy(bn);
     env.cfg.find_unused = 1;
     nb = svc.bucket_layout(svc.env, NULL, 0, members, sizes);
     seen->layout_ok &= nb == 2 && sizes[0] == 3 && members[0] == 1 && members[1] == 2 && members[2] == 3 &&
@@ -344,7 +359,8 @@ static void test_services_v2(void)
     memset(world_user_area(w), 0, sizeof(services_seen));
     CU_ASSERT_EQUAL_FATAL(world_run(w, probe_services, NULL), DDP_OK);
     const services_seen *seen = world_user_area(w);
-    CU_ASSERT_EQUAL(seen->version, 2);
+    CU_ASSERT_EQUAL(seen->version, 3);
+    CU_ASSERT_EQUAL(seen->buffers_ok, 1);
     CU_ASSERT_EQUAL(seen->zero_to_none, 1);
     CU_ASSERT_EQUAL(seen->quiet_points, 0);
     CU_ASSERT_EQUAL(seen->shaken_points, 4);
@@ -364,7 +380,7 @@ int main(void)
         {"a mutant's first divergence is recorded", test_mutant_divergence_record},
         {"plugins: the example runs; broken ones are refused clearly", test_plugins},
         {"interface version 2: the examples of every hook pass; a version-1 plugin still runs", test_plugins_v2},
-        {"interface version 2: the services' chaos points, last error and bucket layouts", test_services_v2},
+        {"interface versions 2 and 3: the services' chaos points, last error, bucket layouts and buffers", test_services_v2},
         TEST_END,
     };
     return test_run_suite("implementations", tests);

@@ -143,6 +143,71 @@ static void test_models_fd(void)
     for (int branch = 1; branch <= 3; branch++)
         check_model_fd("branchy:4-6-3", 3, branch);
     check_model_fd("attn:11-5-8", 2, 0);
+    check_model_fd("bn:4-6-3", 5, 0);
+}
+
+/*
+ * bn's buffers: registered with PyTorch's names; one forward moves them as
+ * BatchNorm1d does (momentum 0.1, the unbiased variance of the batch's fc1
+ * output, recomputed here in double from the model's own fc1 weights) and
+ * counts itself; the gradients never read them. A batch of one is refused.
+ */
+static void test_bn_buffers(void)
+{
+    model *m = NULL;
+    CU_ASSERT_EQUAL_FATAL(model_create("bn:3-4-2", 5, &m), DDP_OK);
+    CU_ASSERT_EQUAL_FATAL(model_nbuffers(m), 3);
+    CU_ASSERT_STRING_EQUAL(model_buffer_at(m, 0)->name, "bn.running_mean");
+    CU_ASSERT_STRING_EQUAL(model_buffer_at(m, 1)->name, "bn.running_var");
+    CU_ASSERT_STRING_EQUAL(model_buffer_at(m, 2)->name, "bn.num_batches_tracked");
+    CU_ASSERT_EQUAL(model_buffers_size(m), 9);
+    model_batch b;
+    CU_ASSERT_EQUAL_FATAL(model_batch_alloc(m, &b), DDP_OK);
+    model_init(m, 7, 1);
+    model_batch_fill(m, &b, 7, 1, 0);
+    float before[9];
+    memcpy(before, model_buffers(m), sizeof before);
+    CU_ASSERT(before[0] != 0 && before[4] != 1); /* rank-distinct around PyTorch's 0 and 1 */
+    CU_ASSERT_EQUAL(before[8], 0);
+    CU_ASSERT_EQUAL_FATAL(model_forward(m, &b, NULL), DDP_OK);
+    const float *w = model_weights(m) + model_param_at(m, model_param_find(m, "fc1.weight"))->offset;
+    const float *bias = model_weights(m) + model_param_at(m, model_param_find(m, "fc1.bias"))->offset;
+    const float *after = model_buffers(m);
+    for (int c = 0; c < 4; c++) {
+        double x[5], mean = 0, var = 0;
+        for (int n = 0; n < 5; n++) {
+            x[n] = bias[c];
+            for (int i = 0; i < 3; i++)
+                x[n] += (double)w[c * 3 + i] * b.x[n * 3 + i];
+            mean += x[n] / 5;
+        }
+        for (int n = 0; n < 5; n++)
+            var += (x[n] - mean) * (x[n] - mean) / 4;
+        CU_ASSERT_DOUBLE_EQUAL(after[c], 0.9 * before[c] + 0.1 * mean, 1e-6);
+        CU_ASSERT_DOUBLE_EQUAL(after[4 + c], 0.9 * before[4 + c] + 0.1 * var, 1e-6);
+    }
+    CU_ASSERT_EQUAL(after[8], 1);
+    /* The gradients do not read the running statistics: other buffers, the same gradient bits. */
+    model_zero_grad(m);
+    model_backward(m);
+    float *g1 = malloc(model_size(m) * sizeof *g1);
+    CU_ASSERT_FATAL(g1 != NULL);
+    memcpy(g1, model_grads(m), model_size(m) * sizeof *g1);
+    for (size_t j = 0; j < 8; j++)
+        model_buffers(m)[j] += 0.5f;
+    CU_ASSERT_EQUAL_FATAL(model_forward(m, &b, NULL), DDP_OK);
+    model_zero_grad(m);
+    model_backward(m);
+    CU_ASSERT_EQUAL(memcmp(g1, model_grads(m), model_size(m) * sizeof *g1), 0);
+    free(g1);
+    model_batch_free(&b);
+    model_destroy(m);
+    CU_ASSERT_EQUAL(model_create("bn:3-4-2", 1, &m), DDP_ERR_INVALID);
+    CU_ASSERT(strstr(ddp_error_last(), "at least 2 rows") != NULL);
+    CU_ASSERT_EQUAL(model_create("mlp:3-4-2", 2, &m), DDP_OK);
+    CU_ASSERT_EQUAL(model_nbuffers(m), 0);
+    CU_ASSERT(model_buffers(m) == NULL);
+    model_destroy(m);
 }
 
 /* Two backwards without zero_grad give the sum of the two gradients. */
@@ -469,6 +534,7 @@ int main(void)
         {"bad specs are errors that say why", test_bad_specs},
         {"a recorded gradient in pieces is accumulated piece by piece (hand values)", test_recorded_pieces},
         {"every model: finite differences of the loss", test_models_fd},
+        {"bn: BatchNorm's running statistics move as PyTorch's; the gradients never read them", test_bn_buffers},
         {"backward accumulates, zero_grad zeroes", test_accumulation},
         {"a None .grad takes the first gradient as it is (-0 stays -0); set_to_none", test_none_grad},
         {"same seed same bits; rank, micro-step and seed change what they should", test_reproducible_and_distinct},

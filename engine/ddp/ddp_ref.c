@@ -31,6 +31,7 @@ struct ddp_ref {
     float *flat;            /* a bucket's gathered gradients (rebuilt layout), room for flat_count */
     size_t flat_count;
     int nosync_depth;       /* no_sync contexts entered and not exited (they nest) */
+    int fwd_param_sync;     /* require_forward_param_sync: the next forward broadcasts the buffers */
     int fwd_pending;        /* a forward waits for its backward */
     int armed;              /* prepare_for_backward ran (a forward outside no_sync) and no backward has synced since */
     size_t arm_forward;     /* the arming forward (counted from 1), for errors */
@@ -155,6 +156,7 @@ ddp_status ddp_ref_create(const ddp_config *cfg, model *m, world_rank *wr, ddp_r
     d->cfg = *cfg;
     d->m = m;
     d->wr = wr;
+    d->fwd_param_sync = 1; /* distributed.py __init__: self.require_forward_param_sync = True */
     if (initial_layout(d) != DDP_OK) {
         ddp_ref_destroy(d);
         return ddp_error(DDP_ERR_NOMEM, "reference DDP buckets");
@@ -179,9 +181,20 @@ void ddp_ref_destroy(ddp_ref *d)
     free(d);
 }
 
+/* Every rank takes rank 0's buffers (_broadcast_coalesced of modules_buffers). */
+static ddp_status broadcast_buffers(ddp_ref *d)
+{
+    if (!model_nbuffers(d->m))
+        return DDP_OK;
+    return coll_broadcast(d->wr, model_buffers(d->m), model_buffers_size(d->m) * sizeof(float), 0);
+}
+
 ddp_status ddp_ref_broadcast_params(ddp_ref *d)
 {
-    return coll_broadcast(d->wr, model_weights(d->m), model_size(d->m) * sizeof(float), 0);
+    DDP_CHECK(coll_broadcast(d->wr, model_weights(d->m), model_size(d->m) * sizeof(float), 0));
+    /* 1.13 distributed.py __init__ -> utils.py _sync_module_states: named_parameters() and named_buffers(), whatever
+     * broadcast_buffers says (from PyTorch 2.1, PR #100729, broadcast_buffers=False skips the buffers here too). */
+    return broadcast_buffers(d);
 }
 
 /* distributed.py no_sync(): require_backward_grad_sync = False inside, the value found restored at exit. */
@@ -205,6 +218,14 @@ ddp_status ddp_ref_forward_begin(ddp_ref *d)
      * after the first sync, inside no_sync too; never with find_unused_parameters (should_rebuild_buckets). */
     if (d->recorded && !d->rebuilt && !d->cfg.find_unused)
         DDP_CHECK(rebuild(d));
+    /* forward: "if self._check_sync_bufs_pre_fwd(): self._sync_buffers()", i.e. will_sync_module_buffers():
+     * require_forward_param_sync and broadcast_buffers and buffers exist; from rank 0 without join. The flag is
+     * the PREVIOUS forward's "torch.is_grad_enabled() and self.require_backward_grad_sync" (True at
+     * construction): the first forward inside no_sync still broadcasts, later ones inside do not, and neither
+     * does the first one after the exit (pytorch #63916 is about the list of buffers, re-read here each time). */
+    if (d->fwd_param_sync && !d->cfg.no_broadcast_buffers)
+        DDP_CHECK(broadcast_buffers(d));
+    d->fwd_param_sync = d->nosync_depth == 0;
     d->fwd_pending = 1; /* a forward before it that never got its backward: its graph is dropped */
     d->nforward++;
     /* "if torch.is_grad_enabled() and self.require_backward_grad_sync: ... reducer.prepare_for_backward(...)":

@@ -3,7 +3,10 @@
  * gradient-synchronization semantics on one rank of a world, over one model
  * replica. This is the ground truth every implementation is compared with.
  *
- *  - construction broadcasts the parameters from rank 0;
+ *  - construction broadcasts the parameters and the buffers from rank 0;
+ *  - with broadcast_buffers (the default), a forward first broadcasts rank
+ *    0's buffers when the forward before it ran outside no_sync, or it is
+ *    the first (require_forward_param_sync, distributed.py 1.13);
  *  - whether a backward syncs is the reducer's ARMING (distributed.py
  *    forward, reducer.cpp prepare_for_backward and finalize_backward): a
  *    forward outside no_sync arms it, a forward inside no_sync leaves it as
@@ -72,6 +75,7 @@ typedef struct ddp_config {
     float lr;
     ddp_comm_hook comm_hook; /* register_comm_hook with one of PyTorch's built-in hooks (comm_hook.h) */
     int static_graph;        /* static_graph=True: the same gradients; schedules and models it cannot run refused */
+    int no_broadcast_buffers; /* broadcast_buffers=False (0: PyTorch's default, True) */
 } ddp_config;
 
 typedef struct ddp_ref ddp_ref;
@@ -85,7 +89,7 @@ const char *ddp_find_unused_rule_text(const ddp_config *cfg);
 ddp_status ddp_ref_create(const ddp_config *cfg, model *m, world_rank *wr, ddp_ref **out);
 void ddp_ref_destroy(ddp_ref *d);
 
-/* DDP's constructor broadcast: every rank takes rank 0's parameters. */
+/* DDP's constructor broadcast: every rank takes rank 0's parameters and buffers. */
 ddp_status ddp_ref_broadcast_params(ddp_ref *d);
 
 ddp_status ddp_ref_no_sync_enter(ddp_ref *d); /* no_sync nests */
@@ -100,7 +104,8 @@ ddp_status ddp_ref_forward(ddp_ref *d, const model_batch *b);
 /* A backward: the model's backward, a ready event per used parameter (last first), backward_end. */
 ddp_status ddp_ref_backward(ddp_ref *d);      /* DDP_ERR_INVALID without a forward */
 
-/* The same as events, for a caller that runs the model itself (forward_begin may rebuild the buckets: a collective). */
+/* The same as events, for a caller that runs the model itself (forward_begin may rebuild the buckets and broadcast
+ * the buffers: collectives). */
 ddp_status ddp_ref_forward_begin(ddp_ref *d);
 void ddp_ref_forward_end(ddp_ref *d); /* after the model's forward: the arming forward's used parameters */
 void ddp_ref_grad_ready(ddp_ref *d, int param);

@@ -44,6 +44,7 @@ typedef struct bstate {
     size_t slot_of[MAXP]; /* offset of a parameter's slot in its bucket */
     int no_sync_depth; /* nested no_sync contexts open */
     int armed;         /* a forward outside no_sync armed the next backward's sync */
+    int fwd_param_sync; /* the next forward broadcasts the buffers (require_forward_param_sync) */
     unsigned char ready[MAXP];
     float window_used[MAXP];
     int rebuilt, order[MAXP], norder;
@@ -194,6 +195,10 @@ static int b_create(const ddpsim_services *svc, void **state)
     for (int p = 0; p < svc->nparams; p++)
         if (svc->broadcast(svc->env, svc->params[p].data, svc->params[p].count * sizeof(float), 0))
             return -1;
+    s->fwd_param_sync = 1;
+    /* _sync_module_states: the buffers too, whatever broadcast_buffers says (PyTorch 1.13) */
+    if (svc->nbuffers && svc->broadcast(svc->env, svc->all_buffers, svc->buffers_count * sizeof(float), 0))
+        return -1;
     return 0;
 }
 
@@ -224,12 +229,19 @@ static void b_destroy(void *state)
 static int b_forward_begin(void *state, int no_sync_active)
 {
     bstate *s = state;
+    const ddpsim_services *svc = s->svc;
+    /* distributed.py forward, _check_sync_bufs_pre_fwd: rank 0's buffers before the forward when the forward
+     * before it ran outside no_sync (require_forward_param_sync), with broadcast_buffers. */
+    if (svc->nbuffers && svc->broadcast_buffers && s->fwd_param_sync &&
+        svc->broadcast(svc->env, svc->all_buffers, svc->buffers_count * sizeof(float), 0))
+        return -1;
+    s->fwd_param_sync = !no_sync_active;
     if (!no_sync_active && !s->armed) {
         s->armed = 1;
         /* Buckets go out in index order; chaos shuffles the order the communication thread takes
          * them in, the same way on every rank (seeded by the chaos seed and the sync count), so the
          * ranks' collectives still pair up. Values do not change: each bucket is reduced alone. */
-        impl_env *env = impl_env_of(s->svc);
+        impl_env *env = impl_env_of(svc);
         for (int k = 0; k < s->nb; k++)
             s->launch[k] = k;
         if (env->chaos) {

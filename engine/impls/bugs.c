@@ -92,7 +92,11 @@
       "Megatron-LM PR #6357", 0)                                                                                     \
     X(SYNC_FLAG_STEPS, "sync-flag-steps",                                                                            \
       "the flag that makes a backward sync also gates the optimizer: every syncing backward steps the parameters",  \
-      "huggingface/accelerate PR #2790", 0)
+      "huggingface/accelerate PR #2790", 0)                                                                          \
+    X(NO_BUFFER_BROADCAST, "no-buffer-broadcast",                                                                    \
+      "module buffers (BatchNorm's running statistics) are broadcast at construction but never before a forward: "  \
+      "each rank's drift apart",                                                                                    \
+      "facebookresearch/fairscale #68 (OssDdp had no broadcast_buffers; fixed by PR #112)", 0)
 
 #define AS_ENUM(id, name, mechanism, source, bitwise_only) BUG_##id,
 typedef enum bug { BUGS(AS_ENUM) BUG_COUNT } bug;
@@ -104,6 +108,7 @@ typedef struct mutant {
     int no_sync_depth;     /* nested no_sync contexts open */
     int armed;             /* a forward outside no_sync since the last syncing backward (PyTorch's arming) */
     int fwd_sync;          /* what the next backward does */
+    int fwd_param_sync;    /* the next forward broadcasts the buffers (require_forward_param_sync) */
     int prev_armed;        /* sync-first-not-last: the arming after the forward before */
     int first_in_window;   /* the next backward is the first since the last sync */
     unsigned char used_now[MODEL_MAX_PARAMS];
@@ -239,6 +244,14 @@ static int reduce(mutant *m)
     return 0;
 }
 
+static int broadcast_buffers(mutant *m)
+{
+    const ddpsim_services *svc = m->svc;
+    if (!svc->nbuffers)
+        return 0;
+    return svc->broadcast(svc->env, svc->all_buffers, svc->buffers_count * sizeof(float), 0) ? -1 : 0;
+}
+
 static int create_mutant(const ddpsim_services *svc, void **state, bug b)
 {
     mutant *m = calloc(1, sizeof *m);
@@ -260,12 +273,13 @@ static int create_mutant(const ddpsim_services *svc, void **state, bug b)
     *state = m;
     if (!m->g0 || !m->first || !m->saved || !m->kept)
         return m_error(m, "out of memory");
+    m->fwd_param_sync = 1;
     if (b == BUG_NO_INITIAL_BROADCAST)
         return 0;
     for (int p = 0; p < svc->nparams; p++)
         if (svc->broadcast(svc->env, svc->params[p].data, svc->params[p].count * sizeof(float), 0))
             return -1;
-    return 0;
+    return broadcast_buffers(m);
 }
 
 static void destroy_mutant(void *state)
@@ -283,6 +297,10 @@ static void destroy_mutant(void *state)
 static int m_forward_begin(void *state, int no_sync_active)
 {
     mutant *m = state;
+    /* distributed.py forward: the buffers when the forward before ran outside no_sync (broadcast_buffers) */
+    if (m->fwd_param_sync && m->svc->broadcast_buffers && m->bug != BUG_NO_BUFFER_BROADCAST && broadcast_buffers(m))
+        return -1;
+    m->fwd_param_sync = !no_sync_active;
     m->armed |= !no_sync_active; /* distributed.py forward: prepare_for_backward outside no_sync only */
     m->fwd_sync = m->armed;
     if (m->bug == BUG_DISARM_IN_NO_SYNC)

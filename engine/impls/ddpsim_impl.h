@@ -8,9 +8,10 @@
  *
  *     const ddpsim_impl_ops *ddpsim_impl_get(void);
  *
- * whose table's api_version is DDPSIM_IMPL_API_VERSION (2) or 1: ddpsim
- * loads plugins built against either version. A version-1 plugin sees the
- * version-1 parts of both structures and nothing changes for it.
+ * whose table's api_version is DDPSIM_IMPL_API_VERSION (3), 2 or 1: ddpsim
+ * loads plugins built against any of them. A plugin sees the parts of both
+ * structures of its version and nothing changes for it; what it cannot see
+ * it is not given (a model with buffers needs version 3, which added them).
  *
  * On every rank ddpsim gives the implementation its own model replica (the
  * parameter and gradient views below) and drives it through the schedule:
@@ -47,7 +48,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DDPSIM_IMPL_API_VERSION 2
+#define DDPSIM_IMPL_API_VERSION 3
 /* The oldest version ddpsim still loads. */
 #define DDPSIM_IMPL_API_MIN_VERSION 1
 
@@ -59,6 +60,13 @@ typedef struct ddpsim_param_view {
     float *data;      /* the parameter (contiguous, C order) */
     float *grad;      /* its .grad (never NULL: zeros until a backward writes it) */
 } ddpsim_param_view;
+
+/* A module buffer (BatchNorm's running statistics): state without a gradient. */
+typedef struct ddpsim_buffer_view {
+    const char *name; /* "bn.running_mean", ... */
+    size_t count;
+    float *data;      /* contiguous; PyTorch's int64 num_batches_tracked is a float here */
+} ddpsim_buffer_view;
 
 typedef struct ddpsim_services {
     int rank, world_size;
@@ -83,7 +91,7 @@ typedef struct ddpsim_services {
     void *env;
 
     /* ---- version 2 (a version-1 plugin never reads past here) ---- */
-    uint32_t version;      /* the interface version these services follow: 2 */
+    uint32_t version;      /* the interface version these services follow: 3 */
     float lr;              /* the learning rate of step's SGD (what an optimizer_step that owns the update uses) */
     int zero_to_none;      /* zero makes every .grad None (PyTorch's zero_grad(set_to_none=True), --zero-grad none) */
     /*
@@ -135,6 +143,27 @@ typedef struct ddpsim_services {
      * fails such a run, which is the right verdict.
      */
     int comm_hook;
+
+    /* ---- version 3 (a version-1 or -2 plugin never reads past here) ---- */
+    /*
+     * The module's buffers (--model bn: BatchNorm1d's running_mean,
+     * running_var, num_batches_tracked; none for the other models), in
+     * registration order, contiguous from all_buffers. Every forward moves
+     * them, each rank with its own data. DDP broadcasts them from rank 0 in
+     * its constructor, with the parameters, and with broadcast_buffers (1,
+     * PyTorch's default; --broadcast-buffers off makes it 0) at the start of
+     * a forward, which is forward_begin here, when the forward before it ran
+     * outside no_sync or it is the first one (PyTorch 1.13 distributed.py
+     * forward: require_forward_param_sync). So the first forward inside
+     * no_sync still broadcasts; the next ones inside, and the first one
+     * after the exit, do not. ddpsim compares them bitwise with the
+     * reference's at every check.
+     */
+    int nbuffers;
+    const ddpsim_buffer_view *buffers;
+    float *all_buffers;
+    size_t buffers_count;
+    int broadcast_buffers;
 } ddpsim_services;
 
 typedef struct ddpsim_impl_ops {
@@ -156,7 +185,8 @@ typedef struct ddpsim_impl_ops {
     int (*zero_grad)(void *state);
     int (*step)(void *state);
 
-    /* ---- version 2 (ddpsim reads these only from a table whose api_version is 2) ---- */
+    /* ---- version 2 (ddpsim reads these only from a table whose api_version is 2 or more; version 3 added
+     * nothing here, only to the services) ---- */
     /*
      * At step, before ddpsim's SGD, with services->lr: set *owned = 1 when
      * the implementation updated the parameters itself (a sharded

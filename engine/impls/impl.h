@@ -41,7 +41,7 @@ typedef struct impl_handle {
 /*
  * A built-in by name, or a plugin when name contains a '/' (dlopen). For a
  * plugin: DDP_ERR_INVALID with dlerror's text when it does not load, lacks
- * ddpsim_impl_get, returns NULL, has an api_version other than 1 or 2, or
+ * ddpsim_impl_get, returns NULL, has an api_version other than 1, 2 or 3, or
  * misses a callback. Unknown names list the built-ins.
  */
 ddp_status impl_open(const char *name, impl_handle *out);
@@ -60,6 +60,7 @@ typedef struct impl_env {
     nccl_comm *nccl;      /* --backend nccl: the implementation's reductions go through NCCL */
     int backend_avg;      /* --nccl-op avg: built-ins leave buckets unscaled and ask for ncclAvg */
     int flip_pending;     /* --fault flip: the next reduction's contribution gets one bit flipped */
+    ddpsim_buffer_view buffers[MODEL_MAX_BUFFERS]; /* services->buffers */
     char error[IMPL_ERROR_LEN];      /* what the implementation said (set_error) */
     char coll_error[IMPL_ERROR_LEN]; /* why the last collective it called failed, in ddpsim's words */
 } impl_env;

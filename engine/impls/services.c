@@ -99,6 +99,10 @@ void impl_services_init(ddpsim_services *svc, ddpsim_param_view *views, impl_env
         views[i] = (ddpsim_param_view){p->name, p->ndim, {p->shape[0], p->shape[1]}, p->count,
                                        model_weights(m) + p->offset, model_grads(m) + p->offset};
     }
+    for (int i = 0; i < model_nbuffers(m); i++) {
+        const model_buffer *b = model_buffer_at(m, i);
+        env->buffers[i] = (ddpsim_buffer_view){b->name, b->count, model_buffers(m) + b->offset};
+    }
     *svc = (ddpsim_services){
         .rank = world_rank_id(env->wr),
         .world_size = world_size(env->wr),
@@ -125,6 +129,11 @@ void impl_services_init(ddpsim_services *svc, ddpsim_param_view *views, impl_env
         .last_error = svc_last_error,
         .comm_hook = (int)env->cfg.comm_hook,
         .bucket_layout = svc_bucket_layout,
+        .nbuffers = model_nbuffers(m),
+        .buffers = env->buffers,
+        .all_buffers = model_buffers(m),
+        .buffers_count = model_buffers_size(m),
+        .broadcast_buffers = !env->cfg.no_broadcast_buffers,
     };
     env->chaos_key = rng_key(rng_key(env->chaos_seed, 0x73766370 /* "svcp" */), (uint64_t)world_rank_id(env->wr));
 }

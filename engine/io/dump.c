@@ -143,6 +143,30 @@ void dump_write_params_json(FILE *f, const model *m)
     fprintf(f, "\n ]");
 }
 
+void dump_write_buffers_json(FILE *f, const model *m)
+{
+    fprintf(f, "[");
+    for (int i = 0; i < model_nbuffers(m); i++) {
+        const model_buffer *b = model_buffer_at(m, i);
+        fprintf(f, "%s\n  {\"name\": ", i ? "," : "");
+        jsonw_string(f, b->name);
+        fprintf(f, ", \"shape\": [%zu]}", b->count);
+    }
+    fprintf(f, "\n ]");
+}
+
+ddp_status dump_write_buffer_tensors(const char *subdir, const model *m, const float *values)
+{
+    char path[PATH_MAX];
+    for (int i = 0; i < model_nbuffers(m); i++) {
+        const model_buffer *b = model_buffer_at(m, i);
+        size_t shape[1] = {b->count};
+        snprintf(path, sizeof path, "%s/%s.npy", subdir, b->name);
+        DDP_CHECK(npy_write(path, NPY_F4, shape, 1, values + b->offset));
+    }
+    return DDP_OK;
+}
+
 void dump_param_shape(const model_param *p, size_t shape[MODEL_MAX_NDIM])
 {
     for (int k = 0; k < MODEL_MAX_NDIM; k++)

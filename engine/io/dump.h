@@ -46,6 +46,11 @@ void dump_write_params_json(FILE *f, const model *m);
 /* p's shape as the .npy files have it (p->ndim entries count). */
 void dump_param_shape(const model_param *p, size_t shape[MODEL_MAX_NDIM]);
 
+/* The recordings' "buffers": [{"name": ..., "shape": [count]}, ...] of m, to f. */
+void dump_write_buffers_json(FILE *f, const model *m);
+/* Every buffer of m (values laid out as model_buffers) as <subdir>/<name>.npy, 1-D. */
+ddp_status dump_write_buffer_tensors(const char *subdir, const model *m, const float *values);
+
 /* Write every parameter (or every gradient) of m as <subdir>/<name>.npy. */
 ddp_status dump_write_tensors(const char *subdir, const model *m, const float *values);
 

@@ -45,25 +45,35 @@ static ddp_status whole(const char *path, const char *what, const json_value *v,
     return DDP_OK;
 }
 
-static ddp_status read_params(const char *path, const json_value *root, record_run *r)
+/*
+ * The "params" (required, at least one) or the "buffers" (optional) of the
+ * manifest into names and decls from index `first` on (buffers follow the
+ * parameters); a name may not repeat across both.
+ */
+static ddp_status read_decls(const char *path, const json_value *root, record_run *r, int buffers)
 {
-    const json_value *params;
-    DDP_CHECK(json_need(path, root, "params", JSON_ARRAY, &params));
-    if (params->n < 1 || params->n > MODEL_MAX_PARAMS)
-        return ddp_error(DDP_ERR_INVALID, "%s: %zu parameters, not 1..%d", path, params->n, MODEL_MAX_PARAMS);
-    for (size_t i = 0; i < params->n; i++) {
-        const json_value *e = &params->items[i], *name, *shape;
+    const char *key = buffers ? "buffers" : "params", *what = buffers ? "buffer" : "parameter";
+    int first = buffers ? r->nparams : 0, lo = buffers ? 0 : 1, hi = buffers ? MODEL_MAX_BUFFERS : MODEL_MAX_PARAMS;
+    const json_value *params = json_get(root, key);
+    if (buffers && !params)
+        return DDP_OK;
+    DDP_CHECK(json_need(path, root, key, JSON_ARRAY, &params));
+    if (params->n < (size_t)lo || params->n > (size_t)hi)
+        return ddp_error(DDP_ERR_INVALID, "%s: %zu %ss, not %d..%d", path, params->n, what, lo, hi);
+    for (size_t j = 0; j < params->n; j++) {
+        size_t i = (size_t)first + j;
+        const json_value *e = &params->items[j], *name, *shape;
         DDP_CHECK(json_need(path, e, "name", JSON_STRING, &name));
         DDP_CHECK(json_need(path, e, "shape", JSON_ARRAY, &shape));
         if (!name->string[0] || strlen(name->string) >= MODEL_NAME_LEN || strchr(name->string, '/'))
-            return ddp_error(DDP_ERR_INVALID, "%s: parameter %zu's name \"%s\" is empty, has a '/' or is longer than %d",
-                             path, i, name->string, MODEL_NAME_LEN - 1);
+            return ddp_error(DDP_ERR_INVALID, "%s: %s %zu's name \"%s\" is empty, has a '/' or is longer than %d",
+                             path, what, j, name->string, MODEL_NAME_LEN - 1);
         for (size_t k = 0; k < i; k++)
             if (strcmp(r->names[k], name->string) == 0)
-                return ddp_error(DDP_ERR_INVALID, "%s: parameter \"%s\" is named twice", path, name->string);
+                return ddp_error(DDP_ERR_INVALID, "%s: \"%s\" is named twice", path, name->string);
         if (shape->n < 1 || shape->n > MODEL_MAX_NDIM)
-            return ddp_error(DDP_ERR_INVALID, "%s: parameter \"%s\" has %zu dimensions, not 1..%d", path, name->string,
-                             shape->n, MODEL_MAX_NDIM);
+            return ddp_error(DDP_ERR_INVALID, "%s: %s \"%s\" has %zu dimensions, not 1..%d", path, what,
+                             name->string, shape->n, MODEL_MAX_NDIM);
         snprintf(r->names[i], MODEL_NAME_LEN, "%s", name->string);
         model_param_decl *d = &r->decls[i];
         d->name = r->names[i];
@@ -74,7 +84,10 @@ static ddp_status read_params(const char *path, const json_value *root, record_r
             d->shape[k] = (int)v;
         }
     }
-    r->nparams = (int)params->n;
+    if (buffers)
+        r->nbuffers = (int)params->n;
+    else
+        r->nparams = (int)params->n;
     return DDP_OK;
 }
 
@@ -116,14 +129,17 @@ static ddp_status read_options(const char *path, const json_value *root, record_
         DDP_CHECK(whole(path, "ddp.first_bucket_cap", v, 1, 1099511627776.0, &x));
         r->ddp.first_bucket_cap = (size_t)x;
     }
-    static const char *const flags[] = {"find_unused_parameters", "gradient_as_bucket_view", "static_graph"};
-    int *dst[] = {&r->ddp.find_unused, &r->ddp.bucket_view, &r->ddp.static_graph};
-    for (int i = 0; ddp && i < 3; i++)
+    static const char *const flags[] = {"find_unused_parameters", "gradient_as_bucket_view", "static_graph",
+                                        "broadcast_buffers"};
+    int broadcast_buffers = 1;
+    int *dst[] = {&r->ddp.find_unused, &r->ddp.bucket_view, &r->ddp.static_graph, &broadcast_buffers};
+    for (int i = 0; ddp && i < 4; i++)
         if ((v = json_get(ddp, flags[i]))) {
             if (v->type != JSON_BOOL)
                 return ddp_error(DDP_ERR_INVALID, "%s: ddp.%s must be true or false", path, flags[i]);
             *dst[i] = v->boolean;
         }
+    r->ddp.no_broadcast_buffers = !broadcast_buffers;
     if (ddp && (v = json_get(ddp, "find_unused_rule"))) {
         if (v->type != JSON_STRING || (strcmp(v->string, "window") != 0 && strcmp(v->string, "syncing-backward") != 0))
             return ddp_error(DDP_ERR_INVALID, "%s: ddp.find_unused_rule must be \"window\" or \"syncing-backward\"", path);
@@ -154,6 +170,19 @@ static void param_shape(const record_run *r, int p, size_t shape[MODEL_MAX_NDIM]
 {
     for (int k = 0; k < MODEL_MAX_NDIM; k++)
         shape[k] = (size_t)r->decls[p].shape[k];
+}
+
+/* Every buffer's file in DIR/what/. */
+static ddp_status check_buffer_files(const record_run *r, const char *what)
+{
+    char path[RECORD_PATH_LEN];
+    for (int p = r->nparams; p < r->nparams + r->nbuffers; p++) {
+        size_t shape[MODEL_MAX_NDIM];
+        param_shape(r, p, shape);
+        snprintf(path, sizeof path, "%s/%s/%s.npy", r->dir, what, r->names[p]);
+        DDP_CHECK(npy_check_header(path, NPY_F4, shape, r->decls[p].ndim));
+    }
+    return DDP_OK;
 }
 
 /* Every parameter's file in DIR/what/ (or, with used, only those used names). */
@@ -243,10 +272,20 @@ static ddp_status check_all(const record_run *r)
     char what[PATH_MAX];
     unsigned char used[MODEL_MAX_PARAMS];
     DDP_CHECK(check_files(r, "init", NULL));
+    if (r->nbuffers)
+        DDP_CHECK(check_buffer_files(r, "init"));
     for (int rank = 0; rank < r->nranks; rank++) {
-        uint64_t micro = 0, grab = 0, step = 0;
+        uint64_t micro = 0, grab = 0, step = 0, fwd = 0;
         for (size_t i = 0; i < r->schedule.nops; i++) {
             switch (r->schedule.ops[i]) {
+            case OP_FWD:
+                for (int k = 0; k < 2 && r->nbuffers; k++) {
+                    snprintf(what, sizeof what, "rank%d/fwd%llu/%s", rank, (unsigned long long)fwd,
+                             k ? "after" : "seen");
+                    DDP_CHECK(check_buffer_files(r, what));
+                }
+                fwd++;
+                break;
             case OP_BWD:
                 DDP_CHECK(record_used(r, rank, micro, used));
                 snprintf(what, sizeof what, "rank%d/micro%llu", rank, (unsigned long long)micro++);
@@ -313,7 +352,9 @@ ddp_status record_open(const char *dir, record_run *out)
     if (s == DDP_OK)
         s = copy_text(path, root, "model", out->model, sizeof out->model, 0);
     if (s == DDP_OK)
-        s = read_params(path, root, out);
+        s = read_decls(path, root, out, 0);
+    if (s == DDP_OK)
+        s = read_decls(path, root, out, 1);
     if (s == DDP_OK)
         s = read_options(path, root, out);
     if (s == DDP_OK)
@@ -352,10 +393,16 @@ ddp_status record_write_manifest(const char *dir, const record_info *info)
     jsonw_string(f, info->model);
     fprintf(f, ",\n \"params\": ");
     dump_write_params_json(f, m);
+    if (model_nbuffers(m)) {
+        fprintf(f, ",\n \"buffers\": ");
+        dump_write_buffers_json(f, m);
+    }
     fprintf(f, ",\n \"ddp\": {\"bucket_cap\": %zu, \"first_bucket_cap\": %zu, \"find_unused_parameters\": %s, "
-               "\"gradient_as_bucket_view\": %s, \"find_unused_rule\": \"%s\", \"comm_hook\": \"%s\", \"static_graph\": %s},\n",
+               "\"gradient_as_bucket_view\": %s, \"find_unused_rule\": \"%s\", \"comm_hook\": \"%s\", \"static_graph\": %s, "
+               "\"broadcast_buffers\": %s},\n",
             d->bucket_cap, d->first_bucket_cap, d->find_unused ? "true" : "false", d->bucket_view ? "true" : "false",
-            ddp_find_unused_rule_name(d), ddp_comm_hook_name(d->comm_hook), d->static_graph ? "true" : "false");
+            ddp_find_unused_rule_name(d), ddp_comm_hook_name(d->comm_hook), d->static_graph ? "true" : "false",
+            d->no_broadcast_buffers ? "false" : "true");
     fprintf(f, " \"zero_grad\": \"%s\",\n \"optimizer\": {\"type\": \"sgd\", \"lr\": ",
             d->set_to_none ? "set_to_none" : "fill_zeros");
     jsonw_float(f, d->lr);

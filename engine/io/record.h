@@ -14,21 +14,29 @@
  *                                            .grad written as zeros)
  *   DIR/<impl>/rank<r>/step<s>/<param>.npy   its parameters after step s
  *   DIR/<impl>/rank<r>/end/<param>.npy       its parameters at the end
+ *   DIR/init/<buffer>.npy                    with "buffers": the buffers every rank started from
+ *   DIR/rank<r>/fwd<k>/seen/<buffer>.npy     the buffers rank r's module held when its k-th
+ *                                            forward began (after any broadcast of DDP's)
+ *   DIR/rank<r>/fwd<k>/after/<buffer>.npy    ... and when it ended (the forward moved them)
  *
  * manifest.json:
  *
  *   {"format": "ddpsim-record", "version": 1, "ranks": N, "impl": "NAME",
  *    "recorded_by": "...", "model": "...",
  *    "params": [{"name": "0.weight", "shape": [64, 32]}, ...],
+ *    "buffers": [{"name": "bn.running_mean", "shape": [32]}, ...],
  *    "ddp": {"bucket_cap": B, "first_bucket_cap": B, "find_unused_parameters": bool,
- *            "gradient_as_bucket_view": bool, "find_unused_rule": "window" | "syncing-backward"},
+ *            "gradient_as_bucket_view": bool, "find_unused_rule": "window" | "syncing-backward",
+ *            "broadcast_buffers": bool},
  *    "zero_grad": "fill_zeros" | "set_to_none",
  *    "optimizer": {"type": "sgd", "lr": X},
  *    "ops": ["fwd", "bwd", "enter", "exit", "grab", "zero", "step", ...]}
  *
  * Every file is float32 of its parameter's shape, C order. "recorded_by",
  * "model", "ddp" (and its members), "zero_grad" and "optimizer" may be left
- * out (defaults: PyTorch's, and lr 0.1); the rest is required.
+ * out (defaults: PyTorch's, and lr 0.1); the rest is required. "buffers"
+ * may be left out (nothing checked of the buffers); an integer buffer such
+ * as num_batches_tracked is written as float32.
  */
 #ifndef DDPSIM_RECORD_H
 #define DDPSIM_RECORD_H
@@ -46,9 +54,10 @@
 typedef struct record_run {
     char dir[PATH_MAX];
     int nranks;
-    int nparams;
-    char names[MODEL_MAX_PARAMS][MODEL_NAME_LEN];
-    model_param_decl decls[MODEL_MAX_PARAMS];
+    int nparams, nbuffers;
+    /* the parameters, then the buffers (index nparams + b): record_read reads either */
+    char names[MODEL_MAX_PARAMS + MODEL_MAX_BUFFERS][MODEL_NAME_LEN];
+    model_param_decl decls[MODEL_MAX_PARAMS + MODEL_MAX_BUFFERS];
     sched schedule;
     ddp_config ddp;          /* find_unused, bucket_view, caps, set_to_none, find_unused_rule, lr */
     char impl[RECORD_NAME_LEN], recorded_by[RECORD_NAME_LEN], model[RECORD_NAME_LEN];
@@ -63,7 +72,7 @@ typedef struct record_run {
 ddp_status record_open(const char *dir, record_run *out);
 void record_close(record_run *r);
 
-/* DIR/<what>/<param>.npy into dst (what: "init", "rank0/micro3", "impl/rank0/grab2", ...); finite_only refuses NaN. */
+/* DIR/<what>/<param>.npy (param >= nparams: buffer param - nparams) into dst (what: "init", "rank0/micro3", "impl/rank0/grab2", ...); finite_only refuses NaN. */
 ddp_status record_read(const record_run *r, const char *what, int param, float *dst, int finite_only);
 /*
  * A gradient that arrived in pieces within one backward (reentrant

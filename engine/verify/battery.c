@@ -54,6 +54,10 @@ static const scenario scenarios[] = {
      "2*( 3*( nosync{fwd bwd} grab ) fwd bwd grab step zero ) nosync{fwd bwd} grab fwd bwd grab step zero "
      "3*( nosync{fwd bwd} grab ) fwd bwd grab step zero",
      0, 0, 0, 0, 0},
+    {"buffers",
+     "BatchNorm's running statistics: rank 0's broadcast before a forward when the one before ran outside no_sync "
+     "(the first inside no_sync too, not the next, nor the first after it)",
+     "bn", "fwd bwd grab step zero nosync{fwd bwd fwd bwd} grab fwd bwd grab fwd bwd grab step zero", 0, 0, 0, 0, 0},
     {"ends-in-window", "the run ends inside a window: its micro-steps are never synced, and a step uses them", NULL,
      "fwd bwd grab step zero nosync{fwd bwd} grab nosync{fwd bwd} grab step", 0, 0, 0, 0, 0},
 };

@@ -62,6 +62,9 @@ typedef struct check_rank {
     model_batch batch;
     float *actual;          /* the recorded values of the check at hand */
     float *allow;           /* the parameters' bound after a step */
+    float *seen;            /* the buffers the implementation's module held as a forward began */
+    verify_record buffers;  /* buffer divergences since the last check, merged into its record */
+    uint64_t nfwd;
     order_budget budget;
     ref_check refcheck;
     agreement_state agreement;
@@ -107,6 +110,52 @@ static verify_record *next_record(check_rank *c)
     return r;
 }
 
+/* The buffer divergences of the forwards since the last check into this check's record (after its own). */
+static void merge_buffers(check_rank *c, verify_record *rec)
+{
+    const verify_record *b = &c->buffers;
+    rec->ndiff += b->ndiff;
+    rec->nonfinite += b->nonfinite;
+    if (b->has_first && !rec->has_first) {
+        rec->has_first = 1;
+        rec->first_buffer = 1;
+        rec->first_param = b->first_param;
+        rec->first_index = b->first_index;
+        rec->first_expected = b->first_expected;
+        rec->first_actual = b->first_actual;
+        rec->first_ulp = b->first_ulp;
+    }
+    memset(&c->buffers, 0, sizeof c->buffers);
+}
+
+/* DIR/rank<r>/fwd<k>/<which>/<buffer>.npy of every buffer into dst (laid out as the model's buffers). */
+static ddp_status read_buffers(check_rank *c, uint64_t k, const char *which, float *dst)
+{
+    char rel[PATH_MAX];
+    snprintf(rel, sizeof rel, "rank%d/fwd%llu/%s", c->rank, (unsigned long long)k, which);
+    for (int b = 0; b < c->rec->nbuffers; b++)
+        DDP_CHECK(bad_record(c, record_read(c->rec, rel, c->rec->nparams + b, dst + model_buffer_at(c->m, b)->offset,
+                                            0)));
+    return DDP_OK;
+}
+
+/*
+ * A forward, for the buffers: the reference's forward_begin broadcast rank
+ * 0's buffers or not by PyTorch's rule, on the buffers each rank's module
+ * held after its previous forward (as recorded), which is what this
+ * forward should have seen; the recorded ones are compared with them,
+ * bitwise. Then the forward's recorded result becomes the reference's: no
+ * math here moves the buffers, as none computes the gradients.
+ */
+static ddp_status forward_buffers(check_rank *c)
+{
+    if (!c->rec->nbuffers)
+        return DDP_OK;
+    DDP_CHECK(read_buffers(c, c->nfwd, "seen", c->seen));
+    checker_compare_buffers(c->m, model_buffers(c->m), c->seen, &c->buffers);
+    return read_buffers(c, c->nfwd++, "after", model_buffers(c->m));
+}
+
 static void own_ready(void *ctx, int p)
 {
     check_rank *c = ctx;
@@ -144,6 +193,7 @@ static ddp_status do_grab(check_rank *c)
     rec->synced = c->bwd_since_zero ? c->last_synced : -1;
     const float *allow = c->cfg->tol.kind == TOL_ORDER ? c->budget.E : NULL;
     checker_compare(&c->cfg->tol, c->m, model_grads(c->m), c->actual, allow, rec);
+    merge_buffers(c, rec);
     rec->ref_hash = hash_floats(HASH_INIT, model_grads(c->m), model_size(c->m));
     if (rec->synced == 1)
         rec->ref_sync_hash = checker_hash(c->m, model_grads(c->m), ddp_ref_reduced_params(c->ddp));
@@ -184,6 +234,7 @@ static ddp_status do_params(check_rank *c, int after_step)
         tol.kind = TOL_BITWISE;
     }
     checker_compare(&tol, c->m, w, c->actual, allow, rec);
+    merge_buffers(c, rec);
     rec->ref_hash = hash_floats(HASH_INIT, w, model_size(c->m));
     rec->impl_hash = hash_floats(HASH_INIT, c->actual, model_size(c->m));
     memcpy(w, c->actual, model_size(c->m) * sizeof *w);
@@ -198,7 +249,8 @@ static ddp_status run_op(check_rank *c, sched_op op)
     case OP_EXIT: return ddp_ref_no_sync_exit(c->ddp);
     case OP_FWD:
         DDP_CHECK(ddp_ref_forward(c->ddp, &c->batch));
-        return source_status(c);
+        DDP_CHECK(source_status(c));
+        return forward_buffers(c);
     case OP_BWD: return do_backward(c);
     case OP_GRAB: return do_grab(c);
     case OP_ZERO:
@@ -220,8 +272,14 @@ static ddp_status setup(check_rank *c)
     c->src = (source_ctx){rec, c->rank};
     model_grad_source src = {src_used, src_grad, &c->src, src_npieces, src_piece};
     DDP_CHECK(model_create_recorded(rec->decls, rec->nparams, &src, &c->m));
+    DDP_CHECK(model_recorded_add_buffers(c->m, rec->decls + rec->nparams, rec->nbuffers));
     for (int p = 0; p < rec->nparams; p++)
         DDP_CHECK(bad_record(c, record_read(rec, "init", p, model_weights(c->m) + model_param_at(c->m, p)->offset, 1)));
+    for (int b = 0; b < rec->nbuffers; b++)
+        DDP_CHECK(bad_record(c, record_read(rec, "init", rec->nparams + b,
+                                            model_buffers(c->m) + model_buffer_at(c->m, b)->offset, 0)));
+    if (rec->nbuffers && !(c->seen = malloc(model_buffers_size(c->m) * sizeof *c->seen)))
+        return ddp_error(DDP_ERR_NOMEM, "the check's buffers: %zu floats", model_buffers_size(c->m));
     DDP_CHECK(model_batch_alloc(c->m, &c->batch));
     DDP_CHECK(ddp_ref_create(&rec->ddp, c->m, c->wr, &c->ddp));
     DDP_CHECK(ddp_ref_broadcast_params(c->ddp));
@@ -265,6 +323,7 @@ static ddp_status check_rank_main(world_rank *wr, void *arg)
     budget_free(&c.budget);
     free(c.actual);
     free(c.allow);
+    free(c.seen);
     ddp_ref_destroy(c.ddp);
     model_batch_free(&c.batch);
     model_destroy(c.m);

@@ -130,3 +130,45 @@ uint64_t checker_hash(const model *layout, const float *v, const unsigned char *
         }
     return h;
 }
+
+void checker_compare_buffers(const model *layout, const float *expected, const float *actual, verify_record *rec)
+{
+    size_t n = model_buffers_size(layout);
+    if (n == 0 || memcmp(expected, actual, n * sizeof *expected) == 0) {
+        for (size_t j = 0; j < n; j++)
+            rec->nonfinite += !isfinite(expected[j]);
+        return;
+    }
+    for (int b = 0; b < model_nbuffers(layout); b++) {
+        const model_buffer *buf = model_buffer_at(layout, b);
+        const float *e = expected + buf->offset, *a = actual + buf->offset;
+        for (size_t j = 0; j < buf->count; j++) {
+            uint32_t ue, ua;
+            memcpy(&ue, &e[j], sizeof ue);
+            memcpy(&ua, &a[j], sizeof ua);
+            int bad = !isfinite(e[j]) || !isfinite(a[j]);
+            if (ue == ua && !bad)
+                continue;
+            rec->nonfinite += bad;
+            rec->ndiff += !bad;
+            if (!rec->has_first) {
+                rec->has_first = 1;
+                rec->first_buffer = 1;
+                rec->first_param = b;
+                rec->first_index = j;
+                rec->first_expected = e[j];
+                rec->first_actual = a[j];
+                rec->first_ulp = tol_ulp_distance(e[j], a[j]);
+            }
+        }
+    }
+}
+
+const char *checker_first_name(const model *layout, const verify_record *rec)
+{
+    int n = !layout ? 0 : rec->first_buffer ? model_nbuffers(layout) : model_nparams(layout);
+    if (rec->first_param < 0 || rec->first_param >= n)
+        return "?";
+    return rec->first_buffer ? model_buffer_at(layout, rec->first_param)->name
+                             : model_param_at(layout, rec->first_param)->name;
+}

@@ -29,6 +29,21 @@
 void checker_compare(const tolerance *tol, const model *layout, const float *expected, const float *actual,
                      const float *allow, verify_record *rec);
 
+/*
+ * The implementation's buffers (model_buffers) against the reference's,
+ * bitwise whatever the run's tolerance: a buffer is a copy of rank 0's (the
+ * broadcast) moved by the same forward on the same bits, since the
+ * parameters are the reference's at every forward of a passing run (the
+ * tolerances that are not bitwise re-base them after each step). Elements
+ * whose bits differ count as outside the tolerance, non-finite ones as
+ * non-finite; the first one goes to rec (first_buffer set) unless a
+ * gradient or parameter already failed there.
+ */
+void checker_compare_buffers(const model *layout, const float *expected, const float *actual, verify_record *rec);
+
+/* The name of the tensor of rec's first failing element: a parameter's or, with first_buffer, a buffer's. */
+const char *checker_first_name(const model *layout, const verify_record *rec);
+
 /* The hash of v's parameters in which (which[p] != 0; NULL: all), in order: the bits the ranks must share after a sync. */
 uint64_t checker_hash(const model *layout, const float *v, const unsigned char *which);
 

@@ -3,6 +3,8 @@
  */
 #include "judge.h"
 
+#include "checker.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -133,8 +135,9 @@ const char *judge_summary(const verify_result *res, const judgement *j, const mo
         if (!f->done)
             snprintf(buf, len, "%s, rank %d: never reached", where, j->first_rank);
         else if (f->has_first)
-            snprintf(buf, len, "%s, rank %d, %s[%llu]", where, j->first_rank,
-                     param_name(layout, f->first_param, pn, sizeof pn), (unsigned long long)f->first_index);
+            snprintf(buf, len, "%s, rank %d, %s%s[%llu]", where, j->first_rank, f->first_buffer ? "buffer " : "",
+                     layout ? checker_first_name(layout, f) : param_name(NULL, f->first_param, pn, sizeof pn),
+                     (unsigned long long)f->first_index);
         else
             snprintf(buf, len, "%s, rank %d", where, j->first_rank);
         break;

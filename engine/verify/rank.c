@@ -216,17 +216,47 @@ static ddp_status run_backward(rank_ctx *c)
                  : DDP_OK;
 }
 
-/* The forward: the reference's, and the implementation's own only when its parameters differ. */
+/* --record: the implementation's buffers as this forward began ("seen") or ended ("after"), record.h's layout. */
+static ddp_status record_buffers(rank_ctx *c, const char *which)
+{
+    if (!c->cfg->record_dir || !model_nbuffers(c->impl.m))
+        return DDP_OK;
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/rank%d/fwd%llu/%s", c->cfg->record_dir, c->rank,
+             (unsigned long long)c->nfwd_recorded, which);
+    DDP_CHECK(dump_mkdirs(dir));
+    return dump_write_buffer_tensors(dir, c->impl.m, model_buffers(c->impl.m));
+}
+
+/*
+ * The forward: the reference's, and the implementation's own only when its
+ * parameters or its buffers differ from the reference's as the forward
+ * starts (after both sides' buffer broadcasts). Otherwise the same math on
+ * the same bits would give the same activations and move the buffers the
+ * same way, so the implementation's buffers take the reference's.
+ */
 static ddp_status run_forward(rank_ctx *c)
 {
     impl_side *im = &c->impl;
     uint64_t t0 = clock_now_ns();
-    DDP_CHECK(ddp_ref_forward(c->ref.ddp, &c->batch));
+    DDP_CHECK(ddp_ref_forward_begin(c->ref.ddp));
     DDP_CHECK(IMPL_CALL(c, im->ops->forward_begin(im->state, im->no_sync > 0), "forward_begin"));
-    c->shared = memcmp(model_weights(c->ref.m), model_weights(im->m), model_size(im->m) * sizeof(float)) == 0;
-    ddp_status s = c->shared ? DDP_OK : model_forward(im->m, &c->batch, NULL);
+    size_t nbuf = model_buffers_size(im->m);
+    c->shared = memcmp(model_weights(c->ref.m), model_weights(im->m), model_size(im->m) * sizeof(float)) == 0 &&
+                (nbuf == 0 || memcmp(model_buffers(c->ref.m), model_buffers(im->m), nbuf * sizeof(float)) == 0);
+    DDP_CHECK(model_forward(c->ref.m, &c->batch, NULL));
+    ddp_ref_forward_end(c->ref.ddp);
+    DDP_CHECK(record_buffers(c, "seen"));
+    ddp_status s = DDP_OK;
+    if (!c->shared)
+        s = model_forward(im->m, &c->batch, NULL);
+    else if (nbuf)
+        memcpy(model_buffers(im->m), model_buffers(c->ref.m), nbuf * sizeof(float));
     c->fig->compute_ns += clock_now_ns() - t0;
-    return s;
+    DDP_CHECK(s);
+    DDP_CHECK(record_buffers(c, "after"));
+    c->nfwd_recorded += nbuf && c->cfg->record_dir;
+    return DDP_OK;
 }
 
 /* The batch of forward b on `rank`: seeded, or read from the inputs directory. */
@@ -311,6 +341,7 @@ static ddp_status do_grab(rank_ctx *c, size_t k)
     verify_record *rec = next_record(c);
     rec->synced = c->bwd_since_zero ? ddp_ref_last_synced(c->ref.ddp) : -1;
     checker_compare(&c->cfg->tol, c->ref.m, model_grads(c->ref.m), model_grads(c->impl.m), c->budget.E, rec);
+    checker_compare_buffers(c->ref.m, model_buffers(c->ref.m), model_buffers(c->impl.m), rec);
     rec->ref_hash = hash_floats(HASH_INIT, model_grads(c->ref.m), model_size(c->ref.m));
     if (rec->synced == 1)
         rec->ref_sync_hash = checker_hash(c->ref.m, model_grads(c->ref.m), ddp_ref_reduced_params(c->ref.ddp));
@@ -346,6 +377,7 @@ static void check_params(rank_ctx *c, int after_step)
         allow = c->param_allow;
     }
     checker_compare(&c->cfg->tol, c->ref.m, e, a, allow, rec);
+    checker_compare_buffers(c->ref.m, model_buffers(c->ref.m), model_buffers(c->impl.m), rec);
     rec->ref_hash = hash_floats(HASH_INIT, e, model_size(c->ref.m));
     rec->impl_hash = hash_floats(HASH_INIT, a, model_size(c->impl.m));
     rec->done = 1;
@@ -433,6 +465,8 @@ static ddp_status rank_setup(rank_ctx *c)
             char dir[PATH_MAX];
             snprintf(dir, sizeof dir, "%s/init", dirs[i]);
             DDP_CHECK(dump_write_tensors(dir, c->ref.m, model_weights(c->ref.m)));
+            if (i == 1)
+                DDP_CHECK(dump_write_buffer_tensors(dir, c->ref.m, model_buffers(c->ref.m)));
         }
     return trace_arrivals(&c->trace, c->op, c->wr); /* the constructors' broadcasts */
 }

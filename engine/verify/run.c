@@ -224,7 +224,7 @@ ddp_status verify_check_config(const verify_config *cfg)
     model *layout = NULL;
     if (model_create_layout(cfg->model_spec, cfg->batch, &layout) != DDP_OK)
         return ddp_error_prefix(DDP_ERR_INVALID, "--model");
-    int branchy = strcmp(model_family(layout), "branchy") == 0;
+    int branchy = strcmp(model_family(layout), "branchy") == 0, nbuffers = model_nbuffers(layout);
     ddp_status ms = check_memory(cfg, layout);
     model_destroy(layout);
     DDP_CHECK(ms);
@@ -259,6 +259,11 @@ ddp_status verify_check_config(const verify_config *cfg)
                          "again), and '%s' was built for interface version 1, which cannot see zero_to_none; "
                          "rebuild it against version 2",
                          cfg->impl);
+    if (nbuffers && cfg->impl_ops->api_version < 3)
+        return ddp_error(DDP_ERR_INVALID,
+                         "--model: %s has buffers (DDP broadcasts them before a forward), and '%s' was built for "
+                         "interface version %u, which cannot see them; rebuild it against version 3",
+                         cfg->model_spec, cfg->impl, (unsigned)cfg->impl_ops->api_version);
     size_t nrec = sched_nchecks(cfg->schedule) * (size_t)cfg->nranks;
     if (nrec > VERIFY_MAX_RECORDS)
         return ddp_error(DDP_ERR_INVALID,

@@ -83,7 +83,8 @@ typedef struct verify_record {
     uint64_t ndiff;         /* elements outside the tolerance */
     uint64_t nonfinite;     /* elements where either side is NaN or infinite */
     int has_first;          /* the first differing element: */
-    int first_param;
+    int first_param;        /* ... of this parameter, or with first_buffer of this buffer (model_buffer_at) */
+    int first_buffer;
     uint64_t first_index;
     float first_expected, first_actual;
     uint32_t first_ulp;

@@ -200,6 +200,7 @@ class Plan:
                                            "gradient_as_bucket_view")}
         ddp["comm_hook"] = prep["ddp"].get("comm_hook", "none")
         ddp["static_graph"] = bool(prep["ddp"].get("static_graph", False))
+        ddp["broadcast_buffers"] = True  # DDP's default, which a wrapper is called with (wrap_kwargs)
         ddp["find_unused_rule"] = self.rule
         return {"name": name, "inputs": os.path.join(d, "inputs"), "record": os.path.join(d, "record"),
                 "model": self.model if self.user_model else prep["model"], "ops": prep["ops"], "ddp": ddp,

@@ -186,14 +186,21 @@ class Rank:
             p.register_hook(piece_hook(k, p))
         root = job["record"]
         impl = record.safe_name(self.cfg["impl"])
+        buffers = list(module.named_buffers())
         if self.rank == 0:
-            record.write_tensors(os.path.join(root, "init"), named)
+            record.write_tensors(os.path.join(root, "init"), named + buffers)
             record.write_manifest(root, self.nranks, impl, self.cfg["recorded_by"], job["model"], named,
-                                  job["ddp"], job["zero_grad"], job["lr"], job["ops"])
+                                  job["ddp"], job["zero_grad"], job["lr"], job["ops"], buffers)
+        rec = record.Recorder(root, self.rank, impl)
+        if buffers:
+            # What the module held as its forward began, after any broadcast of the wrapper's (DDP's comes in
+            # its own forward, before it calls the module), and as it ended: ddpsim check replays
+            # broadcast_buffers on them. Hooked after the shadow was copied, so only this module records.
+            module.register_forward_pre_hook(lambda m, i: rec.buffers("seen", list(m.named_buffers())))
+            module.register_forward_hook(lambda m, i, o: rec.buffers("after", list(m.named_buffers())))
         wrapped = self.wrap(module, job)
         params = map_params(module, names, wrapped)
         optimizer = torch.optim.SGD(params, lr=job["lr"])
-        rec = record.Recorder(root, self.rank, impl)
         contexts, pending, nfwd = [], None, 0
         set_to_none = job["zero_grad"] == "set_to_none"
         for i, op in enumerate(job["ops"]):

@@ -8,8 +8,11 @@
   DIR/<impl>/rank<r>/grab<k>/<param>.npy  the implementation's .grad at grab k (None as zeros)
   DIR/<impl>/rank<r>/step<s>/<param>.npy  its parameters after step s
   DIR/<impl>/rank<r>/end/<param>.npy      its parameters at the end
+  DIR/init/<buffer>.npy                   a module with buffers: those every rank started from
+  DIR/rank<r>/fwd<k>/seen/<buffer>.npy    the buffers the module held as forward k began (after DDP's
+                                          broadcast, if any), and .../after/ as it ended
 
-Every array float32, C order, its parameter's shape.
+Every array float32 (an integer buffer such as num_batches_tracked too), C order, its tensor's shape.
 """
 import json
 import os
@@ -54,7 +57,7 @@ class Recorder:
 
     def __init__(self, root, rank, impl):
         self.root, self.rank, self.impl = root, rank, impl
-        self.micro = self.grab = self.step = 0
+        self.micro = self.grab = self.step = self.fwd = 0
 
     def local(self, names, grads, parts=None):
         """Micro-step m's local gradients (None: the parameter got none). parts[i], when given with two or more
@@ -71,6 +74,12 @@ class Recorder:
                 write_tensors(d, [("%s.part%d" % (n, k + 1), t) for k, t in enumerate(pieces)])
         self.micro += 1
 
+    def buffers(self, which, named):
+        """The module's buffers as forward k began (which "seen") or ended ("after", then k moves on)."""
+        write_tensors(os.path.join(self.root, "rank%d" % self.rank, "fwd%d" % self.fwd, which), named)
+        if which == "after":
+            self.fwd += 1
+
     def _impl(self, what, named):
         write_tensors(os.path.join(self.root, self.impl, "rank%d" % self.rank, what), named)
 
@@ -85,15 +94,18 @@ class Recorder:
             self.step += 1
 
 
-def write_manifest(root, ranks, impl, recorded_by, model, named_params, ddp, zero_grad, lr, ops):
+def write_manifest(root, ranks, impl, recorded_by, model, named_params, ddp, zero_grad, lr, ops,
+                   named_buffers=()):
     """root/manifest.json; ddp: bucket_cap, first_bucket_cap, find_unused_parameters,
-    gradient_as_bucket_view, find_unused_rule."""
+    gradient_as_bucket_view, find_unused_rule, broadcast_buffers."""
     manifest = {
         "format": "ddpsim-record", "version": 1, "ranks": ranks, "impl": impl, "recorded_by": recorded_by,
         "model": model,
         "params": [{"name": n, "shape": record_shape(p.shape)} for n, p in named_params],
         "ddp": ddp, "zero_grad": zero_grad, "optimizer": {"type": "sgd", "lr": lr}, "ops": ops,
     }
+    if named_buffers:
+        manifest["buffers"] = [{"name": n, "shape": record_shape(b.shape)} for n, b in named_buffers]
     os.makedirs(root, exist_ok=True)
     with open(os.path.join(root, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)

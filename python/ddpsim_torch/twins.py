@@ -1,5 +1,6 @@
 """The torch twins of ddpsim's models: the same parameter names, shapes,
-order and math as models/mlp.c, models/branchy.c and models/attn.c, and the
+order and math as models/mlp.c, models/branchy.c, models/attn.c and
+models/bn.c (with BatchNorm's buffers), and the
 batches ddpsim prepared for them turned into (inputs, targets).
 
 The twins do not have to give ddpsim's bits: the check replays the
@@ -16,12 +17,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-FAMILIES = {"mlp": "32-64-64-16", "branchy": "8-16-4", "attn": "32-8-16"}
-_SPEC = re.compile(r"^(mlp|branchy|attn)(?::([0-9]+(?:-[0-9]+)*))?$")
+FAMILIES = {"mlp": "32-64-64-16", "branchy": "8-16-4", "attn": "32-8-16", "bn": "16-32-8"}
+_SPEC = re.compile(r"^(mlp|branchy|attn|bn)(?::([0-9]+(?:-[0-9]+)*))?$")
 
 
 def is_ddpsim_spec(spec):
-    """Whether spec names one of ddpsim's own models (mlp:..., branchy, attn), not MODULE:FUNC."""
+    """Whether spec names one of ddpsim's own models (mlp:..., branchy, attn, bn), not MODULE:FUNC."""
     return bool(_SPEC.match(spec))
 
 
@@ -113,10 +114,25 @@ class Attn(nn.Module):
         return self.head(self.lnf(x2))
 
 
+class BN(nn.Module):
+    """bn:IN-H-OUT: fc2(tanh(bn(fc1(x)))), bn a BatchNorm1d in train mode: its running statistics are the
+    buffers DDP's broadcast_buffers sends. They start as PyTorch's (0, 1, 0) on every rank."""
+
+    def __init__(self, dims):
+        super().__init__()
+        i, h, o = dims
+        self.fc1 = nn.Linear(i, h)
+        self.bn = nn.BatchNorm1d(h)
+        self.fc2 = nn.Linear(h, o)
+
+    def forward(self, x):
+        return self.fc2(torch.tanh(self.bn(self.fc1(x))))
+
+
 def build(spec):
     """The twin of a ddpsim model spec."""
     family, dims = _dims(spec)
-    return {"mlp": MLP, "branchy": Branchy, "attn": Attn}[family](dims)
+    return {"mlp": MLP, "branchy": Branchy, "attn": Attn, "bn": BN}[family](dims)
 
 
 def load_init(module, init_dir):

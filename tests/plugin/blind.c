@@ -34,6 +34,9 @@
  *   -DBLIND_SHARDED_STEP       a ZeRO-1 optimizer that always shards the
  *                              update, even on rank-local gradients
  *                                                             (zero-and-step)
+ *   -DBLIND_BUFFERS_EVERY_FORWARD  rank 0's buffers before every forward,
+ *                              inside no_sync too, where PyTorch 1.13 skips
+ *                              all but the first                (buffers)
  *
  * tests/test_battery.c runs each: classic passes it, its scenario fails it.
  */
@@ -190,7 +193,13 @@ static void b_destroy(void *state)
     sddp_destroy(d);
 }
 
-static int b_forward_begin(void *state, int no_sync) { return sddp_forward_begin(state, no_sync); }
+static int b_forward_begin(void *state, int no_sync)
+{
+#if defined(BLIND_BUFFERS_EVERY_FORWARD)
+    ((sddp *)state)->sync_buffers = 1; /* whatever the forward before did */
+#endif
+    return sddp_forward_begin(state, no_sync);
+}
 
 static int b_enter(void *state)
 {
@@ -325,6 +334,8 @@ static int b_optimizer_step(void *state, int *owned)
 #define NAME "blind-sync-at-step"
 #elif defined(BLIND_SHARDED_STEP)
 #define NAME "blind-sharded-step"
+#elif defined(BLIND_BUFFERS_EVERY_FORWARD)
+#define NAME "blind-buffers-every-forward"
 #else
 #error "build with one of the -DBLIND_... of this file's header"
 #endif

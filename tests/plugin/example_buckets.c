@@ -40,6 +40,7 @@ typedef struct xb {
     bucket *b;
     unsigned char *alias;  /* gradient_as_bucket_view: .grad is its bucket's view since a sync */
     int fwd_sync, rebuilt, *order, norder;
+    int sync_buffers; /* the next forward broadcasts the buffers (broadcast_buffers, as example_impl.c) */
     /* the communication thread */
     pthread_t thread;
     pthread_mutex_t mu;
@@ -109,6 +110,14 @@ static void *comm_main(void *arg)
     return NULL;
 }
 
+/* Rank 0's buffers to every rank; services of version 3 have them. */
+static int xb_broadcast_buffers(const ddpsim_services *svc)
+{
+    if (svc->version < 3 || !svc->nbuffers)
+        return 0;
+    return svc->broadcast(svc->env, svc->all_buffers, svc->buffers_count * sizeof(float), 0);
+}
+
 static int xb_create(const ddpsim_services *svc, void **state)
 {
     if (svc->version < 2)
@@ -132,6 +141,9 @@ static int xb_create(const ddpsim_services *svc, void **state)
     for (int p = 0; p < x->np; p++)
         if (svc->broadcast(svc->env, svc->params[p].data, svc->params[p].count * sizeof(float), 0))
             return -1;
+    x->sync_buffers = 1;
+    if (xb_broadcast_buffers(svc))
+        return -1;
     if (lay_out(x, NULL, 0))
         return -1;
     pthread_mutex_init(&x->mu, NULL);
@@ -162,6 +174,9 @@ static void xb_destroy(void *state)
 static int xb_forward_begin(void *state, int no_sync_active)
 {
     xb *x = state;
+    if (x->sync_buffers && x->svc->broadcast_buffers && xb_broadcast_buffers(x->svc))
+        return -1;
+    x->sync_buffers = !no_sync_active;
     x->fwd_sync |= !no_sync_active; /* armed by a forward outside no_sync, until a backward syncs */
     pthread_mutex_lock(&x->mu);
     x->launched = x->done = 0;

@@ -6,7 +6,10 @@
  *     cc -shared -fPIC $(pkg-config --cflags ddpsim) -o libexample_impl.so example_impl.c
  *     ddpsim --ranks 4 --impl ./libexample_impl.so
  *
- * What it does: broadcasts the parameters at create; a forward outside
+ * What it does: broadcasts the parameters (and the buffers) at create;
+ * a forward first broadcasts rank 0's buffers when the forward before it
+ * ran outside no_sync (broadcast_buffers, PyTorch 1.13 distributed.py
+ * forward: require_forward_param_sync); a forward outside
  * no_sync arms the next backward's sync and a forward inside it leaves the
  * arming alone (PyTorch 1.13 distributed.py forward: prepare_for_backward);
  * at the end of an armed backward it disarms, multiplies every gradient by
@@ -21,7 +24,16 @@
 typedef struct example {
     const ddpsim_services *svc;
     int sync_this_backward;
+    int sync_buffers; /* the next forward broadcasts the buffers */
 } example;
+
+/* Rank 0's buffers (BatchNorm's running statistics) to every rank; services of version 3 have them. */
+static int ex_broadcast_buffers(const ddpsim_services *svc)
+{
+    if (svc->version < 3 || !svc->nbuffers)
+        return 0;
+    return svc->broadcast(svc->env, svc->all_buffers, svc->buffers_count * sizeof(float), 0);
+}
 
 static int ex_create(const ddpsim_services *svc, void **state)
 {
@@ -37,7 +49,8 @@ static int ex_create(const ddpsim_services *svc, void **state)
     for (int p = 0; p < svc->nparams; p++)
         if (svc->broadcast(svc->env, svc->params[p].data, svc->params[p].count * sizeof(float), 0))
             return -1;
-    return 0;
+    ex->sync_buffers = 1;
+    return ex_broadcast_buffers(svc);
 }
 
 static void ex_destroy(void *state)
@@ -47,7 +60,11 @@ static void ex_destroy(void *state)
 
 static int ex_forward_begin(void *state, int no_sync_active)
 {
-    ((example *)state)->sync_this_backward |= !no_sync_active;
+    example *ex = state;
+    if (ex->sync_buffers && ex->svc->version >= 3 && ex->svc->broadcast_buffers && ex_broadcast_buffers(ex->svc))
+        return -1;
+    ex->sync_buffers = !no_sync_active;
+    ex->sync_this_backward |= !no_sync_active;
     return 0;
 }
 

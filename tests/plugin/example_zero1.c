@@ -29,12 +29,21 @@
 typedef struct zero1 {
     const ddpsim_services *svc;
     int sync_this_backward;
+    int sync_buffers;    /* the next forward broadcasts the buffers (broadcast_buffers, as example_impl.c) */
     int grads_agree;     /* every rank holds the same gradients: after a sync or a zero_grad, not after a no_sync backward */
     int params_agree;    /* every rank holds the same parameters: until a step on rank-local gradients */
     size_t total, shard; /* parameters in all; per rank (the last rank's slice may be short) */
     float *flat;         /* every rank's slice, gathered: world_size * shard floats */
     float *mine;         /* this rank's updated slice */
 } zero1;
+
+/* Rank 0's buffers to every rank; services of version 3 have them. */
+static int z_broadcast_buffers(const ddpsim_services *svc)
+{
+    if (svc->version < 3 || !svc->nbuffers)
+        return 0;
+    return svc->broadcast(svc->env, svc->all_buffers, svc->buffers_count * sizeof(float), 0);
+}
 
 static int z_create(const ddpsim_services *svc, void **state)
 {
@@ -57,7 +66,8 @@ static int z_create(const ddpsim_services *svc, void **state)
     for (int p = 0; p < svc->nparams; p++)
         if (svc->broadcast(svc->env, svc->params[p].data, svc->params[p].count * sizeof(float), 0))
             return -1;
-    return 0;
+    z->sync_buffers = 1;
+    return z_broadcast_buffers(svc);
 }
 
 static void z_destroy(void *state)
@@ -72,7 +82,11 @@ static void z_destroy(void *state)
 
 static int z_forward_begin(void *state, int no_sync_active)
 {
-    ((zero1 *)state)->sync_this_backward |= !no_sync_active; /* armed until a backward syncs */
+    zero1 *z = state;
+    if (z->sync_buffers && z->svc->version >= 3 && z->svc->broadcast_buffers && z_broadcast_buffers(z->svc))
+        return -1;
+    z->sync_buffers = !no_sync_active;
+    z->sync_this_backward |= !no_sync_active; /* armed until a backward syncs */
     return 0;
 }
 

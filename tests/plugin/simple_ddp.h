@@ -9,6 +9,9 @@
  * and sums the whole gradient buffer across ranks in one call; with
  * find_unused_parameters a parameter no rank used since the last sync keeps
  * its local gradient. Summed in rank order this gives the reference's bits.
+ * Buffers (services of version 3) are broadcast from rank 0 at create and
+ * before a forward when the forward before it ran outside no_sync
+ * (broadcast_buffers: require_forward_param_sync).
  *
  * A plugin changes one thing through the hooks: how the sum is taken (the
  * correct reorderings of reorder.c) or one deliberate bug (blind.c).
@@ -38,6 +41,7 @@ struct sddp {
     int no_sync;                  /* nested no_sync contexts open */
     int armed;                    /* the next backward syncs */
     int fwd_pending;              /* a forward ran that no backward followed yet */
+    int sync_buffers;             /* the next forward broadcasts the buffers */
     int synced;                   /* the last backward synced */
     unsigned syncs;               /* syncs so far */
     unsigned char *used_now;      /* got a gradient in this backward */
@@ -50,6 +54,15 @@ struct sddp {
 static inline int sddp_fail(sddp *d, const char *msg)
 {
     return d->svc->set_error(d->svc->env, msg);
+}
+
+/* Rank 0's buffers (BatchNorm's running statistics) to every rank; services of version 3 have them. */
+static inline int sddp_broadcast_buffers(sddp *d)
+{
+    const ddpsim_services *svc = d->svc;
+    if (svc->version < 3 || !svc->nbuffers)
+        return 0;
+    return svc->broadcast(svc->env, svc->all_buffers, svc->buffers_count * sizeof(float), 0);
 }
 
 static inline int sddp_create(const ddpsim_services *svc, const sddp_hooks *hooks, sddp **out)
@@ -70,7 +83,8 @@ static inline int sddp_create(const ddpsim_services *svc, const sddp_hooks *hook
     for (int p = 0; p < svc->nparams; p++) /* DDP's constructor */
         if (svc->broadcast(svc->env, svc->params[p].data, svc->params[p].count * sizeof(float), 0))
             return -1;
-    return 0;
+    d->sync_buffers = 1;
+    return sddp_broadcast_buffers(d);
 }
 
 static inline void sddp_destroy(sddp *d)
@@ -86,6 +100,9 @@ static inline void sddp_destroy(sddp *d)
 
 static inline int sddp_forward_begin(sddp *d, int no_sync_active)
 {
+    if (d->sync_buffers && d->svc->version >= 3 && d->svc->broadcast_buffers && sddp_broadcast_buffers(d))
+        return -1;
+    d->sync_buffers = !no_sync_active;
     d->armed |= !no_sync_active;
     d->fwd_pending = 1;
     memset(d->used_now, 0, (size_t)d->svc->nparams);

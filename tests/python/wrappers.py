@@ -28,7 +28,9 @@ class HookDDP(nn.Module):
     """The correct wrapper: a forward outside no_sync arms the next backward's sync and a forward inside it
     leaves the arming alone, as PyTorch's DDP (1.13 distributed.py forward calls prepare_for_backward outside
     no_sync only; finalize_backward disarms); a syncing backward averages the accumulated .grad of every
-    parameter. no_sync() restores the state it found, so nested contexts work."""
+    parameter. no_sync() restores the state it found, so nested contexts work. Buffers (BatchNorm's running
+    statistics) come from rank 0 before a forward when the forward before it ran outside no_sync, as DDP's
+    broadcast_buffers does (1.13 distributed.py: require_forward_param_sync)."""
 
     def __init__(self, module):
         super().__init__()
@@ -40,6 +42,7 @@ class HookDDP(nn.Module):
         self.queued = False
         self.syncs = 0
         self.in_no_sync = False
+        self.buffers_next = True  # the next forward takes rank 0's buffers
         self.params = list(self.module.parameters())
         self.seen = set()         # parameters that got a gradient in this backward
         for i, p in enumerate(self.params):
@@ -83,6 +86,11 @@ class HookDDP(nn.Module):
         summed.div_(self.world)
 
     def forward(self, *args, **kwargs):
+        if self.buffers_next:
+            with torch.no_grad():
+                for b in self.module.buffers():
+                    dist.broadcast(b, 0)
+        self.buffers_next = not self.in_no_sync
         self.sync_this = self.sync_this or not self.in_no_sync
         self.seen.clear()
         return self.module(*args, **kwargs)
@@ -247,6 +255,12 @@ def no_no_sync(module):
 
 
 not_a_function = 42
+
+
+def ddp_no_broadcast_buffers(module, **ddp_options):
+    """PyTorch's DDP with broadcast_buffers=False: each rank's running statistics are its own (the buffers
+    scenario must fail it, naming the buffer)."""
+    return nn.parallel.DistributedDataParallel(module, broadcast_buffers=False, **ddp_options)
 
 
 def ddp_static_graph(module, **ddp_options):
