@@ -113,6 +113,14 @@ expect 0 "verdict: PASS" "bn: bucketed broadcasts the buffers as PyTorch does" -
 expect 1 "first divergence: grab 1 (after no_sync fwd+bwd (2 acc)), rank 1, buffer bn.running_mean, element 0" "bn: buffers never broadcast before a forward are caught and named" -- --ranks 3 --impl no-buffer-broadcast --scenario buffers
 expect 0 "verdict: PASS" "--broadcast-buffers off: the reference and bucketed agree without the broadcasts" -- --ranks 3 --model bn --impl bucketed --broadcast-buffers off
 expect 0 "verdict: PASS" "--broadcast-buffers off: the reference broadcasts none either, so never broadcasting passes" -- --ranks 3 --impl no-buffer-broadcast --scenario buffers --broadcast-buffers off
+tmpb=$(mktemp -d) || exit 99
+"$DDPSIM" --ranks 3 --impl no-buffer-broadcast --scenario buffers --record "$tmpb/r" >/dev/null 2>&1
+expect 1 "rank 1, buffer bn.running_mean, element 0" "ddpsim check replays broadcast_buffers on a recording" -- check "$tmpb/r"
+"$DDPSIM" --ranks 3 --impl bucketed --scenario buffers --record "$tmpb/ok" >/dev/null 2>&1
+expect 0 "verdict: PASS" "... and passes a correct one's" -- check "$tmpb/ok"
+rm "$tmpb/ok/rank1/fwd2/seen/bn.running_var.npy"
+expect 2 "rank1/fwd2/seen/bn.running_var.npy" "... and a recording missing a buffer's file is bad input" -- check "$tmpb/ok"
+rm -rf "$tmpb"
 expect 2 "batch norm in train mode needs a batch of at least 2 rows" "bn with a batch of one is refused before any rank starts" -- --model bn --batch 1
 expect 2 "was built for interface version 1, which cannot see them; rebuild it against version 3" "bn with a version-1 plugin is refused" -- --model bn --impl "$bplug/libv1_plugin.so"
 expect 2 "--broadcast-buffers" "--broadcast-buffers takes on or off" -- --model bn --broadcast-buffers maybe

@@ -172,24 +172,14 @@ static void param_shape(const record_run *r, int p, size_t shape[MODEL_MAX_NDIM]
         shape[k] = (size_t)r->decls[p].shape[k];
 }
 
-/* Every buffer's file in DIR/what/. */
-static ddp_status check_buffer_files(const record_run *r, const char *what)
+/*
+ * The files in DIR/what/ of declarations [lo, hi): parameters below
+ * nparams, buffers from there (with used, only the used parameters').
+ */
+static ddp_status check_files(const record_run *r, const char *what, const unsigned char *used, int lo, int hi)
 {
     char path[RECORD_PATH_LEN];
-    for (int p = r->nparams; p < r->nparams + r->nbuffers; p++) {
-        size_t shape[MODEL_MAX_NDIM];
-        param_shape(r, p, shape);
-        snprintf(path, sizeof path, "%s/%s/%s.npy", r->dir, what, r->names[p]);
-        DDP_CHECK(npy_check_header(path, NPY_F4, shape, r->decls[p].ndim));
-    }
-    return DDP_OK;
-}
-
-/* Every parameter's file in DIR/what/ (or, with used, only those used names). */
-static ddp_status check_files(const record_run *r, const char *what, const unsigned char *used)
-{
-    char path[RECORD_PATH_LEN];
-    for (int p = 0; p < r->nparams; p++) {
+    for (int p = lo; p < hi; p++) {
         if (used && !used[p])
             continue;
         size_t shape[MODEL_MAX_NDIM];
@@ -271,9 +261,8 @@ static ddp_status check_all(const record_run *r)
 {
     char what[PATH_MAX];
     unsigned char used[MODEL_MAX_PARAMS];
-    DDP_CHECK(check_files(r, "init", NULL));
-    if (r->nbuffers)
-        DDP_CHECK(check_buffer_files(r, "init"));
+    int np = r->nparams, all = r->nparams + r->nbuffers;
+    DDP_CHECK(check_files(r, "init", NULL, 0, all));
     for (int rank = 0; rank < r->nranks; rank++) {
         uint64_t micro = 0, grab = 0, step = 0, fwd = 0;
         for (size_t i = 0; i < r->schedule.nops; i++) {
@@ -282,28 +271,28 @@ static ddp_status check_all(const record_run *r)
                 for (int k = 0; k < 2 && r->nbuffers; k++) {
                     snprintf(what, sizeof what, "rank%d/fwd%llu/%s", rank, (unsigned long long)fwd,
                              k ? "after" : "seen");
-                    DDP_CHECK(check_buffer_files(r, what));
+                    DDP_CHECK(check_files(r, what, NULL, np, all));
                 }
                 fwd++;
                 break;
             case OP_BWD:
                 DDP_CHECK(record_used(r, rank, micro, used));
                 snprintf(what, sizeof what, "rank%d/micro%llu", rank, (unsigned long long)micro++);
-                DDP_CHECK(check_files(r, what, used));
+                DDP_CHECK(check_files(r, what, used, 0, np));
                 break;
             case OP_GRAB:
                 snprintf(what, sizeof what, "%s/rank%d/grab%llu", r->impl, rank, (unsigned long long)grab++);
-                DDP_CHECK(check_files(r, what, NULL));
+                DDP_CHECK(check_files(r, what, NULL, 0, np));
                 break;
             case OP_STEP:
                 snprintf(what, sizeof what, "%s/rank%d/step%llu", r->impl, rank, (unsigned long long)step++);
-                DDP_CHECK(check_files(r, what, NULL));
+                DDP_CHECK(check_files(r, what, NULL, 0, np));
                 break;
             default: break;
             }
         }
         snprintf(what, sizeof what, "%s/rank%d/end", r->impl, rank);
-        DDP_CHECK(check_files(r, what, NULL));
+        DDP_CHECK(check_files(r, what, NULL, 0, np));
     }
     return DDP_OK;
 }

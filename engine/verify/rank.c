@@ -217,13 +217,14 @@ static ddp_status run_backward(rank_ctx *c)
 }
 
 /* --record: the implementation's buffers as this forward began ("seen") or ended ("after"), record.h's layout. */
-static ddp_status record_buffers(rank_ctx *c, const char *which)
+static ddp_status record_buffers(rank_ctx *c, const char *which, int ended)
 {
     if (!c->cfg->record_dir || !model_nbuffers(c->impl.m))
         return DDP_OK;
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s/rank%d/fwd%llu/%s", c->cfg->record_dir, c->rank,
              (unsigned long long)c->nfwd_recorded, which);
+    c->nfwd_recorded += ended;
     DDP_CHECK(dump_mkdirs(dir));
     return dump_write_buffer_tensors(dir, c->impl.m, model_buffers(c->impl.m));
 }
@@ -244,19 +245,15 @@ static ddp_status run_forward(rank_ctx *c)
     size_t nbuf = model_buffers_size(im->m);
     c->shared = memcmp(model_weights(c->ref.m), model_weights(im->m), model_size(im->m) * sizeof(float)) == 0 &&
                 (nbuf == 0 || memcmp(model_buffers(c->ref.m), model_buffers(im->m), nbuf * sizeof(float)) == 0);
+    DDP_CHECK(record_buffers(c, "seen", 0));
     DDP_CHECK(model_forward(c->ref.m, &c->batch, NULL));
     ddp_ref_forward_end(c->ref.ddp);
-    DDP_CHECK(record_buffers(c, "seen"));
-    ddp_status s = DDP_OK;
     if (!c->shared)
-        s = model_forward(im->m, &c->batch, NULL);
+        DDP_CHECK(model_forward(im->m, &c->batch, NULL));
     else if (nbuf)
         memcpy(model_buffers(im->m), model_buffers(c->ref.m), nbuf * sizeof(float));
     c->fig->compute_ns += clock_now_ns() - t0;
-    DDP_CHECK(s);
-    DDP_CHECK(record_buffers(c, "after"));
-    c->nfwd_recorded += nbuf && c->cfg->record_dir;
-    return DDP_OK;
+    return record_buffers(c, "after", 1);
 }
 
 /* The batch of forward b on `rank`: seeded, or read from the inputs directory. */
