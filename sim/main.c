@@ -91,10 +91,10 @@ static int run_verification(ddpsim_options *opt)
 static int list_impls(void)
 {
     printf("# built-in implementations (--impl NAME); a plugin is given by its path\n");
-    printf("#%-27s %-8s %s\n", "name", "kind", "description [source]");
+    printf("#%-30s %-8s %s\n", "name", "kind", "description [source]");
     for (int i = 0; i < impl_builtin_count(); i++) {
         const impl_entry *e = impl_builtin_at(i);
-        printf(" %-27s %-8s %s", e->ops->name, e->is_mutant ? "bug" : "correct", e->ops->description);
+        printf(" %-30s %-8s %s", e->ops->name, e->is_mutant ? "bug" : "correct", e->ops->description);
         if (e->source[0])
             printf(" [%s]", e->source);
         printf("%s\n", e->bitwise_only ? " (visible only bitwise)" : "");

@@ -20,7 +20,7 @@ int mutants_main(const ddpsim_options *opt)
         printf(" %d %s%s", i + 1, battery_at(i)->name, i + 1 < battery_count() ? "," : "\n");
     printf("# x: the scenario caught it; bitwise only: its first divergence passes --tolerance %s\n",
            CATALOGUE_LOOSE_TOLERANCE);
-    printf("#%-27s %-7s ", "implementation", "result");
+    printf("#%-30s %-7s ", "implementation", "result");
     for (int i = 0; i < battery_count(); i++)
         printf("%-3d", i + 1);
     printf(" %-16s %-44s %s\n", "first catch", "first divergence", "bitwise only");
@@ -32,7 +32,7 @@ int mutants_main(const ddpsim_options *opt)
         catalogue_run(&opt->run, &opt->given, e->ops, &o);
         int failed = o.first >= 0;
         const char *result = e->is_mutant ? (failed ? "caught" : "MISSED") : (failed ? "FAILED" : "passes");
-        printf(" %-27s %-7s ", e->ops->name, result);
+        printf(" %-30s %-7s ", e->ops->name, result);
         for (int k = 0; k < battery_count(); k++)
             printf("%-3s", o.caught[k] ? "x" : ".");
         const char *only = "-";

@@ -141,9 +141,9 @@ static void print_disagreement(const ddpsim_options *opt, const judgement *s)
     const char *pname = "?";
     if (m)
         pname = model_param_at(m, a->param)->name;
-    fprintf(opt->out, "# ranks disagree: after the syncing backward at op %zu, parameter %s, element %llu: rank 0 has "
+    fprintf(opt->out, "# ranks disagree: after the syncing backward at op %zu, parameter %s, element %llu: rank %d has "
                       "%.9g, rank %d has %.9g (%u ulp)\n",
-            a->op, pname, (unsigned long long)a->index, (double)a->rank0, s->disagree_rank, (double)a->mine,
+            a->op, pname, (unsigned long long)a->index, a->base, (double)a->rank0, s->disagree_rank, (double)a->mine,
             tol_ulp_distance(a->rank0, a->mine));
     layout_put(opt, m);
 }
@@ -243,8 +243,9 @@ static int write_json(const ddpsim_options *opt, const verify_result *res, const
             jsonw_string(f, ck->label);
             fprintf(f, ", \"synced\": %s, \"rank\": %d, \"max_abs_diff\": ", rec->synced == 1 ? "true" : "false", r);
             jsonw_number(f, rec->max_abs);
-            fprintf(f, ", \"max_ulp\": %u, \"nonfinite\": %llu, \"match\": %s}", rec->max_ulp,
-                    (unsigned long long)rec->nonfinite, judge_record_ok(rec) ? "true" : "false");
+            fprintf(f, ", \"max_ulp\": %u, \"nonfinite\": %llu, \"match\": %s, \"ran_out\": %s}", rec->max_ulp,
+                    (unsigned long long)rec->nonfinite, judge_record_ok(rec) ? "true" : "false",
+                    rec->joined ? "true" : "false");
         }
     fprintf(f, "\n ],\n \"first_divergence\": ");
     model *m = NULL;
@@ -270,7 +271,7 @@ static int write_json(const ddpsim_options *opt, const verify_result *res, const
         const verify_agreement *a = s->disagree;
         fprintf(f, "{\"op\": %zu, \"rank\": %d, \"param\": ", a->op, s->disagree_rank);
         jsonw_string(f, model_param_at(m, a->param)->name);
-        fprintf(f, ", \"index\": %llu, \"rank0\": ", (unsigned long long)a->index);
+        fprintf(f, ", \"index\": %llu, \"base_rank\": %d, \"rank0\": ", (unsigned long long)a->index, a->base);
         jsonw_number(f, a->rank0);
         fprintf(f, ", \"value\": ");
         jsonw_number(f, a->mine);
@@ -398,8 +399,13 @@ int report_verification(const ddpsim_options *opt, const verify_result *res)
     tol_format(&opt->run.tol, tol, sizeof tol);
     switch (s.verdict) {
     case JUDGE_PASS:
-        fprintf(opt->out, "# verdict: PASS (%zu grabs and %zu parameter checks x %d ranks match, %s)\n", res->ngrabs,
-                s.params_checked, res->nranks, tol);
+        if (s.joined_records)
+            fprintf(opt->out, "# verdict: PASS (%zu grabs and %zu parameter checks x %d ranks match, %s; %zu of them "
+                              "a rank did not reach, having run out of inputs)\n",
+                    res->ngrabs, s.params_checked, res->nranks, tol, s.joined_records);
+        else
+            fprintf(opt->out, "# verdict: PASS (%zu grabs and %zu parameter checks x %d ranks match, %s)\n",
+                    res->ngrabs, s.params_checked, res->nranks, tol);
         break;
     case JUDGE_REFERENCE_BAD:
         fprintf(opt->out, "# verdict: FAIL (the reference failed its own sanity checks: a bug in ddpsim; nothing else "

@@ -14,7 +14,7 @@ trap 'rm -f "$out" "$err" "$sched_file"' EXIT
 segments() { ls /dev/shm 2>/dev/null | grep -c '^ddpsim-'; }
 shm_before=$(segments)
 
-expect 0 "verdict: PASS (17 of 17 scenarios" "ddpsim --ranks 4 passes the battery" -- --ranks 4
+expect 0 "verdict: PASS (19 of 19 scenarios" "ddpsim --ranks 4 passes the battery" -- --ranks 4
 grep -q "note: N = 4 is a power of two" "$out" && ok "at 4 ranks the battery says which bugs need 3 or 5" ||
     bad "at 4 ranks the battery says which bugs need 3 or 5"
 expect 0 "verdict: PASS" "the battery at 3 ranks" -- --ranks 3 -q
@@ -79,13 +79,13 @@ expect 2 "Try 'ddpsim --help'" "errors point to --help" -- --batch 0
 # fails bitwise at 3; without --comm-hook the same compression is a bug even under the order tolerance.
 hookp=${PLUGIN_DIR:-$(dirname "$0")/plugin}/libreorder_fp16.so
 for h in allreduce fp16 bf16; do
-    expect 0 "verdict: PASS (17 of 17 scenarios" "--comm-hook $h: bucketed passes the battery bitwise" -- --ranks 3 --comm-hook $h --impl bucketed
+    expect 0 "verdict: PASS (17 of 19 scenarios" "--comm-hook $h: bucketed passes the battery bitwise" -- --ranks 3 --comm-hook $h --impl bucketed
 done
 expect 0 "comm hook fp16" "--comm-hook: the header says so" -- --ranks 2 --comm-hook fp16 --scenario classic
-expect 0 "verdict: PASS (17 of 17 scenarios" "--comm-hook fp16 --algo exact" -- --ranks 3 --comm-hook fp16 --algo exact --impl bucketed
-expect 0 "verdict: PASS (17 of 17 scenarios, 118 grabs x 2 ranks, bitwise)" "an independent float16 DDP matches bitwise at 2 ranks" -- --ranks 2 --comm-hook fp16 --impl "$hookp"
-expect 0 "verdict: PASS (17 of 17 scenarios" "... and the order tolerance at 3 ranks" -- --ranks 3 --comm-hook fp16 --impl "$hookp" --tolerance order
-expect 0 "verdict: PASS (17 of 17 scenarios" "... and at 5 ranks" -- --ranks 5 --comm-hook fp16 --impl "$hookp" --tolerance order
+expect 0 "verdict: PASS (17 of 19 scenarios" "--comm-hook fp16 --algo exact" -- --ranks 3 --comm-hook fp16 --algo exact --impl bucketed
+expect 0 "verdict: PASS (17 of 19 scenarios, 118 grabs x 2 ranks, bitwise; not run here" "an independent float16 DDP matches bitwise at 2 ranks" -- --ranks 2 --comm-hook fp16 --impl "$hookp"
+expect 0 "verdict: PASS (17 of 19 scenarios" "... and the order tolerance at 3 ranks" -- --ranks 3 --comm-hook fp16 --impl "$hookp" --tolerance order
+expect 0 "verdict: PASS (17 of 19 scenarios" "... and at 5 ranks" -- --ranks 5 --comm-hook fp16 --impl "$hookp" --tolerance order
 expect 1 "verdict: FAIL" "... bitwise tells its order apart at 3 ranks" -- --ranks 3 --comm-hook fp16 --impl "$hookp" --scenario classic
 expect 1 "first divergence: grab 2 (after fwd+bwd (3 acc)), rank 0, parameter 0.weight" "a compression nobody asked for fails under the order tolerance" -- --ranks 3 --impl "$hookp" --tolerance order --scenario classic
 expect 2 "not ring: give --algo ordered or exact" "--comm-hook fp16 with --algo ring" -- --comm-hook fp16 --algo ring
@@ -101,7 +101,7 @@ expect 1 "verdict: FAIL" "... and the same recording judged without the hook fai
 rm -rf "$tmph"
 
 # static_graph: the same gradients; what torch 1.13 cannot run with it is refused (python.sh checks that on torch).
-expect 0 "verdict: PASS (9 of 17 scenarios, 63 grabs x 3 ranks, bitwise; not run here, each row says why: window-2, window-5, buckets, odd-sizes, find-unused, tail-window, buffers, ends-in-window)" "--static-graph: the battery, less what 1.13 cannot run" -- --ranks 3 --static-graph --impl bucketed
+expect 0 "verdict: PASS (9 of 19 scenarios, 63 grabs x 3 ranks, bitwise; not run here, each row says why: window-2, window-5, buckets, odd-sizes, find-unused, tail-window, buffers, ends-in-window, uneven, uneven-divide)" "--static-graph: the battery, less what 1.13 cannot run" -- --ranks 3 --static-graph --impl bucketed
 expect 2 "op 4 (bwd) is a backward no sync armed, through a forward between the first and the second syncing forward" "--static-graph: a no_sync micro-step after the first sync" -- --static-graph --schedule "fwd bwd nosync{fwd bwd} grab"
 expect 0 "verdict: PASS" "--static-graph: the same micro-step after the second sync runs" -- --static-graph --schedule "fwd bwd fwd bwd nosync{fwd bwd} grab"
 expect 2 "static_graph requires the same graph every iteration" "--static-graph with branchy" -- --static-graph --model branchy --find-unused --schedule "fwd bwd grab fwd bwd grab"
@@ -125,9 +125,31 @@ expect 2 "batch norm in train mode needs a batch of at least 2 rows" "bn with a 
 expect 2 "was built for interface version 1, which cannot see them; rebuild it against version 3" "bn with a version-1 plugin is refused" -- --model bn --impl "$bplug/libv1_plugin.so"
 expect 2 "--broadcast-buffers" "--broadcast-buffers takes on or off" -- --model bn --broadcast-buffers maybe
 
+# Uneven inputs (PyTorch's model.join()): the battery's uneven scenarios pass above; join's catalogue bugs are
+# caught there (--mutants below). Without join, a rank that runs out is a named deadlock, not a hang.
+uneven='fwd bwd grab step zero [3, -1:1]*( fwd bwd grab step zero ) fwd bwd grab step'
+expect 3 "rank 3 ran out of inputs after 1 of 3 iterations of the uneven repetition at line 1, column 24, outside join" "uneven inputs without join: a named deadlock" -- --ranks 4 --schedule "$uneven"
+expect 0 "verdict: PASS" "... and inside join every rank gets through, bucketed too" -- --ranks 4 --impl bucketed --schedule "fwd bwd grab step zero join{ [3, -1:1]*( fwd bwd grab step zero ) } fwd bwd grab step"
+expect 0 "verdict: PASS" "join under chaos, rank 0 out first, 5 ranks, bucketed" -- --ranks 5 --impl bucketed --chaos 7 --model bn --schedule "fwd bwd grab step zero join{ [3, 0:1, 2:2]*( nosync{fwd bwd} fwd bwd grab step zero ) } fwd bwd grab"
+expect 1 "first divergence: grab 4 (after fwd+bwd (2 acc)), rank 0, parameter fc1.weight" "a join that divides by the ranks running is caught" -- --ranks 3 --impl join-divides-by-running --scenario uneven
+expect 3 "ranks disagree on a collective" "a join that shadows no_sync forwards with allreduces: the collectives are named" -- --ranks 3 --impl join-ignores-no-sync --scenario uneven
+expect 2 "names rank 7, but the run has 4 ranks" "an uneven count naming a rank the run lacks, before any rank starts" -- --ranks 4 --schedule "fwd bwd [2, 7:1]*( fwd bwd )"
+expect 2 "inside join, an uneven repetition must end the block" "join: a rank that runs out would go on alone" -- --schedule "fwd bwd join{ [2, 1:1]*( fwd bwd ) grab }"
+expect 2 "(interface version 4), and '$bplug/libexample_impl.so' leaves them NULL" "join with a plugin that has no join callbacks" -- --ranks 2 --impl "$bplug/libexample_impl.so" --scenario uneven-divide
+expect 2 "join{...} with --comm-hook" "join with a communication hook is refused" -- --ranks 2 --comm-hook allreduce --scenario uneven
+tmpj=$(mktemp -d) || exit 99
+"$DDPSIM" --ranks 4 --impl join-final-sync-skips-buffers --scenario uneven --record "$tmpj/r" >/dev/null 2>&1
+expect 1 "buffer bn.running_mean" "ddpsim check replays join on a recording: the last joiner's buffers" -- check "$tmpj/r"
+"$DDPSIM" --ranks 4 --impl bucketed --scenario uneven --record "$tmpj/ok" >/dev/null 2>&1
+expect 0 "verdict: PASS" "... and passes a correct one's" -- check "$tmpj/ok"
+[ ! -e "$tmpj/ok/bucketed/rank3/grab3" ] && [ -e "$tmpj/ok/bucketed/rank2/grab3" ] && ok "a rank that ran out records no grab it skipped" || bad "grab files of a rank that ran out"
+sed 's/"counts": \[3, 3, 3, 1\]/"counts": [3, 3, 3, 3]/' "$tmpj/ok/manifest.json" >"$tmpj/m" && mv "$tmpj/m" "$tmpj/ok/manifest.json"
+expect 2 "bucketed/rank3/grab3/" "... and a recording whose counts do not match its files is bad input" -- check "$tmpj/ok"
+rm -rf "$tmpj"
+
 # Implementations: a catalogued bug is a divergence (exit 1) with its first divergence; plugins.
 plugins=${PLUGIN_DIR:-$(dirname "$0")/plugin}
-expect 0 "verdict: PASS (15 of 17 scenarios" "a plugin that refuses some scenarios' options passes the rest" -- --ranks 3 --impl "$plugins/libexample_impl.so"
+expect 0 "verdict: PASS (15 of 19 scenarios" "a plugin that refuses some scenarios' options passes the rest" -- --ranks 3 --impl "$plugins/libexample_impl.so"
 grep -q "find-unused .* REFUSED .*does not support find_unused" "$out" && ok "a refused scenario says why" ||
     bad "a refused scenario says why"
 expect 1 "first divergence: grab 0 (after no_sync fwd+bwd), rank 0, parameter 0.weight" "sync-on-exit is caught" -- --impl sync-on-exit --ranks 2 --scenario classic
@@ -139,7 +161,7 @@ expect 0 "self-add-each-microstep" "--list shows the catalogue" -- --list
 expect 0 "sync-flag-steps .*huggingface/accelerate PR #2790" "--list: each bug with its source" -- --list
 expect 1 "first divergence: grab 9 (after fwd+bwd (2 acc))" "tail-window: the short window's sync is missed by an engine that counts" -- --ranks 3 --impl tail-window-dropped --scenario tail-window
 expect 3 "ranks disagree on a collective: rank 0 called allreduce of 280 float" "skip-none-grads: different sizes named, not hung" -- --ranks 3 --impl skip-none-grads --scenario find-unused
-expect 0 "mutation score: 30 of 30 caught" "--mutants catches every bug" -- --mutants
+expect 0 "mutation score: 33 of 33 caught" "--mutants catches every bug" -- --mutants
 grep -q "^ decide-at-backward .* nosync-edges " "$out" && ok "--mutants names the scenario that caught each" ||
     bad "--mutants names the scenario that caught each"
 grep -q "^ tail-window-dropped .*caught" "$out" && ok "--mutants: the engine that counts its own window is caught" ||

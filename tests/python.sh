@@ -57,7 +57,7 @@ expect_cmd 0 "twin attn: names, shapes and gradients match" "the torch twins of 
 
 # Real DDP passes.
 for n in 2 3 4; do
-    front 0 "verdict: PASS (17 of 17 scenarios)" "torch's DDP passes the battery at $n ranks" -- --ranks "$n" --wrap "$DDP"
+    front 0 "verdict: PASS (19 of 19 scenarios)" "torch's DDP passes the battery at $n ranks" -- --ranks "$n" --wrap "$DDP"
 done
 grep -q "find_unused counts what the syncing backward used (PyTorch < 2.4)\|any micro-step of the window used (PyTorch >= 2.4" "$out" &&
     ok "the header says which torch's semantics" || bad "the header says which torch's semantics"
@@ -89,16 +89,25 @@ expect 0 "verdict: PASS" "ddpsim check on the kept recording" -- check "$tmp/k/s
 sed "s/\"find_unused_rule\": \"$rule\"/\"find_unused_rule\": \"$other\"/" "$tmp/k/schedule/record/manifest.json" >"$tmp/m" &&
     cp "$tmp/m" "$tmp/k/schedule/record/manifest.json"
 expect 1 "parameter sometimes.weight" "... and under the other torch's find_unused rule it fails" -- check "$tmp/k/schedule/record"
-front 0 "verdict: PASS (17 of 17 scenarios)" "a thunder-style functional wrapper (after PR #2255)" -- --ranks 3 --wrap "$W:hook_ddp"
+front 0 "verdict: PASS (17 of 17 scenarios; not run, the header says why: uneven, uneven-divide)" "a thunder-style functional wrapper (after PR #2255)" -- --ranks 3 --wrap "$W:hook_ddp"
 # Buffers: real DDP's broadcast_buffers is the reference's rule (the battery above, bitwise at 2 ranks, has the
 # buffers scenario); DDP with broadcast_buffers=False fails it, naming the buffer, live and from its recording.
 front 1 "rank 1, buffer bn.running_mean, element 0" "DDP(broadcast_buffers=False) fails the buffers scenario" -- \
     --ranks 3 --wrap "$W:ddp_no_broadcast_buffers" --scenario buffers
 front 0 "verdict: PASS" "real DDP passes the buffers scenario at 4 ranks" -- --ranks 4 --wrap "$DDP" --scenario buffers
+# Uneven inputs under model.join() (the battery's uneven scenarios pass above): the reference's divisor is
+# torch's, and a DDP whose join divides by the ranks still running (join's first design, PR #42577) fails,
+# named; a wrapper without join() leaves those scenarios out, saying why (the battery above).
+front 0 "verdict: PASS" "real DDP, join(divide_by_initial_world_size=false), rank 0 out early, 3 ranks" -- --ranks 3 \
+    --wrap "$DDP" --schedule 'fwd bwd grab step zero join(divide_by_initial_world_size=false){ [3, 0:1, -1:2]*( fwd bwd grab step zero ) } fwd bwd grab'
+front 1 "first divergence: grab 4 (after fwd+bwd (2 acc)), rank 0, parameter fc1.weight" "a join that divides by the ranks running fails" -- \
+    --ranks 3 --wrap "$W:ddp_join_divides_by_running" --scenario uneven
+front 2 "without join(): the wrapped module must be Joinable" "join{...} alone with a wrapper that has no join()" -- \
+    --ranks 2 --wrap "$W:hook_ddp" --scenario uneven
 # Communication hooks, against torch's own (default_hooks.py): DDP with fp16_compress_hook matches the reference's
 # float16 arithmetic bitwise at 2 ranks over the whole battery and within the order bound at 3; allreduce_hook too;
 # a wrapper that registers fp16_compress_hook itself fails when the reference is not told (order tolerance).
-front 0 "verdict: PASS (17 of 17 scenarios)" "real DDP with fp16_compress_hook, 2 ranks, bitwise" -- --ranks 2 --wrap "$DDP" --comm-hook fp16
+front 0 "verdict: PASS (17 of 17 scenarios; not run, the header says why: uneven, uneven-divide)" "real DDP with fp16_compress_hook, 2 ranks, bitwise" -- --ranks 2 --wrap "$DDP" --comm-hook fp16
 front 0 "verdict: PASS" "... 3 ranks, the order bound" -- --ranks 3 --wrap "$DDP" --comm-hook fp16 --scenario classic
 front 0 "verdict: PASS" "real DDP with allreduce_hook, 2 ranks, bitwise" -- --ranks 2 --wrap "$DDP" --comm-hook allreduce --scenario bucket-view
 front 1 "first divergence: grab 2 (after fwd+bwd (3 acc)), rank 0, parameter 0.weight" "a DDP compressing in float16 unannounced fails" -- \

@@ -359,7 +359,7 @@ static void test_services_v2(void)
     memset(world_user_area(w), 0, sizeof(services_seen));
     CU_ASSERT_EQUAL_FATAL(world_run(w, probe_services, NULL), DDP_OK);
     const services_seen *seen = world_user_area(w);
-    CU_ASSERT_EQUAL(seen->version, 3);
+    CU_ASSERT_EQUAL(seen->version, 4);
     CU_ASSERT_EQUAL(seen->buffers_ok, 1);
     CU_ASSERT_EQUAL(seen->zero_to_none, 1);
     CU_ASSERT_EQUAL(seen->quiet_points, 0);

@@ -11,8 +11,8 @@
 
 static int ops_equal(const sched *s, const char *want)
 {
-    /* want: one letter per op, f b g z s e x */
-    static const char letters[] = "fbgzsex";
+    /* want: one letter per op, f b g z s e x, J and X for join_enter and join_exit */
+    static const char letters[] = "fbgzsexJX";
     if (strlen(want) != s->nops)
         return 0;
     for (size_t i = 0; i < s->nops; i++)
@@ -197,6 +197,121 @@ static void test_errors(void)
     CU_ASSERT(strstr(ddp_error_last(), "deeper than 64") != NULL);
 }
 
+/*
+ * Uneven inputs and join: the expansion, every rank's count at a world size, who runs each op, the last
+ * joiner, and every refusal with where and why.
+ */
+static void test_uneven(void)
+{
+    sched s;
+    CU_ASSERT_EQUAL_FATAL(sched_parse("fwd bwd join{ [3, -1:1, 0:2]*( fwd bwd grab ) } fwd bwd", &s), DDP_OK);
+    CU_ASSERT(ops_equal(&s, "fbJfbgfbgfbgXfb"));
+    CU_ASSERT_EQUAL(s.njoins, 1);
+    CU_ASSERT_EQUAL(s.nuneven, 1);
+    CU_ASSERT_EQUAL(s.joins[0].enter_op, 2);
+    CU_ASSERT_EQUAL(s.joins[0].exit_op, 12);
+    CU_ASSERT_EQUAL(s.joins[0].divide_by_initial_world_size, 1);
+    CU_ASSERT_EQUAL(s.joins[0].uneven, 0);
+    CU_ASSERT_EQUAL(s.uneven[0].first_op, 3);
+    CU_ASSERT_EQUAL(s.uneven[0].body_ops, 3);
+    CU_ASSERT_EQUAL(s.uneven[0].iterations, 3);
+    uint32_t counts[4];
+    CU_ASSERT_EQUAL(sched_resolve(&s, 4, counts), DDP_OK);
+    CU_ASSERT(counts[0] == 2 && counts[1] == 3 && counts[2] == 3 && counts[3] == 1);
+    /* op 6 (iteration 1's fwd): ranks 0, 1 and 2 run it; op 9 (iteration 2's): ranks 1 and 2 */
+    unsigned char active[4];
+    int highest;
+    CU_ASSERT_EQUAL(sched_participants(&s, counts, 4, 6, active, &highest), 3);
+    CU_ASSERT(active[0] && active[1] && active[2] && !active[3] && highest == 2);
+    CU_ASSERT_EQUAL(sched_participants(&s, counts, 4, 9, active, &highest), 2);
+    CU_ASSERT(!active[0] && active[1] && active[2] && !active[3] && highest == 2);
+    CU_ASSERT_EQUAL(sched_participants(&s, counts, 4, 13, active, &highest), 4); /* after the block: everyone */
+    CU_ASSERT_EQUAL(sched_last_joiner(&s, counts, 4, 0), 2);
+    CU_ASSERT_EQUAL(sched_join_of(&s, 5), 0);
+    CU_ASSERT_EQUAL(sched_join_of(&s, 13), -1);
+    /* at 2 ranks both are named, and neither runs the 3 iterations */
+    ddp_error_clear();
+    CU_ASSERT_EQUAL(sched_resolve(&s, 2, counts), DDP_ERR_INVALID);
+    CU_ASSERT(strstr(ddp_error_last(), "line 1, column 15: at 2 ranks no rank runs the repetition 3 times") != NULL);
+    sched_free(&s);
+    /* rank -1 is rank 1 at 2 ranks: named twice */
+    CU_ASSERT_EQUAL_FATAL(sched_parse("fwd bwd [3, 1:2, -1:1]*( fwd bwd )", &s), DDP_OK);
+    CU_ASSERT_EQUAL(sched_resolve(&s, 3, NULL), DDP_OK);
+    CU_ASSERT_EQUAL(sched_resolve(&s, 2, NULL), DDP_ERR_INVALID);
+    CU_ASSERT(strstr(ddp_error_last(), "line 1, column 9: the uneven count names rank 1 twice at 2 ranks") != NULL);
+    sched_free(&s);
+
+    /* the option, and an uneven repetition repeated whole: each copy its own */
+    CU_ASSERT_EQUAL_FATAL(sched_parse("fwd bwd 2*( join(divide_by_initial_world_size=false){ [2, 1:1]*( fwd bwd ) } )",
+                                      &s), DDP_OK);
+    CU_ASSERT(ops_equal(&s, "fbJfbfbXJfbfbX"));
+    CU_ASSERT(s.njoins == 2 && s.nuneven == 2 && s.joins[1].enter_op == 8 && s.uneven[1].first_op == 9);
+    CU_ASSERT_EQUAL(s.joins[1].divide_by_initial_world_size, 0);
+    CU_ASSERT_EQUAL(sched_resolve(&s, 3, counts), DDP_OK);
+    CU_ASSERT(sched_runs(&s, counts, 3, 11, 0) && !sched_runs(&s, counts, 3, 11, 1) && sched_runs(&s, counts, 3, 11, 2));
+    sched_free(&s);
+
+    /* outside join: allowed (PyTorch hangs there; ddpsim names the deadlock) */
+    CU_ASSERT_EQUAL_FATAL(sched_parse("fwd bwd [2, -1:1]*( fwd bwd )", &s), DDP_OK);
+    CU_ASSERT_EQUAL(s.uneven[0].join, -1);
+    ddp_error_clear();
+    CU_ASSERT_EQUAL(sched_resolve(&s, 3, NULL), DDP_OK);
+    CU_ASSERT_EQUAL(sched_resolve(&s, 1, NULL), DDP_ERR_INVALID); /* the only rank is the last: nobody runs 2 */
+    CU_ASSERT(strstr(ddp_error_last(), "at 1 rank no rank runs the repetition 2 times") != NULL);
+    sched_free(&s);
+
+    CU_ASSERT_EQUAL_FATAL(sched_parse("[2, 5:1]*( fwd bwd )", &s), DDP_OK);
+    CU_ASSERT_EQUAL(sched_resolve(&s, 4, NULL), DDP_ERR_INVALID);
+    CU_ASSERT(strstr(ddp_error_last(), "names rank 5, but the run has 4 ranks") != NULL);
+    sched_free(&s);
+    /* a rank that runs out before the first syncing backward */
+    CU_ASSERT_EQUAL_FATAL(sched_parse("join{ [2, 1:0]*( fwd bwd ) }", &s), DDP_OK);
+    CU_ASSERT_EQUAL(sched_resolve(&s, 2, NULL), DDP_ERR_INVALID);
+    CU_ASSERT(strstr(ddp_error_last(), "rank 1 runs out at op 1, before the run's first syncing backward (op 2)") != NULL);
+    sched_free(&s);
+
+    static const struct {
+        const char *text, *msg;
+    } bad[] = {
+        {"join{ join{ fwd bwd } }", "column 7: join does not nest"},
+        {"[2, 1:1]*( join{ fwd bwd } )", "a join block inside an uneven repetition"},
+        {"[2, 1:1]*( [2]*( fwd bwd ) )", "uneven repetitions do not nest"},
+        {"join{ [2, 1:1]*( fwd bwd ) grab }", "line 1, column 7: inside join, an uneven repetition must end the block"},
+        {"fwd bwd [2, 1:1]*( fwd )", "each iteration of an uneven repetition must be whole: a forward waits"},
+        {"fwd bwd [2, 1:1]*( enter fwd bwd )", "no_sync is not as it found it"},
+        {"join{ fwd fwd bwd }", "op 2 (fwd): inside join, the forward at op 1 ran outside no_sync"},
+        {"fwd join{ enter fwd bwd exit }", "op 4 (bwd): inside join, a backward synced by a forward before the join"},
+        {"join{ fwd } bwd", "op 2 (join_exit): inside join, the forward at op 1"},
+        {"[2, 1:1 fwd", "expected ']' or 'RANK:COUNT'"},
+        {"[2, 1 2]*(fwd bwd)", "expected ':' after the rank"},
+        {"[2, 1:1, 1:2]*(fwd bwd)", "this rank already has its own count"},
+        {"[2, -0:1]*(fwd bwd)", "a rank must be 0..1000000"},
+        {"[2, 1:100001]*(fwd bwd)", "a repeat count must be 0..100000"},
+        {"join(divide=false){fwd bwd}", "expected 'divide_by_initial_world_size=true|false'"},
+        {"join(divide_by_initial_world_size=maybe){fwd bwd}", "expected 'true' or 'false'"},
+        {"join fwd", "expected '{' after 'join'"},
+        {"join_enter", "expected an op"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ddp_error_clear();
+        CU_ASSERT_EQUAL(sched_parse(bad[i].text, &s), DDP_ERR_INVALID);
+        if (!strstr(ddp_error_last(), bad[i].msg))
+            fprintf(stderr, "  '%s': got '%s', wanted '%s'\n", bad[i].text, ddp_error_last(), bad[i].msg);
+        CU_ASSERT(strstr(ddp_error_last(), bad[i].msg) != NULL);
+    }
+    /* a recorded run's blocks that do not match its ops are refused */
+    sched_op ops[] = {OP_FWD, OP_BWD, OP_JOIN_ENTER, OP_FWD, OP_BWD, OP_JOIN_EXIT};
+    sched_join j = {.enter_op = 2, .exit_op = 4, .divide_by_initial_world_size = 1};
+    CU_ASSERT_EQUAL(sched_from_ops(ops, 6, NULL, 0, &j, 1, &s), DDP_ERR_INVALID);
+    j.exit_op = 5;
+    sched_uneven u = {.first_op = 3, .body_ops = 2, .iterations = 1, .count = 1};
+    CU_ASSERT_EQUAL(sched_from_ops(ops, 6, &u, 1, &j, 1, &s), DDP_OK);
+    CU_ASSERT(s.joins[0].uneven == 0 && s.uneven[0].join == 0);
+    sched_free(&s);
+    u.body_ops = 9;
+    CU_ASSERT_EQUAL(sched_from_ops(ops, 6, &u, 1, &j, 1, &s), DDP_ERR_INVALID);
+}
+
 static void test_tolerance_parse(void)
 {
     tolerance t;
@@ -286,6 +401,7 @@ int main(void)
         {"grab labels", test_labels},
         {"arming: which backwards sync; a step inside fwd..bwd only without gradients", test_arming_counts},
         {"every error names where and what", test_errors},
+        {"uneven inputs and join: expansion, counts, who runs what, refusals", test_uneven},
         {"tolerance parsing", test_tolerance_parse},
         {"tolerance matching; NaN and Inf never pass", test_tolerance_match},
         {"ulp-of-max: ulps of the tensor's largest element", test_tolerance_ulp_of_max},

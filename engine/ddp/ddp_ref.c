@@ -52,6 +52,13 @@ struct ddp_ref {
     void *reduce_ctx;
     int backend_avg;        /* the backend averages: buckets go unscaled */
     float *wire;            /* a compressing hook's gathered chunk: every rank's values (COMM_HOOK_CHUNK * N floats) */
+    /* join (ddp_ref.h) */
+    int join_enabled, divide_initial;
+    int nactive, highest;   /* who runs the op at hand (all ranks, the last, unless told) */
+    int div;                /* the divisor the last forward set for its backward's sync */
+    int shadow_armed, shadow_synced;
+    float *zeros;           /* a shadow's contribution: zeros for the largest bucket */
+    size_t zeros_count;
 };
 
 
@@ -157,6 +164,8 @@ ddp_status ddp_ref_create(const ddp_config *cfg, model *m, world_rank *wr, ddp_r
     d->m = m;
     d->wr = wr;
     d->fwd_param_sync = 1; /* distributed.py __init__: self.require_forward_param_sync = True */
+    d->nactive = d->div = world_size(wr);
+    d->highest = world_size(wr) - 1;
     if (initial_layout(d) != DDP_OK) {
         ddp_ref_destroy(d);
         return ddp_error(DDP_ERR_NOMEM, "reference DDP buckets");
@@ -178,23 +187,30 @@ void ddp_ref_destroy(ddp_ref *d)
     free(d->saved);
     free(d->flat);
     free(d->wire);
+    free(d->zeros);
     free(d);
 }
 
-/* Every rank takes rank 0's buffers (_broadcast_coalesced of modules_buffers). */
-static ddp_status broadcast_buffers(ddp_ref *d)
+/* Every rank takes rank src's buffers (_broadcast_coalesced of modules_buffers). */
+static ddp_status broadcast_buffers(ddp_ref *d, int src)
 {
     if (!model_nbuffers(d->m))
         return DDP_OK;
-    return coll_broadcast(d->wr, model_buffers(d->m), model_buffers_size(d->m) * sizeof(float), 0);
+    return coll_broadcast(d->wr, model_buffers(d->m), model_buffers_size(d->m) * sizeof(float), src);
+}
+
+/* utils.py _sync_module_states: named_parameters() and named_buffers() from src. */
+static ddp_status sync_module_states(ddp_ref *d, int src)
+{
+    DDP_CHECK(coll_broadcast(d->wr, model_weights(d->m), model_size(d->m) * sizeof(float), src));
+    return broadcast_buffers(d, src);
 }
 
 ddp_status ddp_ref_broadcast_params(ddp_ref *d)
 {
-    DDP_CHECK(coll_broadcast(d->wr, model_weights(d->m), model_size(d->m) * sizeof(float), 0));
-    /* 1.13 distributed.py __init__ -> utils.py _sync_module_states: named_parameters() and named_buffers(), whatever
-     * broadcast_buffers says (from PyTorch 2.1, PR #100729, broadcast_buffers=False skips the buffers here too). */
-    return broadcast_buffers(d);
+    /* 1.13 distributed.py __init__: parameters and buffers, whatever broadcast_buffers says (from PyTorch 2.1, PR
+     * #100729, broadcast_buffers=False skips the buffers here too). */
+    return sync_module_states(d, 0);
 }
 
 /* distributed.py no_sync(): require_backward_grad_sync = False inside, the value found restored at exit. */
@@ -212,20 +228,36 @@ ddp_status ddp_ref_no_sync_exit(ddp_ref *d)
     return DDP_OK;
 }
 
-ddp_status ddp_ref_forward_begin(ddp_ref *d)
+/* _sync_buffers: rank 0, or while join is enabled the highest rank still running (_find_common_rank). */
+static int buffer_source(const ddp_ref *d)
 {
-    /* distributed.py forward: "if torch.is_grad_enabled() and self.reducer._rebuild_buckets()", at any forward
-     * after the first sync, inside no_sync too; never with find_unused_parameters (should_rebuild_buckets). */
+    return d->join_enabled ? d->highest : 0;
+}
+
+/* distributed.py forward: "if torch.is_grad_enabled() and self.reducer._rebuild_buckets()", at any forward after the
+ * first sync, inside no_sync too; never with find_unused_parameters (should_rebuild_buckets). A joined rank's
+ * main_hook calls it too. */
+static ddp_status rebuild_when_due(ddp_ref *d)
+{
     if (d->recorded && !d->rebuilt && !d->cfg.find_unused)
         DDP_CHECK(rebuild(d));
+    return DDP_OK;
+}
+
+ddp_status ddp_ref_forward_begin(ddp_ref *d)
+{
+    DDP_CHECK(rebuild_when_due(d));
     /* forward: "if self._check_sync_bufs_pre_fwd(): self._sync_buffers()", i.e. will_sync_module_buffers():
      * require_forward_param_sync and broadcast_buffers and buffers exist; from rank 0 without join. The flag is
      * the PREVIOUS forward's "torch.is_grad_enabled() and self.require_backward_grad_sync" (True at
      * construction): the first forward inside no_sync still broadcasts, later ones inside do not, and neither
      * does the first one after the exit (pytorch #63916 is about the list of buffers, re-read here each time). */
     if (d->fwd_param_sync && !d->cfg.no_broadcast_buffers)
-        DDP_CHECK(broadcast_buffers(d));
+        DDP_CHECK(broadcast_buffers(d, buffer_source(d)));
     d->fwd_param_sync = d->nosync_depth == 0;
+    /* reducer.cpp set_divide_factor: the world size, or under join without divide_by_initial_world_size the count
+     * of ranks that announced this forward (notify_join_context); the last forward's announcement counts. */
+    d->div = d->join_enabled && !d->divide_initial ? d->nactive : world_size(d->wr);
     d->fwd_pending = 1; /* a forward before it that never got its backward: its graph is dropped */
     d->nforward++;
     /* "if torch.is_grad_enabled() and self.require_backward_grad_sync: ... reducer.prepare_for_backward(...)":
@@ -293,7 +325,7 @@ static ddp_status hook_reduce(ddp_ref *d, float *buf, size_t count)
 
 static ddp_status reduce_bucket(ddp_ref *d, int k)
 {
-    int n = world_size(d->wr);
+    int n = d->div; /* the world size, unless join says otherwise */
     const ref_bucket *b = &d->buckets[k];
     float *grads = model_grads(d->m);
     /* A contiguous bucket is reduced where it lies; any other is gathered in bucket order into d->flat. */
@@ -457,6 +489,67 @@ void ddp_ref_zero_grad(ddp_ref *d)
 void ddp_ref_step(ddp_ref *d)
 {
     ddp_sgd_step(d->m, d->cfg.lr);
+}
+
+void ddp_ref_join_enter(ddp_ref *d, int divide_by_initial_world_size)
+{
+    d->join_enabled = 1;
+    d->divide_initial = divide_by_initial_world_size;
+}
+
+void ddp_ref_participants(ddp_ref *d, int nactive, int highest)
+{
+    d->nactive = nactive;
+    d->highest = highest;
+}
+
+ddp_status ddp_ref_join_shadow_forward(ddp_ref *d, int peers_sync)
+{
+    DDP_CHECK(rebuild_when_due(d));
+    /* _check_and_sync_module_buffers: by this rank's own require_forward_param_sync, from the highest rank running */
+    if (d->fwd_param_sync && !d->cfg.no_broadcast_buffers)
+        DDP_CHECK(broadcast_buffers(d, d->highest));
+    d->fwd_param_sync = peers_sync;
+    d->shadow_armed = peers_sync;
+    return DDP_OK;
+}
+
+/* _match_all_reduce_for_bwd_pass (and _match_unused_params_allreduce): zeros, in the peers' collectives' shapes. */
+ddp_status ddp_ref_join_shadow_backward(ddp_ref *d)
+{
+    d->shadow_synced = d->shadow_armed;
+    if (!d->shadow_armed)
+        return DDP_OK;
+    d->shadow_armed = 0;
+    size_t most = (size_t)model_nparams(d->m);
+    for (int k = 0; k < d->nbuckets; k++)
+        most = d->buckets[k].count > most ? d->buckets[k].count : most;
+    if (most > d->zeros_count) {
+        free(d->zeros);
+        if (!(d->zeros = calloc(most, sizeof *d->zeros)))
+            return ddp_error(DDP_ERR_NOMEM, "a joined rank's zeros: %zu floats", most);
+        d->zeros_count = most;
+    }
+    if (d->cfg.find_unused) {
+        DDP_CHECK(allreduce(d, d->zeros, (size_t)model_nparams(d->m), COLL_ORDERED, 0));
+        memset(d->zeros, 0, (size_t)model_nparams(d->m) * sizeof *d->zeros);
+    }
+    for (int k = 0; k < d->nbuckets; k++) {
+        DDP_CHECK(allreduce(d, d->zeros, d->buckets[k].count, d->cfg.algo, 0));
+        memset(d->zeros, 0, d->buckets[k].count * sizeof *d->zeros); /* the sum of zeros is zeros; kept honest */
+    }
+    return DDP_OK;
+}
+
+int ddp_ref_join_shadow_synced(const ddp_ref *d) { return d->shadow_synced; }
+int ddp_ref_divisor(const ddp_ref *d) { return d->div; }
+
+ddp_status ddp_ref_join_exit(ddp_ref *d, int last_joiner)
+{
+    d->nactive = world_size(d->wr);
+    d->highest = world_size(d->wr) - 1;
+    d->shadow_armed = d->shadow_synced = 0;
+    return sync_module_states(d, last_joiner);
 }
 
 int ddp_ref_pending_sync(const ddp_ref *d) { return d->fwd_pending && d->armed; }

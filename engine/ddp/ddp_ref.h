@@ -123,6 +123,32 @@ void ddp_ref_step(ddp_ref *d);
 typedef ddp_status (*ddp_reduce_fn)(void *ctx, float *buf, size_t count, int avg);
 void ddp_ref_set_reducer(ddp_ref *d, ddp_reduce_fn fn, void *ctx, int backend_avg);
 
+/*
+ * Uneven inputs under model.join() (torch 1.13 torch/distributed/algorithms/join.py, distributed.py
+ * _DDPJoinHook and forward, reducer.cpp set_divide_factor):
+ *  - join_enter: Join() sets the DDP's _join_config (enable stays set after the block: no reset in
+ *    __exit__) and divide_by_initial_world_size;
+ *  - while join is enabled a forward broadcasts the buffers (when it broadcasts at all) from the
+ *    highest rank still running (_find_common_rank), not rank 0, and without
+ *    divide_by_initial_world_size the backward it arms divides by the number of ranks still running
+ *    (the forward's notify_join_context allreduce); ddp_ref_participants says who runs the op;
+ *  - a rank that has run out shadows each forward of its peers (main_hook): the rebuild when due, the
+ *    buffer broadcast by its own require_forward_param_sync, then require_forward_param_sync = "some
+ *    peer syncs", and when they sync zeros into every bucket's allreduce (and the used map's), its own
+ *    .grad untouched (ddp_ref_join_shadow_forward announces, _backward reduces the zeros);
+ *  - join_exit (post_hook, _sync_final_model): every rank takes the last joiner's parameters and
+ *    buffers (the highest rank that ran the most iterations).
+ */
+void ddp_ref_join_enter(ddp_ref *d, int divide_by_initial_world_size);
+void ddp_ref_participants(ddp_ref *d, int nactive, int highest);
+ddp_status ddp_ref_join_shadow_forward(ddp_ref *d, int peers_sync);
+ddp_status ddp_ref_join_shadow_backward(ddp_ref *d);
+/* What the last sync divided by: the world size, or under join without divide_by_initial_world_size fewer. */
+int ddp_ref_divisor(const ddp_ref *d);
+/* 1 when the last shadowed backward synced (the peers' sync this rank contributed zeros to). */
+int ddp_ref_join_shadow_synced(const ddp_ref *d);
+ddp_status ddp_ref_join_exit(ddp_ref *d, int last_joiner);
+
 /* 1 when the forward waiting for its backward decided that the backward syncs. */
 int ddp_ref_pending_sync(const ddp_ref *d);
 /* 1 when the last backward synced. */

@@ -2,7 +2,9 @@
  * schedule.h - the schedule language: what each rank does, in order.
  *
  *   schedule := item*
- *   item     := op | INT '*' '(' schedule ')' | 'nosync' '{' schedule '}'
+ *   item     := op | count '*' '(' schedule ')' | 'nosync' '{' schedule '}'
+ *             | 'join' [ '(' 'divide_by_initial_world_size' '=' bool ')' ] '{' schedule '}'
+ *   count    := INT | '[' INT ( RANK ':' INT )* ']'      RANK := INT | '-' INT
  *   op       := fwd | bwd | grab | zero | step | enter | exit
  *
  * Items are separated by whitespace or commas; '#' starts a comment that
@@ -19,6 +21,25 @@
  * SCHED_MAX_OPS ops; an empty schedule is valid (it verifies nothing). Every
  * error names the line, column and what was expected.
  *
+ * Uneven inputs (PyTorch's Join context manager, torch 1.13
+ * torch/distributed/algorithms/join.py and distributed.py _DDPJoinHook):
+ * "[4, -1:2]*( body )" runs body 4 times on every rank but the last, which
+ * runs it twice (a negative rank counts from the last; "[4, 1:3, -1:0]"
+ * names several). A rank that has run out does nothing for the rest of the
+ * repetition. Inside "join{ ... }" it shadows its peers' collectives, as
+ * model.join() does, and at the end of the block every rank takes the last
+ * joiner's parameters and buffers; without join, its peers wait for it
+ * forever, which ddpsim reports as a named deadlock. join{} expands to
+ * join_enter ... join_exit. What join requires (sched_parse refuses the
+ * rest, saying why): an uneven repetition inside join ends its block (a rank
+ * that runs out goes on to what follows it, so only from the end of the
+ * with-block can it shadow); each iteration is whole (no_sync balanced, no
+ * forward waiting for its backward across an iteration's edge); and inside
+ * join every forward outside no_sync is followed by its own backward before
+ * the next forward (a joined rank shadows the backward's allreduces when
+ * its peers' forward announces them, so the sync must belong to the
+ * forward just announced). join does not nest.
+ *
  * Which backward syncs is the reducer's ARMING (distributed.py forward,
  * reducer.cpp prepare_for_backward / finalize_backward): a forward outside
  * no_sync arms the reducer, a forward inside no_sync leaves it as it is,
@@ -29,6 +50,7 @@
 #define DDPSIM_SCHEDULE_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "status.h"
@@ -38,7 +60,28 @@
 #define SCHED_MAX_DEPTH 64
 #define SCHED_DEFAULT "2*( 2*( nosync{fwd bwd} grab ) fwd bwd grab step zero fwd bwd grab step zero )"
 
-typedef enum sched_op { OP_FWD, OP_BWD, OP_GRAB, OP_ZERO, OP_STEP, OP_ENTER, OP_EXIT } sched_op;
+typedef enum sched_op { OP_FWD, OP_BWD, OP_GRAB, OP_ZERO, OP_STEP, OP_ENTER, OP_EXIT, OP_JOIN_ENTER, OP_JOIN_EXIT } sched_op;
+
+#define SCHED_MAX_OVERRIDES 64
+
+/* An uneven repetition, "[C, r:c ...]*( body )": its expansion, iterations x body_ops ops from first_op. */
+typedef struct sched_uneven {
+    size_t first_op, body_ops;
+    uint32_t iterations;   /* the largest count: what the expansion holds */
+    uint32_t count;        /* every rank's count but the named ones' */
+    int nover;
+    int over_rank[SCHED_MAX_OVERRIDES]; /* negative: from the last rank (-1 is the last) */
+    uint32_t over_count[SCHED_MAX_OVERRIDES];
+    int join;              /* the join block it ends, or -1 */
+    int line, col;         /* where it was written, for errors */
+} sched_uneven;
+
+/* A join{...} block: join_enter at enter_op, join_exit at exit_op. */
+typedef struct sched_join {
+    size_t enter_op, exit_op;
+    int divide_by_initial_world_size; /* 1: PyTorch's default */
+    int uneven;            /* the uneven repetition ending it, or -1 */
+} sched_join;
 
 typedef struct sched {
     sched_op *ops;
@@ -47,7 +90,35 @@ typedef struct sched {
     size_t ngrabs; /* grabs: numbered 0..ngrabs-1 */
     size_t nsteps; /* steps: numbered 0..nsteps-1 */
     size_t nsyncs; /* backwards the reducer is armed for: the ones DDP syncs (descriptive) */
+    sched_uneven *uneven; /* in order of first_op */
+    size_t nuneven;
+    sched_join *joins;    /* in order of enter_op */
+    size_t njoins;
 } sched;
+
+/*
+ * Every rank's count of every uneven repetition at nranks ranks, into
+ * counts[u * nranks + r] (nuneven * nranks entries; NULL only checks).
+ * DDP_ERR_INVALID naming the repetition's line and column when a rank named
+ * does not exist, one is named twice, or a rank runs out before the run's
+ * first syncing backward (DDP rebuilds its buckets after that backward, and
+ * a joined rank's part in the rebuild is not modelled).
+ */
+ddp_status sched_resolve(const sched *s, int nranks, uint32_t *counts);
+/* Whether `rank` runs op at all (0: it ran out of an uneven repetition), given sched_resolve's counts. */
+int sched_runs(const sched *s, const uint32_t *counts, int nranks, size_t op, int rank);
+/* Which ranks run op (active[r], may be NULL); returns how many, the highest of them into *highest. */
+int sched_participants(const sched *s, const uint32_t *counts, int nranks, size_t op, unsigned char *active,
+                       int *highest);
+/*
+ * The last joiner of join block k (distributed.py _sync_final_model): the highest rank that shadowed
+ * nothing, i.e. ran the block's uneven repetition to its largest count (every rank, when it has none).
+ */
+int sched_last_joiner(const sched *s, const uint32_t *counts, int nranks, int k);
+/* The join block op lies in (enter_op <= op <= exit_op), or -1. */
+int sched_join_of(const sched *s, size_t op);
+/* The uneven repetition op lies in, or -1; its iteration into *iteration. */
+int sched_uneven_of(const sched *s, size_t op, uint32_t *iteration);
 
 /*
  * The reducer's arming as a schedule runs, op by op (distributed.py
@@ -135,7 +206,12 @@ const char *sched_op_name(sched_op op);
 /* The op of that name, or -1. */
 int sched_op_from_name(const char *name);
 
-/* A schedule from ops already expanded (a recorded run's), validated as sched_parse validates. */
-ddp_status sched_from_ops(const sched_op *ops, size_t n, sched *s);
+/*
+ * A schedule from ops already expanded (a recorded run's), validated as
+ * sched_parse validates; uneven repetitions (resolved: one count per rank)
+ * and join blocks as recorded, copied (NULL, 0 when there are none).
+ */
+ddp_status sched_from_ops(const sched_op *ops, size_t n, const sched_uneven *uneven, size_t nuneven,
+                          const sched_join *joins, size_t njoins, sched *s);
 
 #endif

@@ -17,6 +17,15 @@
  * Only one thread of a rank talks to the world at a time: the main thread
  * issues its own collective (the used-parameter bitmap) only after the
  * communication thread has drained every bucket.
+ *
+ * Join (ddpsim_impl.h, version 4), PyTorch 1.13's protocol in one
+ * collective: inside join every forward allgathers (running, syncs) from
+ * every rank, where PyTorch allreduces twice (notify_join_context, then
+ * _check_global_requires_backward_grad_sync); a rank that has run out takes
+ * part with (0, 0) from join_shadow, and when a peer syncs it reduces a
+ * bucket of zeros for each of theirs, in their launch order. The gather
+ * also names the highest rank running, the buffers' source, and the count
+ * that divides without divide_by_initial_world_size.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -52,6 +61,9 @@ typedef struct bstate {
     int next_launch;
     int launch[MAXP];  /* launch order: 0, 1, ... or, under chaos, a permutation shared by every rank */
     uint64_t nsync;
+    int join, divide_initial; /* join_enter ran (it stays on after the block, as in PyTorch 1.13) */
+    int div;                  /* what the next sync divides by */
+    int shadowed;             /* forwards shadowed in this join block: 0 makes this rank a last joiner */
     /* the communication thread */
     pthread_t thread;
     int thread_started;
@@ -182,6 +194,7 @@ static int b_create(const ddpsim_services *svc, void **state)
         return svc->set_error(svc->env, "out of memory");
     *state = s;
     s->svc = svc;
+    s->div = svc->world_size;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     if (initial_layout(s))
@@ -226,33 +239,54 @@ static void b_destroy(void *state)
  * reducer.prepare_for_backward, which arms the reducer; a forward inside no_sync
  * leaves it as it was; finalize_backward disarms it. So the next backward syncs
  * iff some forward since the last sync ran outside no_sync (doc/SEMANTICS.md). */
+/*
+ * Buckets go out in index order; chaos shuffles the order the communication thread takes them in, the same
+ * way on every rank (seeded by the chaos seed and the sync count, which a joined rank's shadow counts too),
+ * so the ranks' collectives still pair up. Values do not change: each bucket is reduced alone.
+ */
+static void plan_launch(bstate *s)
+{
+    impl_env *env = impl_env_of(s->svc);
+    for (int k = 0; k < s->nb; k++)
+        s->launch[k] = k;
+    if (!env->chaos)
+        return;
+    uint64_t key = rng_key(rng_key(env->chaos_seed, 0x6275636b /* "buck" */), s->nsync);
+    for (int k = s->nb - 1; k > 0; k--) {
+        int j = (int)rng_below(key, (uint64_t)k, (uint32_t)k + 1);
+        int t = s->launch[k];
+        s->launch[k] = s->launch[j];
+        s->launch[j] = t;
+    }
+}
+
+/* The buffers from src (the forward's pre-sync, by require_forward_param_sync and broadcast_buffers). */
+static int sync_buffers(bstate *s, int src)
+{
+    const ddpsim_services *svc = s->svc;
+    if (svc->nbuffers && svc->broadcast_buffers && s->fwd_param_sync &&
+        svc->broadcast(svc->env, svc->all_buffers, svc->buffers_count * sizeof(float), src))
+        return -1;
+    return 0;
+}
+
 static int b_forward_begin(void *state, int no_sync_active)
 {
     bstate *s = state;
     const ddpsim_services *svc = s->svc;
-    /* distributed.py forward, _check_sync_bufs_pre_fwd: rank 0's buffers before the forward when the forward
-     * before it ran outside no_sync (require_forward_param_sync), with broadcast_buffers. */
-    if (svc->nbuffers && svc->broadcast_buffers && s->fwd_param_sync &&
-        svc->broadcast(svc->env, svc->all_buffers, svc->buffers_count * sizeof(float), 0))
+    int nrunning = svc->world_size, any = 0, src = 0;
+    if (s->join && impl_join_announce(svc, 1, !no_sync_active, &nrunning, &any, &src))
+        return -1;
+    /* distributed.py forward, _check_sync_bufs_pre_fwd: the buffers before the forward when the forward before
+     * it ran outside no_sync (require_forward_param_sync), with broadcast_buffers; from rank 0, or under join
+     * from the highest rank running. */
+    if (sync_buffers(s, src))
         return -1;
     s->fwd_param_sync = !no_sync_active;
+    s->div = s->join && !s->divide_initial ? nrunning : svc->world_size;
     if (!no_sync_active && !s->armed) {
         s->armed = 1;
-        /* Buckets go out in index order; chaos shuffles the order the communication thread takes
-         * them in, the same way on every rank (seeded by the chaos seed and the sync count), so the
-         * ranks' collectives still pair up. Values do not change: each bucket is reduced alone. */
-        impl_env *env = impl_env_of(svc);
-        for (int k = 0; k < s->nb; k++)
-            s->launch[k] = k;
-        if (env->chaos) {
-            uint64_t key = rng_key(rng_key(env->chaos_seed, 0x6275636b /* "buck" */), s->nsync);
-            for (int k = s->nb - 1; k > 0; k--) {
-                int j = (int)rng_below(key, (uint64_t)k, (uint32_t)k + 1);
-                int t = s->launch[k];
-                s->launch[k] = s->launch[j];
-                s->launch[j] = t;
-            }
-        }
+        plan_launch(s);
         s->nsync++;
     }
     memset(s->ready, 0, sizeof s->ready);
@@ -283,9 +317,9 @@ static void fill_slot(bstate *s, int p)
     if (impl_env_of(svc)->backend_avg || svc->comm_hook)
         memcpy(dst, g, svc->params[p].count * sizeof(float)); /* the backend averages (ncclAvg), or the hook does */
     else if (svc->bucket_view && s->alias[p])
-        coll_div_n(dst, g, svc->params[p].count, svc->world_size);
+        coll_div_n(dst, g, svc->params[p].count, s->div);
     else
-        coll_mul_inv_n(dst, g, svc->params[p].count, svc->world_size);
+        coll_mul_inv_n(dst, g, svc->params[p].count, s->div);
     bk->pending--;
     pthread_mutex_lock(&s->mu);
     while (s->next_launch < s->nb && s->b[s->launch[s->next_launch]].pending == 0) {
@@ -381,6 +415,52 @@ static int b_zero_grad(void *state)
     return 0;
 }
 
+static int b_join_enter(void *state, int divide_by_initial_world_size)
+{
+    bstate *s = state;
+    s->join = 1;
+    s->divide_initial = divide_by_initial_world_size;
+    s->shadowed = 0;
+    return 0;
+}
+
+/* A peer's forward after this rank ran out (_DDPJoinHook.main_hook): its buffers, then zeros for its sync. */
+static int b_join_shadow(void *state)
+{
+    bstate *s = state;
+    const ddpsim_services *svc = s->svc;
+    int nrunning, any, src;
+    s->shadowed++;
+    if (impl_join_announce(svc, 0, 0, &nrunning, &any, &src) || sync_buffers(s, src))
+        return -1;
+    s->fwd_param_sync = any;
+    if (!any)
+        return 0;
+    plan_launch(s);
+    s->nsync++;
+    for (int q = 0; q < s->nb; q++) {
+        bucket *bk = &s->b[s->launch[q]];
+        memset(bk->buf, 0, bk->count * sizeof(float));
+        if (svc->allreduce_sum(svc->env, bk->buf, bk->count))
+            return -1;
+    }
+    if (svc->find_unused) { /* _match_unused_params_allreduce: this rank used nothing */
+        float unused[MAXP] = {0};
+        if (svc->allreduce_sum(svc->env, unused, (size_t)svc->nparams))
+            return -1;
+    }
+    return 0;
+}
+
+/* _sync_final_model: the parameters and buffers of the highest rank that shadowed nothing. */
+static int b_join_exit(void *state)
+{
+    bstate *s = state;
+    int rc = impl_join_final_sync(s->svc, s->shadowed, 1);
+    s->shadowed = 0;
+    return rc;
+}
+
 const ddpsim_impl_ops impl_bucketed_ops = {
     .api_version = DDPSIM_IMPL_API_VERSION,
     .name = "bucketed",
@@ -395,4 +475,7 @@ const ddpsim_impl_ops impl_bucketed_ops = {
     .backward_end = b_backward_end,
     .zero_grad = b_zero_grad,
     .step = b_nothing,
+    .join_enter = b_join_enter,
+    .join_shadow = b_join_shadow,
+    .join_exit = b_join_exit,
 };

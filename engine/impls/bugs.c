@@ -96,7 +96,17 @@
     X(NO_BUFFER_BROADCAST, "no-buffer-broadcast",                                                                    \
       "module buffers (BatchNorm's running statistics) are broadcast at construction but never before a forward: "  \
       "each rank's drift apart",                                                                                    \
-      "facebookresearch/fairscale #68 (OssDdp had no broadcast_buffers; fixed by PR #112)", 0)
+      "facebookresearch/fairscale #68 (OssDdp had no broadcast_buffers; fixed by PR #112)", 0)                        \
+    X(JOIN_IGNORES_NO_SYNC, "join-ignores-no-sync",                                                                  \
+      "under join, a rank that ran out shadows every forward of its peers with their backward's allreduce, also "   \
+      "when they run under no_sync: the collectives no longer pair up",                                             \
+      "pytorch/pytorch #44425 (join() and no_sync(); fixed by announcing the peers' sync)", 0)                       \
+    X(JOIN_DIVIDES_BY_RUNNING, "join-divides-by-running",                                                            \
+      "under join, a sync divides by the ranks still running although divide_by_initial_world_size is True",        \
+      "pytorch/pytorch PR #42577 (join's first design divided by the effective world size)", 0)                      \
+    X(JOIN_FINAL_SYNC_SKIPS_BUFFERS, "join-final-sync-skips-buffers",                                                \
+      "at the end of join every rank takes the last joiner's parameters but keeps its own buffers",                  \
+      "pytorch/pytorch #111138 (the final join sync leaves the buffers out)", 0)
 
 #define AS_ENUM(id, name, mechanism, source, bitwise_only) BUG_##id,
 typedef enum bug { BUGS(AS_ENUM) BUG_COUNT } bug;
@@ -125,6 +135,8 @@ typedef struct mutant {
     unsigned window;       /* tail-window-dropped: the first window's length (0 until the first sync) */
     int rebind_pending;    /* rebuild-drops-accumulation: the next backward overwrites */
     int reduce_at_step;    /* boundary-false-in-backward: a window waits for the step to be reduced */
+    int join, divide_initial, shadowed; /* join (ddpsim_impl.h), as bucketed.c keeps it */
+    int div;               /* what the next sync divides by: n, or under join the ranks running */
 } mutant;
 
 static int m_error(mutant *m, const char *msg)
@@ -137,9 +149,9 @@ static void scale_param(mutant *m, int p)
 {
     const ddpsim_param_view *v = &m->svc->params[p];
     if (m->svc->bucket_view && m->alias[p])
-        coll_div_n(v->grad, v->grad, v->count, m->n);
+        coll_div_n(v->grad, v->grad, v->count, m->div);
     else
-        coll_mul_inv_n(v->grad, v->grad, v->count, m->n);
+        coll_mul_inv_n(v->grad, v->grad, v->count, m->div);
 }
 
 static void scale(mutant *m, float *g)
@@ -230,7 +242,7 @@ static int reduce(mutant *m)
         memcpy(m->kept, g, svc->total_count * sizeof(float));
     m->syncs++;
     if (m->bug == BUG_POST_DIVIDE)
-        coll_div_n(g, g, svc->total_count, m->n);
+        coll_div_n(g, g, svc->total_count, m->div);
     for (int p = 0; p < svc->nparams; p++) {
         if (svc->find_unused && global_used[p] == 0.0f) {
             size_t off = (size_t)(svc->params[p].grad - g);
@@ -244,12 +256,12 @@ static int reduce(mutant *m)
     return 0;
 }
 
-static int broadcast_buffers(mutant *m)
+static int broadcast_buffers(mutant *m, int src)
 {
     const ddpsim_services *svc = m->svc;
     if (!svc->nbuffers)
         return 0;
-    return svc->broadcast(svc->env, svc->all_buffers, svc->buffers_count * sizeof(float), 0) ? -1 : 0;
+    return svc->broadcast(svc->env, svc->all_buffers, svc->buffers_count * sizeof(float), src) ? -1 : 0;
 }
 
 static int create_mutant(const ddpsim_services *svc, void **state, bug b)
@@ -259,7 +271,7 @@ static int create_mutant(const ddpsim_services *svc, void **state, bug b)
         return svc->set_error(svc->env, "out of memory");
     m->svc = svc;
     m->bug = b;
-    m->n = svc->world_size;
+    m->n = m->div = svc->world_size;
     *state = m;
     if (svc->comm_hook)
         return m_error(m, "the catalogue's bugs are modelled on DDP without a communication hook");
@@ -279,7 +291,7 @@ static int create_mutant(const ddpsim_services *svc, void **state, bug b)
     for (int p = 0; p < svc->nparams; p++)
         if (svc->broadcast(svc->env, svc->params[p].data, svc->params[p].count * sizeof(float), 0))
             return -1;
-    return broadcast_buffers(m);
+    return broadcast_buffers(m, 0);
 }
 
 static void destroy_mutant(void *state)
@@ -297,8 +309,13 @@ static void destroy_mutant(void *state)
 static int m_forward_begin(void *state, int no_sync_active)
 {
     mutant *m = state;
+    int nrunning = m->n, any, src = 0;
+    if (m->join && impl_join_announce(m->svc, 1, !no_sync_active, &nrunning, &any, &src))
+        return -1;
+    m->div = m->join && (!m->divide_initial || m->bug == BUG_JOIN_DIVIDES_BY_RUNNING) ? nrunning : m->n;
     /* distributed.py forward: the buffers when the forward before ran outside no_sync (broadcast_buffers) */
-    if (m->fwd_param_sync && m->svc->broadcast_buffers && m->bug != BUG_NO_BUFFER_BROADCAST && broadcast_buffers(m))
+    if (m->fwd_param_sync && m->svc->broadcast_buffers && m->bug != BUG_NO_BUFFER_BROADCAST &&
+        broadcast_buffers(m, src))
         return -1;
     m->fwd_param_sync = !no_sync_active;
     m->armed |= !no_sync_active; /* distributed.py forward: prepare_for_backward outside no_sync only */
@@ -467,6 +484,45 @@ static int m_optimizer_step(void *state, int *owned)
     return 0;
 }
 
+static int m_join_enter(void *state, int divide_by_initial_world_size)
+{
+    mutant *m = state;
+    m->join = 1;
+    m->divide_initial = divide_by_initial_world_size;
+    m->shadowed = 0;
+    return 0;
+}
+
+/* A peer's forward after this rank ran out: the buffers, then zeros for the peers' one allreduce (and used map). */
+static int m_join_shadow(void *state)
+{
+    mutant *m = state;
+    const ddpsim_services *svc = m->svc;
+    int nrunning, any, src;
+    m->shadowed++;
+    if (impl_join_announce(svc, 0, 0, &nrunning, &any, &src) ||
+        (m->fwd_param_sync && svc->broadcast_buffers && broadcast_buffers(m, src)))
+        return -1;
+    m->fwd_param_sync = any;
+    if (!any && m->bug != BUG_JOIN_IGNORES_NO_SYNC)
+        return 0;
+    float *zeros = calloc(svc->total_count, sizeof *zeros);
+    if (!zeros)
+        return m_error(m, "out of memory");
+    int rc = (svc->find_unused && svc->allreduce_sum(svc->env, zeros, (size_t)svc->nparams)) ||
+             svc->allreduce_sum(svc->env, zeros, svc->total_count);
+    free(zeros);
+    return rc ? -1 : 0;
+}
+
+static int m_join_exit(void *state)
+{
+    mutant *m = state;
+    int rc = impl_join_final_sync(m->svc, m->shadowed, m->bug != BUG_JOIN_FINAL_SYNC_SKIPS_BUFFERS);
+    m->shadowed = 0;
+    return rc;
+}
+
 #define AS_CREATE(id, name, mechanism, source, bitwise_only)                                                    \
     static int create_##id(const ddpsim_services *svc, void **state) { return create_mutant(svc, state, BUG_##id); }
 BUGS(AS_CREATE)
@@ -476,7 +532,8 @@ BUGS(AS_CREATE)
         .api_version = DDPSIM_IMPL_API_VERSION, .name = text, .description = mechanism, .create = create_##id,       \
         .destroy = destroy_mutant, .forward_begin = m_forward_begin, .no_sync_enter = m_enter,                      \
         .no_sync_exit = m_exit, .grad_ready = m_ready, .backward_end = m_backward_end, .zero_grad = m_zero_grad,     \
-        .step = m_step, .optimizer_step = m_optimizer_step,                                                          \
+        .step = m_step, .optimizer_step = m_optimizer_step, .join_enter = m_join_enter,                              \
+        .join_shadow = m_join_shadow, .join_exit = m_join_exit,                                                      \
     },
 static const ddpsim_impl_ops mutant_ops[BUG_COUNT] = {BUGS(AS_OPS)};
 

@@ -8,10 +8,11 @@
  *
  *     const ddpsim_impl_ops *ddpsim_impl_get(void);
  *
- * whose table's api_version is DDPSIM_IMPL_API_VERSION (3), 2 or 1: ddpsim
- * loads plugins built against any of them. A plugin sees the parts of both
- * structures of its version and nothing changes for it; what it cannot see
- * it is not given (a model with buffers needs version 3, which added them).
+ * whose table's api_version is DDPSIM_IMPL_API_VERSION (4), 3, 2 or 1:
+ * ddpsim loads plugins built against any of them. A plugin sees the parts of
+ * both structures of its version and nothing changes for it; what it cannot
+ * see it is not given (a model with buffers needs version 3, which added
+ * them; a schedule with join{...} needs version 4).
  *
  * On every rank ddpsim gives the implementation its own model replica (the
  * parameter and gradient views below) and drives it through the schedule:
@@ -29,6 +30,16 @@
  *          None: see grad_defined), then zero_grad()
  *   step   optimizer_step() (version 2; it may own the update), then
  *          ddpsim's SGD p += -lr * grad unless it did, then step()
+ *   join{  join_enter(divide_by_initial_world_size) on every rank (version 4)
+ *   }      join_exit() on every rank, once every rank has run out
+ *
+ * Uneven inputs: in "[4, -1:2]*( ... )" the last rank runs out after two
+ * iterations and is given nothing of the rest, except, inside join{...}, a
+ * join_shadow() for each forward its peers still make: PyTorch's Join runs
+ * the DDP join hook's main_hook once per such forward, and the
+ * implementation must match its peers' collectives there (zeros for their
+ * backward's reductions) without touching its own .grad. At join_exit every
+ * rank must end with the last joiner's parameters and buffers.
  *
  * Before the first op, create() is called; it should broadcast the
  * parameters from rank 0 as DDP's constructor does (or not: ddpsim checks).
@@ -48,7 +59,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DDPSIM_IMPL_API_VERSION 3
+#define DDPSIM_IMPL_API_VERSION 4
 /* The oldest version ddpsim still loads. */
 #define DDPSIM_IMPL_API_MIN_VERSION 1
 
@@ -144,7 +155,7 @@ typedef struct ddpsim_services {
      */
     int comm_hook;
 
-    /* ---- version 3 (a version-1 or -2 plugin never reads past here) ---- */
+    /* ---- version 3 (a version-1 or -2 plugin never reads past here; version 4 added nothing here) ---- */
     /*
      * The module's buffers (--model bn: BatchNorm1d's running_mean,
      * running_var, num_batches_tracked; none for the other models), in
@@ -195,6 +206,28 @@ typedef struct ddpsim_impl_ops {
      * step either way.
      */
     int (*optimizer_step)(void *state, int *owned);
+
+    /* ---- version 4 (ddpsim reads these only from a table whose api_version is 4 or more) ---- */
+    /*
+     * Uneven inputs, PyTorch 1.13's model.join() (torch/distributed/algorithms/join.py, distributed.py
+     * _DDPJoinHook), the rule ddpsim's reference follows and checks:
+     *  - join_enter: the with-block starts, on every rank. From here on (also after the block: 1.13 never
+     *    resets it) a forward that broadcasts the buffers does so from the highest rank still running, and
+     *    with divide_by_initial_world_size = 0 a sync divides by the number of ranks that ran its forward
+     *    instead of world_size;
+     *  - join_shadow: this rank has run out; its peers still running make a forward. Broadcast the buffers
+     *    as that forward does when this rank's own rule says the forward broadcasts (the rule of
+     *    broadcast_buffers above, where a shadowed forward counts as outside no_sync when some peer's
+     *    forward is); when the peers' backward syncs (some forward ran outside no_sync), contribute zeros
+     *    to every reduction of it. This rank's .grad stays as it is;
+     *  - join_exit: every rank has run out; every rank takes the parameters and buffers of the last
+     *    joiner: the highest rank among those that shadowed nothing.
+     * NULL in a version-4 table: the implementation does not support join, and a schedule with join{...}
+     * fails its run at join_enter.
+     */
+    int (*join_enter)(void *state, int divide_by_initial_world_size);
+    int (*join_shadow)(void *state);
+    int (*join_exit)(void *state);
 } ddpsim_impl_ops;
 
 /* What a plugin exports (declared here, so a plugin's definition is checked against it). */

@@ -41,7 +41,7 @@ typedef struct impl_handle {
 /*
  * A built-in by name, or a plugin when name contains a '/' (dlopen). For a
  * plugin: DDP_ERR_INVALID with dlerror's text when it does not load, lacks
- * ddpsim_impl_get, returns NULL, has an api_version other than 1, 2 or 3, or
+ * ddpsim_impl_get, returns NULL, has an api_version other than 1 to 4, or
  * misses a callback. Unknown names list the built-ins.
  */
 ddp_status impl_open(const char *name, impl_handle *out);
@@ -61,6 +61,9 @@ typedef struct impl_env {
     int backend_avg;      /* --nccl-op avg: built-ins leave buckets unscaled and ask for ncclAvg */
     int flip_pending;     /* --fault flip: the next reduction's contribution gets one bit flipped */
     ddpsim_buffer_view buffers[MODEL_MAX_BUFFERS]; /* services->buffers */
+    /* Under join, who runs the op at hand (ranks still running, the highest of them) and the last joiner:
+     * what the reference implementation is told as the checker's reference is (ddp_ref_participants). */
+    int join_nactive, join_highest, join_last, join_peers_sync;
     char error[IMPL_ERROR_LEN];      /* what the implementation said (set_error) */
     char coll_error[IMPL_ERROR_LEN]; /* why the last collective it called failed, in ddpsim's words */
 } impl_env;
@@ -73,6 +76,19 @@ typedef struct impl_env {
  * bit) on the way in.
  */
 ddp_status impl_reduce(void *env, float *buf, size_t count, int avg);
+
+/*
+ * The built-ins' join announcement (PyTorch's notify_join_context and _check_global_requires_backward_grad_sync
+ * in one collective): every rank's (running, syncs) allgathered; how many run, whether any syncs, and the
+ * highest rank running (PyTorch's _find_common_rank). Returns non-zero when the collective failed.
+ */
+int impl_join_announce(const ddpsim_services *svc, int running, int syncs, int *nrunning, int *any, int *highest);
+
+/*
+ * The built-ins' join_exit (distributed.py _sync_final_model): a rank that shadowed nothing in the block is a
+ * last joiner; every rank takes the parameters (and with buffers the buffers) of the highest of them.
+ */
+int impl_join_final_sync(const ddpsim_services *svc, int shadowed, int buffers);
 
 /* Fill views (model_nparams entries) and svc for the implementation's replica m. */
 void impl_services_init(ddpsim_services *svc, ddpsim_param_view *views, impl_env *env);

@@ -46,11 +46,43 @@ static void ref_destroy(void *state)
     free(st);
 }
 
+/* Under join the reference is told who runs the op at hand, as the checker's reference is (impl_env). */
+static void participants(ref_state *st)
+{
+    impl_env *env = impl_env_of(st->svc);
+    ddp_ref_participants(st->d, env->join_nactive, env->join_highest);
+}
+
 static int ref_forward_begin(void *state, int no_sync_active)
 {
     (void)no_sync_active; /* the reference tracks no_sync from enter/exit itself */
     ref_state *st = state;
+    participants(st);
     return ddp_ref_forward_begin(st->d) == DDP_OK ? 0 : fail(st->svc);
+}
+
+static int ref_join_enter(void *state, int divide_by_initial_world_size)
+{
+    ddp_ref_join_enter(((ref_state *)state)->d, divide_by_initial_world_size);
+    return 0;
+}
+
+/* The peers' forward, and at once the zeros for their backward: the implementation gets no call at that
+ * backward, and its collectives come in the same order either way. */
+static int ref_join_shadow(void *state)
+{
+    ref_state *st = state;
+    participants(st);
+    if (ddp_ref_join_shadow_forward(st->d, impl_env_of(st->svc)->join_peers_sync) != DDP_OK ||
+        ddp_ref_join_shadow_backward(st->d) != DDP_OK)
+        return fail(st->svc);
+    return 0;
+}
+
+static int ref_join_exit(void *state)
+{
+    ref_state *st = state;
+    return ddp_ref_join_exit(st->d, impl_env_of(st->svc)->join_last) == DDP_OK ? 0 : fail(st->svc);
 }
 
 static int ref_enter(void *state)
@@ -96,4 +128,7 @@ const ddpsim_impl_ops impl_reference_ops = {
     .backward_end = ref_backward_end,
     .zero_grad = ref_nothing,
     .step = ref_nothing,
+    .join_enter = ref_join_enter,
+    .join_shadow = ref_join_shadow,
+    .join_exit = ref_join_exit,
 };

@@ -49,10 +49,13 @@ static ddp_status open_plugin(const char *path, impl_handle *out)
         dlclose(dl);
         return s;
     }
-    /* A version-1 table ends where version 2 added optimizer_step: read no further than it goes. */
+    /* A version-1 table ends where version 2 added optimizer_step, a version-2 or -3 one where version 4 added
+     * join_enter: read no further than it goes. */
     memset(&out->table, 0, sizeof out->table);
     memcpy(&out->table, ops,
-           ops->api_version >= 2 ? sizeof out->table : offsetof(ddpsim_impl_ops, optimizer_step));
+           ops->api_version >= 4   ? sizeof out->table
+           : ops->api_version >= 2 ? offsetof(ddpsim_impl_ops, join_enter)
+                                   : offsetof(ddpsim_impl_ops, optimizer_step));
     out->ops = &out->table;
     out->dl = dl;
     return DDP_OK;

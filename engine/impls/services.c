@@ -6,6 +6,7 @@
 #include "impl.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "clock.h"
@@ -89,6 +90,37 @@ static int svc_set_error(void *env, const char *message)
     impl_env *e = env;
     snprintf(e->error, sizeof e->error, "%s", message ? message : "(no message)");
     return -1;
+}
+
+int impl_join_announce(const ddpsim_services *svc, int running, int syncs, int *nrunning, int *any, int *highest)
+{
+    int32_t mine[2] = {running, syncs};
+    int32_t *every = malloc(sizeof mine * (size_t)svc->world_size);
+    if (!every)
+        return svc->set_error(svc->env, "out of memory for the join announcement");
+    int rc = svc->allgather(svc->env, mine, every, sizeof mine);
+    *nrunning = *any = *highest = 0;
+    for (int r = 0; rc == 0 && r < svc->world_size; r++) {
+        *nrunning += every[2 * r];
+        *any |= every[2 * r + 1];
+        *highest = every[2 * r] ? r : *highest;
+    }
+    free(every);
+    return rc;
+}
+
+int impl_join_final_sync(const ddpsim_services *svc, int shadowed, int buffers)
+{
+    int nlast, any, src;
+    if (impl_join_announce(svc, shadowed == 0, 0, &nlast, &any, &src))
+        return -1;
+    for (int p = 0; p < svc->nparams; p++)
+        if (svc->broadcast(svc->env, svc->params[p].data, svc->params[p].count * sizeof(float), src))
+            return -1;
+    if (buffers && svc->nbuffers &&
+        svc->broadcast(svc->env, svc->all_buffers, svc->buffers_count * sizeof(float), src))
+        return -1;
+    return 0;
 }
 
 void impl_services_init(ddpsim_services *svc, ddpsim_param_view *views, impl_env *env)

@@ -267,6 +267,36 @@ ddp_status dump_read_batch(const char *dir, int rank, uint64_t b, const model *m
     return DDP_OK;
 }
 
+void dump_write_uneven_json(FILE *f, const sched *s, int nranks)
+{
+    if (s->njoins) {
+        fprintf(f, ",\n \"joins\": [");
+        for (size_t k = 0; k < s->njoins; k++)
+            fprintf(f, "%s{\"enter\": %zu, \"exit\": %zu, \"divide_by_initial_world_size\": %s}", k ? ", " : "",
+                    s->joins[k].enter_op, s->joins[k].exit_op,
+                    s->joins[k].divide_by_initial_world_size ? "true" : "false");
+        fprintf(f, "]");
+    }
+    if (!s->nuneven)
+        return;
+    uint32_t *counts = malloc(s->nuneven * (size_t)nranks * sizeof *counts);
+    if (!counts || sched_resolve(s, nranks, counts) != DDP_OK) {
+        free(counts);
+        return; /* checked before: cannot happen */
+    }
+    fprintf(f, ",\n \"uneven\": [");
+    for (size_t k = 0; k < s->nuneven; k++) {
+        const sched_uneven *u = &s->uneven[k];
+        fprintf(f, "%s{\"first\": %zu, \"body\": %zu, \"iterations\": %u, \"counts\": [", k ? ", " : "",
+                u->first_op, u->body_ops, u->iterations);
+        for (int r = 0; r < nranks; r++)
+            fprintf(f, "%s%u", r ? ", " : "", counts[k * (size_t)nranks + (size_t)r]);
+        fprintf(f, "]}");
+    }
+    fprintf(f, "]");
+    free(counts);
+}
+
 ddp_status dump_write_manifest(const char *dir, const dump_manifest_info *info)
 {
     model *m = NULL;
@@ -319,9 +349,17 @@ ddp_status dump_write_manifest(const char *dir, const dump_manifest_info *info)
             break;
         case OP_ENTER: fprintf(f, "{\"op\": \"no_sync_enter\"}"); break;
         case OP_EXIT: fprintf(f, "{\"op\": \"no_sync_exit\"}"); break;
+        case OP_JOIN_ENTER:
+            fprintf(f, "{\"op\": \"join_enter\", \"divide_by_initial_world_size\": %s}",
+                    info->schedule->joins[sched_join_of(info->schedule, i)].divide_by_initial_world_size ? "true"
+                                                                                                          : "false");
+            break;
+        case OP_JOIN_EXIT: fprintf(f, "{\"op\": \"join_exit\"}"); break;
         }
     }
-    fprintf(f, "\n ],\n \"impls\": [");
+    fprintf(f, "\n ]");
+    dump_write_uneven_json(f, info->schedule, info->nranks);
+    fprintf(f, ",\n \"impls\": [");
     for (int i = 0; i < info->nimpls; i++) {
         fprintf(f, "%s", i ? ", " : "");
         jsonw_string(f, info->impls[i]);

@@ -65,6 +65,14 @@ ddp_status dump_read_init(const char *dir, model *m);
  * tokens and targets in the vocabulary. */
 ddp_status dump_read_batch(const char *dir, int rank, uint64_t b, const model *m, model_batch *batch);
 
+/*
+ * A schedule's join blocks and uneven repetitions, resolved at nranks, as manifests write them (nothing when
+ * it has none): ,\n "joins": [{"enter": OP, "exit": OP, "divide_by_initial_world_size": bool}, ...],
+ * "uneven": [{"first": OP, "body": N, "iterations": K, "counts": [rank 0's, ...]}, ...]. Only for a
+ * schedule sched_resolve accepted at nranks.
+ */
+void dump_write_uneven_json(FILE *f, const sched *s, int nranks);
+
 /* What a run is, as a manifest records it: everything needed to replay the dump elsewhere. */
 typedef struct dump_manifest_info {
     int nranks;

@@ -91,6 +91,66 @@ static ddp_status read_decls(const char *path, const json_value *root, record_ru
     return DDP_OK;
 }
 
+/* obj's member key: a whole number in 0..hi. */
+static ddp_status member_whole(const char *path, const json_value *obj, const char *key, double hi, double *out)
+{
+    const json_value *v;
+    DDP_CHECK(json_need(path, obj, key, JSON_NUMBER, &v));
+    return whole(path, key, v, 0, hi, out);
+}
+
+/* "joins" and "uneven" (dump.h dump_write_uneven_json), when present, into the schedule's blocks. */
+static ddp_status read_uneven(const char *path, const json_value *root, int nranks, sched_join **joins,
+                              size_t *njoins, sched_uneven **uneven, size_t *nuneven)
+{
+    const json_value *js = json_get(root, "joins"), *us = json_get(root, "uneven");
+    if ((js && js->type != JSON_ARRAY) || (us && us->type != JSON_ARRAY))
+        return ddp_error(DDP_ERR_INVALID, "%s: \"joins\" and \"uneven\" must be arrays", path);
+    *njoins = js ? js->n : 0;
+    *nuneven = us ? us->n : 0;
+    *joins = calloc(*njoins ? *njoins : 1, sizeof **joins);
+    *uneven = calloc(*nuneven ? *nuneven : 1, sizeof **uneven);
+    if (!*joins || !*uneven)
+        return ddp_error(DDP_ERR_NOMEM, "the recorded join blocks");
+    double x;
+    for (size_t k = 0; k < *njoins; k++) {
+        const json_value *j = &js->items[k], *d;
+        sched_join *o = &(*joins)[k];
+        DDP_CHECK(member_whole(path, j, "enter", SCHED_MAX_OPS, &x));
+        o->enter_op = (size_t)x;
+        DDP_CHECK(member_whole(path, j, "exit", SCHED_MAX_OPS, &x));
+        o->exit_op = (size_t)x;
+        o->divide_by_initial_world_size = 1;
+        if ((d = json_get(j, "divide_by_initial_world_size"))) {
+            if (d->type != JSON_BOOL)
+                return ddp_error(DDP_ERR_INVALID, "%s: joins[%zu].divide_by_initial_world_size must be true or false",
+                                 path, k);
+            o->divide_by_initial_world_size = d->boolean;
+        }
+    }
+    for (size_t k = 0; k < *nuneven; k++) {
+        const json_value *u = &us->items[k], *counts;
+        sched_uneven *o = &(*uneven)[k];
+        DDP_CHECK(member_whole(path, u, "first", SCHED_MAX_OPS, &x));
+        o->first_op = (size_t)x;
+        DDP_CHECK(member_whole(path, u, "body", SCHED_MAX_OPS, &x));
+        o->body_ops = (size_t)x;
+        DDP_CHECK(member_whole(path, u, "iterations", SCHED_MAX_COUNT, &x));
+        o->iterations = o->count = (uint32_t)x;
+        DDP_CHECK(json_need(path, u, "counts", JSON_ARRAY, &counts));
+        if (counts->n != (size_t)nranks || nranks > SCHED_MAX_OVERRIDES)
+            return ddp_error(DDP_ERR_INVALID, "%s: uneven[%zu].counts has %zu entries for %d ranks (at most %d)", path,
+                             k, counts->n, nranks, SCHED_MAX_OVERRIDES);
+        for (int r = 0; r < nranks; r++) {
+            DDP_CHECK(whole(path, "an uneven count", &counts->items[r], 0, SCHED_MAX_COUNT, &x));
+            o->over_rank[r] = r;
+            o->over_count[r] = (uint32_t)x;
+        }
+        o->nover = nranks;
+    }
+    return DDP_OK;
+}
+
 static ddp_status read_ops(const char *path, const json_value *root, record_run *r)
 {
     const json_value *ops;
@@ -102,12 +162,23 @@ static ddp_status read_ops(const char *path, const json_value *root, record_run 
         int op = ops->items[i].type == JSON_STRING ? sched_op_from_name(ops->items[i].string) : -1;
         if (op < 0) {
             free(list);
-            return ddp_error(DDP_ERR_INVALID, "%s: op %zu is not one of fwd, bwd, grab, zero, step, enter, exit", path, i);
+            return ddp_error(DDP_ERR_INVALID,
+                             "%s: op %zu is not one of fwd, bwd, grab, zero, step, enter, exit, join_enter, join_exit",
+                             path, i);
         }
         list[i] = (sched_op)op;
     }
-    ddp_status s = sched_from_ops(list, ops->n, &r->schedule);
+    sched_join *joins = NULL;
+    sched_uneven *uneven = NULL;
+    size_t njoins = 0, nuneven = 0;
+    ddp_status s = read_uneven(path, root, r->nranks, &joins, &njoins, &uneven, &nuneven);
+    if (s == DDP_OK)
+        s = sched_from_ops(list, ops->n, uneven, nuneven, joins, njoins, &r->schedule);
+    if (s == DDP_OK && (s = sched_resolve(&r->schedule, r->nranks, NULL)) != DDP_OK)
+        sched_free(&r->schedule);
     free(list);
+    free(joins);
+    free(uneven);
     if (s != DDP_OK)
         return ddp_error_prefix(s, path);
     return DDP_OK;
@@ -256,20 +327,27 @@ ddp_status record_read_piece(const record_run *r, const char *what, int param, i
     return npy_read_exact(path, NPY_F4, shape, r->decls[param].ndim, dst, 1);
 }
 
-/* Every file the schedule will read, for every rank, headers only. */
-static ddp_status check_all(const record_run *r)
+/* Every file rank's part of the run needs: what it ran (a rank that ran out has no grab, step or micro-step
+ * files for what it skipped, and none at the end when it ran out outside join). */
+static ddp_status check_rank_files(const record_run *r, int rank, const uint32_t *counts, unsigned char *used,
+                                   char *what, size_t wlen)
 {
-    char what[PATH_MAX];
-    unsigned char used[MODEL_MAX_PARAMS];
-    int np = r->nparams, all = r->nparams + r->nbuffers;
-    DDP_CHECK(check_files(r, "init", NULL, 0, all));
-    for (int rank = 0; rank < r->nranks; rank++) {
+    int np = r->nparams, all = r->nparams + r->nbuffers, in_join = 0;
+    {
         uint64_t micro = 0, grab = 0, step = 0, fwd = 0;
         for (size_t i = 0; i < r->schedule.nops; i++) {
+            in_join = r->schedule.ops[i] == OP_JOIN_ENTER ? 1 : r->schedule.ops[i] == OP_JOIN_EXIT ? 0 : in_join;
+            if (!sched_runs(&r->schedule, counts, r->nranks, i, rank)) {
+                if (!in_join)
+                    return DDP_OK;
+                grab += r->schedule.ops[i] == OP_GRAB;
+                step += r->schedule.ops[i] == OP_STEP;
+                continue;
+            }
             switch (r->schedule.ops[i]) {
             case OP_FWD:
                 for (int k = 0; k < 2 && r->nbuffers; k++) {
-                    snprintf(what, sizeof what, "rank%d/fwd%llu/%s", rank, (unsigned long long)fwd,
+                    snprintf(what, wlen, "rank%d/fwd%llu/%s", rank, (unsigned long long)fwd,
                              k ? "after" : "seen");
                     DDP_CHECK(check_files(r, what, NULL, np, all));
                 }
@@ -277,25 +355,42 @@ static ddp_status check_all(const record_run *r)
                 break;
             case OP_BWD:
                 DDP_CHECK(record_used(r, rank, micro, used));
-                snprintf(what, sizeof what, "rank%d/micro%llu", rank, (unsigned long long)micro++);
+                snprintf(what, wlen, "rank%d/micro%llu", rank, (unsigned long long)micro++);
                 DDP_CHECK(check_files(r, what, used, 0, np));
                 break;
             case OP_GRAB:
-                snprintf(what, sizeof what, "%s/rank%d/grab%llu", r->impl, rank, (unsigned long long)grab++);
+                snprintf(what, wlen, "%s/rank%d/grab%llu", r->impl, rank, (unsigned long long)grab++);
                 DDP_CHECK(check_files(r, what, NULL, 0, np));
                 break;
             case OP_STEP:
-                snprintf(what, sizeof what, "%s/rank%d/step%llu", r->impl, rank, (unsigned long long)step++);
+                snprintf(what, wlen, "%s/rank%d/step%llu", r->impl, rank, (unsigned long long)step++);
                 DDP_CHECK(check_files(r, what, NULL, 0, np));
                 break;
             default: break;
             }
         }
-        snprintf(what, sizeof what, "%s/rank%d/end", r->impl, rank);
+        snprintf(what, wlen, "%s/rank%d/end", r->impl, rank);
         DDP_CHECK(check_files(r, what, NULL, 0, np));
     }
     return DDP_OK;
 }
+
+/* Every file the schedule will read, for every rank, headers only. */
+static ddp_status check_all(const record_run *r)
+{
+    char what[PATH_MAX];
+    unsigned char used[MODEL_MAX_PARAMS];
+    DDP_CHECK(check_files(r, "init", NULL, 0, r->nparams + r->nbuffers));
+    uint32_t *counts = malloc((r->schedule.nuneven ? r->schedule.nuneven : 1) * (size_t)r->nranks * sizeof *counts);
+    if (!counts)
+        return ddp_error(DDP_ERR_NOMEM, "the uneven counts of %d ranks", r->nranks);
+    ddp_status s = sched_resolve(&r->schedule, r->nranks, counts);
+    for (int rank = 0; s == DDP_OK && rank < r->nranks; rank++)
+        s = check_rank_files(r, rank, counts, used, what, sizeof what);
+    free(counts);
+    return s;
+}
+
 
 /* rank<digits>: the name of a rank's own directory, which an implementation's cannot take. */
 static int is_rank_dir(const char *name)
@@ -398,7 +493,9 @@ ddp_status record_write_manifest(const char *dir, const record_info *info)
     fprintf(f, "},\n \"ops\": [");
     for (size_t i = 0; i < info->schedule->nops; i++)
         fprintf(f, "%s\"%s\"", i ? ", " : "", sched_op_name(info->schedule->ops[i]));
-    fprintf(f, "]}\n");
+    fprintf(f, "]");
+    dump_write_uneven_json(f, info->schedule, info->nranks);
+    fprintf(f, "}\n");
     int bad = ferror(f);
     if (fclose(f) != 0 || bad)
         return ddp_error(DDP_ERR_SYSTEM, "cannot write %s", path);

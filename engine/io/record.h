@@ -30,7 +30,14 @@
  *            "broadcast_buffers": bool},
  *    "zero_grad": "fill_zeros" | "set_to_none",
  *    "optimizer": {"type": "sgd", "lr": X},
- *    "ops": ["fwd", "bwd", "enter", "exit", "grab", "zero", "step", ...]}
+ *    "ops": ["fwd", "bwd", "enter", "exit", "grab", "zero", "step", "join_enter", "join_exit", ...],
+ *    "joins": [{"enter": OP, "exit": OP, "divide_by_initial_world_size": bool}, ...],
+ *    "uneven": [{"first": OP, "body": N, "iterations": K, "counts": [rank 0's, ...]}, ...]}
+ *
+ * "joins" and "uneven" (uneven inputs, schedule.h) may be left out. A rank
+ * has files only for the ops it ran: none for the grabs and steps past its
+ * count (their numbers stay the run's), micro<m> and fwd<k> counting its
+ * own, and nothing after the point where it ran out outside join.
  *
  * Every file is float32 of its parameter's shape, C order. "recorded_by",
  * "model", "ddp" (and its members), "zero_grad" and "optimizer" may be left

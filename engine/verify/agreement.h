@@ -28,8 +28,13 @@ typedef struct agreement_state {
 ddp_status agreement_init(agreement_state *a, verify_agreement *out, int nranks);
 void agreement_free(agreement_state *a);
 
-/* Compare grads (laid out as layout's) across ranks for the parameters in reduced; op: where, for the report. */
+/*
+ * Compare grads (laid out as layout's) across ranks for the parameters in reduced; op: where, for the report.
+ * active[r] (NULL: every rank) says which ranks took part in the sync: under join a rank that has run out
+ * keeps its own gradients and takes part here with grads NULL; the others are compared with the first
+ * active rank.
+ */
 ddp_status agreement_check(agreement_state *a, world_rank *wr, const model *layout, const float *grads,
-                           const unsigned char *reduced, size_t op);
+                           const unsigned char *reduced, size_t op, const unsigned char *active);
 
 #endif

@@ -123,10 +123,13 @@ void budget_before_sync(order_budget *b, const float *g)
         b->v[j] = round_up((double)b->E[j] * (1 + gm) + 2 * gm * fabs((double)g[j]) + abs_err);
 }
 
-ddp_status budget_after_sync(order_budget *b, world_rank *wr, const model *layout, const unsigned char *reduced)
+/* Each term still takes at most N + 1 roundings when some ranks add zeros (exactly), and the result is the sum
+ * times 1/div: the bound scales by 1/div. */
+ddp_status budget_after_sync(order_budget *b, world_rank *wr, const model *layout, const unsigned char *reduced,
+                             int div)
 {
     DDP_CHECK(coll_allreduce(wr, b->v, b->n, COLL_FLOAT, COLL_SUM, COLL_ORDERED));
-    double scale = 1.0 / b->nranks / (1 - tol_gamma(b->nranks, TOL_U_FLOAT));
+    double scale = 1.0 / div / (1 - tol_gamma(b->nranks, TOL_U_FLOAT));
     for (int p = 0; p < model_nparams(layout); p++) {
         if (!reduced[p])
             continue; /* not reduced: its local gradient, and its bound, stay */
@@ -137,6 +140,12 @@ ddp_status budget_after_sync(order_budget *b, world_rank *wr, const model *layou
         }
     }
     return DDP_OK;
+}
+
+ddp_status budget_shadow_sync(order_budget *b, world_rank *wr)
+{
+    memset(b->v, 0, b->n * sizeof *b->v);
+    return coll_allreduce(wr, b->v, b->n, COLL_FLOAT, COLL_SUM, COLL_ORDERED);
 }
 
 void budget_params(const order_budget *b, int grads_bounded, float lr, const float *g, const float *w, float *out)

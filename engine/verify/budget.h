@@ -69,8 +69,15 @@ void budget_accumulate(order_budget *b, const model *layout, const float *g, con
 /* Before a sync: this rank's contribution to the bound, from its gradients g as they go in. */
 void budget_before_sync(order_budget *b, const float *g);
 
-/* After the reference's sync: the new bound of every parameter it reduced (a collective: every rank calls it). */
-ddp_status budget_after_sync(order_budget *b, world_rank *wr, const model *layout, const unsigned char *reduced);
+/*
+ * After the reference's sync, which divided by div (the world size, or under join without
+ * divide_by_initial_world_size the ranks still running): the new bound of every parameter it reduced (a
+ * collective: every rank calls it, a rank that has run out through budget_shadow_sync).
+ */
+ddp_status budget_after_sync(order_budget *b, world_rank *wr, const model *layout, const unsigned char *reduced,
+                             int div);
+/* A rank that ran out, in its peers' sync: it added exact zeros, and its own gradients and bound stay. */
+ddp_status budget_shadow_sync(order_budget *b, world_rank *wr);
 
 /*
  * The bound on the parameters after a step with lr (gradients g, the

@@ -74,6 +74,10 @@ typedef struct check_rank {
     size_t bwd_op;          /* the op of the last backward: where a sync happened, for the report */
     uint64_t grab, step;
     int last_synced, bwd_since_zero;
+    /* uneven inputs, as rank.c keeps them */
+    uint32_t *counts;
+    unsigned char *active;
+    int nactive, highest, in_join, peer_depth, uneven_window;
 } check_rank;
 
 /* A recorded file that cannot be used is the recording's fault (bad input), not the check's. */
@@ -107,6 +111,7 @@ static verify_record *next_record(check_rank *c)
 {
     verify_record *r = &c->records[c->next_check++ * (size_t)c->n + (size_t)c->rank];
     memset(r, 0, sizeof *r);
+    r->uneven = c->uneven_window;
     return r;
 }
 
@@ -176,7 +181,7 @@ static ddp_status do_backward(check_rank *c)
         budget_before_sync(&c->budget, model_grads(c->m));
     DDP_CHECK(ddp_ref_backward_end(c->ddp));
     if (bounded && syncs)
-        DDP_CHECK(budget_after_sync(&c->budget, c->wr, c->m, ddp_ref_averaged_params(c->ddp)));
+        DDP_CHECK(budget_after_sync(&c->budget, c->wr, c->m, ddp_ref_averaged_params(c->ddp), ddp_ref_divisor(c->ddp)));
     c->last_synced = ddp_ref_last_synced(c->ddp);
     c->bwd_since_zero = 1;
     c->bwd_op = c->op;
@@ -198,10 +203,10 @@ static ddp_status do_grab(check_rank *c)
     if (rec->synced == 1)
         rec->ref_sync_hash = checker_hash(c->m, model_grads(c->m), ddp_ref_reduced_params(c->ddp));
     rec->impl_hash = hash_floats(HASH_INIT, c->actual, model_size(c->m));
-    if (c->bwd_since_zero && c->last_synced) {
+    if (c->bwd_since_zero && c->last_synced && !c->uneven_window) { /* rank.c do_grab: every rank or none */
         const unsigned char *reduced = ddp_ref_reduced_params(c->ddp);
         DDP_CHECK(refcheck_run(&c->refcheck, c->wr, c->m, reduced, rec));
-        DDP_CHECK(agreement_check(&c->agreement, c->wr, c->m, c->actual, reduced, c->bwd_op));
+        DDP_CHECK(agreement_check(&c->agreement, c->wr, c->m, c->actual, reduced, c->bwd_op, NULL));
     }
     rec->done = 1;
     return DDP_OK;
@@ -242,9 +247,40 @@ static ddp_status do_params(check_rank *c, int after_step)
     return DDP_OK;
 }
 
-static ddp_status run_op(check_rank *c, sched_op op)
+/* rank.c shadow_op: an op this rank, having run out inside join, shadows or skips. */
+static ddp_status shadow_op(check_rank *c, sched_op op)
 {
     switch (op) {
+    case OP_FWD: return ddp_ref_join_shadow_forward(c->ddp, c->peer_depth == 0);
+    case OP_BWD:
+        DDP_CHECK(ddp_ref_join_shadow_backward(c->ddp));
+        return c->cfg->tol.kind == TOL_ORDER && ddp_ref_join_shadow_synced(c->ddp)
+                   ? budget_shadow_sync(&c->budget, c->wr)
+                   : DDP_OK;
+    case OP_GRAB:
+    case OP_STEP: {
+        verify_record *rec = next_record(c);
+        rec->synced = -1;
+        rec->joined = rec->done = 1;
+        c->grab += op == OP_GRAB;
+        c->step += op == OP_STEP;
+        return DDP_OK;
+    }
+    default: return DDP_OK;
+    }
+}
+
+static ddp_status run_op(check_rank *c, sched_op op)
+{
+    const sched *sc = &c->rec->schedule;
+    switch (op) {
+    case OP_JOIN_ENTER:
+        c->in_join = 1;
+        ddp_ref_join_enter(c->ddp, sc->joins[sched_join_of(sc, c->op)].divide_by_initial_world_size);
+        return DDP_OK;
+    case OP_JOIN_EXIT:
+        c->in_join = 0;
+        return ddp_ref_join_exit(c->ddp, sched_last_joiner(sc, c->counts, c->n, sched_join_of(sc, c->op)));
     case OP_ENTER: return ddp_ref_no_sync_enter(c->ddp);
     case OP_EXIT: return ddp_ref_no_sync_exit(c->ddp);
     case OP_FWD:
@@ -254,6 +290,7 @@ static ddp_status run_op(check_rank *c, sched_op op)
     case OP_BWD: return do_backward(c);
     case OP_GRAB: return do_grab(c);
     case OP_ZERO:
+        c->uneven_window &= c->nactive < c->n;
         ddp_ref_zero_grad(c->ddp);
         budget_zero(&c->budget);
         refcheck_zero(&c->refcheck);
@@ -269,6 +306,11 @@ static ddp_status run_op(check_rank *c, sched_op op)
 static ddp_status setup(check_rank *c)
 {
     const record_run *rec = c->rec;
+    c->counts = malloc((rec->schedule.nuneven ? rec->schedule.nuneven : 1) * (size_t)c->n * sizeof *c->counts);
+    c->active = malloc((size_t)c->n);
+    if (!c->counts || !c->active)
+        return ddp_error(DDP_ERR_NOMEM, "the uneven counts of %d ranks", c->n);
+    DDP_CHECK(sched_resolve(&rec->schedule, c->n, c->counts)); /* record_open checked it */
     c->src = (source_ctx){rec, c->rank};
     model_grad_source src = {src_used, src_grad, &c->src, src_npieces, src_piece};
     DDP_CHECK(model_create_recorded(rec->decls, rec->nparams, &src, &c->m));
@@ -309,15 +351,28 @@ static ddp_status check_rank_main(world_rank *wr, void *arg)
     world_set_op(wr, -1, "setup");
     ddp_status s = setup(&c);
     const sched *sc = &cfg->rec->schedule;
+    int ran_out = 0;
     for (size_t i = 0; s == DDP_OK && i < sc->nops; i++) {
         world_set_op(wr, (int)i, sched_op_name(sc->ops[i]));
         c.op = i;
-        s = run_op(&c, sc->ops[i]);
+        c.nactive = sched_participants(sc, c.counts, c.n, i, c.active, &c.highest);
+        ddp_ref_participants(c.ddp, c.nactive, c.highest);
+        if (c.nactive < c.n && (sc->ops[i] == OP_FWD || sc->ops[i] == OP_BWD))
+            c.uneven_window = 1;
+        int mine = c.active[c.rank];
+        if (!mine && !c.in_join) {
+            ran_out = 1; /* as the recorded rank did: it stopped there */
+            break;
+        }
+        s = mine ? run_op(&c, sc->ops[i]) : shadow_op(&c, sc->ops[i]);
+        c.peer_depth += sc->ops[i] == OP_ENTER ? 1 : sc->ops[i] == OP_EXIT ? -1 : 0;
     }
-    if (s == DDP_OK) {
+    if (s == DDP_OK && !ran_out) {
         world_set_op(wr, (int)sc->nops, "end");
         s = do_params(&c, 0);
     }
+    free(c.counts);
+    free(c.active);
     agreement_free(&c.agreement);
     refcheck_free(&c.refcheck);
     budget_free(&c.budget);

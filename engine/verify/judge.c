@@ -38,10 +38,17 @@ void judge_run(const verify_result *res, judgement *j)
     j->first_rank = j->disagree_rank = -1;
     for (size_t k = 0; k < res->nchecks; k++) {
         int grads = res->checks[k].kind == CHECK_GRADS;
-        int failed = 0, agree = 1, checked = 0, global_bad = 0;
+        int failed = 0, agree = 1, checked = 0, global_bad = 0, uneven = 0, base = 0;
         uint64_t nonzero = 0;
+        /* Uneven inputs: a rank that had run out has no record to compare, and until every rank zeroes again the
+         * ranks' gradients may differ (the reference's too): no agreement across ranks is asked of them. */
+        for (int r = 0; r < res->nranks; r++)
+            uneven |= verify_at(res, k, r)->joined || verify_at(res, k, r)->uneven;
+        while (base < res->nranks - 1 && verify_at(res, k, base)->joined)
+            base++;
         for (int r = 0; r < res->nranks; r++) {
             const verify_record *rec = verify_at(res, k, r);
+            j->joined_records += (size_t)rec->joined;
             if (rec->bound_ratio > j->bound_worst)
                 j->bound_worst = rec->bound_ratio;
             if (!judge_record_ok(rec)) {
@@ -52,11 +59,11 @@ void judge_run(const verify_result *res, judgement *j)
                     j->first_rank = r;
                 }
             }
-            if (!grads)
+            if (!grads || rec->joined)
                 continue;
             nonzero += rec->nonzero;
-            const verify_record *r0 = verify_at(res, k, 0);
-            agree &= r0->synced == 1 ? rec->ref_sync_hash == r0->ref_sync_hash : rec->ref_hash == r0->ref_hash;
+            const verify_record *r0 = verify_at(res, k, base);
+            agree &= uneven || (r0->synced == 1 ? rec->ref_sync_hash == r0->ref_sync_hash : rec->ref_hash == r0->ref_hash);
             if (rec->global_checked) {
                 checked = 1;
                 if (!(rec->global_ratio <= j->global_worst) && !isnan(j->global_worst))
@@ -74,7 +81,7 @@ void judge_run(const verify_result *res, judgement *j)
         j->informative_grabs += nonzero > 0;
         j->global_checked += checked;
         j->global_failed += global_bad;
-        int synced = verify_at(res, k, 0)->synced;
+        int synced = uneven ? -1 : verify_at(res, k, base)->synced; /* the counts of alike and unlike ranks: even runs */
         if (synced == 1) {
             j->synced_grabs++;
             j->synced_disagree += !agree;
@@ -125,7 +132,7 @@ const char *judge_summary(const verify_result *res, const judgement *j, const mo
     case JUDGE_NOTHING: snprintf(buf, len, "nothing verified"); break;
     case JUDGE_RANKS_DISAGREE: {
         const verify_agreement *a = j->disagree;
-        snprintf(buf, len, "ranks 0 and %d differ after op %zu, %s[%llu]", j->disagree_rank, a->op,
+        snprintf(buf, len, "ranks %d and %d differ after op %zu, %s[%llu]", a->base, j->disagree_rank, a->op,
                  param_name(layout, a->param, pn, sizeof pn), (unsigned long long)a->index);
         break;
     }

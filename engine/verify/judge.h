@@ -43,6 +43,7 @@ typedef enum judge_verdict {
 typedef struct judgement {
     judge_verdict verdict;
     size_t checks_failed;           /* checks on which some rank fails */
+    size_t joined_records;          /* (check, rank) pairs a rank did not reach: it had run out of inputs */
     size_t grabs_failed, params_failed; /* ... of them gradients, parameters */
     size_t params_checked;          /* parameter checks (steps and the end) */
     const verify_record *first;     /* the first failing record (schedule order, then rank), or NULL */

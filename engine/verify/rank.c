@@ -212,7 +212,8 @@ static ddp_status run_backward(rank_ctx *c)
         budget_before_sync(&c->budget, model_grads(c->ref.m));
     DDP_CHECK(ddp_ref_backward_end(c->ref.ddp));
     mirror_defined(c);
-    return syncs ? AS_CHECKS(budget_after_sync(&c->budget, c->wr, c->ref.m, ddp_ref_averaged_params(c->ref.ddp)))
+    return syncs ? AS_CHECKS(budget_after_sync(&c->budget, c->wr, c->ref.m, ddp_ref_averaged_params(c->ref.ddp),
+                                               ddp_ref_divisor(c->ref.ddp)))
                  : DDP_OK;
 }
 
@@ -330,6 +331,7 @@ static verify_record *next_record(rank_ctx *c)
 {
     verify_record *rec = &c->records[c->next_check++ * (size_t)c->n + (size_t)c->rank];
     memset(rec, 0, sizeof *rec);
+    rec->uneven = c->uneven_window;
     return rec;
 }
 
@@ -343,7 +345,9 @@ static ddp_status do_grab(rank_ctx *c, size_t k)
     if (rec->synced == 1)
         rec->ref_sync_hash = checker_hash(c->ref.m, model_grads(c->ref.m), ddp_ref_reduced_params(c->ref.ddp));
     rec->impl_hash = hash_floats(HASH_INIT, model_grads(c->impl.m), model_size(c->impl.m));
-    if (c->last_was_synced_bwd)
+    /* The reference's own check sums every rank's local gradients since the last zero_grad: not while a rank that
+     * ran out of inputs holds gradients its peers' syncs did not take (uneven_window), every rank or none. */
+    if (c->last_was_synced_bwd && !c->uneven_window)
         DDP_CHECK(AS_CHECKS(refcheck_run(&c->refcheck, c->wr, c->ref.m, ddp_ref_reduced_params(c->ref.ddp), rec)));
     if (c->cfg->dump_dir)
         DDP_CHECK(dump_grab(c, k));
@@ -382,6 +386,54 @@ static void check_params(rank_ctx *c, int after_step)
         memcpy(a, e, model_size(c->ref.m) * sizeof *a);
 }
 
+/*
+ * An op of an uneven repetition that this rank, having run out, does not run. Inside join it shadows its
+ * peers (ddp_ref.h): at their forward the reference's main_hook and the implementation's join_shadow, at
+ * their backward the reference's zeros and its part in the agreement check; a grab or a step it does not
+ * reach leaves a record that says so. Without join it has stopped (verify_rank_main).
+ */
+static ddp_status shadow_op(rank_ctx *c, sched_op op)
+{
+    impl_side *im = &c->impl;
+    switch (op) {
+    case OP_FWD:
+        DDP_CHECK(ddp_ref_join_shadow_forward(c->ref.ddp, c->peer_depth == 0));
+        return IMPL_CALL(c, im->ops->join_shadow(im->state), "join_shadow");
+    case OP_BWD:
+        DDP_CHECK(ddp_ref_join_shadow_backward(c->ref.ddp));
+        if (!ddp_ref_join_shadow_synced(c->ref.ddp))
+            return DDP_OK;
+        if (c->budget.E)
+            DDP_CHECK(AS_CHECKS(budget_shadow_sync(&c->budget, c->wr)));
+        return AS_CHECKS(agreement_check(&c->agreement, c->wr, c->impl.m, NULL, ddp_ref_reduced_params(c->ref.ddp),
+                                         c->op, c->active));
+    case OP_GRAB:
+    case OP_STEP: {
+        verify_record *rec = next_record(c);
+        rec->synced = -1;
+        rec->joined = rec->done = 1;
+        c->next_grab += op == OP_GRAB;
+        c->nsteps += op == OP_STEP;
+        return DDP_OK;
+    }
+    default: return DDP_OK;
+    }
+}
+
+/* Who runs op i: c->active, c->nactive, c->highest, told to the reference and the reference implementation. */
+static int who_runs(rank_ctx *c, size_t i)
+{
+    const sched *sc = c->cfg->schedule;
+    c->nactive = sched_participants(sc, c->counts, c->n, i, c->active, &c->highest);
+    ddp_ref_participants(c->ref.ddp, c->nactive, c->highest);
+    c->impl.env.join_nactive = c->nactive;
+    c->impl.env.join_highest = c->highest;
+    c->impl.env.join_peers_sync = c->peer_depth == 0;
+    if (c->nactive < c->n && (sc->ops[i] == OP_FWD || sc->ops[i] == OP_BWD))
+        c->uneven_window = 1;
+    return c->active[c->rank];
+}
+
 static ddp_status run_op(rank_ctx *c, sched_op op, size_t *grab)
 {
     impl_side *im = &c->impl;
@@ -408,12 +460,30 @@ static ddp_status run_op(rank_ctx *c, sched_op op, size_t *grab)
         c->last_was_synced_bwd = ddp_ref_last_synced(c->ref.ddp);
         refcheck_accumulate(&c->refcheck, c->ref.m, c->last_was_synced_bwd, c->n);
         c->bwd_since_zero = 1;
-        return c->last_was_synced_bwd ? AS_CHECKS(agreement_check(&c->agreement, c->wr, c->impl.m,
-                                                                    model_grads(c->impl.m),
-                                                                    ddp_ref_reduced_params(c->ref.ddp), c->op))
-                                      : DDP_OK;
+        return c->last_was_synced_bwd
+                   ? AS_CHECKS(agreement_check(&c->agreement, c->wr, c->impl.m, model_grads(c->impl.m),
+                                               ddp_ref_reduced_params(c->ref.ddp), c->op, c->active))
+                   : DDP_OK;
     case OP_GRAB: return do_grab(c, (*grab)++);
+    case OP_JOIN_ENTER: {
+        const sched *sc = c->cfg->schedule;
+        int k = sched_join_of(sc, c->op);
+        int divide = sc->joins[k].divide_by_initial_world_size;
+        ddp_ref_join_enter(c->ref.ddp, divide);
+        c->in_join = 1;
+        if (!im->ops->join_enter || !im->ops->join_shadow || !im->ops->join_exit) /* refused before: a guard */
+            return ddp_error(DDP_ERR_BACKEND, "implementation '%s' does not support join", c->cfg->impl);
+        return IMPL_CALL(c, im->ops->join_enter(im->state, divide), "join_enter");
+    }
+    case OP_JOIN_EXIT: {
+        c->in_join = 0;
+        int last = sched_last_joiner(c->cfg->schedule, c->counts, c->n, sched_join_of(c->cfg->schedule, c->op));
+        im->env.join_last = last;
+        DDP_CHECK(ddp_ref_join_exit(c->ref.ddp, last));
+        return IMPL_CALL(c, im->ops->join_exit(im->state), "join_exit");
+    }
     case OP_ZERO:
+        c->uneven_window &= c->nactive < c->n;
         ddp_ref_zero_grad(c->ref.ddp);
         model_zero_grad_as(im->m, c->cfg->ddp.set_to_none);
         refcheck_zero(&c->refcheck);
@@ -442,6 +512,12 @@ static ddp_status run_op(rank_ctx *c, sched_op op, size_t *grab)
 static ddp_status rank_setup(rank_ctx *c)
 {
     const verify_config *cfg = c->cfg;
+    const sched *sc = cfg->schedule;
+    c->counts = malloc((sc->nuneven ? sc->nuneven : 1) * (size_t)c->n * sizeof *c->counts);
+    c->active = malloc((size_t)c->n);
+    if (!c->counts || !c->active)
+        return ddp_error(DDP_ERR_NOMEM, "the uneven counts of %d ranks", c->n);
+    DDP_CHECK(sched_resolve(sc, c->n, c->counts)); /* checked before any rank started: cannot fail here */
     DDP_CHECK(trace_open(&c->trace, cfg->trace_path, c->rank, c->wr));
     if (cfg->replay && c->rank < cfg->replay->nranks)
         world_force_arrivals(c->wr, cfg->replay->arrivals[c->rank], cfg->replay->narrivals[c->rank]);
@@ -488,19 +564,26 @@ ddp_status verify_rank_main(world_rank *wr, void *arg)
     world_set_op(wr, -1, "setup");
     chaos_rank_init(&c.chaos, cfg->chaos, cfg->chaos_seed, c.rank, c.n);
     ddp_status s = rank_setup(&c);
+    int ran_out = 0; /* outside join: this rank stopped where it ran out, and its peers will wait for it */
     for (size_t i = 0; s == DDP_OK && i < cfg->schedule->nops; i++) {
         sched_op op = cfg->schedule->ops[i];
         world_set_op(wr, (int)i, sched_op_name(op));
         c.op = i;
+        int mine = who_runs(&c, i);
+        if (!mine && !c.in_join) {
+            ran_out = 1;
+            break;
+        }
         if (faults_before_op(cfg->faults, cfg->nfaults, c.rank, i))
             c.impl.env.flip_pending = 1; /* the implementation's next reduction, never the reference's */
         chaos_delay(&c.chaos, i);
         trace_event(&c.trace, i, sched_op_name(op), NULL);
-        s = run_op(&c, op, &c.next_grab);
+        s = mine ? run_op(&c, op, &c.next_grab) : shadow_op(&c, op);
+        c.peer_depth += op == OP_ENTER ? 1 : op == OP_EXIT ? -1 : 0;
         if (s == DDP_OK)
             s = trace_arrivals(&c.trace, i, wr);
     }
-    if (s == DDP_OK) {
+    if (s == DDP_OK && !ran_out) {
         world_set_op(wr, (int)cfg->schedule->nops, "end");
         s = record_impl(&c, "end", model_weights(c.impl.m));
         if (s == DDP_OK)
@@ -513,6 +596,8 @@ ddp_status verify_rank_main(world_rank *wr, void *arg)
     refcheck_free(&c.refcheck);
     agreement_free(&c.agreement);
     free(c.param_allow);
+    free(c.counts);
+    free(c.active);
     budget_free(&c.budget);
     impl_destroy(&c.impl, s != DDP_OK);
     ref_destroy(&c.ref);

@@ -69,6 +69,13 @@ typedef struct rank_ctx {
     uint64_t nsteps;      /* steps so far */
     size_t next_check;    /* checks so far (sched_checks) */
     size_t next_ready;    /* replay: next recorded ready event of this rank */
+    /* uneven inputs (schedule.h) */
+    uint32_t *counts;     /* sched_resolve's: every rank's count of every uneven repetition */
+    unsigned char *active; /* [n]: which ranks run the op at hand */
+    int nactive, highest; /* how many, and the highest of them */
+    int in_join;          /* inside a join block */
+    int peer_depth;       /* no_sync depth of the ranks still running (what a joined rank shadows by) */
+    int uneven_window;    /* some rank ran out since the last zero_grad every rank ran (verify_record.uneven) */
 } rank_ctx;
 
 /* What each rank writes into the shared user area besides its records. */

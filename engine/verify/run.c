@@ -173,6 +173,35 @@ static ddp_status check_comm_hook(const verify_config *cfg)
     return DDP_OK;
 }
 
+/*
+ * Uneven inputs and join (schedule.h): every rank's counts at this many ranks, and what join is modelled
+ * with. The rest is refused with the reason, before any rank starts.
+ */
+static ddp_status check_uneven(const verify_config *cfg)
+{
+    const sched *sc = cfg->schedule;
+    if (sched_resolve(sc, cfg->nranks, NULL) != DDP_OK)
+        return ddp_error_prefix(DDP_ERR_INVALID, "--schedule");
+    if (!sc->njoins)
+        return DDP_OK;
+    const ddpsim_impl_ops *ops = cfg->impl_ops;
+    if (ops->api_version < 4 || !ops->join_enter || !ops->join_shadow || !ops->join_exit)
+        return ddp_error(DDP_ERR_INVALID,
+                         "--schedule: join{...} needs an implementation with join_enter, join_shadow and join_exit "
+                         "(interface version 4), and '%s' %s", cfg->impl,
+                         ops->api_version < 4 ? "was built for an earlier version" : "leaves them NULL");
+    if (cfg->ddp.comm_hook != DDP_HOOK_NONE)
+        return ddp_error(DDP_ERR_INVALID, "--schedule: join{...} with --comm-hook: a joined rank runs the hook on "
+                                          "buckets of zeros, which ddpsim does not model");
+    if (cfg->backend == VERIFY_BACKEND_NCCL)
+        return ddp_error(DDP_ERR_INVALID, "--schedule: join{...} with --backend nccl: a joined rank's zeros go "
+                                          "through the CPU collectives only");
+    if (cfg->ddp.static_graph)
+        return ddp_error(DDP_ERR_INVALID, "--schedule: join{...} with --static-graph: not modelled (1.13 has no "
+                                          "test of the two together)");
+    return DDP_OK;
+}
+
 static ddp_status check_arming_uses(const verify_config *cfg)
 {
     model *m = NULL;
@@ -253,6 +282,7 @@ ddp_status verify_check_config(const verify_config *cfg)
                          cfg->impl);
     DDP_CHECK(check_comm_hook(cfg));
     DDP_CHECK(check_static_graph(cfg, branchy));
+    DDP_CHECK(check_uneven(cfg));
     if (cfg->ddp.set_to_none && cfg->ddp.bucket_view && cfg->impl_ops->api_version < 2)
         return ddp_error(DDP_ERR_INVALID,
                          "--zero-grad: none with --bucket-view changes how the next sync scales (it multiplies "
@@ -324,6 +354,37 @@ void verify_result_collect(verify_result *out)
         out->parent_peak_kib = ru.ru_maxrss;
 }
 
+/*
+ * A deadlock or a hang in a run where a rank ran out of an uneven repetition outside join: say which, and
+ * why. PyTorch hangs there the same way (its peers wait in the allreduce that rank never makes).
+ */
+static ddp_status explain_ran_out(const verify_config *cfg, ddp_status s)
+{
+    const sched *sc = cfg->schedule;
+    uint32_t *counts = malloc((sc->nuneven ? sc->nuneven : 1) * (size_t)cfg->nranks * sizeof *counts);
+    if (!counts || sched_resolve(sc, cfg->nranks, counts) != DDP_OK) {
+        free(counts);
+        return s;
+    }
+    char text[600];
+    snprintf(text, sizeof text, "%s", ddp_error_text());
+    for (size_t k = 0; k < sc->nuneven; k++) {
+        const sched_uneven *u = &sc->uneven[k];
+        for (int r = 0; u->join < 0 && r < cfg->nranks; r++) {
+            uint32_t c = counts[k * (size_t)cfg->nranks + (size_t)r];
+            if (c == u->iterations)
+                continue;
+            free(counts);
+            return ddp_error(s, "%s: rank %d ran out of inputs after %u of %u iterations of the uneven repetition at "
+                                "line %d, column %d, outside join, and stopped there; its peers wait for it in their "
+                                "next collective (PyTorch DDP hangs the same way: wrap the loop in join{...}, "
+                                "model.join())", text, r, c, u->iterations, u->line, u->col);
+        }
+    }
+    free(counts);
+    return s;
+}
+
 ddp_status verify_run(const verify_config *cfg, verify_result *out)
 {
     memset(out, 0, sizeof *out);
@@ -345,6 +406,8 @@ ddp_status verify_run(const verify_config *cfg, verify_result *out)
     ddp_status s = world_run(out->w, verify_rank_main, (void *)cfg);
     out->wall_s = clock_now_s() - t0;
     verify_result_collect(out);
+    if (s == DDP_ERR_DEADLOCK || s == DDP_ERR_TIMEOUT)
+        s = explain_ran_out(cfg, s);
     return s;
 }
 

@@ -75,6 +75,9 @@ typedef struct verify_config {
 /* What rank r found at check k (sched_checks: the gradients at a grab, the parameters after a step or at the end). */
 typedef struct verify_record {
     int done;
+    int joined;             /* this rank had run out of an uneven repetition: it had nothing to check here */
+    int uneven;             /* some rank ran out since the last zero_grad every rank ran: the ranks' gradients may
+                             * differ, as the reference's do */
     int synced;             /* gradients: the reference's last backward synced: 1, 0; -1 no backward since zero_grad
                              * (and -1 for parameters) */
     double max_abs;         /* largest |impl - ref| over finite pairs */
@@ -111,7 +114,8 @@ typedef struct verify_agreement {
     size_t op;              /* the backward's op */
     int param;
     uint64_t index;
-    float rank0, mine;      /* the element on rank 0 and here */
+    int base;               /* the rank compared with: 0, or under join the first rank still running */
+    float rank0, mine;      /* the element on rank `base` and here */
 } verify_agreement;
 
 /* What one rank measured of its own run. */

@@ -204,16 +204,23 @@ class Plan:
         ddp["find_unused_rule"] = self.rule
         return {"name": name, "inputs": os.path.join(d, "inputs"), "record": os.path.join(d, "record"),
                 "model": self.model if self.user_model else prep["model"], "ops": prep["ops"], "ddp": ddp,
+                "joins": prep["joins"], "uneven": prep["uneven"],
                 "lr": prep["lr"], "zero_grad": self.zero, "seed": a["seed"], "data": self.data, "loss": self.loss}
 
     def finish(self, outcomes, timing=None):
         """ddpsim check on every job's recording (a job a fault stopped keeps its fault): the Result."""
         if len(self.jobs) == 1 and outcomes[0] is not None:
+            if isinstance(outcomes[0], launch.Unsupported):
+                return Result.failed(2, "BAD INPUT", str(outcomes[0]), self.header, self.command)
             return Result.failed(3, "FAULT", str(outcomes[0]), self.header, self.command)
         results = []
         t0 = time.monotonic()
+        unsupported = []
         for job, fault in zip(self.jobs, outcomes):
             replay = self.command + (" --scenario " + job["name"] if self.many else "")
+            if isinstance(fault, launch.Unsupported):
+                unsupported.append((job["name"], str(fault)))
+                continue
             if fault is not None:
                 r = Result.failed(3, "FAULT", str(fault), "", replay)
                 r.name = job["name"]
@@ -235,7 +242,9 @@ class Plan:
             r = results[0]
             r.report = self.header + r.report + line
         else:
-            r = battery_result(results, self.header, [n for n, _ in self.impossible] + self.rearming)
+            header = self.header + "".join("# %s not run: %s\n" % u for u in unsupported)
+            r = battery_result(results, header, [n for n, _ in self.impossible] + self.rearming +
+                               [n for n, _ in unsupported])
             r.report += line
         r.timing = timing
         return r

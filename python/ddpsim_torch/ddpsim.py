@@ -50,12 +50,13 @@ def scenarios(binary):
 
 # The dump manifest's op names (engine/io/dump.c) as the recorded run's (the schedule's).
 _OPS = {"no_sync_enter": "enter", "no_sync_exit": "exit", "forward": "fwd", "backward": "bwd", "grab": "grab",
-        "zero_grad": "zero", "step": "step"}
+        "zero_grad": "zero", "step": "step", "join_enter": "join_enter", "join_exit": "join_exit"}
 
 
 def prepare(binary, directory, run_args):
     """ddpsim --prepare DIR with the run's options: ddpsim checks them (exit 2 with its message) and writes the
-    manifest, init and batches. Returns the manifest's ops (schedule names), ddp options, lr and model."""
+    manifest, init and batches. Returns the manifest's ops (schedule names), ddp options, lr and model, and the
+    schedule's join blocks and uneven repetitions (their counts resolved for the run's ranks)."""
     p = run(binary, list(run_args) + ["--prepare", directory, "--quiet"])
     if p.returncode != 0:
         raise BadInput(p.stderr.strip().split("\n")[0].replace("ddpsim: ", "", 1))
@@ -66,7 +67,16 @@ def prepare(binary, directory, run_args):
         if o["op"] not in _OPS:
             raise BadInput("ddpsim --prepare wrote an op this front end does not know: %s" % o["op"])
         ops.append(_OPS[o["op"]])
-    return {"ops": ops, "ddp": m["ddp"], "lr": m["optimizer"]["lr"], "model": m["model"]["name"]}
+    return {"ops": ops, "ddp": m["ddp"], "lr": m["optimizer"]["lr"], "model": m["model"]["name"],
+            "joins": m.get("joins", []), "uneven": m.get("uneven", [])}
+
+
+def skipped_ops(uneven, rank):
+    """The ops `rank` does not run: the iterations of each uneven repetition after its own count."""
+    out = set()
+    for u in uneven:
+        out.update(range(u["first"] + u["counts"][rank] * u["body"], u["first"] + u["iterations"] * u["body"]))
+    return out
 
 
 def check(binary, directory, tolerance=None, timeout=None, json_path=None):

@@ -19,6 +19,10 @@ class Fault(Exception):
     """The run broke (exit 3): a rank failed or died, a deadlock, the watchdog."""
 
 
+class Unsupported(Fault):
+    """A job's scenario needs what the wrapper lacks (loading.Unsupported, from a rank): not run, not a fault."""
+
+
 # A rank blocked in a collective that its peers never join stays blocked, and idle; a slow op ends, and
 # computes meanwhile. After a rank has finished, the others are deadlocked when none has progressed for this
 # many times the slowest op any rank has taken so far (at least DEADLOCK_MIN_S) while using almost no CPU.
@@ -121,6 +125,8 @@ def _supervise(procs, progress, errors, timeout, ops_of, job_names):
                 p.kill()  # the others may wait in a collective for the rank that failed
             if kind == "bad":
                 raise BadInput(message)
+            if kind == "unsupported":
+                raise Unsupported(message)
             raise Fault("rank %d failed: %s" % (r, message))
         except queue.Empty:
             pass
@@ -139,6 +145,8 @@ def _supervise(procs, progress, errors, timeout, ops_of, job_names):
                     kind, r2, message = errors.get_nowait()
                     if kind == "bad":
                         raise BadInput(message)
+                    if kind == "unsupported":
+                        raise Unsupported(message)
                     raise Fault("rank %d failed: %s" % (r2, message))
                 except queue.Empty:
                     pass

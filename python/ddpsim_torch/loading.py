@@ -10,6 +10,11 @@ class BadInput(Exception):
     """Input the check cannot run on (exit 2): the message says what is wrong and what to do."""
 
 
+class Unsupported(BadInput):
+    """The wrapper lacks what one scenario needs (join() for join{...}): that scenario is not run, the reason
+    said; alone, it is bad input (exit 2)."""
+
+
 def describe(obj):
     """MODULE:QUALNAME of a callable defined at a module's top level (what a rank process can import), or None."""
     mod, qual = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)

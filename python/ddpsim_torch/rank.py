@@ -18,8 +18,8 @@ import traceback
 import torch
 import torch.distributed as dist
 
-from . import loading, record, twins
-from .loading import BadInput
+from . import ddpsim, loading, record, twins
+from .loading import BadInput, Unsupported
 
 # Shared progress, one row per rank (launch.py reads it).
 ROW = 6
@@ -190,7 +190,8 @@ class Rank:
         if self.rank == 0:
             record.write_tensors(os.path.join(root, "init"), named + buffers)
             record.write_manifest(root, self.nranks, impl, self.cfg["recorded_by"], job["model"], named,
-                                  job["ddp"], job["zero_grad"], job["lr"], job["ops"], buffers)
+                                  job["ddp"], job["zero_grad"], job["lr"], job["ops"], buffers,
+                                  job.get("joins", ()), job.get("uneven", ()))
         rec = record.Recorder(root, self.rank, impl)
         if buffers:
             # What the module held as its forward began, after any broadcast of the wrapper's (DDP's comes in
@@ -203,10 +204,33 @@ class Rank:
         optimizer = torch.optim.SGD(params, lr=job["lr"])
         contexts, pending, nfwd = [], None, 0
         set_to_none = job["zero_grad"] == "set_to_none"
+        skipped = ddpsim.skipped_ops(job.get("uneven", ()), self.rank)
+        joins = {b["enter"]: b for b in job.get("joins", ())}
+        joined = None
         for i, op in enumerate(job["ops"]):
             self.mark(j, i)
             t0 = time.monotonic()
-            if op == "enter":
+            if i in skipped:
+                # This rank ran out of an uneven repetition: its loop is over. Inside join its with-block's
+                # __exit__ shadows its peers (at join_exit); without, it goes on, and they wait for it.
+                rec.skip(op)
+                continue
+            if op == "join_enter":
+                if not callable(getattr(wrapped, "join", None)):
+                    raise Unsupported("the schedule has join{...}, and --wrap %s returned a %s without join(): "
+                                      "the wrapped module must be Joinable, as DistributedDataParallel is" %
+                                      (self.cfg["wrap"], type(wrapped).__name__))
+                joined = wrapped.join(divide_by_initial_world_size=joins[i]["divide_by_initial_world_size"])
+                joined.__enter__()
+            elif op == "join_exit":
+                joined.__exit__(None, None, None)  # the shadowing, then every rank takes the last joiner's model
+                joined = None
+                with torch.no_grad():
+                    for s, p in zip(shadow_params, params):
+                        s.copy_(p)
+                    for (_, s), (_, b) in zip(shadow.named_buffers(), module.named_buffers()):
+                        s.copy_(b)
+            elif op == "enter":
                 cm = wrapped.no_sync()
                 cm.__enter__()
                 contexts.append(cm)
@@ -273,6 +297,8 @@ def main(rank, nranks, cfg, progress, errors, barrier):
             r.mark(j, len(job["ops"]), JOB_DONE)
             barrier.wait()
         r.mark(len(cfg["jobs"]) - 1, 0, FINISHED)
+    except Unsupported as e:
+        _report(errors, ("unsupported", rank, str(e)), 2)
     except BadInput as e:
         _report(errors, ("bad", rank, str(e)), 2)
     except BaseException as e:  # anything else the user's code or torch raised: a fault, said with where

@@ -83,6 +83,13 @@ class Recorder:
     def _impl(self, what, named):
         write_tensors(os.path.join(self.root, self.impl, "rank%d" % self.rank, what), named)
 
+    def skip(self, op):
+        """A grab or a step this rank does not reach (it ran out of an uneven repetition): numbers move on."""
+        if op == "grab":
+            self.grab += 1
+        elif op == "step":
+            self.step += 1
+
     def grads(self, names, params):
         self._impl("grab%d" % self.grab,
                    [(n, p.grad if p.grad is not None else torch.zeros_like(p)) for n, p in zip(names, params)])
@@ -95,9 +102,10 @@ class Recorder:
 
 
 def write_manifest(root, ranks, impl, recorded_by, model, named_params, ddp, zero_grad, lr, ops,
-                   named_buffers=()):
+                   named_buffers=(), joins=(), uneven=()):
     """root/manifest.json; ddp: bucket_cap, first_bucket_cap, find_unused_parameters,
-    gradient_as_bucket_view, find_unused_rule, broadcast_buffers."""
+    gradient_as_bucket_view, find_unused_rule, broadcast_buffers; joins and uneven as ddpsim --prepare
+    wrote them (the join blocks, and each uneven repetition with every rank's count)."""
     manifest = {
         "format": "ddpsim-record", "version": 1, "ranks": ranks, "impl": impl, "recorded_by": recorded_by,
         "model": model,
@@ -106,6 +114,10 @@ def write_manifest(root, ranks, impl, recorded_by, model, named_params, ddp, zer
     }
     if named_buffers:
         manifest["buffers"] = [{"name": n, "shape": record_shape(b.shape)} for n, b in named_buffers]
+    if joins:
+        manifest["joins"] = list(joins)
+    if uneven:
+        manifest["uneven"] = list(uneven)
     os.makedirs(root, exist_ok=True)
     with open(os.path.join(root, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)

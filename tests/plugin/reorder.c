@@ -166,6 +166,9 @@ static int ro_nothing(void *state)
     (void)state;
     return 0;
 }
+static int ro_join_enter(void *state, int divide) { return sddp_join_enter(state, divide); }
+static int ro_join_shadow(void *state) { return sddp_join_shadow(state); }
+static int ro_join_exit(void *state) { return sddp_join_exit(state); }
 
 #if defined(REORDER_REVERSE)
 #define NAME "reverse"
@@ -197,6 +200,9 @@ static const ddpsim_impl_ops ops = {
     .backward_end = ro_backward_end,
     .zero_grad = ro_zero_grad,
     .step = ro_nothing,
+    .join_enter = ro_join_enter,
+    .join_shadow = ro_join_shadow,
+    .join_exit = ro_join_exit,
 };
 
 const ddpsim_impl_ops *ddpsim_impl_get(void)

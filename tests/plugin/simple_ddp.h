@@ -11,7 +11,11 @@
  * its local gradient. Summed in rank order this gives the reference's bits.
  * Buffers (services of version 3) are broadcast from rank 0 at create and
  * before a forward when the forward before it ran outside no_sync
- * (broadcast_buffers: require_forward_param_sync).
+ * (broadcast_buffers: require_forward_param_sync). Join (version 4): inside
+ * join every forward allgathers (running, syncs); a rank that ran out
+ * answers (0, 0) from join_shadow and, when a peer syncs, sums zeros as
+ * they sum their gradients; buffers come from the highest rank running; at
+ * join_exit every rank takes the last joiner's parameters and buffers.
  *
  * A plugin changes one thing through the hooks: how the sum is taken (the
  * correct reorderings of reorder.c) or one deliberate bug (blind.c).
@@ -44,6 +48,9 @@ struct sddp {
     int sync_buffers;             /* the next forward broadcasts the buffers */
     int synced;                   /* the last backward synced */
     unsigned syncs;               /* syncs so far */
+    int join, divide_initial;     /* join_enter ran (it stays on after the block, as in PyTorch 1.13) */
+    int div;                      /* what the next sync divides by */
+    int shadowed;                 /* forwards shadowed in this join block (0: a last joiner) */
     unsigned char *used_now;      /* got a gradient in this backward */
     float *window_used;           /* ... in any backward since the last sync (0/1) */
     unsigned char *alias;         /* gradient_as_bucket_view: .grad is its bucket's view by now */
@@ -56,13 +63,32 @@ static inline int sddp_fail(sddp *d, const char *msg)
     return d->svc->set_error(d->svc->env, msg);
 }
 
-/* Rank 0's buffers (BatchNorm's running statistics) to every rank; services of version 3 have them. */
-static inline int sddp_broadcast_buffers(sddp *d)
+/* Rank src's buffers (BatchNorm's running statistics) to every rank; services of version 3 have them. */
+static inline int sddp_broadcast_buffers(sddp *d, int src)
 {
     const ddpsim_services *svc = d->svc;
     if (svc->version < 3 || !svc->nbuffers)
         return 0;
-    return svc->broadcast(svc->env, svc->all_buffers, svc->buffers_count * sizeof(float), 0);
+    return svc->broadcast(svc->env, svc->all_buffers, svc->buffers_count * sizeof(float), src);
+}
+
+/* Under join: every rank's (running, syncs); how many run, whether any syncs, the highest running. */
+static inline int sddp_announce(sddp *d, int running, int syncs, int *nrunning, int *any, int *highest)
+{
+    const ddpsim_services *svc = d->svc;
+    int mine[2] = {running, syncs};
+    int *every = malloc(sizeof mine * (size_t)svc->world_size);
+    if (!every)
+        return sddp_fail(d, "out of memory");
+    int rc = svc->allgather(svc->env, mine, every, sizeof mine);
+    *nrunning = *any = *highest = 0;
+    for (int r = 0; rc == 0 && r < svc->world_size; r++) {
+        *nrunning += every[2 * r];
+        *any |= every[2 * r + 1];
+        *highest = every[2 * r] ? r : *highest;
+    }
+    free(every);
+    return rc;
 }
 
 static inline int sddp_create(const ddpsim_services *svc, const sddp_hooks *hooks, sddp **out)
@@ -73,7 +99,7 @@ static inline int sddp_create(const ddpsim_services *svc, const sddp_hooks *hook
         return svc->set_error(svc->env, "out of memory");
     d->svc = svc;
     d->hooks = *hooks;
-    d->n = svc->world_size;
+    d->n = d->div = svc->world_size;
     d->used_now = calloc((size_t)svc->nparams, 1);
     d->window_used = calloc((size_t)svc->nparams, sizeof(float));
     d->alias = calloc((size_t)svc->nparams, 1);
@@ -84,7 +110,7 @@ static inline int sddp_create(const ddpsim_services *svc, const sddp_hooks *hook
         if (svc->broadcast(svc->env, svc->params[p].data, svc->params[p].count * sizeof(float), 0))
             return -1;
     d->sync_buffers = 1;
-    return sddp_broadcast_buffers(d);
+    return sddp_broadcast_buffers(d, 0);
 }
 
 static inline void sddp_destroy(sddp *d)
@@ -100,7 +126,11 @@ static inline void sddp_destroy(sddp *d)
 
 static inline int sddp_forward_begin(sddp *d, int no_sync_active)
 {
-    if (d->sync_buffers && d->svc->version >= 3 && d->svc->broadcast_buffers && sddp_broadcast_buffers(d))
+    int nrunning = d->n, any, src = 0;
+    if (d->join && sddp_announce(d, 1, !no_sync_active, &nrunning, &any, &src))
+        return -1;
+    d->div = d->join && !d->divide_initial ? nrunning : d->n;
+    if (d->sync_buffers && d->svc->version >= 3 && d->svc->broadcast_buffers && sddp_broadcast_buffers(d, src))
         return -1;
     d->sync_buffers = !no_sync_active;
     d->armed |= !no_sync_active;
@@ -119,9 +149,9 @@ static inline void sddp_default_scale(sddp *d, int p, float *g, size_t count)
 {
     if (d->svc->bucket_view && d->alias[p]) {
         for (size_t i = 0; i < count; i++)
-            g[i] /= (float)d->n;
+            g[i] /= (float)d->div;
     } else {
-        float inv = (float)(1.0 / d->n);
+        float inv = (float)(1.0 / d->div);
         for (size_t i = 0; i < count; i++)
             g[i] *= inv;
     }
@@ -182,6 +212,53 @@ static inline int sddp_backward_end(sddp *d)
     d->synced = d->armed;
     d->armed = 0; /* reducer.cpp finalize_backward: disarmed until the next forward outside no_sync */
     return d->synced ? sddp_sync(d) : 0;
+}
+
+static inline int sddp_join_enter(sddp *d, int divide_by_initial_world_size)
+{
+    d->join = 1;
+    d->divide_initial = divide_by_initial_world_size;
+    d->shadowed = 0;
+    return 0;
+}
+
+/* A peer's forward after this rank ran out: the buffers, then zeros into their sync, summed as they sum. */
+static inline int sddp_join_shadow(sddp *d)
+{
+    const ddpsim_services *svc = d->svc;
+    int nrunning, any, src;
+    d->shadowed++;
+    if (sddp_announce(d, 0, 0, &nrunning, &any, &src))
+        return -1;
+    if (d->sync_buffers && svc->broadcast_buffers && sddp_broadcast_buffers(d, src))
+        return -1;
+    d->sync_buffers = any;
+    if (!any)
+        return 0;
+    float *zeros = calloc(svc->total_count, sizeof *zeros);
+    if (!zeros)
+        return sddp_fail(d, "out of memory");
+    int rc = svc->find_unused ? svc->allreduce_sum(svc->env, zeros, (size_t)svc->nparams) : 0;
+    if (rc == 0)
+        rc = d->hooks.sum ? d->hooks.sum(d, zeros, svc->total_count)
+                          : svc->allreduce_sum(svc->env, zeros, svc->total_count);
+    free(zeros);
+    d->syncs += rc == 0;
+    return rc;
+}
+
+/* The end of join: the parameters and buffers of the highest rank that shadowed nothing. */
+static inline int sddp_join_exit(sddp *d)
+{
+    const ddpsim_services *svc = d->svc;
+    int nlast, any, src;
+    if (sddp_announce(d, d->shadowed == 0, 0, &nlast, &any, &src))
+        return -1;
+    for (int p = 0; p < svc->nparams; p++)
+        if (svc->broadcast(svc->env, svc->params[p].data, svc->params[p].count * sizeof(float), src))
+            return -1;
+    d->shadowed = 0;
+    return sddp_broadcast_buffers(d, src);
 }
 
 #endif

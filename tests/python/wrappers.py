@@ -266,3 +266,15 @@ def ddp_no_broadcast_buffers(module, **ddp_options):
 def ddp_static_graph(module, **ddp_options):
     """PyTorch's DDP with static_graph=True."""
     return nn.parallel.DistributedDataParallel(module, static_graph=True, **ddp_options)
+
+
+class _JoinDividesByRunning(nn.parallel.DistributedDataParallel):
+    """PyTorch's DDP whose join() ignores divide_by_initial_world_size and divides by the ranks still running,
+    as join's first design did (PR #42577)."""
+
+    def join(self, divide_by_initial_world_size=True, enable=True, throw_on_early_termination=False):
+        return super().join(False, enable, throw_on_early_termination)
+
+
+def ddp_join_divides_by_running(module, **ddp_options):
+    return _JoinDividesByRunning(module, **ddp_options)
