@@ -18,7 +18,7 @@
 enum { STREAM_INIT = 0x696e6974, STREAM_DATA = 0x64617461 };
 
 static const model_family_ops *const families[] = {&model_mlp_ops, &model_branchy_ops, &model_attn_ops,
-                                                       &model_bn_ops};
+                                                       &model_bn_ops, &model_tied_ops};
 
 static ddp_status parse_dims(model *m, const char *text, const char *spec)
 {
@@ -189,8 +189,15 @@ size_t model_memory_bytes(const model *m)
 
 const char *model_spec(const model *m) { return m->spec; }
 const char *model_family(const model *m) { return m->ops->name; }
+int model_grads_in_pieces(const model *m) { return m->ops->grads_in_pieces; }
 const char *model_loss_name(const model *m) { return m->ops->loss; }
 int model_batch_rows(const model *m) { return m->B; }
+void model_batch_cols(const model *m, int *x_cols, int *y_cols, int *seq_len)
+{
+    *x_cols = m->x_cols;
+    *y_cols = m->y_cols;
+    *seq_len = m->seq_len;
+}
 int model_nparams(const model *m) { return m->nparams; }
 const model_param *model_param_at(const model *m, int i) { return &m->params[i]; }
 size_t model_size(const model *m) { return m->size; }
@@ -329,6 +336,12 @@ static void accumulate_piece(model *dst, int i, const float *l)
 
 void model_accumulate(model *dst, const model *src, int i)
 {
+    size_t n = (size_t)src->nparts[i] * dst->params[i].count;
+    if (dst != src) { /* dst's last backward came in the same pieces: keep them where dst's owner can see them */
+        dst->nparts[i] = src->nparts[i] >= 2 && dst->parts_cap[i] >= n ? src->nparts[i] : 0;
+        if (dst->nparts[i])
+            memcpy(dst->parts[i], src->parts[i], n * sizeof(float));
+    }
     if (src->nparts[i] < 2) {
         accumulate_piece(dst, i, src->lg + dst->params[i].offset);
         return;

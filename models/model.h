@@ -10,6 +10,10 @@
  *   bn[:IN-H-OUT]      Linear, BatchNorm1d (train mode), tanh, Linear, mse:
  *                      the one family with BUFFERS (running statistics that
  *                      every forward moves, as torch.nn.BatchNorm1d's)
+ *   tied[:IN-H]        an autoencoder whose decoder is its encoder's weight
+ *                      transposed, the encoder under reentrant activation
+ *                      checkpointing: enc.weight's gradient arrives in two
+ *                      PIECES, one per use (tied.c)
  *
  * All parameters live in one contiguous float buffer and all gradients in
  * another, in registration order, each with a PyTorch-style name and shape
@@ -106,7 +110,12 @@ const char *model_loss_name(const model *m);
 const char *model_spec(const model *m);
 /* The model family: "mlp", "branchy" or "attn". */
 const char *model_family(const model *m);
+/* Some parameter's gradient arrives in pieces within one backward (tied): PyTorch's DDP needs static_graph. */
+int model_grads_in_pieces(const model *m);
 int model_batch_rows(const model *m);
+/* A batch's columns: x [rows, x_cols] and y [rows, y_cols] (0 for a model that reads tokens), and tokens and
+ * targets [rows, seq_len] (0 for one that reads x and y). */
+void model_batch_cols(const model *m, int *x_cols, int *y_cols, int *seq_len);
 
 int model_nparams(const model *m);
 const model_param *model_param_at(const model *m, int i);
@@ -199,7 +208,10 @@ typedef struct model_grad_source {
     ddp_status (*piece)(void *ctx, uint64_t micro, int p, int k, float *dst);
 } model_grad_source;
 
-/* Pieces of parameter p's gradient in the last backward (0: one, the local gradient), and piece k's values. */
+/*
+ * Pieces of parameter p's gradient in the last backward (0: one, the local gradient), and piece k's values.
+ * A model whose .grad model_accumulate filled from another replica keeps that replica's pieces too.
+ */
 int model_npieces(const model *m, int p);
 const float *model_piece(const model *m, int p, int k);
 

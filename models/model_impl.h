@@ -33,6 +33,9 @@ typedef struct model_family_ops {
     int (*gemms)(const model *m, model_gemm *out, int max);
     void (*describe)(const model *m, char *buf, size_t len);
     const char *loss;
+    /* Some parameter's gradient arrives in pieces within one backward (reentrant checkpointing: tied); its
+     * alloc sizes parts[] for them, and PyTorch's DDP needs static_graph=True for it. */
+    int grads_in_pieces;
 } model_family_ops;
 
 struct model {
@@ -105,6 +108,6 @@ int model_linear_gemms(model_gemm *out, int n, int max, int rows, int in, int ou
 /* FLOPs of a linear forward + backward. */
 double model_linear_flops(int rows, int in, int outf, int with_dinp);
 
-extern const model_family_ops model_mlp_ops, model_branchy_ops, model_attn_ops, model_bn_ops;
+extern const model_family_ops model_mlp_ops, model_branchy_ops, model_attn_ops, model_bn_ops, model_tied_ops;
 
 #endif

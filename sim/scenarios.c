@@ -21,8 +21,9 @@ int scenarios_list(void)
     for (int i = 0; i < battery_count(); i++) {
         const scenario *sc = battery_at(i);
         printf("%-16s %s\n", sc->name, sc->exposes);
-        printf("%-16s   model %s%s%s", "", sc->model ? sc->model : MODEL_DEFAULT_SPEC,
-               sc->find_unused ? ", find_unused" : "", sc->bucket_view ? ", bucket_view" : "");
+        printf("%-16s   model %s%s%s%s", "", sc->model ? sc->model : MODEL_DEFAULT_SPEC,
+               sc->find_unused ? ", find_unused" : "", sc->bucket_view ? ", bucket_view" : "",
+               sc->static_graph ? ", static_graph" : "");
         if (sc->bucket_cap)
             printf(", bucket caps %zu B (first %zu B)", sc->bucket_cap, sc->first_bucket_cap);
         printf("; schedule %s\n", sc->schedule);

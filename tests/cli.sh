@@ -14,7 +14,7 @@ trap 'rm -f "$out" "$err" "$sched_file"' EXIT
 segments() { ls /dev/shm 2>/dev/null | grep -c '^ddpsim-'; }
 shm_before=$(segments)
 
-expect 0 "verdict: PASS (19 of 19 scenarios" "ddpsim --ranks 4 passes the battery" -- --ranks 4
+expect 0 "verdict: PASS (20 of 20 scenarios" "ddpsim --ranks 4 passes the battery" -- --ranks 4
 grep -q "note: N = 4 is a power of two" "$out" && ok "at 4 ranks the battery says which bugs need 3 or 5" ||
     bad "at 4 ranks the battery says which bugs need 3 or 5"
 expect 0 "verdict: PASS" "the battery at 3 ranks" -- --ranks 3 -q
@@ -79,13 +79,13 @@ expect 2 "Try 'ddpsim --help'" "errors point to --help" -- --batch 0
 # fails bitwise at 3; without --comm-hook the same compression is a bug even under the order tolerance.
 hookp=${PLUGIN_DIR:-$(dirname "$0")/plugin}/libreorder_fp16.so
 for h in allreduce fp16 bf16; do
-    expect 0 "verdict: PASS (17 of 19 scenarios" "--comm-hook $h: bucketed passes the battery bitwise" -- --ranks 3 --comm-hook $h --impl bucketed
+    expect 0 "verdict: PASS (18 of 20 scenarios" "--comm-hook $h: bucketed passes the battery bitwise" -- --ranks 3 --comm-hook $h --impl bucketed
 done
 expect 0 "comm hook fp16" "--comm-hook: the header says so" -- --ranks 2 --comm-hook fp16 --scenario classic
-expect 0 "verdict: PASS (17 of 19 scenarios" "--comm-hook fp16 --algo exact" -- --ranks 3 --comm-hook fp16 --algo exact --impl bucketed
-expect 0 "verdict: PASS (17 of 19 scenarios, 118 grabs x 2 ranks, bitwise; not run here" "an independent float16 DDP matches bitwise at 2 ranks" -- --ranks 2 --comm-hook fp16 --impl "$hookp"
-expect 0 "verdict: PASS (17 of 19 scenarios" "... and the order tolerance at 3 ranks" -- --ranks 3 --comm-hook fp16 --impl "$hookp" --tolerance order
-expect 0 "verdict: PASS (17 of 19 scenarios" "... and at 5 ranks" -- --ranks 5 --comm-hook fp16 --impl "$hookp" --tolerance order
+expect 0 "verdict: PASS (18 of 20 scenarios" "--comm-hook fp16 --algo exact" -- --ranks 3 --comm-hook fp16 --algo exact --impl bucketed
+expect 0 "verdict: PASS (18 of 20 scenarios, 124 grabs x 2 ranks, bitwise; not run here" "an independent float16 DDP matches bitwise at 2 ranks" -- --ranks 2 --comm-hook fp16 --impl "$hookp"
+expect 0 "verdict: PASS (18 of 20 scenarios" "... and the order tolerance at 3 ranks" -- --ranks 3 --comm-hook fp16 --impl "$hookp" --tolerance order
+expect 0 "verdict: PASS (18 of 20 scenarios" "... and at 5 ranks" -- --ranks 5 --comm-hook fp16 --impl "$hookp" --tolerance order
 expect 1 "verdict: FAIL" "... bitwise tells its order apart at 3 ranks" -- --ranks 3 --comm-hook fp16 --impl "$hookp" --scenario classic
 expect 1 "first divergence: grab 2 (after fwd+bwd (3 acc)), rank 0, parameter 0.weight" "a compression nobody asked for fails under the order tolerance" -- --ranks 3 --impl "$hookp" --tolerance order --scenario classic
 expect 2 "not ring: give --algo ordered or exact" "--comm-hook fp16 with --algo ring" -- --comm-hook fp16 --algo ring
@@ -101,7 +101,7 @@ expect 1 "verdict: FAIL" "... and the same recording judged without the hook fai
 rm -rf "$tmph"
 
 # static_graph: the same gradients; what torch 1.13 cannot run with it is refused (python.sh checks that on torch).
-expect 0 "verdict: PASS (9 of 19 scenarios, 63 grabs x 3 ranks, bitwise; not run here, each row says why: window-2, window-5, buckets, odd-sizes, find-unused, tail-window, buffers, ends-in-window, uneven, uneven-divide)" "--static-graph: the battery, less what 1.13 cannot run" -- --ranks 3 --static-graph --impl bucketed
+expect 0 "verdict: PASS (10 of 20 scenarios, 69 grabs x 3 ranks, bitwise; not run here, each row says why: window-2, window-5, buckets, odd-sizes, find-unused, tail-window, buffers, ends-in-window, uneven, uneven-divide)" "--static-graph: the battery, less what 1.13 cannot run" -- --ranks 3 --static-graph --impl bucketed
 expect 2 "op 4 (bwd) is a backward no sync armed, through a forward between the first and the second syncing forward" "--static-graph: a no_sync micro-step after the first sync" -- --static-graph --schedule "fwd bwd nosync{fwd bwd} grab"
 expect 0 "verdict: PASS" "--static-graph: the same micro-step after the second sync runs" -- --static-graph --schedule "fwd bwd fwd bwd nosync{fwd bwd} grab"
 expect 2 "static_graph requires the same graph every iteration" "--static-graph with branchy" -- --static-graph --model branchy --find-unused --schedule "fwd bwd grab fwd bwd grab"
@@ -149,7 +149,7 @@ rm -rf "$tmpj"
 
 # Implementations: a catalogued bug is a divergence (exit 1) with its first divergence; plugins.
 plugins=${PLUGIN_DIR:-$(dirname "$0")/plugin}
-expect 0 "verdict: PASS (15 of 19 scenarios" "a plugin that refuses some scenarios' options passes the rest" -- --ranks 3 --impl "$plugins/libexample_impl.so"
+expect 0 "verdict: PASS (16 of 20 scenarios" "a plugin that refuses some scenarios' options passes the rest" -- --ranks 3 --impl "$plugins/libexample_impl.so"
 grep -q "find-unused .* REFUSED .*does not support find_unused" "$out" && ok "a refused scenario says why" ||
     bad "a refused scenario says why"
 expect 1 "first divergence: grab 0 (after no_sync fwd+bwd), rank 0, parameter 0.weight" "sync-on-exit is caught" -- --impl sync-on-exit --ranks 2 --scenario classic
@@ -161,7 +161,7 @@ expect 0 "self-add-each-microstep" "--list shows the catalogue" -- --list
 expect 0 "sync-flag-steps .*huggingface/accelerate PR #2790" "--list: each bug with its source" -- --list
 expect 1 "first divergence: grab 9 (after fwd+bwd (2 acc))" "tail-window: the short window's sync is missed by an engine that counts" -- --ranks 3 --impl tail-window-dropped --scenario tail-window
 expect 3 "ranks disagree on a collective: rank 0 called allreduce of 280 float" "skip-none-grads: different sizes named, not hung" -- --ranks 3 --impl skip-none-grads --scenario find-unused
-expect 0 "mutation score: 33 of 33 caught" "--mutants catches every bug" -- --mutants
+expect 0 "mutation score: 34 of 34 caught" "--mutants catches every bug" -- --mutants
 grep -q "^ decide-at-backward .* nosync-edges " "$out" && ok "--mutants names the scenario that caught each" ||
     bad "--mutants names the scenario that caught each"
 grep -q "^ tail-window-dropped .*caught" "$out" && ok "--mutants: the engine that counts its own window is caught" ||

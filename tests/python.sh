@@ -57,7 +57,7 @@ expect_cmd 0 "twin attn: names, shapes and gradients match" "the torch twins of 
 
 # Real DDP passes.
 for n in 2 3 4; do
-    front 0 "verdict: PASS (19 of 19 scenarios)" "torch's DDP passes the battery at $n ranks" -- --ranks "$n" --wrap "$DDP"
+    front 0 "verdict: PASS (20 of 20 scenarios)" "torch's DDP passes the battery at $n ranks" -- --ranks "$n" --wrap "$DDP"
 done
 grep -q "find_unused counts what the syncing backward used (PyTorch < 2.4)\|any micro-step of the window used (PyTorch >= 2.4" "$out" &&
     ok "the header says which torch's semantics" || bad "the header says which torch's semantics"
@@ -89,7 +89,7 @@ expect 0 "verdict: PASS" "ddpsim check on the kept recording" -- check "$tmp/k/s
 sed "s/\"find_unused_rule\": \"$rule\"/\"find_unused_rule\": \"$other\"/" "$tmp/k/schedule/record/manifest.json" >"$tmp/m" &&
     cp "$tmp/m" "$tmp/k/schedule/record/manifest.json"
 expect 1 "parameter sometimes.weight" "... and under the other torch's find_unused rule it fails" -- check "$tmp/k/schedule/record"
-front 0 "verdict: PASS (17 of 17 scenarios; not run, the header says why: uneven, uneven-divide)" "a thunder-style functional wrapper (after PR #2255)" -- --ranks 3 --wrap "$W:hook_ddp"
+front 0 "verdict: PASS (18 of 18 scenarios; not run, the header says why: uneven, uneven-divide)" "a thunder-style functional wrapper (after PR #2255)" -- --ranks 3 --wrap "$W:hook_ddp"
 # Buffers: real DDP's broadcast_buffers is the reference's rule (the battery above, bitwise at 2 ranks, has the
 # buffers scenario); DDP with broadcast_buffers=False fails it, naming the buffer, live and from its recording.
 front 1 "rank 1, buffer bn.running_mean, element 0" "DDP(broadcast_buffers=False) fails the buffers scenario" -- \
@@ -107,7 +107,7 @@ front 2 "without join(): the wrapped module must be Joinable" "join{...} alone w
 # Communication hooks, against torch's own (default_hooks.py): DDP with fp16_compress_hook matches the reference's
 # float16 arithmetic bitwise at 2 ranks over the whole battery and within the order bound at 3; allreduce_hook too;
 # a wrapper that registers fp16_compress_hook itself fails when the reference is not told (order tolerance).
-front 0 "verdict: PASS (17 of 17 scenarios; not run, the header says why: uneven, uneven-divide)" "real DDP with fp16_compress_hook, 2 ranks, bitwise" -- --ranks 2 --wrap "$DDP" --comm-hook fp16
+front 0 "verdict: PASS (18 of 18 scenarios; not run, the header says why: uneven, uneven-divide)" "real DDP with fp16_compress_hook, 2 ranks, bitwise" -- --ranks 2 --wrap "$DDP" --comm-hook fp16
 front 0 "verdict: PASS" "... 3 ranks, the order bound" -- --ranks 3 --wrap "$DDP" --comm-hook fp16 --scenario classic
 front 0 "verdict: PASS" "real DDP with allreduce_hook, 2 ranks, bitwise" -- --ranks 2 --wrap "$DDP" --comm-hook allreduce --scenario bucket-view
 front 1 "first divergence: grab 2 (after fwd+bwd (3 acc)), rank 0, parameter 0.weight" "a DDP compressing in float16 unannounced fails" -- \
@@ -125,12 +125,17 @@ front 3 "Expected to mark a variable ready only once" "twice-used encoder: real 
 front 0 "verdict: PASS (6 grabs and 3 parameter checks x 2 ranks match, bitwise)" "... with static_graph it matches bitwise, piece by piece" -- --ranks 2 --wrap "$DDP" $TW --schedule "$TS" --static-graph
 front 0 "verdict: PASS" "... and at 3 ranks within the order bound" -- --ranks 3 --wrap "$DDP" $TW --schedule "$TS" --static-graph
 front 1 "first divergence: grab 0 (after fwd+bwd), rank 0, parameter enc.0.weight" "a wrapper syncing at the first hook misses a piece" -- --ranks 2 --wrap "$W:hook_ddp" $TW --schedule "$TS"
+# ddpsim's own tied model (tied: an autoencoder whose decoder is the encoder's weight transposed, the encoder
+# under reentrant checkpointing; the battery's tied scenario, with static_graph) passed in the battery above on
+# real DDP; without static_graph ddpsim refuses it, as DDP would fail.
+front 2 "add --static-graph" "the tied model without static_graph is refused before any rank starts" -- \
+    --ranks 2 --wrap "$DDP" --model tied
 
 # static_graph=True: ddpsim refuses what torch 1.13's DDP cannot run with it (asked of ddpsim, run on torch), and
 # real DDP with it passes every other scenario.
 expect_cmd 0 "ok 'fwd bwd nosync{fwd bwd}': fails" "static_graph: ddpsim's refusals are where real DDP fails" -- \
     "$py" "$here/python/static_graph_check.py"
-front 0 "verdict: PASS (9 of 9 scenarios; not run, the header says why: window-2" "real DDP with static_graph passes the rest of the battery" -- \
+front 0 "verdict: PASS (10 of 10 scenarios; not run, the header says why: window-2" "real DDP with static_graph passes the rest of the battery" -- \
     --ranks 2 --wrap "$DDP" --static-graph
 front 2 "op 12 (bwd) is a backward no sync armed" "... and a refused scenario alone is bad input" -- --ranks 2 --wrap "$DDP" --static-graph --scenario window-2
 

@@ -144,6 +144,44 @@ static void test_models_fd(void)
         check_model_fd("branchy:4-6-3", 3, branch);
     check_model_fd("attn:11-5-8", 2, 0);
     check_model_fd("bn:4-6-3", 5, 0);
+    check_model_fd("tied:5-4", 3, 0);
+}
+
+/*
+ * tied: enc.weight's gradient comes in two pieces, each added on its own: into a None .grad the first is
+ * copied and the second added, so the accumulated gradient is their float sum, bitwise; the other
+ * parameters come in one. (Finite differences above check the sum; twins_check.py the decoder's piece
+ * first, against torch.)
+ */
+static void test_tied_pieces(void)
+{
+    model *m = NULL;
+    CU_ASSERT_EQUAL_FATAL(model_create("tied:5-4", 3, &m), DDP_OK);
+    CU_ASSERT(model_grads_in_pieces(m));
+    CU_ASSERT_STRING_EQUAL(model_param_at(m, 0)->name, "dec_bias");
+    CU_ASSERT_STRING_EQUAL(model_param_at(m, 1)->name, "enc.weight");
+    model_batch b;
+    CU_ASSERT_EQUAL_FATAL(model_batch_alloc(m, &b), DDP_OK);
+    model_init(m, 3, 0);
+    model_batch_fill(m, &b, 3, 0, 0);
+    CU_ASSERT_EQUAL_FATAL(model_forward(m, &b, NULL), DDP_OK);
+    model_zero_grad_as(m, 1); /* None */
+    model_backward(m);
+    CU_ASSERT_EQUAL(model_npieces(m, 0), 0);
+    CU_ASSERT_EQUAL(model_npieces(m, 2), 0);
+    CU_ASSERT_EQUAL_FATAL(model_npieces(m, 1), 2);
+    const model_param *w = model_param_at(m, 1);
+    const float *p0 = model_piece(m, 1, 0), *p1 = model_piece(m, 1, 1), *g = model_grads(m) + w->offset;
+    int same = 1, differ = 0;
+    for (size_t j = 0; j < w->count; j++) {
+        float sum = p0[j] + p1[j];
+        same &= memcmp(&sum, &g[j], sizeof sum) == 0;
+        differ |= p0[j] != p1[j];
+    }
+    CU_ASSERT(same);
+    CU_ASSERT(differ);
+    model_batch_free(&b);
+    model_destroy(m);
 }
 
 /*
@@ -535,6 +573,7 @@ int main(void)
         {"a recorded gradient in pieces is accumulated piece by piece (hand values)", test_recorded_pieces},
         {"every model: finite differences of the loss", test_models_fd},
         {"bn: BatchNorm's running statistics move as PyTorch's; the gradients never read them", test_bn_buffers},
+        {"tied: a tied weight's gradient in two pieces, added one by one", test_tied_pieces},
         {"backward accumulates, zero_grad zeroes", test_accumulation},
         {"a None .grad takes the first gradient as it is (-0 stays -0); set_to_none", test_none_grad},
         {"same seed same bits; rank, micro-step and seed change what they should", test_reproducible_and_distinct},

@@ -106,7 +106,11 @@
       "pytorch/pytorch PR #42577 (join's first design divided by the effective world size)", 0)                      \
     X(JOIN_FINAL_SYNC_SKIPS_BUFFERS, "join-final-sync-skips-buffers",                                                \
       "at the end of join every rank takes the last joiner's parameters but keeps its own buffers",                  \
-      "pytorch/pytorch #111138 (the final join sync leaves the buffers out)", 0)
+      "pytorch/pytorch #111138 (the final join sync leaves the buffers out)", 0)                                     \
+    X(FIRST_HOOK_REDUCES, "first-hook-reduces",                                                                      \
+      "a gradient that comes in pieces (a tied weight used on both sides of a reentrant checkpoint) is reduced at "  \
+      "its first hook: the later pieces stay local",                                                                \
+      "deepspeedai/DeepSpeed #8224 (missing one subgraph's contribution; #988: a hook per piece)", 0)
 
 #define AS_ENUM(id, name, mechanism, source, bitwise_only) BUG_##id,
 typedef enum bug { BUGS(AS_ENUM) BUG_COUNT } bug;
@@ -206,6 +210,36 @@ static void sgd(mutant *m, float divisor)
             svc->params[p].data[i] += neg_lr * (svc->params[p].grad[i] / divisor);
 }
 
+/*
+ * first-hook-reduces: a parameter whose gradient came in pieces goes into the reduction as its first hook saw
+ * it, .grad after the first piece's AccumulateGrad (the window's accumulation plus that piece); the later pieces,
+ * whose hooks come after the reduction started, are added to the reduced value locally.
+ */
+static void reduce_first_pieces_only(mutant *m)
+{
+    const ddpsim_services *svc = m->svc;
+    const model *replica = impl_env_of(svc)->m;
+    for (int p = 0; p < svc->nparams; p++) {
+        if (model_npieces(replica, p) < 2)
+            continue;
+        const float *first = model_piece(replica, p, 0), *g0 = m->g0 + (svc->params[p].grad - svc->all_grads);
+        for (size_t j = 0; j < svc->params[p].count; j++)
+            svc->params[p].grad[j] = g0[j] + first[j];
+    }
+}
+
+static void add_later_pieces(mutant *m)
+{
+    const ddpsim_services *svc = m->svc;
+    const model *replica = impl_env_of(svc)->m;
+    for (int p = 0; p < svc->nparams; p++)
+        for (int k = 1; k < model_npieces(replica, p); k++) {
+            const float *piece = model_piece(replica, p, k);
+            for (size_t j = 0; j < svc->params[p].count; j++)
+                svc->params[p].grad[j] += piece[j];
+        }
+}
+
 /* Average .grad across ranks, as DDP does, but for this mutant's bug. */
 static int reduce(mutant *m)
 {
@@ -226,6 +260,8 @@ static int reduce(mutant *m)
                 memset(svc->params[p].grad, 0, svc->params[p].count * sizeof(float));
             }
     }
+    if (m->bug == BUG_FIRST_HOOK_REDUCES)
+        reduce_first_pieces_only(m);
     scale(m, g);
     if (m->bug == BUG_SKIP_NONE_GRADS) {
         if (reduce_defined_only(m))
@@ -243,6 +279,8 @@ static int reduce(mutant *m)
     m->syncs++;
     if (m->bug == BUG_POST_DIVIDE)
         coll_div_n(g, g, svc->total_count, m->div);
+    if (m->bug == BUG_FIRST_HOOK_REDUCES)
+        add_later_pieces(m);
     for (int p = 0; p < svc->nparams; p++) {
         if (svc->find_unused && global_used[p] == 0.0f) {
             size_t off = (size_t)(svc->params[p].grad - g);

@@ -95,11 +95,11 @@ static int svc_set_error(void *env, const char *message)
 int impl_join_announce(const ddpsim_services *svc, int running, int syncs, int *nrunning, int *any, int *highest)
 {
     int32_t mine[2] = {running, syncs};
+    *nrunning = *any = *highest = 0;
     int32_t *every = malloc(sizeof mine * (size_t)svc->world_size);
     if (!every)
         return svc->set_error(svc->env, "out of memory for the join announcement");
     int rc = svc->allgather(svc->env, mine, every, sizeof mine);
-    *nrunning = *any = *highest = 0;
     for (int r = 0; rc == 0 && r < svc->world_size; r++) {
         *nrunning += every[2 * r];
         *any |= every[2 * r + 1];

@@ -197,15 +197,12 @@ static batch_arrays arrays_of(const model *m, const model_batch *b)
 {
     batch_arrays a;
     size_t rows = (size_t)model_batch_rows(m);
-    if (b->tokens) {
-        /* attn: the sequence length is the shape of wpe (its first parameter after wte) */
-        size_t T = (size_t)model_param_at(m, 1)->shape[0];
-        a = (batch_arrays){NPY_I4, b->tokens, b->targets, {rows, T}, {rows, T}};
-    } else {
-        size_t in = (size_t)model_param_at(m, 0)->shape[1];
-        size_t out = (size_t)model_param_at(m, model_nparams(m) - 1)->shape[0];
-        a = (batch_arrays){NPY_F4, b->x, b->y, {rows, in}, {rows, out}};
-    }
+    int in, out, T;
+    model_batch_cols(m, &in, &out, &T);
+    if (b->tokens)
+        a = (batch_arrays){NPY_I4, b->tokens, b->targets, {rows, (size_t)T}, {rows, (size_t)T}};
+    else
+        a = (batch_arrays){NPY_F4, b->x, b->y, {rows, (size_t)in}, {rows, (size_t)out}};
     return a;
 }
 

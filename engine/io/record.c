@@ -505,7 +505,7 @@ ddp_status record_write_manifest(const char *dir, const record_info *info)
 ddp_status record_write_micro(const char *dir, int rank, uint64_t micro, const model *m, const float *local,
                               const unsigned char *used)
 {
-    char sub[RECORD_PATH_LEN], path[RECORD_PATH_LEN + MODEL_NAME_LEN + 16];
+    char sub[RECORD_PATH_LEN], path[RECORD_PATH_LEN + MODEL_NAME_LEN + 32];
     snprintf(sub, sizeof sub, "%s/rank%d/micro%llu", dir, rank, (unsigned long long)micro);
     DDP_CHECK(dump_mkdirs(sub));
     snprintf(path, sizeof path, "%s/used.json", sub);
@@ -530,6 +530,10 @@ ddp_status record_write_micro(const char *dir, int rank, uint64_t micro, const m
         dump_param_shape(par, shape);
         snprintf(path, sizeof path, "%s/%s.npy", sub, par->name);
         DDP_CHECK(npy_write(path, NPY_F4, shape, par->ndim, local + par->offset));
+        for (int k = 0; k < model_npieces(m, p); k++) { /* a gradient in pieces: each, as record.h lays them out */
+            snprintf(path, sizeof path, "%s/%s.part%d.npy", sub, par->name, k + 1);
+            DDP_CHECK(npy_write(path, NPY_F4, shape, par->ndim, model_piece(m, p, k)));
+        }
     }
     return DDP_OK;
 }

@@ -105,7 +105,8 @@ typedef struct record_info {
 
 /* DIR/manifest.json (DIR prepared with dump_prepare). */
 ddp_status record_write_manifest(const char *dir, const record_info *info);
-/* DIR/rank<r>/micro<m>/: used.json and the local gradient of every used parameter (local: m's layout). */
+/* DIR/rank<r>/micro<m>/: used.json and the local gradient of every used parameter (local: m's layout), with its
+ * pieces (<param>.part<k>.npy) when it came in two or more (model_npieces). */
 ddp_status record_write_micro(const char *dir, int rank, uint64_t micro, const model *m, const float *local,
                               const unsigned char *used);
 

@@ -8,69 +8,74 @@
 
 static const scenario scenarios[] = {
     {"classic", "accumulate-then-sync: windows of 3 and of 1 micro-step, steps and zero_grad (the former default run)",
-     NULL, SCHED_DEFAULT, 0, 0, 0, 0, 1},
+     NULL, SCHED_DEFAULT, 0, 0, 0, 0, 1, 0},
     {"window-1", "a sync every micro-step, ten syncs in a row: state that wears out after a few syncs", NULL,
-     "10*( fwd bwd grab step zero )", 0, 0, 0, 0, 0},
-    {"window-2", "windows of two micro-steps", NULL, "3*( nosync{fwd bwd} grab fwd bwd grab step zero )", 0, 0, 0, 0, 0},
+     "10*( fwd bwd grab step zero )", 0, 0, 0, 0, 0, 0},
+    {"window-2", "windows of two micro-steps", NULL, "3*( nosync{fwd bwd} grab fwd bwd grab step zero )", 0, 0, 0, 0, 0, 0},
     {"window-5", "windows of five micro-steps: accumulation that assumes short windows", NULL,
-     "2*( 4*( nosync{fwd bwd} grab ) fwd bwd grab step zero )", 0, 0, 0, 0, 0},
+     "2*( 4*( nosync{fwd bwd} grab ) fwd bwd grab step zero )", 0, 0, 0, 0, 0, 0},
     {"nosync-edges",
      "a forward inside no_sync whose backward runs outside (it does not sync) and the reverse (it syncs): the sync is "
      "armed at forward",
      NULL,
      "enter fwd exit bwd grab fwd bwd grab step zero fwd enter bwd exit grab step zero enter fwd exit bwd grab fwd "
      "bwd grab",
-     0, 0, 0, 0, 0},
+     0, 0, 0, 0, 0, 0},
     {"arming",
      "PyTorch's arming: a forward outside no_sync arms the next backward even inside no_sync, a forward inside leaves "
      "it; forwards without a backward; nested no_sync; a step before any gradient",
      NULL,
      "step fwd nosync{fwd bwd} grab fwd bwd grab step zero nosync{fwd} fwd bwd grab fwd fwd bwd grab step zero "
      "nosync{ nosync{fwd bwd} grab fwd bwd } grab fwd bwd grab step zero",
-     0, 0, 0, 0, 0},
+     0, 0, 0, 0, 0, 0},
     {"sync-after-sync", "a sync right after a sync without zero_grad: PyTorch accumulates onto the synced values", NULL,
-     "fwd bwd grab fwd bwd grab nosync{fwd bwd} grab fwd bwd grab step zero", 0, 0, 0, 0, 0},
+     "fwd bwd grab fwd bwd grab nosync{fwd bwd} grab fwd bwd grab step zero", 0, 0, 0, 0, 0, 0},
     {"zero-and-step", "zero_grad without step, several steps without zero_grad, a step inside a window", NULL,
      "nosync{fwd bwd} grab fwd bwd grab zero fwd bwd grab step step zero fwd bwd grab step fwd bwd grab step zero "
      "nosync{fwd bwd} step grab fwd bwd grab step zero",
-     0, 0, 0, 0, 0},
+     0, 0, 0, 0, 0, 0},
     {"buckets", "one bucket in the first sync, then several (caps of 1 KiB and 4 KiB) rebuilt in ready order", NULL,
-     "3*( nosync{fwd bwd} grab fwd bwd grab step zero )", 0, 0, 4096, 1024, 0},
+     "3*( nosync{fwd bwd} grab fwd bwd grab step zero )", 0, 0, 4096, 1024, 0, 0},
     {"odd-sizes", "tensors of 91, 7, 35 and 5 elements: the tails of vector loops", "mlp:13-7-5",
-     "2*( 2*( nosync{fwd bwd} grab ) fwd bwd grab step zero )", 0, 0, 0, 0, 0},
+     "2*( 2*( nosync{fwd bwd} grab ) fwd bwd grab step zero )", 0, 0, 0, 0, 0, 0},
     {"bucket-view",
      "gradient_as_bucket_view: the first sync multiplies by 1/N, later ones divide in place, and a sync after a sync "
      "scales the accumulated view",
-     NULL, "2*( nosync{fwd bwd} grab fwd bwd grab fwd bwd grab step zero )", 0, 1, 0, 0, 1},
+     NULL, "2*( nosync{fwd bwd} grab fwd bwd grab fwd bwd grab step zero )", 0, 1, 0, 0, 1, 0},
     {"find-unused", "find_unused_parameters: heads used on some ranks, in earlier micro-steps only, or nowhere",
-     "branchy", "2*( nosync{fwd bwd} grab nosync{fwd bwd} grab fwd bwd grab step zero )", 1, 0, 0, 0, 0},
+     "branchy", "2*( nosync{fwd bwd} grab nosync{fwd bwd} grab fwd bwd grab step zero )", 1, 0, 0, 0, 0, 0},
     {"attention", "the attention model: 21 tensors, and gradients that are rounding noise (k.bias)", "attn",
-     SCHED_DEFAULT, 0, 0, 0, 0, 0},
-    {"tiny-tensor", "a tensor of a single element", "mlp:8-16-1", SCHED_DEFAULT, 0, 0, 0, 0, 0},
+     SCHED_DEFAULT, 0, 0, 0, 0, 0, 0},
+    {"tiny-tensor", "a tensor of a single element", "mlp:8-16-1", SCHED_DEFAULT, 0, 0, 0, 0, 0, 0},
     {"tail-window",
      "an epoch's tail: windows of four micro-steps, a window cut short to two, then four again; each window syncs "
      "at its last backward, whatever its length",
      NULL,
      "2*( 3*( nosync{fwd bwd} grab ) fwd bwd grab step zero ) nosync{fwd bwd} grab fwd bwd grab step zero "
      "3*( nosync{fwd bwd} grab ) fwd bwd grab step zero",
-     0, 0, 0, 0, 0},
+     0, 0, 0, 0, 0, 0},
     {"buffers",
      "BatchNorm's running statistics: rank 0's broadcast before a forward when the one before ran outside no_sync "
      "(the first inside no_sync too, not the next, nor the first after it)",
-     "bn", "fwd bwd grab step zero nosync{fwd bwd fwd bwd} grab fwd bwd grab fwd bwd grab step zero", 0, 0, 0, 0, 0},
+     "bn", "fwd bwd grab step zero nosync{fwd bwd fwd bwd} grab fwd bwd grab fwd bwd grab step zero", 0, 0, 0, 0, 0, 0},
     {"ends-in-window", "the run ends inside a window: its micro-steps are never synced, and a step uses them", NULL,
-     "fwd bwd grab step zero nosync{fwd bwd} grab nosync{fwd bwd} grab step", 0, 0, 0, 0, 0},
+     "fwd bwd grab step zero nosync{fwd bwd} grab nosync{fwd bwd} grab step", 0, 0, 0, 0, 0, 0},
+    {"tied",
+     "a tied weight used on both sides of a reentrant activation checkpoint: its gradient comes in two pieces "
+     "(two AccumulateGrads, two hook calls) and DDP, with static_graph, reduces it once, after the last",
+     "tied", "fwd bwd grab step zero fwd bwd grab step zero 2*( nosync{fwd bwd} grab fwd bwd grab step zero )", 0, 0,
+     0, 0, 0, 1},
     {"uneven",
      "uneven inputs under model.join(): the last rank runs out after one of three iterations and shadows its peers' "
      "forwards (their no_sync ones too) and syncs with zeros; buffers come from the highest rank running; at the end "
      "every rank takes the last joiner's parameters and buffers",
      "bn",
      "fwd bwd grab step zero join{ [3, -1:1]*( nosync{fwd bwd} grab fwd bwd grab step zero ) } fwd bwd grab step zero",
-     0, 0, 0, 0, 0},
+     0, 0, 0, 0, 0, 0},
     {"uneven-divide",
      "join(divide_by_initial_world_size=false): while a rank has run out, a sync divides by the ranks still running",
      NULL, "fwd bwd grab step zero join(divide_by_initial_world_size=false){ [3, -1:1]*( fwd bwd grab step zero ) } "
-     "fwd bwd grab", 0, 0, 0, 0, 0},
+     "fwd bwd grab", 0, 0, 0, 0, 0, 0},
 };
 #define NSCENARIOS ((int)(sizeof scenarios / sizeof scenarios[0]))
 
@@ -104,6 +109,7 @@ ddp_status battery_apply(const scenario *sc, const battery_given *given, verify_
         run->ddp.bucket_cap = sc->bucket_cap;
     if (!given->first_bucket_cap && sc->first_bucket_cap)
         run->ddp.first_bucket_cap = sc->first_bucket_cap;
+    run->ddp.static_graph |= sc->static_graph;
     return DDP_OK;
 }
 

@@ -31,6 +31,8 @@ typedef struct scenario {
     size_t bucket_cap, first_bucket_cap; /* 0: the run's */
     int divisor;           /* scaling-order bugs (1/N before or after the sum, multiply or divide) show here
                             * only when N is not a power of two */
+    int static_graph;      /* DDP(static_graph=True): the scenario needs it (the user's --static-graph sets it
+                            * for every scenario) */
 } scenario;
 
 int battery_count(void);

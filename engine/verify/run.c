@@ -254,9 +254,15 @@ ddp_status verify_check_config(const verify_config *cfg)
     if (model_create_layout(cfg->model_spec, cfg->batch, &layout) != DDP_OK)
         return ddp_error_prefix(DDP_ERR_INVALID, "--model");
     int branchy = strcmp(model_family(layout), "branchy") == 0, nbuffers = model_nbuffers(layout);
+    int pieces = model_grads_in_pieces(layout);
     ddp_status ms = check_memory(cfg, layout);
     model_destroy(layout);
     DDP_CHECK(ms);
+    if (pieces && !cfg->ddp.static_graph)
+        return ddp_error(DDP_ERR_INVALID, "--model: %s's enc.weight gets its gradient in two pieces in one backward (a "
+                                          "tied weight used on both sides of a reentrant checkpoint), and PyTorch's DDP "
+                                          "fails there without static_graph=True (\"Expected to mark a variable ready "
+                                          "only once\"): add --static-graph", cfg->model_spec);
     if (branchy && !cfg->ddp.find_unused)
         return ddp_error(DDP_ERR_INVALID, "--model: branchy has parameters that some forwards do not use; PyTorch DDP "
                                           "needs find_unused_parameters=True for it: add --find-unused");

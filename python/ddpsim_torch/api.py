@@ -163,6 +163,12 @@ class Plan:
                     raise  # a single run, or the first scenario: the options are wrong, not the scenario
                 self.impossible.append((name, str(e)))  # as ddpsim's own battery: not run, the reason said
                 continue
+            if self.user_model and job["ddp"]["static_graph"] and not a["static_graph"]:
+                # The scenario brings static_graph=True for ddpsim's tied model; a user model may not allow it.
+                self.impossible.append((name, "it sets static_graph=True, for ddpsim's tied model (a gradient in "
+                                              "pieces), which your model may not allow; --static-graph runs the "
+                                              "battery with it"))
+                continue
             if self.user_model and any(j["ops"] == job["ops"] and j["ddp"] == job["ddp"] for j in self.jobs):
                 skipped.append(name)  # the same ops and options on the user's model: nothing new
                 continue

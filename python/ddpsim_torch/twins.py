@@ -1,6 +1,7 @@
 """The torch twins of ddpsim's models: the same parameter names, shapes,
-order and math as models/mlp.c, models/branchy.c, models/attn.c and
-models/bn.c (with BatchNorm's buffers), and the
+order and math as models/mlp.c, models/branchy.c, models/attn.c,
+models/bn.c (with BatchNorm's buffers) and models/tied.c (a tied weight under
+reentrant checkpointing), and the
 batches ddpsim prepared for them turned into (inputs, targets).
 
 The twins do not have to give ddpsim's bits: the check replays the
@@ -17,12 +18,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-FAMILIES = {"mlp": "32-64-64-16", "branchy": "8-16-4", "attn": "32-8-16", "bn": "16-32-8"}
-_SPEC = re.compile(r"^(mlp|branchy|attn|bn)(?::([0-9]+(?:-[0-9]+)*))?$")
+FAMILIES = {"mlp": "32-64-64-16", "branchy": "8-16-4", "attn": "32-8-16", "bn": "16-32-8", "tied": "16-32"}
+_SPEC = re.compile(r"^(mlp|branchy|attn|bn|tied)(?::([0-9]+(?:-[0-9]+)*))?$")
 
 
 def is_ddpsim_spec(spec):
-    """Whether spec names one of ddpsim's own models (mlp:..., branchy, attn, bn), not MODULE:FUNC."""
+    """Whether spec names one of ddpsim's own models (mlp:..., branchy, attn, bn, tied), not MODULE:FUNC."""
     return bool(_SPEC.match(spec))
 
 
@@ -129,10 +130,31 @@ class BN(nn.Module):
         return self.fc2(torch.tanh(self.bn(self.fc1(x))))
 
 
+class Tied(nn.Module):
+    """tied:IN-H: an autoencoder whose decoder is its encoder's weight transposed, the encoder under reentrant
+    activation checkpointing (1.13's default): enc.weight's gradient comes in two pieces, the decoder's, then
+    the encoder's from the checkpoint's own backward (models/tied.c). DDP runs it with static_graph=True."""
+
+    def __init__(self, dims):
+        super().__init__()
+        i, h = dims
+        self.enc = nn.Linear(i, h)
+        self.dec_bias = nn.Parameter(torch.zeros(i))
+
+    def _encode(self, x):
+        return torch.tanh(self.enc(x))
+
+    def forward(self, x):
+        import torch.utils.checkpoint as cp
+        # reentrant checkpointing drops the parameters' gradients unless an input requires grad
+        h = cp.checkpoint(self._encode, x.detach().requires_grad_(True))
+        return F.linear(h, self.enc.weight.t(), self.dec_bias)
+
+
 def build(spec):
     """The twin of a ddpsim model spec."""
     family, dims = _dims(spec)
-    return {"mlp": MLP, "branchy": Branchy, "attn": Attn, "bn": BN}[family](dims)
+    return {"mlp": MLP, "branchy": Branchy, "attn": Attn, "bn": BN, "tied": Tied}[family](dims)
 
 
 def load_init(module, init_dir):

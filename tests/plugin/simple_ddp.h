@@ -77,11 +77,11 @@ static inline int sddp_announce(sddp *d, int running, int syncs, int *nrunning, 
 {
     const ddpsim_services *svc = d->svc;
     int mine[2] = {running, syncs};
+    *nrunning = *any = *highest = 0;
     int *every = malloc(sizeof mine * (size_t)svc->world_size);
     if (!every)
         return sddp_fail(d, "out of memory");
     int rc = svc->allgather(svc->env, mine, every, sizeof mine);
-    *nrunning = *any = *highest = 0;
     for (int r = 0; rc == 0 && r < svc->world_size; r++) {
         *nrunning += every[2 * r];
         *any |= every[2 * r + 1];

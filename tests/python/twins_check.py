@@ -1,4 +1,4 @@
-"""The torch twins are ddpsim's models: for mlp, branchy, attn and bn, the same
+"""The torch twins are ddpsim's models: for mlp, branchy, attn, bn and tied, the same
 parameter names and shapes in the same order, and, from the same initial
 parameters and batches (branchy's branches with them), the gradients
 ddpsim's C model computes (the grab after a no_sync micro-step of
@@ -49,6 +49,18 @@ def compare(binary, spec, extra, d):
             err = float(np.abs(got - want).max()) / scale
             worst = max(worst, err)
             assert err < 1e-5, "%s grab %d %s: relative difference %g" % (spec, k, n, err)
+    if spec == "tied":  # its tied weight's gradient comes in two pieces, the decoder's first, as ddpsim's model says
+        calls = []
+        hook = twin.enc.weight.register_hook(lambda g: calls.append(g.clone()))
+        twin.zero_grad(set_to_none=True)
+        inputs, targets = twins.batch(spec, out, 0, 0)
+        out_ = twin(*inputs)
+        twins.default_loss(out_, targets).backward()
+        hook.remove()
+        with torch.no_grad():
+            h = torch.tanh(twin.enc(inputs[0]))
+            decoder = h.t() @ (2 * (out_ - targets) / out_.numel())
+        assert len(calls) == 2 and torch.allclose(calls[0], decoder, rtol=1e-5, atol=1e-7), len(calls)
     return worst
 
 
@@ -57,7 +69,7 @@ def main():
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as d:
         for spec, extra in (("mlp:32-64-64-16", []), ("mlp:13-7-5", []), ("branchy", ["--find-unused"]),
-                            ("attn", []), ("bn", [])):
+                            ("attn", []), ("bn", []), ("tied", ["--static-graph"])):
             worst = compare(binary, spec, extra, d)
             print("twin %s: names, shapes and gradients match ddpsim's (largest difference %.2g of the largest "
                   "gradient)" % (spec, worst))
