@@ -104,6 +104,8 @@ front 1 "first divergence: grab 4 (after fwd+bwd (2 acc)), rank 0, parameter fc1
     --ranks 3 --wrap "$W:ddp_join_divides_by_running" --scenario uneven
 front 2 "without join(): the wrapped module must be Joinable" "join{...} alone with a wrapper that has no join()" -- \
     --ranks 2 --wrap "$W:hook_ddp" --scenario uneven
+front 3 "deadlock: rank 2 finished the schedule while ranks 0, 1 wait" "uneven inputs without join: real DDP waits forever, a named deadlock" -- \
+    --ranks 3 --wrap "$DDP" --schedule 'fwd bwd grab step zero [3, -1:1]*( fwd bwd grab step zero )'
 # Communication hooks, against torch's own (default_hooks.py): DDP with fp16_compress_hook matches the reference's
 # float16 arithmetic bitwise at 2 ranks over the whole battery and within the order bound at 3; allreduce_hook too;
 # a wrapper that registers fp16_compress_hook itself fails when the reference is not told (order tolerance).

@@ -215,7 +215,7 @@ static void test_uneven(void)
     CU_ASSERT_EQUAL(s.uneven[0].first_op, 3);
     CU_ASSERT_EQUAL(s.uneven[0].body_ops, 3);
     CU_ASSERT_EQUAL(s.uneven[0].iterations, 3);
-    uint32_t counts[4];
+    uint32_t counts[8]; /* room for 2 uneven repetitions x 3 ranks below */
     CU_ASSERT_EQUAL(sched_resolve(&s, 4, counts), DDP_OK);
     CU_ASSERT(counts[0] == 2 && counts[1] == 3 && counts[2] == 3 && counts[3] == 1);
     /* op 6 (iteration 1's fwd): ranks 0, 1 and 2 run it; op 9 (iteration 2's): ranks 1 and 2 */

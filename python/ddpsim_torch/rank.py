@@ -212,7 +212,11 @@ class Rank:
             t0 = time.monotonic()
             if i in skipped:
                 # This rank ran out of an uneven repetition: its loop is over. Inside join its with-block's
-                # __exit__ shadows its peers (at join_exit); without, it goes on, and they wait for it.
+                # __exit__ shadows its peers (at join_exit). Without join it stops here, as ddpsim's ranks do, and
+                # its peers wait for it in their next collective: the launcher names the deadlock.
+                if joined is None:
+                    del wrapped, optimizer
+                    return
                 rec.skip(op)
                 continue
             if op == "join_enter":
