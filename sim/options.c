@@ -237,6 +237,8 @@ static int validate(void *o, const char **which, char *msg, size_t len)
     if (opt->nccl_op >= 0 && run->backend != VERIFY_BACKEND_NCCL)
         FAIL("nccl-op", "goes with --backend nccl");
     run->nccl_avg = opt->nccl_op == 1;
+    if (run->nccl_ring_check && run->backend != VERIFY_BACKEND_NCCL)
+        FAIL("nccl-ring-check", "goes with --backend nccl");
     if (run->backend == VERIFY_BACKEND_NCCL && !opt->tol_given)
         run->tol = (tolerance){.kind = TOL_ORDER}; /* NCCL sums in its own order: the proven bound (budget.h) */
     /* Chaos and repetition. */
@@ -321,6 +323,9 @@ static const opt_spec specs[] = {
     {"nccl-op", 0, "sum|avg",
      "NCCL: 1/N then ncclSum, or unscaled buckets and ncclAvg\n(reference and bucketed only)", OPT_CHOICE, F(nccl_op),
      0, 0, NULL, "sum"},
+    {"nccl-ring-check", 0, NULL,
+     "NCCL: also reduce every call's input on the CPU in ring\norder and report the share NCCL matched bit for bit",
+     OPT_FLAG, F(run.nccl_ring_check), 0, 0, NULL, NULL},
     {"bucket-cap", 0, "SIZE", "DDP bucket size limit in bytes, K/M/G", OPT_SIZE, F(run.ddp.bucket_cap), 1,
      1099511627776.0, NULL, NULL},
     {"first-bucket-cap", 0, "SIZE", "limit of the first-filled bucket", OPT_SIZE, F(run.ddp.first_bucket_cap), 1,

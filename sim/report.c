@@ -57,10 +57,20 @@ static void header_nccl(const ddpsim_options *opt)
     nccl_env_plan_make(0, run->nranks, g->ngpus, &plan);
     nccl_env_describe(&plan, env, sizeof env);
     fprintf(opt->out, "#   environment: %s\n", env);
-    if (plan.separate_hosts)
-        fprintf(opt->out, "#   %d ranks on %d GPU%s: each rank has its own NCCL_HOSTID, so NCCL sees separate hosts and talks "
-               "over its socket transport on loopback; this works, but NVIDIA does not support it\n",
-               run->nranks, g->ngpus, g->ngpus == 1 ? "" : "s");
+    if (plan.separate_hosts && g->ngpus == 1)
+        fprintf(opt->out, "#   %d ranks on 1 GPU: each rank is its own NCCL host (its own NCCL_HOSTID), so NCCL talks over "
+                          "its socket transport on loopback; this works, but NVIDIA does not support it\n",
+                run->nranks);
+    else if (plan.separate_hosts)
+        fprintf(opt->out, "#   %d ranks on %d GPUs: %d NCCL hosts (ranks 0-%d, %d-..., each its own NCCL_HOSTID), each rank on "
+                          "its own GPU within its host, so only ranks that share a GPU talk over NCCL's socket transport on "
+                          "loopback; this works, but NVIDIA does not support it\n",
+                run->nranks, g->ngpus, plan.nhosts, g->ngpus - 1, g->ngpus);
+    if (plan.nhosts > NCCL_ENV_CONTEXTS_WARN)
+        fprintf(opt->out, "#   warning: %d ranks share a GPU: without MPS their CUDA contexts time-slice and every NCCL call "
+                          "waits for the others' turns (about 95 ms a call with 8 ranks on one H200); up to %d per GPU "
+                          "keeps it low\n",
+               plan.nhosts, NCCL_ENV_CONTEXTS_WARN);
 }
 
 int report_header(const ddpsim_options *opt)
@@ -190,10 +200,13 @@ static void print_nccl(const ddpsim_options *opt, const verify_result *res)
     fprintf(opt->out, "# nccl: result digest %016llx: %s (run again: the same digest means bitwise the same results)\n",
            (unsigned long long)res->nccl[0].digest,
            t.digests_agree ? "identical on every rank" : "RANKS DIFFER (an allreduce gave ranks different bits)");
-    fprintf(opt->out, "# nccl: the CPU ring emulation (--algo ring) reproduces %.2f%% of NCCL's result elements bit for bit "
-           "(%llu of %llu)\n",
-           t.elements ? 100.0 * (double)t.ring_same / (double)t.elements : 100.0, (unsigned long long)t.ring_same,
-           (unsigned long long)t.elements);
+    if (!opt->run.nccl_ring_check)
+        fprintf(opt->out, "# nccl: the CPU ring emulation did not run (--nccl-ring-check runs it on every call)\n");
+    else
+        fprintf(opt->out, "# nccl: the CPU ring emulation (--algo ring) reproduces %.2f%% of NCCL's result elements bit "
+                          "for bit (%llu of %llu)\n",
+                t.elements ? 100.0 * (double)t.ring_same / (double)t.elements : 100.0, (unsigned long long)t.ring_same,
+                (unsigned long long)t.elements);
 }
 
 static const char *verdict_word(judge_verdict v)
@@ -301,11 +314,11 @@ static int write_json(const ddpsim_options *opt, const verify_result *res, const
         jsonw_number(f, t.device_ms / res->nranks);
         fprintf(f, ", \"roundtrip_ms\": ");
         jsonw_number(f, t.roundtrip_ms / res->nranks);
-        fprintf(f, ", \"digest\": \"%016llx\", \"ranks_agree\": %s, \"ring_identical\": %llu, \"elements\": %llu, "
-                   "\"separate_hosts\": %s}",
+        fprintf(f, ", \"digest\": \"%016llx\", \"ranks_agree\": %s, \"ring_checked\": %s, \"ring_identical\": %llu, "
+                   "\"elements\": %llu, \"separate_hosts\": %s}",
                 (unsigned long long)res->nccl[0].digest, t.digests_agree ? "true" : "false",
-                (unsigned long long)t.ring_same, (unsigned long long)t.elements,
-                res->nccl[0].separate_hosts ? "true" : "false");
+                opt->run.nccl_ring_check ? "true" : "false", (unsigned long long)t.ring_same,
+                (unsigned long long)t.elements, res->nccl[0].separate_hosts ? "true" : "false");
     }
     fprintf(f, ",\n \"wall_s\": ");
     jsonw_number(f, res->wall_s);

@@ -169,6 +169,13 @@ int battery_main(const ddpsim_options *opt)
         if (!out[i].refused) /* not refused up front by check_all */
             battery_run_one(&opt->run, &opt->given, sc, &out[i]);
         const battery_outcome *o = &out[i];
+        if (o->interrupted) {
+            fprintf(opt->out, "# interrupted by signal %d in scenario %s: the rest was not run\n", o->interrupted,
+                    sc->name);
+            int code = 128 + o->interrupted;
+            free(out);
+            return code;
+        }
         int bad = battery_failed(o);
         failed += bad && o->status == DDP_OK;
         faults += o->status != DDP_OK && !o->refused;

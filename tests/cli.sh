@@ -162,6 +162,7 @@ expect 0 "sync-flag-steps .*huggingface/accelerate PR #2790" "--list: each bug w
 expect 1 "first divergence: grab 9 (after fwd+bwd (2 acc))" "tail-window: the short window's sync is missed by an engine that counts" -- --ranks 3 --impl tail-window-dropped --scenario tail-window
 expect 3 "ranks disagree on a collective: rank 0 called allreduce of 280 float" "skip-none-grads: different sizes named, not hung" -- --ranks 3 --impl skip-none-grads --scenario find-unused
 expect 0 "mutation score: 34 of 34 caught" "--mutants catches every bug" -- --mutants
+expect 0 "1 bug only a bitwise comparison catches passes, as the catalogue says: post-divide" "--mutants under the order tolerance (the NCCL backend's default) says which bugs only bitwise catches" -- --mutants --tolerance order
 grep -q "^ decide-at-backward .* nosync-edges " "$out" && ok "--mutants names the scenario that caught each" ||
     bad "--mutants names the scenario that caught each"
 grep -q "^ tail-window-dropped .*caught" "$out" && ok "--mutants: the engine that counts its own window is caught" ||
@@ -368,6 +369,18 @@ for sig in TERM INT; do
         bad "SIG$sig mid-run: exit $got (want $want), $left processes left"
     fi
 done
+# ... and --mutants (hundreds of runs): the first interrupted run stops them all.
+"$DDPSIM" --mutants >"$out" 2>"$err" &
+pid=$!
+sleep 1.5
+kill -s TERM "$pid"
+wait "$pid"
+got=$?
+if [ "$got" -eq 143 ] && grep -q "interrupted by signal 15 at .*: the rest was not run" "$out"; then
+    ok "SIGTERM during --mutants: exit 143 at once, the rest not run"
+else
+    bad "SIGTERM during --mutants: exit $got"
+fi
 set +m
 
 if [ "$(segments)" -eq "$shm_before" ]; then ok "no /dev/shm segment left"; else bad "segments left in /dev/shm"; fi

@@ -36,9 +36,11 @@ expect() {
     vars=""
     while [ "$1" != "--" ]; do vars="$vars $1"; shift; done
     shift
-    # Single runs (the classic scenario): the backend's report is a single run's.
+    # Single runs (the classic scenario unless another is named): the backend's report is a single run's.
+    scen="--scenario classic"
+    case " $* " in *" --scenario "*) scen="" ;; esac
     # shellcheck disable=SC2086
-    run $vars "$DDPSIM" --scenario classic "$@"
+    run $vars "$DDPSIM" $scen "$@"
     got=$?
     if [ "$got" -ne "$code" ]; then
         bad "$what: exit $got, expected $code"
@@ -57,10 +59,11 @@ shm_before=$(leftovers)
 expect 0 "verdict: PASS" "4 ranks on 1 GPU pass with the default tolerance" -- --ranks 4 --backend nccl
 check "header says what it set up and that NVIDIA does not support it" \
     'grep -q "own NCCL_HOSTID.*NVIDIA does not support it" "$out" && grep -q "NCCL_ALGO=Ring NCCL_PROTO=Simple" "$out"'
+check "... and warns that 4 ranks on one GPU time-slice only above 4" '! grep -q "contexts time-slice" "$out"'
 check "default tolerance is order" 'grep -q "tolerance order" "$out"'
 check "each rank its own NCCL_HOSTID, over lo, IB off, one ring channel" \
     '[ "$(grep -c "^comm " "$log")" = 4 ] &&
-     [ "$(grep -o "NCCL_HOSTID=ddpsim-rank[0-9]*" "$log" | sort -u | wc -l)" = 4 ] &&
+     [ "$(grep -o "NCCL_HOSTID=ddpsim-host[0-9]*" "$log" | sort -u | wc -l)" = 4 ] &&
      [ "$(grep -c "NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 NCCL_ALGO=Ring NCCL_PROTO=Simple NCCL_MIN_NCHANNELS=1 NCCL_MAX_NCHANNELS=1" "$log")" = 4 ]'
 check "all ranks on device 0" '[ "$(grep -c "^comm .*device=0 " "$log")" = 4 ]'
 probe_pid=$(sed -n 's/^probe pid=\([0-9]*\).*/\1/p' "$log" | head -1)
@@ -82,6 +85,33 @@ check "rank r on GPU r, no NCCL_HOSTID, no socket settings" \
     '[ "$(grep -c "NCCL_HOSTID=- NCCL_SOCKET_IFNAME=- NCCL_IB_DISABLE=-" "$log")" = 4 ] &&
      [ "$(grep -o "^comm rank=[0-9] nranks=4 device=[0-9]" "$log" | awk "{split(\$2,a,\"=\"); split(\$4,b,\"=\"); if (a[2]!=b[2]) bad=1} END {print bad ? \"no\" : \"yes\"}")" = yes ]'
 check "header does not claim separate hosts" '! grep -q "own NCCL_HOSTID" "$out"'
+
+# More ranks than GPUs: only the ranks that share a GPU are separate NCCL hosts (blocks of ngpus ranks).
+expect 0 "2 NCCL hosts (ranks 0-3, 4-" "6 ranks on 4 GPUs: two host blocks" FAKEGPU_NGPUS=4 -- --ranks 6 --backend nccl
+check "ranks 0-3 one host id on GPUs 0-3, ranks 4-5 another on GPUs 0-1" \
+    '[ "$(grep -c "^comm rank=[0-3] .*NCCL_HOSTID=ddpsim-host0 " "$log")" = 4 ] &&
+     [ "$(grep -c "^comm rank=[45] .*NCCL_HOSTID=ddpsim-host1 " "$log")" = 2 ] &&
+     grep -q "^comm rank=4 nranks=6 device=0 " "$log" && grep -q "^comm rank=5 nranks=6 device=1 " "$log"'
+expect 0 "warning: 6 ranks share a GPU" "6 ranks on one GPU: the header warns of time-slicing" -- --ranks 6 --backend nccl
+# A NCCL_HOSTID the user set cannot go to every rank: NCCL would see one host and refuse the shared GPU
+# ("Duplicate GPU detected", which the double does too: shown firing with one id forced on every rank).
+expect 0 "NCCL_HOSTID=myhost-0 (per host block, derived from yours: myhost)" \
+    "the user's NCCL_HOSTID: one per host block, derived, said" NCCL_HOSTID=myhost -- --ranks 4 --backend nccl
+check "the ranks ran with myhost-0 .. myhost-3" '[ "$(grep -o "NCCL_HOSTID=myhost-[0-9]" "$log" | sort -u | wc -l)" = 4 ]'
+expect 3 "Duplicate GPU detected" "two ranks of one host id on one GPU are refused, as NCCL does" \
+    FAKEGPU_FORCE_HOSTID=one -- --ranks 2 --backend nccl
+# A slow initialisation (bootstrapping over sockets, time-sliced contexts) is not a hang.
+expect 0 "verdict: PASS" "an init slower than --timeout is waited for, not called a hang" \
+    FAKEGPU_INIT_MS=3500 -- --ranks 2 --backend nccl --timeout 2
+# The CPU ring emulation runs only when asked.
+expect 0 "ring emulation did not run" "the ring emulation is off by default" -- --ranks 2 --backend nccl
+expect 0 "ring emulation (--algo ring) reproduces" "--nccl-ring-check runs it" -- --ranks 3 --backend nccl --nccl-ring-check
+expect 2 "goes with --backend nccl" "--nccl-ring-check without the backend" -- --nccl-ring-check
+# Uneven inputs under join go through the backend too.
+expect 0 "verdict: PASS" "join through the backend, bucketed" -- --ranks 3 --backend nccl --impl bucketed --scenario uneven
+expect 1 "first divergence: grab 4" "... and a join bug is caught through it" -- --ranks 3 --backend nccl \
+    --impl join-divides-by-running --scenario uneven
+expect 2 "with --nccl-op avg" "join with ncclAvg is refused" -- --ranks 3 --backend nccl --nccl-op avg --scenario uneven
 
 # The user's NCCL variables win.
 expect 0 "NCCL_PROTO=LL (yours)" "a user-set NCCL variable is kept and shown" NCCL_PROTO=LL -- --ranks 2 --backend nccl
@@ -112,10 +142,18 @@ check "the failing rank is named" 'grep -q "rank 2" "$err" && grep -q "injected 
 expect 3 "ncclAllReduce" "a failing allreduce: exit 3 with the call" FAKEGPU_FAIL=ncclAllReduce:1 -- --ranks 3 --backend nccl
 check "the failing rank aborted its communicator" 'grep -q "^abort rank=1" "$log"'
 start=$(date +%s)
+# The double's copy out of a hung allreduce blocks, as CUDA's into pageable memory does: only a copy through
+# page-locked staging returns, so that the wait can see its deadline.
 expect 3 "NCCL communicator aborted" "a hanging allreduce is aborted at the timeout" \
     FAKEGPU_HANG=1 -- --ranks 2 --backend nccl --timeout 2
 check "the hang ended within 20 s" '[ $(( $(date +%s) - start )) -lt 20 ]'
-check "the hung rank aborted its communicator" 'grep -q "^abort rank=1" "$log"'
+check "a rank waiting on the hung allreduce aborted its communicator" 'grep -q "^abort rank=[01]" "$log"'
+# A rank that hangs outside NCCL (a fault): its peers' allreduces never complete, and they abort at the deadline
+# instead of blocking (the double's allreduce completes only when every rank has arrived, as NCCL's does).
+start=$(date +%s)
+expect 3 "ncclAllReduce did not finish in 1.6 s; NCCL communicator aborted" "peers of a rank hung outside NCCL abort in time" \
+    -- --ranks 3 --backend nccl --fault hang:rank=1,op=1 --timeout 2
+check "... within 20 s" '[ $(( $(date +%s) - start )) -lt 20 ]'
 sleep 0.2
 check "no shared memory segment left behind" '[ "$(leftovers)" = "$shm_before" ]'
 check "no rank process left behind" '! pgrep -f "FAKEGPU_LOG=$log" >/dev/null 2>&1'

@@ -26,6 +26,10 @@ struct nccl_comm {
     cudaEvent_t ev_start, ev_end;
     float *dev;                 /* device buffer, grown on demand */
     size_t dev_count;
+    float *host;                /* page-locked staging (cudaHostAlloc), as large as dev: copies through it are
+                                 * asynchronous, so every wait goes through the polling loop (wait_stream). A
+                                 * copy to or from pageable memory returns only when the stream's work is done:
+                                 * behind a hung allreduce, never, and no deadline or abort could be seen. */
     float *emul;                /* host copy of the input for the CPU ring emulation */
     size_t emul_count;
     int failed;                 /* a call failed: abort instead of finalize */
@@ -68,7 +72,7 @@ static void pause_poll(unsigned *spins)
  * Why a wait must stop (DDP_OK: go on waiting): NCCL reported an error,
  * the world is aborting, or the deadline passed.
  */
-static ddp_status wait_verdict(nccl_comm *c, const char *what, double t0)
+static ddp_status wait_verdict(nccl_comm *c, const char *what, double t0, double limit_s)
 {
     if (c->comm) {
         ncclResult_t ae = ncclSuccess;
@@ -82,20 +86,29 @@ static ddp_status wait_verdict(nccl_comm *c, const char *what, double t0)
         c->failed = 1;
         return ddp_error(DDP_ERR_ABORTED, "%s: another rank failed; NCCL communicator aborted", what);
     }
-    if (c->set.timeout_s > 0 && clock_now_s() - t0 > c->set.timeout_s) {
+    if (limit_s > 0 && clock_now_s() - t0 > limit_s) {
         c->failed = 1;
-        return ddp_error(DDP_ERR_TIMEOUT, "%s did not finish in %.1f s; NCCL communicator aborted", what,
-                         c->set.timeout_s);
+        return ddp_error(DDP_ERR_TIMEOUT, "%s did not finish in %.1f s; NCCL communicator aborted", what, limit_s);
     }
     return DDP_OK;
 }
 
-/* A non-blocking communicator's call in progress: wait until NCCL says it is done. */
-static ddp_status wait_comm(nccl_comm *c, const char *what)
+/*
+ * A non-blocking communicator's call in progress: wait until NCCL says it is done. Initialisation has its
+ * own deadline (init_timeout_s: bootstrapping many ranks, on sockets or time-sliced contexts, can be slow)
+ * and tells the world it is making progress while it waits, so the watchdog does not read a slow init as a
+ * hang; it still ends at its deadline, or when the world aborts.
+ */
+static ddp_status wait_comm(nccl_comm *c, const char *what, int init)
 {
-    double t0 = clock_now_s();
+    double t0 = clock_now_s(), marked = t0;
+    double limit = init ? c->set.init_timeout_s : c->set.timeout_s;
     unsigned spins = 0;
     for (;;) {
+        if (init && clock_now_s() - marked > 0.25) {
+            world_set_op(c->wr, -1, "ncclCommInitRankConfig");
+            marked = clock_now_s();
+        }
         ncclResult_t ae = ncclSuccess;
         ncclResult_t r = ncclCommGetAsyncError(c->comm, &ae);
         if (r != ncclSuccess)
@@ -104,7 +117,7 @@ static ddp_status wait_comm(nccl_comm *c, const char *what)
             return DDP_OK;
         if (ae != ncclInProgress)
             return nccl_failed(c, what, ae);
-        DDP_CHECK(wait_verdict(c, what, t0));
+        DDP_CHECK(wait_verdict(c, what, t0, limit));
         pause_poll(&spins);
     }
 }
@@ -120,7 +133,7 @@ static ddp_status wait_stream(nccl_comm *c, const char *what)
             return DDP_OK;
         if (e != cudaErrorNotReady)
             return cuda_failed(c, what, e);
-        DDP_CHECK(wait_verdict(c, what, t0));
+        DDP_CHECK(wait_verdict(c, what, t0, c->set.timeout_s));
         pause_poll(&spins);
     }
 }
@@ -131,7 +144,7 @@ static ddp_status nccl_call(nccl_comm *c, const char *what, ncclResult_t r)
     if (r == ncclSuccess)
         return DDP_OK;
     if (r == ncclInProgress)
-        return wait_comm(c, what);
+        return wait_comm(c, what, 0);
     return nccl_failed(c, what, r);
 }
 
@@ -172,7 +185,7 @@ static ddp_status setup(nccl_comm *c)
         /* A failed init may still hand back a communicator to abort. */
         return nccl_failed(c, "ncclCommInitRankConfig", r);
     }
-    return wait_comm(c, "ncclCommInitRankConfig");
+    return wait_comm(c, "ncclCommInitRankConfig", 1);
 }
 
 ddp_status nccl_comm_create(world_rank *wr, const nccl_settings *s, nccl_figures *fig, nccl_comm **out)
@@ -205,9 +218,12 @@ static ddp_status grow(nccl_comm *c, size_t count)
     if (count > c->dev_count) {
         if (c->dev)
             cudaFree(c->dev);
-        c->dev = NULL;
+        if (c->host)
+            cudaFreeHost(c->host);
+        c->dev = c->host = NULL;
         c->dev_count = 0;
         CUDA_TRY(c, cudaMalloc((void **)&c->dev, count * sizeof(float)));
+        CUDA_TRY(c, cudaHostAlloc((void **)&c->host, count * sizeof(float), cudaHostAllocDefault));
         c->dev_count = count;
     }
     if (c->set.ring_check && count > c->emul_count) {
@@ -246,13 +262,15 @@ ddp_status nccl_comm_allreduce(nccl_comm *c, float *buf, size_t count, int avg)
         memcpy(c->emul, buf, count * sizeof(float));
     size_t bytes = count * sizeof(float);
     double t0 = clock_now_s();
-    CUDA_TRY(c, cudaMemcpyAsync(c->dev, buf, bytes, cudaMemcpyHostToDevice, c->stream));
+    memcpy(c->host, buf, bytes);
+    CUDA_TRY(c, cudaMemcpyAsync(c->dev, c->host, bytes, cudaMemcpyHostToDevice, c->stream));
     CUDA_TRY(c, cudaEventRecord(c->ev_start, c->stream));
     DDP_CHECK(nccl_call(c, "ncclAllReduce", ncclAllReduce(c->dev, c->dev, count, ncclFloat32,
                                                           avg ? ncclAvg : ncclSum, c->comm, c->stream)));
     CUDA_TRY(c, cudaEventRecord(c->ev_end, c->stream));
-    CUDA_TRY(c, cudaMemcpyAsync(buf, c->dev, bytes, cudaMemcpyDeviceToHost, c->stream));
+    CUDA_TRY(c, cudaMemcpyAsync(c->host, c->dev, bytes, cudaMemcpyDeviceToHost, c->stream));
     DDP_CHECK(wait_stream(c, "ncclAllReduce"));
+    memcpy(buf, c->host, bytes);
     double rt = (clock_now_s() - t0) * 1e3;
     float dev_ms = 0;
     CUDA_TRY(c, cudaEventElapsedTime(&dev_ms, c->ev_start, c->ev_end));
@@ -279,7 +297,7 @@ void nccl_comm_destroy(nccl_comm *c, int abort)
     if (c->comm) {
         ncclResult_t r = c->failed ? ncclInternalError : ncclCommFinalize(c->comm);
         int clean = r == ncclSuccess || r == ncclInProgress;
-        if (!clean || wait_comm(c, "ncclCommFinalize") != DDP_OK)
+        if (!clean || wait_comm(c, "ncclCommFinalize", 0) != DDP_OK)
             ncclCommAbort(c->comm); /* frees it too */
         else
             ncclCommDestroy(c->comm);
@@ -287,6 +305,8 @@ void nccl_comm_destroy(nccl_comm *c, int abort)
     }
     if (c->dev)
         cudaFree(c->dev);
+    if (c->host)
+        cudaFreeHost(c->host);
     if (c->have_events) {
         cudaEventDestroy(c->ev_start);
         cudaEventDestroy(c->ev_end);

@@ -47,8 +47,13 @@ typedef struct nccl_figures {
 typedef struct nccl_settings {
     int ngpus;                  /* as the parent's probe found them (>= 1) */
     double timeout_s;           /* a wait longer than this aborts the communicator (<= 0: none) */
+    double init_timeout_s;      /* the same for the communicator's initialisation, which counts as progress for
+                                 * the world's watchdog while it lasts (<= 0: none) */
     int ring_check;             /* also run the CPU ring emulation and count identical elements */
 } nccl_settings;
+
+/* The communicator's initialisation waits at least this long (bootstraps of many ranks can be slow). */
+#define NCCL_INIT_TIMEOUT_S 120.0
 
 typedef struct nccl_comm nccl_comm;
 

@@ -17,21 +17,36 @@ static void add(nccl_env_plan *p, const char *name, const char *value)
     snprintf(v->value, sizeof v->value, "%s", mine ? mine : value);
 }
 
+/* NCCL_HOSTID of host block h: the user's value made distinct ("X-h"), or ddpsim's ("ddpsim-host<h>"). */
+static void add_host_id(nccl_env_plan *p, int h)
+{
+    nccl_env_var *v = &p->vars[p->n++];
+    v->name = "NCCL_HOSTID";
+    const char *mine = getenv("NCCL_HOSTID");
+    if (mine && *mine) {
+        v->derived = 1;
+        snprintf(v->user_value, sizeof v->user_value, "%s", mine);
+        snprintf(v->value, sizeof v->value, "%.80s-%d", mine, h);
+    } else {
+        snprintf(v->value, sizeof v->value, "ddpsim-host%d", h);
+    }
+}
+
 void nccl_env_plan_make(int rank, int nranks, int ngpus, nccl_env_plan *out)
 {
     memset(out, 0, sizeof *out);
     if (ngpus < 1)
         ngpus = 1;
     out->device = rank % ngpus;
-    out->separate_hosts = nranks > ngpus;
+    out->host = rank / ngpus;
+    out->nhosts = (nranks + ngpus - 1) / ngpus;
+    out->separate_hosts = out->nhosts > 1;
     add(out, "NCCL_ALGO", "Ring");
     add(out, "NCCL_PROTO", "Simple");
     add(out, "NCCL_MIN_NCHANNELS", "1");
     add(out, "NCCL_MAX_NCHANNELS", "1");
     if (out->separate_hosts) {
-        char id[NCCL_ENV_VALUE_LEN];
-        snprintf(id, sizeof id, "ddpsim-rank%d", rank);
-        add(out, "NCCL_HOSTID", id);
+        add_host_id(out, out->host);
         add(out, "NCCL_SOCKET_IFNAME", "lo");
         add(out, "NCCL_IB_DISABLE", "1");
     }
@@ -40,7 +55,7 @@ void nccl_env_plan_make(int rank, int nranks, int ngpus, nccl_env_plan *out)
 ddp_status nccl_env_apply(const nccl_env_plan *p)
 {
     for (int i = 0; i < p->n; i++)
-        if (!p->vars[i].user_set && setenv(p->vars[i].name, p->vars[i].value, 1) != 0)
+        if ((!p->vars[i].user_set || p->vars[i].derived) && setenv(p->vars[i].name, p->vars[i].value, 1) != 0)
             return ddp_error(DDP_ERR_SYSTEM, "setenv %s: %s", p->vars[i].name, strerror(errno));
     return DDP_OK;
 }
@@ -51,7 +66,13 @@ void nccl_env_describe(const nccl_env_plan *p, char *buf, size_t len)
     buf[0] = '\0';
     for (int i = 0; i < p->n && at < len; i++) {
         const nccl_env_var *v = &p->vars[i];
-        const char *note = v->user_set ? " (yours)" : strcmp(v->name, "NCCL_HOSTID") == 0 ? " (per rank)" : "";
+        char note[NCCL_ENV_VALUE_LEN + 64] = "";
+        if (v->derived)
+            snprintf(note, sizeof note, " (per host block, derived from yours: %s)", v->user_value);
+        else if (v->user_set)
+            snprintf(note, sizeof note, " (yours)");
+        else if (strcmp(v->name, "NCCL_HOSTID") == 0)
+            snprintf(note, sizeof note, " (per host block)");
         int k = snprintf(buf + at, len - at, "%s%s=%s%s", i ? " " : "", v->name, v->value, note);
         if (k < 0)
             break;

@@ -8,12 +8,21 @@
  * summation order): NCCL_ALGO=Ring, NCCL_PROTO=Simple, one channel.
  *
  * When there are more ranks than GPUs, NCCL refuses two ranks of one host on
- * one device ("Duplicate GPU detected"). Each rank then gets its own
- * NCCL_HOSTID, so NCCL sees separate hosts talking over its socket transport
- * on loopback (NCCL_SOCKET_IFNAME=lo, InfiniBand off). It works, but NVIDIA
- * does not support it; the header says so.
+ * one device ("Duplicate GPU detected"). Only the ranks that share a GPU
+ * must then look like separate hosts: ranks are grouped in blocks of ngpus
+ * (host h holds ranks h*ngpus .. h*ngpus + ngpus - 1, each on its own GPU,
+ * rank % ngpus), each block gets its own NCCL_HOSTID, and NCCL talks between
+ * blocks over its socket transport on loopback (NCCL_SOCKET_IFNAME=lo,
+ * InfiniBand off) and within one as usual. It works, but NVIDIA does not
+ * support it; the header says so. A NCCL_HOSTID the user set cannot go to
+ * every rank (the blocks would be one host again): each block gets the
+ * user's value with "-<block>" appended, and the header says it is derived.
  *
- * A variable the user already set is left as it is: theirs wins.
+ * Many CUDA contexts on one GPU time-slice without MPS: every NCCL call then
+ * waits for the others' turns (about 95 ms a call with 8 ranks on one H200).
+ * Above NCCL_ENV_CONTEXTS_WARN ranks per GPU the header warns.
+ *
+ * Any other variable the user already set is left as it is: theirs wins.
  */
 #ifndef DDPSIM_NCCL_ENV_H
 #define DDPSIM_NCCL_ENV_H
@@ -23,16 +32,21 @@
 #include "status.h"
 
 #define NCCL_ENV_MAX 8
-#define NCCL_ENV_VALUE_LEN 64
+#define NCCL_ENV_VALUE_LEN 96
+#define NCCL_ENV_CONTEXTS_WARN 4 /* ranks per GPU above which the header warns of time-slicing */
 
 typedef struct nccl_env_var {
     const char *name;
-    char value[NCCL_ENV_VALUE_LEN]; /* what ddpsim would set */
+    char value[NCCL_ENV_VALUE_LEN]; /* what the rank runs with */
     int user_set;                   /* already in the environment: left alone */
+    int derived;                    /* the user's value made distinct per host block (NCCL_HOSTID) */
+    char user_value[NCCL_ENV_VALUE_LEN];
 } nccl_env_var;
 
 typedef struct nccl_env_plan {
-    int separate_hosts; /* more ranks than GPUs: one NCCL_HOSTID per rank */
+    int separate_hosts; /* more ranks than GPUs: more than one host block, each its own NCCL_HOSTID */
+    int nhosts;         /* host blocks: ceil(nranks / ngpus), the most ranks any GPU holds */
+    int host;           /* this rank's block: rank / ngpus */
     int device;         /* the GPU this rank binds: rank % ngpus */
     int n;
     nccl_env_var vars[NCCL_ENV_MAX];
@@ -47,7 +61,8 @@ ddp_status nccl_env_apply(const nccl_env_plan *p);
 /*
  * One line for the report: "NCCL_ALGO=Ring NCCL_PROTO=Simple ...", with the
  * variables the user set shown as "NAME=value (yours)". NCCL_HOSTID is
- * shown as its rank-0 value with "per rank".
+ * shown as this plan's value with "per host block" (and "derived from
+ * yours: X" when the user set it).
  */
 void nccl_env_describe(const nccl_env_plan *p, char *buf, size_t len);
 

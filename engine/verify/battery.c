@@ -142,6 +142,8 @@ void battery_run_one(const verify_config *base, const battery_given *given, cons
     }
     verify_result res;
     out->status = verify_run(&c, &res);
+    if (out->status == DDP_ERR_INTERRUPTED && res.w)
+        out->interrupted = world_interrupt_signal(res.w);
     if (out->status != DDP_OK) {
         /* A fault (or a refusal): the world's words, and the first failing rank's own when it left some. */
         out->refused = res.w && res.impl_refused;

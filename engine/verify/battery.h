@@ -58,6 +58,7 @@ typedef struct battery_outcome {
     judge_verdict verdict;    /* when status is DDP_OK */
     size_t grabs, syncs;
     char first[256];          /* what failed first (judge_summary), or the fault; "-" for a pass */
+    int interrupted;          /* the run was stopped by this signal (SIGINT, SIGTERM): stop, do not go on */
 } battery_outcome;
 
 /*

@@ -21,6 +21,10 @@ void catalogue_run(const verify_config *base, const battery_given *given, const 
     for (int i = 0; i < battery_count() && i < CATALOGUE_MAX_SCENARIOS; i++) {
         battery_outcome o;
         battery_run_one(&c, given, battery_at(i), &o);
+        if (o.interrupted) {
+            out->interrupted = o.interrupted;
+            return;
+        }
         if (!battery_failed(&o))
             continue;
         out->caught[i] = 1;

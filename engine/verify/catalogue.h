@@ -27,6 +27,7 @@ typedef struct catalogue_outcome {
     int fault;             /* ... through a fault rather than a divergence */
     int bitwise_only;      /* its first divergence passes the loose tolerance */
     char where[256];       /* the first scenario's first divergence ("grab 2, rank 0, 0.weight[3]") or fault */
+    int interrupted;       /* a run was stopped by this signal: the rest was not run */
 } catalogue_outcome;
 
 /* Every scenario of the battery on top of base (ranks, algorithm, batch, seed, lr, caps), then the loose rerun. */

@@ -91,8 +91,12 @@ static ddp_status impl_create(rank_ctx *c)
                         .chaos_seed = c->cfg->chaos_seed, .zero_to_none = c->cfg->ddp.set_to_none};
     impl_services_init(&s->svc, s->views, &s->env);
     if (c->cfg->backend == VERIFY_BACKEND_NCCL) {
-        /* A little under the watchdog's limit, so a stuck NCCL call is aborted and named by its rank. */
-        nccl_settings ns = {.ngpus = c->cfg->ngpus, .timeout_s = c->cfg->timeout_s * 0.8, .ring_check = 1};
+        /* A little under the watchdog's limit, so a stuck NCCL call is aborted and named by its rank; the init
+         * gets longer (NCCL_INIT_TIMEOUT_S at least) and counts as progress meanwhile. */
+        double t = c->cfg->timeout_s;
+        nccl_settings ns = {.ngpus = c->cfg->ngpus, .timeout_s = t * 0.8,
+                            .init_timeout_s = t > 0 && t > NCCL_INIT_TIMEOUT_S ? t : t > 0 ? NCCL_INIT_TIMEOUT_S : 0,
+                            .ring_check = c->cfg->nccl_ring_check};
         DDP_CHECK(nccl_comm_create(c->wr, &ns, c->nccl_fig, &s->env.nccl));
         s->env.backend_avg = c->cfg->nccl_avg;
     }

@@ -193,9 +193,10 @@ static ddp_status check_uneven(const verify_config *cfg)
     if (cfg->ddp.comm_hook != DDP_HOOK_NONE)
         return ddp_error(DDP_ERR_INVALID, "--schedule: join{...} with --comm-hook: a joined rank runs the hook on "
                                           "buckets of zeros, which ddpsim does not model");
-    if (cfg->backend == VERIFY_BACKEND_NCCL)
-        return ddp_error(DDP_ERR_INVALID, "--schedule: join{...} with --backend nccl: a joined rank's zeros go "
-                                          "through the CPU collectives only");
+    if (cfg->nccl_avg)
+        return ddp_error(DDP_ERR_INVALID, "--schedule: join{...} with --nccl-op avg: ncclAvg divides by the world size, "
+                                          "not by the ranks still running, and a joined rank's zeros would need it "
+                                          "too; not modelled (use --nccl-op sum)");
     if (cfg->ddp.static_graph)
         return ddp_error(DDP_ERR_INVALID, "--schedule: join{...} with --static-graph: not modelled (1.13 has no "
                                           "test of the two together)");

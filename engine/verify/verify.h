@@ -69,6 +69,8 @@ typedef struct verify_config {
     verify_backend backend;
     int ngpus;              /* NCCL: GPUs the parent's probe found (>= 1) */
     int nccl_avg;           /* NCCL: built-ins leave buckets unscaled and reduce with ncclAvg */
+    int nccl_ring_check;    /* NCCL: also reduce each call's input on the CPU in ring order, counting the elements
+                             * NCCL matched bit for bit (--nccl-ring-check) */
     verify_sabotage sabotage; /* tests only */
 } verify_config;
 

@@ -11,10 +11,30 @@
  * (so its bits differ from the reference's rank order, as NCCL's ring
  * does, and the ulp histogram and tolerance have something to show).
  *
+ * It is honest about what CUDA and NCCL document and ddpsim's plumbing
+ * depends on:
+ *  - ncclAllReduce only enqueues: the reduction completes on the stream
+ *    once every rank has arrived (cudaStreamQuery says cudaErrorNotReady
+ *    until then), and copies and events queued behind it wait for it;
+ *  - cudaMemcpyAsync between the device and PAGEABLE host memory returns
+ *    only once the stream's earlier work and the copy are done (CUDA's
+ *    "API synchronization behavior"); with memory from cudaHostAlloc or
+ *    cudaHostRegister it returns at once. So a hung allreduce blocks a
+ *    pageable copy-out forever, as on a GPU;
+ *  - a non-blocking communicator's init returns ncclInProgress, and
+ *    ncclCommGetAsyncError says ncclInProgress for a while (FAKEGPU_INIT_MS)
+ *    before ncclSuccess;
+ *  - two ranks on the same device with the same NCCL_HOSTID (or none: the
+ *    host name) are refused at init, "Duplicate GPU detected", as NCCL does.
+ *
  * Knobs (environment):
  *   FAKEGPU_NGPUS=K      GPUs cudaGetDeviceCount reports [1]; 0: cudaErrorNoDevice
  *   FAKEGPU_FAIL=CALL:R  CALL fails on rank R (ncclCommInitRankConfig, ncclAllReduce)
  *   FAKEGPU_HANG=R       rank R's allreduce never completes (its stream stays busy)
+ *   FAKEGPU_INIT_MS=T    a non-blocking init stays in progress for T ms [20]
+ *   FAKEGPU_FORCE_HOSTID=X  every rank reports host id X whatever NCCL_HOSTID says
+ *                        (a launcher exporting one id to every rank): shows the
+ *                        duplicate-GPU refusal firing
  *   FAKEGPU_LOG=FILE     append a line per probe and per communicator: pids, rank,
  *                        device and the NCCL_* variables the rank ran with
  */
@@ -34,9 +54,16 @@
 
 #define FAKE_CAP_BYTES ((size_t)64 << 20) /* per rank; a sparse file */
 #define FAKE_WAIT_S 30.0
+#define FAKE_MAX_RANKS 256
+#define FAKE_HOST_LEN 64
 
 typedef struct fake_seg {
-    _Atomic uint32_t count, gen;
+    _Atomic uint32_t count, gen;        /* meet(): init's and teardown's barrier */
+    _Atomic uint32_t arrived[2];        /* allreduce k's arrivals, k % 2 (ranks are never two apart) */
+    struct {
+        int device;
+        char host[FAKE_HOST_LEN];
+    } who[FAKE_MAX_RANKS]; /* each rank's device and host id, for NCCL's duplicate-GPU check */
 } fake_seg;
 
 struct ncclComm {
@@ -46,14 +73,81 @@ struct ncclComm {
     size_t map_bytes;
     ncclResult_t async;
     int hang;
+    double ready_at;  /* a non-blocking init is in progress until then */
+    uint32_t calls;   /* allreduces enqueued so far */
 };
+
+/* Rank r's input to allreduce k: two slots per rank, by k's parity. */
+static void *slot(ncclComm_t c, int r, uint32_t k)
+{
+    return c->data + (size_t)r * FAKE_CAP_BYTES + (k % 2) * (FAKE_CAP_BYTES / 2);
+}
 
 struct CUevent_st {
     double t;
 };
 static int current_device;
-static _Thread_local int stream_busy; /* FAKEGPU_HANG: a queued allreduce never ends */
+struct ncclComm;
+
+/*
+ * The stream, per thread (ddpsim's backend uses one stream per thread that reduces): a queue of copies,
+ * event records and at most one allreduce, run in order as far as they can go. An allreduce completes
+ * when every rank has arrived; with FAKEGPU_HANG on this rank it never does.
+ */
+enum { Q_COPY, Q_EVENT, Q_ALLREDUCE };
+typedef struct q_item {
+    int kind;
+    void *dst;
+    const void *src;
+    size_t bytes;
+    struct CUevent_st *ev;
+    struct ncclComm *comm;   /* Q_ALLREDUCE: */
+    uint32_t gen;            /* the arrival generation it waits for */
+    size_t count;
+    int avg, hang;
+} q_item;
+#define FAKE_QUEUE 16
+static _Thread_local q_item queue[FAKE_QUEUE];
+static _Thread_local int qhead, qlen;
+static int progress(void);
 static char last_error[256] = "";
+
+/* Page-locked host memory (cudaHostAlloc, cudaHostRegister): copies to and from it are asynchronous. */
+#define FAKE_MAX_PINNED 64
+static struct {
+    const char *p;
+    size_t bytes;
+} pinned[FAKE_MAX_PINNED];
+
+static int pin(const void *p, size_t bytes)
+{
+    for (int i = 0; i < FAKE_MAX_PINNED; i++)
+        if (!pinned[i].p) {
+            pinned[i].p = p;
+            pinned[i].bytes = bytes;
+            return 0;
+        }
+    return -1;
+}
+
+static int unpin(const void *p)
+{
+    for (int i = 0; i < FAKE_MAX_PINNED; i++)
+        if (pinned[i].p == p) {
+            pinned[i].p = NULL;
+            return 0;
+        }
+    return -1;
+}
+
+static int is_pinned(const void *p, size_t bytes)
+{
+    const char *c = p;
+    for (int i = 0; i < FAKE_MAX_PINNED; i++)
+        if (pinned[i].p && c >= pinned[i].p && c + bytes <= pinned[i].p + pinned[i].bytes)
+            return 1;
+    return 0;
+}
 
 static double now_s(void)
 {
@@ -135,12 +229,53 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) { free(s); return cudaSuccess; }
 cudaError_t cudaStreamQuery(cudaStream_t s)
 {
     (void)s;
-    return stream_busy ? cudaErrorNotReady : cudaSuccess;
+    return progress() ? cudaErrorNotReady : cudaSuccess;
 }
+cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned flags)
+{
+    (void)flags;
+    *p = malloc(bytes ? bytes : 1);
+    if (!*p)
+        return cudaErrorMemoryAllocation;
+    if (pin(*p, bytes) != 0) {
+        free(*p);
+        return cudaErrorMemoryAllocation;
+    }
+    return cudaSuccess;
+}
+cudaError_t cudaFreeHost(void *p)
+{
+    if (unpin(p) != 0)
+        return cudaErrorInvalidValue;
+    free(p);
+    return cudaSuccess;
+}
+cudaError_t cudaHostRegister(void *p, size_t bytes, unsigned flags)
+{
+    (void)flags;
+    return pin(p, bytes) == 0 ? cudaSuccess : cudaErrorHostMemoryAlreadyRegistered;
+}
+cudaError_t cudaHostUnregister(void *p) { return unpin(p) == 0 ? cudaSuccess : cudaErrorHostMemoryNotRegistered; }
+
+/*
+ * A copy on a stream. Between the device and pageable host memory CUDA returns only once the stream's
+ * earlier work and the copy are done: behind a hung allreduce, never (this double blocks, as a GPU
+ * would, until the process is killed). With page-locked memory it returns at once.
+ */
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind, cudaStream_t s)
 {
-    (void)kind, (void)s;
-    memmove(dst, src, bytes);
+    (void)s;
+    const void *host = kind == cudaMemcpyDeviceToHost ? dst : kind == cudaMemcpyHostToDevice ? src : NULL;
+    if (host && !is_pinned(host, bytes)) {
+        while (progress())
+            usleep(1000);
+        memmove(dst, src, bytes);
+        return cudaSuccess;
+    }
+    if (qlen == FAKE_QUEUE)
+        return cudaErrorLaunchOutOfResources;
+    queue[(qhead + qlen++) % FAKE_QUEUE] = (q_item){.kind = Q_COPY, .dst = dst, .src = src, .bytes = bytes};
+    progress();
     return cudaSuccess;
 }
 cudaError_t cudaEventCreate(cudaEvent_t *e)
@@ -152,7 +287,10 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) { free(e); return cudaSuccess; }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
 {
     (void)s;
-    e->t = now_s();
+    if (qlen == FAKE_QUEUE)
+        return cudaErrorLaunchOutOfResources;
+    queue[(qhead + qlen++) % FAKE_QUEUE] = (q_item){.kind = Q_EVENT, .ev = e};
+    progress();
     return cudaSuccess;
 }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
@@ -221,7 +359,7 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueId id
     c->rank = rank;
     c->nranks = nranks;
     c->hang = env_int("FAKEGPU_HANG", -1) == rank;
-    c->map_bytes = 4096 + (size_t)nranks * FAKE_CAP_BYTES;
+    c->map_bytes = sizeof(fake_seg) + 4096 + (size_t)nranks * FAKE_CAP_BYTES;
     int fd = shm_open(id.internal, O_RDWR, 0600);
     if (fd < 0 || ftruncate(fd, (off_t)c->map_bytes) != 0) {
         snprintf(last_error, sizeof last_error, "fakegpu: cannot open the bootstrap segment %s", id.internal);
@@ -237,7 +375,17 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueId id
         return ncclSystemError;
     }
     c->seg = p;
-    c->data = (char *)p + 4096;
+    c->data = (char *)p + sizeof(fake_seg) + 4096;
+    if (rank < FAKE_MAX_RANKS) {
+        const char *host = getenv("FAKEGPU_FORCE_HOSTID") ? getenv("FAKEGPU_FORCE_HOSTID") : getenv("NCCL_HOSTID");
+        char name[FAKE_HOST_LEN] = "";
+        if (!host || !*host) {
+            gethostname(name, sizeof name - 1);
+            host = name;
+        }
+        c->seg->who[rank].device = current_device;
+        snprintf(c->seg->who[rank].host, FAKE_HOST_LEN, "%s", host);
+    }
     int ok = meet(c) == 0;
     if (rank == 0)
         shm_unlink(id.internal); /* everyone has it open */
@@ -247,47 +395,94 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueId id
         snprintf(last_error, sizeof last_error, "fakegpu: peers never arrived");
         return ncclSystemError;
     }
+    /* NCCL's bootstrap: two ranks of one host on one device is "Duplicate GPU detected". */
+    for (int r = 0; r < nranks && r < FAKE_MAX_RANKS; r++)
+        if (r != rank && c->seg->who[r].device == current_device &&
+            strcmp(c->seg->who[r].host, c->seg->who[rank].host) == 0) {
+            snprintf(last_error, sizeof last_error,
+                     "Duplicate GPU detected : rank %d and rank %d both on CUDA device %d (NCCL_HOSTID %s)", rank, r,
+                     current_device, c->seg->who[rank].host);
+            meet(c); /* every rank has read the table before the segment goes */
+            munmap(c->seg, c->map_bytes);
+            free(c);
+            return ncclInvalidUsage;
+        }
+    meet(c);
     *out = c;
-    /* A non-blocking communicator reports its end through ncclCommGetAsyncError. */
+    /* A non-blocking communicator reports its end through ncclCommGetAsyncError, after a while. */
     c->async = ncclSuccess;
-    return config && config->blocking == 0 ? ncclInProgress : ncclSuccess;
+    if (config && config->blocking == 0) {
+        c->ready_at = now_s() + env_int("FAKEGPU_INIT_MS", 20) * 1e-3;
+        return ncclInProgress;
+    }
+    return ncclSuccess;
 }
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *r)
 {
-    *r = c->async;
+    *r = c->async == ncclSuccess && now_s() < c->ready_at ? ncclInProgress : c->async;
     return ncclSuccess;
 }
 
+/*
+ * Enqueue: this rank's input goes into the slot of its k-th allreduce (k % 2: a rank can be one allreduce
+ * ahead of another, never two), and it arrives; the sum, in REVERSE rank order, is taken on the stream once
+ * every rank has.
+ */
 ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
                            ncclComm_t c, cudaStream_t s)
 {
     (void)s;
-    if (type != ncclFloat32 || (op != ncclSum && op != ncclAvg) || count * sizeof(float) > FAKE_CAP_BYTES)
+    if (type != ncclFloat32 || (op != ncclSum && op != ncclAvg) || count * sizeof(float) > FAKE_CAP_BYTES / 2)
         return ncclInvalidArgument;
     if (injected("ncclAllReduce", c->rank)) {
         snprintf(last_error, sizeof last_error, "fakegpu: injected failure of ncclAllReduce on rank %d", c->rank);
         return ncclUnhandledCudaError;
     }
-    if (c->hang) {
-        stream_busy = 1;
-        return ncclSuccess;
+    if (qlen == FAKE_QUEUE)
+        return ncclInternalError;
+    q_item it = {.kind = Q_ALLREDUCE, .dst = recv, .comm = c, .gen = c->calls, .count = count,
+                 .avg = op == ncclAvg, .hang = c->hang};
+    if (!c->hang) { /* a hung rank never even arrives */
+        memcpy(slot(c, c->rank, c->calls), send, count * sizeof(float));
+        atomic_fetch_add(&c->seg->arrived[c->calls % 2], 1);
     }
-    memcpy(c->data + (size_t)c->rank * FAKE_CAP_BYTES, send, count * sizeof(float));
-    if (meet(c) != 0)
-        return c->async = ncclSystemError;
-    float *out = recv, scale = op == ncclAvg ? (float)(1.0 / c->nranks) : 1.0f;
-    for (size_t i = 0; i < count; i++) {
-        float acc = 0;
-        for (int r = c->nranks - 1; r >= 0; r--) {
-            float x = ((const float *)(c->data + (size_t)r * FAKE_CAP_BYTES))[i];
-            acc += op == ncclAvg ? x * scale : x;
-        }
-        out[i] = acc;
-    }
-    if (meet(c) != 0)
-        return c->async = ncclSystemError;
+    c->calls++;
+    queue[(qhead + qlen++) % FAKE_QUEUE] = it;
+    progress();
     return ncclSuccess;
+}
+
+/* Run the stream's queue as far as it can go; 1 while something is still waiting. */
+static int progress(void)
+{
+    while (qlen) {
+        q_item *it = &queue[qhead];
+        if (it->kind == Q_COPY) {
+            memmove(it->dst, it->src, it->bytes);
+        } else if (it->kind == Q_EVENT) {
+            it->ev->t = now_s();
+        } else {
+            ncclComm_t c = it->comm;
+            _Atomic uint32_t *arrived = &c->seg->arrived[it->gen % 2];
+            /* every rank's arrival for this allreduce: the counter runs on by nranks per use of its parity */
+            uint32_t want = (uint32_t)c->nranks * (it->gen / 2 + 1);
+            if (it->hang || atomic_load(arrived) < want)
+                return 1;
+            float *out = it->dst, scale = it->avg ? (float)(1.0 / c->nranks) : 1.0f;
+            for (size_t i = 0; i < it->count; i++) {
+                float acc = 0;
+                for (int r = c->nranks - 1; r >= 0; r--) {
+                    float x = ((const float *)slot(c, r, it->gen))[i];
+                    acc += it->avg ? x * scale : x;
+                }
+                out[i] = acc;
+            }
+        }
+        qhead = (qhead + 1) % FAKE_QUEUE;
+        qlen--;
+    }
+    return 0;
 }
 
 static void release(ncclComm_t c)
