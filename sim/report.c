@@ -322,8 +322,9 @@ static int write_json(const ddpsim_options *opt, const verify_result *res, const
     }
     fprintf(f, ",\n \"wall_s\": ");
     jsonw_number(f, res->wall_s);
-    fprintf(f, ", \"rank_peak_kib\": %ld, \"ranks_total_kib\": %ld, \"parent_peak_kib\": %ld}\n", res->rank_peak_kib,
-            res->rank_total_kib, res->parent_peak_kib);
+    fprintf(f, ", \"rank_peak_kib\": %ld, \"ranks_total_kib\": %ld, \"ranks_pss_kib\": %ld, \"ranks_private_kib\": %ld, "
+               "\"parent_peak_kib\": %ld}\n",
+            res->rank_peak_kib, res->rank_total_kib, res->ranks_pss_kib, res->ranks_private_kib, res->parent_peak_kib);
     if (fflush(f) != 0 || ferror(f)) {
         fprintf(stderr, "ddpsim: cannot write --json %s: %s\n", opt->json_path, strerror(errno));
         return -1;
@@ -402,10 +403,17 @@ int report_verification(const ddpsim_options *opt, const verify_result *res)
         print_ulp_histogram(opt, res, &s);
         if (res->nccl)
             print_nccl(opt, res);
-        fprintf(opt->out, "# time %.3f s; peak memory: %.1f MiB in the largest rank, %.1f MiB over all %d ranks, %.1f MiB "
-               "in the parent\n",
-               res->wall_s, (double)res->rank_peak_kib / 1024, (double)res->rank_total_kib / 1024, res->nranks,
-               (double)res->parent_peak_kib / 1024);
+        if (res->ranks_pss_kib >= 0)
+            fprintf(opt->out, "# time %.3f s; memory: %.1f MiB peak in the largest rank; at their end the %d ranks held "
+                              "%.1f MiB together, every shared page counted once (PSS; %.1f MiB of it private); %.1f "
+                              "MiB peak in the parent\n",
+                    res->wall_s, (double)res->rank_peak_kib / 1024, res->nranks, (double)res->ranks_pss_kib / 1024,
+                    (double)res->ranks_private_kib / 1024, (double)res->parent_peak_kib / 1024);
+        else
+            fprintf(opt->out, "# time %.3f s; peak memory: %.1f MiB in the largest rank, %.1f MiB over all %d ranks (each "
+                              "rank's peak RSS added: shared pages counted once per rank), %.1f MiB in the parent\n",
+                    res->wall_s, (double)res->rank_peak_kib / 1024, (double)res->rank_total_kib / 1024, res->nranks,
+                    (double)res->parent_peak_kib / 1024);
     }
     int pass = s.verdict == JUDGE_PASS;
     char tol[64];

@@ -236,6 +236,17 @@ if grep -q '"result": "pass"' "$tmpd/r.json" && grep -q '"first_divergence": nul
 else
     bad "json report and dump layout"
 fi
+# Memory counted honestly: the ranks' PSS added up counts the pages they share (the libraries, the segment)
+# once, so it is well below their RSS peaks added up; -1 only where the kernel has no smaps_rollup.
+pss=$(sed -n 's/.*"ranks_pss_kib": \(-*[0-9]*\).*/\1/p' "$tmpd/r.json")
+rss=$(sed -n 's/.*"ranks_total_kib": \([0-9]*\).*/\1/p' "$tmpd/r.json")
+if [ ! -r /proc/self/smaps_rollup ] && [ "$pss" = -1 ]; then
+    ok "memory: no smaps_rollup here, said as -1"
+elif [ -n "$pss" ] && [ "$pss" -gt 0 ] && [ -n "$rss" ] && [ "$pss" -lt "$rss" ]; then
+    ok "memory: the ranks' PSS together ($pss KiB) counts shared pages once, below their RSS added ($rss KiB)"
+else
+    bad "memory: ranks_pss_kib '$pss', ranks_total_kib '$rss'"
+fi
 expect 2 "--json: cannot create" "unwritable json" -- --ranks 2 --json /proc/ddpsim/r.json --schedule "fwd bwd grab"
 rm -rf "$tmpd"
 

@@ -24,6 +24,33 @@ size_t machine_memory_available(void)
     return pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
 }
 
+int machine_memory_self(machine_memory *out)
+{
+    *out = (machine_memory){-1, -1, -1};
+    FILE *f = fopen("/proc/self/smaps_rollup", "r");
+    if (!f)
+        return -1;
+    char line[256];
+    long pss = -1, pc = 0, pd = 0, sc = 0, sd = 0, v;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "Pss: %ld kB", &v) == 1)
+            pss = v;
+        else if (sscanf(line, "Private_Clean: %ld kB", &v) == 1)
+            pc = v;
+        else if (sscanf(line, "Private_Dirty: %ld kB", &v) == 1)
+            pd = v;
+        else if (sscanf(line, "Shared_Clean: %ld kB", &v) == 1)
+            sc = v;
+        else if (sscanf(line, "Shared_Dirty: %ld kB", &v) == 1)
+            sd = v;
+    }
+    fclose(f);
+    if (pss < 0)
+        return -1;
+    *out = (machine_memory){pss, pc + pd, sc + sd};
+    return 0;
+}
+
 size_t machine_disk_free(const char *path)
 {
     struct statvfs st;

@@ -13,6 +13,17 @@ size_t machine_memory_available(void);
 /* Bytes free in the file system that holds path (0 when unknown). */
 size_t machine_disk_free(const char *path);
 
+/*
+ * This process's memory as the kernel accounts it (/proc/self/smaps_rollup), in KiB: pss (its share of every
+ * page: a page shared by k processes counts 1/k here, so the PSS of several processes adds up to what they
+ * really hold together), private (pages no other process maps) and shared (pages another process maps too,
+ * counted whole). -1 when the kernel does not say (no smaps_rollup: before Linux 4.14, or no /proc).
+ */
+typedef struct machine_memory {
+    long pss_kib, private_kib, shared_kib;
+} machine_memory;
+int machine_memory_self(machine_memory *out);
+
 /* "1.5 GiB": a size for a message. */
 const char *machine_format_bytes(double bytes, char *buf, size_t len);
 

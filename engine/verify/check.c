@@ -13,6 +13,7 @@
 #include "clock.h"
 #include "hash.h"
 #include "judge.h"
+#include "machine.h"
 #include "rank.h"
 #include "refcheck.h"
 
@@ -371,6 +372,11 @@ static ddp_status check_rank_main(world_rank *wr, void *arg)
         world_set_op(wr, (int)sc->nops, "end");
         s = do_params(&c, 0);
     }
+    machine_memory mem; /* what the rank held, its shared pages counted by their share (run.c reports it) */
+    machine_memory_self(&mem);
+    c.area->fig.pss_kib = mem.pss_kib;
+    c.area->fig.private_kib = mem.private_kib;
+    c.area->fig.shared_kib = mem.shared_kib;
     free(c.counts);
     free(c.active);
     agreement_free(&c.agreement);

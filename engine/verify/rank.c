@@ -17,6 +17,7 @@
 #include "faults.h"
 #include "hash.h"
 #include "judge.h"
+#include "machine.h"
 #include "record.h"
 #include "refcheck.h"
 
@@ -593,6 +594,11 @@ ddp_status verify_rank_main(world_rank *wr, void *arg)
         if (s == DDP_OK)
             check_params(&c, 0);
     }
+    machine_memory mem; /* before teardown: what the rank held, its shared pages counted by their share */
+    machine_memory_self(&mem);
+    c.fig->pss_kib = mem.pss_kib;
+    c.fig->private_kib = mem.private_kib;
+    c.fig->shared_kib = mem.shared_kib;
     ddp_status ts = trace_close(&c.trace, cfg->schedule->nops, s == DDP_OK);
     if (s == DDP_OK)
         s = ts;

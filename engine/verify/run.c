@@ -355,6 +355,15 @@ void verify_result_collect(verify_result *out)
         out->rank_total_kib += k;
         if (k > out->rank_peak_kib)
             out->rank_peak_kib = k;
+        const verify_rank_figures *fg = &areas[r].fig;
+        if (r == 0)
+            out->ranks_pss_kib = out->ranks_private_kib = 0;
+        if (fg->pss_kib < 0 || out->ranks_pss_kib < 0) {
+            out->ranks_pss_kib = out->ranks_private_kib = -1; /* unknown for one rank: unknown for all */
+        } else {
+            out->ranks_pss_kib += fg->pss_kib;
+            out->ranks_private_kib += fg->private_kib;
+        }
     }
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) == 0)

@@ -125,6 +125,8 @@ typedef struct verify_rank_figures {
     uint64_t compute_ns;           /* forward and backward math */
     uint64_t impl_comm_hidden_ns;  /* the implementation's collectives while backward was still computing */
     uint64_t impl_comm_exposed_ns; /* ... and after it, until its backward_end returned */
+    long pss_kib, private_kib, shared_kib; /* the rank's memory before it tears down (machine_memory_self; -1:
+                                            * the kernel does not say) */
 } verify_rank_figures;
 
 typedef struct verify_result {
@@ -141,7 +143,9 @@ typedef struct verify_result {
     world *w;               /* for world_describe() after a fault */
     double wall_s;
     long rank_peak_kib;     /* largest peak RSS of a rank process */
-    long rank_total_kib;    /* the ranks' peaks added up */
+    long rank_total_kib;    /* the ranks' peaks added up (a page every rank maps counts once per rank) */
+    long ranks_pss_kib;     /* the ranks' PSS at their end added up: every page counted once (-1: unknown) */
+    long ranks_private_kib; /* ... of which pages no other process maps */
     long parent_peak_kib;
 } verify_result;
 
