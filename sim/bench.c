@@ -32,6 +32,8 @@ static int write_coll_json(const char *path, const bench_coll_config *c, const b
         return -1;
     fprintf(f, "{\"memcpy_GBps\": ");
     jsonw_number(f, r->memcpy_gbps);
+    fprintf(f, ", \"barrier_us\": ");
+    jsonw_number(f, r->barrier_us);
     fprintf(f, ", \"results\": [");
     for (int k = 0; k < r->nrows; k++) {
         const bench_coll_row *w = &r->rows[k];
@@ -45,6 +47,10 @@ static int write_coll_json(const char *path, const bench_coll_config *c, const b
         jsonw_number(f, w->busbw);
         fprintf(f, ", \"bound_us\": ");
         jsonw_number(f, w->bound_us);
+        fprintf(f, ", \"sol_us\": ");
+        jsonw_number(f, w->sol_us);
+        fprintf(f, ", \"x_sol\": ");
+        jsonw_number(f, w->x_sol);
         if (c->has_baseline) {
             fprintf(f, ", \"baseline_algo\": \"%s\", \"baseline_time_us\": ", coll_algo_name(c->baseline));
             jsonw_number(f, w->baseline_us);
@@ -163,11 +169,15 @@ static int bench_allreduce_main(int argc, char **argv)
     printf("# memcpy: %.2f GB/s (min(ranks, cores) concurrent copies of 32 MiB, medians of 7, summed)\n",
            r.memcpy_gbps);
     printf("# bound_us: the bytes the allreduce reads and writes on all ranks, 2nN, at 2 x that rate (caches can beat it)\n");
+    printf("# sol_us: the speed of light, the same traffic with no synchronization or order: min(ranks, cores) threads of "
+           "rank 0 over the same slots, in the same iterations; x_sol = time / sol\n");
+    printf("# barrier: %.1f us, a barrier of the %d ranks (a futex wake-up round trip: the floor of a small message)\n",
+           r.barrier_us, c.nranks);
     if (c.has_baseline)
         printf("# base_us: %s timed in the same iterations; ratio: the median of time / base time\n",
                coll_algo_name(c.baseline));
-    printf("#%11s %11s %7s %11s %11s %11s %11s %8s", "size", "count", "type", "time_us", "algbw_GBps",
-           "busbw_GBps", "bound_us", "x_bound");
+    printf("#%11s %11s %7s %11s %11s %11s %11s %8s %11s %7s", "size", "count", "type", "time_us", "algbw_GBps",
+           "busbw_GBps", "bound_us", "x_bound", "sol_us", "x_sol");
     if (c.has_baseline)
         printf(" %11s %7s", "base_us", "ratio");
     printf(" %8s\n", "#wrong");
@@ -175,8 +185,9 @@ static int bench_allreduce_main(int argc, char **argv)
     double busbw = 0;
     for (int k = 0; k < r.nrows; k++) {
         const bench_coll_row *w = &r.rows[k];
-        printf(" %11zu %11zu %7s %11.1f %11.3f %11.3f %11.1f %8.2f", w->bytes, w->count, coll_dtype_name(c.type),
-               w->time_us, w->algbw, w->busbw, w->bound_us, w->bound_us > 0 ? w->time_us / w->bound_us : 0.0);
+        printf(" %11zu %11zu %7s %11.1f %11.3f %11.3f %11.1f %8.2f %11.1f %7.2f", w->bytes, w->count,
+               coll_dtype_name(c.type), w->time_us, w->algbw, w->busbw, w->bound_us,
+               w->bound_us > 0 ? w->time_us / w->bound_us : 0.0, w->sol_us, w->x_sol);
         if (c.has_baseline)
             printf(" %11.1f %7.2f", w->baseline_us, w->ratio);
         printf(" %8llu\n", (unsigned long long)w->wrong);
@@ -184,6 +195,8 @@ static int bench_allreduce_main(int argc, char **argv)
         busbw += w->busbw;
     }
     printf("# avg busbw: %.3f GB/s\n", busbw / r.nrows);
+    printf("# smallest message: %.1f us, %.2f x the barrier; largest: x_sol %.2f\n", r.rows[0].time_us,
+           r.barrier_us > 0 ? r.rows[0].time_us / r.barrier_us : 0.0, r.rows[r.nrows - 1].x_sol);
     if (c.has_baseline)
         printf("# %s / %s at %zu bytes: %.2fx (median of per-iteration ratios)\n", coll_algo_name(c.algo),
                coll_algo_name(c.baseline), r.rows[r.nrows - 1].bytes, r.rows[r.nrows - 1].ratio);

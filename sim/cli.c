@@ -4,6 +4,8 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,4 +148,25 @@ void cli_print_version(void)
     gpu_probe_describe(gpu, sizeof gpu);
     printf("ddpsim %s\n", PACKAGE_VERSION);
     printf("NCCL backend: %s\n", gpu);
+}
+
+void cli_hold_signals(sigset_t *saved)
+{
+    sigset_t held;
+    sigemptyset(&held);
+    sigaddset(&held, SIGINT);
+    sigaddset(&held, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &held, saved);
+}
+
+int cli_release_signals(const sigset_t *saved)
+{
+    sigset_t held;
+    sigemptyset(&held);
+    sigaddset(&held, SIGINT);
+    sigaddset(&held, SIGTERM);
+    struct timespec now = {0, 0};
+    int sig = sigtimedwait(&held, NULL, &now);
+    pthread_sigmask(SIG_SETMASK, saved, NULL);
+    return sig > 0 ? sig : 0;
 }

@@ -7,6 +7,7 @@
 #define DDPSIM_CLI_H
 
 #include <stddef.h>
+#include <signal.h>
 #include <stdio.h>
 
 #include "status.h"
@@ -58,6 +59,15 @@ void cli_close_output(FILE *f);
  * code was a pass that did not reach the reader.
  */
 int cli_finish(int code);
+
+/*
+ * Hold SIGINT and SIGTERM across a loop of many runs (the battery, --mutants): a signal between two runs
+ * stays pending and the next run's supervisor takes it (the run ends as interrupted, every rank stopped)
+ * instead of killing ddpsim between runs without a word. cli_release_signals restores the mask and
+ * returns a signal that came after the last run (0: none), consumed.
+ */
+void cli_hold_signals(sigset_t *saved);
+int cli_release_signals(const sigset_t *saved);
 
 /* Read a whole text file (at most max bytes) into a NUL-terminated buffer; NULL with msg filled on error. */
 char *cli_read_file(const char *path, size_t max, char *msg, size_t msglen);

@@ -28,6 +28,8 @@ int mutants_main(const ddpsim_options *opt)
     fflush(stdout);
     int mutants = 0, caught = 0, correct_failed = 0, labels_wrong = 0, only_bitwise = 0;
     int loose = opt->run.tol.kind != TOL_BITWISE; /* under a tolerance, a bug of the bits alone cannot show */
+    sigset_t saved;
+    cli_hold_signals(&saved); /* a SIGTERM between two runs waits for the next one's supervisor */
     char only_names[512] = "";
     for (int i = 0; i < impl_builtin_count(); i++) {
         const impl_entry *e = impl_builtin_at(i);
@@ -35,6 +37,7 @@ int mutants_main(const ddpsim_options *opt)
         catalogue_run(&opt->run, &opt->given, e->ops, &o);
         if (o.interrupted) {
             printf("# interrupted by signal %d at %s: the rest was not run\n", o.interrupted, e->ops->name);
+            cli_release_signals(&saved);
             return 128 + o.interrupted;
         }
         int failed = o.first >= 0;
@@ -65,6 +68,11 @@ int mutants_main(const ddpsim_options *opt)
             correct_failed += failed;
         }
         fflush(stdout);
+    }
+    int late = cli_release_signals(&saved);
+    if (late) {
+        printf("# interrupted by signal %d after the last run\n", late);
+        return 128 + late;
     }
     int pass = caught + only_bitwise == mutants && correct_failed == 0 && labels_wrong == 0;
     printf("# mutation score: %d of %d caught; correct implementations: %s\n", caught, mutants,

@@ -164,6 +164,8 @@ int battery_main(const ddpsim_options *opt)
     double t0 = clock_now_s();
     int failed = 0, faults = 0, nothing = 0, refused = 0;
     size_t grabs = 0;
+    sigset_t saved;
+    cli_hold_signals(&saved); /* a SIGTERM between two scenarios waits for the next one's supervisor */
     for (int i = 0; i < battery_count(); i++) {
         const scenario *sc = battery_at(i);
         if (!out[i].refused) /* not refused up front by check_all */
@@ -173,6 +175,7 @@ int battery_main(const ddpsim_options *opt)
             fprintf(opt->out, "# interrupted by signal %d in scenario %s: the rest was not run\n", o->interrupted,
                     sc->name);
             int code = 128 + o->interrupted;
+            cli_release_signals(&saved);
             free(out);
             return code;
         }
@@ -186,6 +189,12 @@ int battery_main(const ddpsim_options *opt)
             fprintf(opt->out, " %-16s %-18s %5zu %5zu  %-9s %s\n", sc->name, sc->model ? sc->model : opt->run.model_spec,
                     o->grabs, o->syncs, row_word(o), o->first);
         fflush(opt->out);
+    }
+    int late = cli_release_signals(&saved);
+    if (late) {
+        fprintf(opt->out, "# interrupted by signal %d after the last scenario\n", late);
+        free(out);
+        return 128 + late;
     }
     double wall_s = clock_now_s() - t0;
     if (!opt->quiet) {

@@ -352,6 +352,11 @@ tmpb=$(mktemp) || exit 99
 expect 0 "verdict: PASS (0 wrong elements)" "bench allreduce sweep" -- bench allreduce --ranks 3 --min-bytes 4K --max-bytes 64K --iters 3 --warmup 1 --json "$tmpb"
 if [ "$(grep -c '"bytes": ' "$tmpb")" -eq 5 ] && grep -q '"algo": "ordered", "time_us": ' "$tmpb" && grep -q '"wrong": 0}' "$tmpb"; then
     ok "bench allreduce json"; else bad "bench allreduce json"; fi
+# The speed-of-light kernel and the barrier floor are measured in the same run: every row has a positive
+# sol_us and x_sol, and the barrier a positive time.
+if [ "$(grep -Ec '"sol_us": [0-9.]*[1-9][0-9.e+-]*, "x_sol": [0-9.]*[1-9]' "$tmpb")" -eq 5 ] &&
+    grep -Eq '"barrier_us": [0-9.]*[1-9]' "$tmpb" && grep -q "smallest message: .* x the barrier; largest: x_sol" "$out"; then
+    ok "bench allreduce: speed of light and barrier, per row"; else bad "bench allreduce: speed of light and barrier"; fi
 rm -f "$tmpb"
 expect 0 " 12288 " "bench allreduce exact, double" -- bench allreduce --ranks 2 --bytes 12K --algo exact --type double --iters 2
 expect 2 "expected one of float|double" "bench allreduce bad type" -- bench allreduce --type half

@@ -36,12 +36,15 @@ typedef struct bench_coll_row {
     uint64_t wrong;  /* wrong elements in the checked results, all ranks (the baseline's too) */
     double baseline_us; /* with a baseline: its median time ... */
     double ratio;       /* ... and the median over iterations of time / baseline time */
+    double sol_us;      /* median time of the speed-of-light kernel on the same slots (bench_coll.c) */
+    double x_sol;       /* time_us / sol_us */
 } bench_coll_row;
 
 typedef struct bench_coll_result {
     int nrows;
     bench_coll_row rows[BENCH_COLL_MAX_ROWS];
     double memcpy_gbps; /* bytes copied per second by min(N, cores) concurrent memcpys, in GB/s */
+    double barrier_us;  /* median barrier of the N ranks: a futex wake-up round trip, the small-message floor */
 } bench_coll_result;
 
 /* DDP_ERR_INVALID for bad sizes; world errors for faults. */

@@ -41,5 +41,6 @@ void catalogue_run(const verify_config *base, const battery_given *given, const 
     tol_parse(CATALOGUE_LOOSE_TOLERANCE, &loose.tol);
     battery_outcome o;
     battery_run_one(&loose, given, battery_at(out->first), &o);
+    out->interrupted = o.interrupted; /* a signal in any run stops them all */
     out->bitwise_only = !battery_failed(&o);
 }

@@ -25,11 +25,7 @@ enum { BLOCK = 2048 }; /* elements per cache block of the sum loops */
  * still added by the same IEEE operations in the same order, so the bits do
  * not depend on the vector width.
  */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define VECTOR_CLONES
-#endif
+#define VECTOR_CLONES COLL_VECTOR_CLONES
 
 static const char *const algo_names[COLL_NALGOS] = {"ordered", "ring", "exact"};
 

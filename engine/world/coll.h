@@ -33,6 +33,17 @@
 #include "status.h"
 #include "world.h"
 
+/*
+ * The sum loops' vector clones: built for AVX2 and the baseline, the loader picks the one the CPU runs
+ * (GCC's target_clones; nothing under clang or the sanitizers). The same IEEE operations in the same order
+ * either way. Also for the benchmark's speed-of-light kernel, so it adds as fast as the allreduce does.
+ */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#define COLL_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define COLL_VECTOR_CLONES
+#endif
+
 typedef enum coll_dtype { COLL_FLOAT = 0, COLL_DOUBLE = 1 } coll_dtype;
 typedef enum coll_op { COLL_SUM = 0, COLL_AVG = 1 } coll_op;
 typedef enum coll_algo { COLL_ORDERED = 0, COLL_RING = 1, COLL_EXACT = 2 } coll_algo;
