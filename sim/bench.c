@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bench_coll.h"
 #include "battery.h"
@@ -269,8 +270,15 @@ static int bench_run_main(int argc, char **argv)
            steps, ranks, implname);
     printf("# a step runs the reference and the implementation on every rank (one forward and backward serve\n"
            "# both while their parameters are equal) and compares every grab; medians of %ld runs\n", iters);
-    printf("#%-26s %11s %10s %10s %9s %14s %11s\n", "model", "params", "run_ms", "ms/step", "steps/s",
-           "in_collectives", "comm_hidden");
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores < 1)
+        cores = 1;
+    printf("# plain_ms: the model's forward + backward alone on one rank, same batch (ddpsim bench model); x_plain:\n"
+           "# ms/step over it. %ld ranks share %ld core%s here, so a step with no verification overhead at all\n"
+           "# would show x_plain = %.2f (ranks / min(ranks, cores)); x_core divides that out\n",
+           ranks, cores, cores == 1 ? "" : "s", (double)ranks / (double)(ranks < cores ? ranks : cores));
+    printf("#%-26s %11s %10s %10s %9s %14s %11s %9s %8s %7s\n", "model", "params", "run_ms", "ms/step", "steps/s",
+           "in_collectives", "comm_hidden", "plain_ms", "x_plain", "x_core");
     fflush(stdout);
     int code = DDPSIM_EXIT_PASS;
     for (int k = 0; k < nmodels && code == DDPSIM_EXIT_PASS; k++) {
@@ -318,8 +326,12 @@ static int bench_run_main(int argc, char **argv)
             params = model_size(m);
         double w = stats_median(wall, (size_t)iters), sh = stats_median(share, (size_t)iters),
                hd = stats_median(hidden, (size_t)iters);
-        printf(" %-26s %11zu %10.2f %10.3f %9.0f %13.0f%% %10.0f%%\n", m ? model_spec(m) : models[k], params,
-               w * 1e3, w * 1e3 / (double)steps, (double)steps / w, sh * 100, hd * 100);
+        bench_model_result plain;
+        double plain_ms = bench_model_run(models[k], 4, 1, (int)iters, &plain) == DDP_OK ? plain.model_us * 1e-3 : 0;
+        double per_step = w * 1e3 / (double)steps, xp = plain_ms > 0 ? per_step / plain_ms : 0;
+        double share_cores = (double)ranks / (double)(ranks < cores ? ranks : cores);
+        printf(" %-26s %11zu %10.2f %10.3f %9.0f %13.0f%% %10.0f%% %9.3f %8.2f %7.2f\n", m ? model_spec(m) : models[k],
+               params, w * 1e3, per_step, (double)steps / w, sh * 100, hd * 100, plain_ms, xp, xp / share_cores);
         model_destroy(m);
         fflush(stdout);
     }
