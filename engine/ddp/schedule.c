@@ -608,10 +608,14 @@ int sched_runs(const sched *s, const uint32_t *counts, int nranks, size_t op, in
 int sched_participants(const sched *s, const uint32_t *counts, int nranks, size_t op, unsigned char *active,
                        int *highest)
 {
+    /* Every op of every run asks this on every rank: find op's repetition once, not once per rank. */
+    uint32_t it = 0;
+    int k = sched_uneven_of(s, op, &it);
+    const uint32_t *mine = k < 0 ? NULL : counts + (size_t)k * (size_t)nranks;
     int n = 0;
     *highest = 0;
     for (int r = 0; r < nranks; r++) {
-        int runs = sched_runs(s, counts, nranks, op, r);
+        int runs = !mine || it < mine[r];
         if (active)
             active[r] = (unsigned char)runs;
         n += runs;
