@@ -333,45 +333,43 @@ static ddp_status check_rank_files(const record_run *r, int rank, const uint32_t
                                    char *what, size_t wlen)
 {
     int np = r->nparams, all = r->nparams + r->nbuffers, in_join = 0;
-    {
-        uint64_t micro = 0, grab = 0, step = 0, fwd = 0;
-        for (size_t i = 0; i < r->schedule.nops; i++) {
-            in_join = r->schedule.ops[i] == OP_JOIN_ENTER ? 1 : r->schedule.ops[i] == OP_JOIN_EXIT ? 0 : in_join;
-            if (!sched_runs(&r->schedule, counts, r->nranks, i, rank)) {
-                if (!in_join)
-                    return DDP_OK;
-                grab += r->schedule.ops[i] == OP_GRAB;
-                step += r->schedule.ops[i] == OP_STEP;
-                continue;
-            }
-            switch (r->schedule.ops[i]) {
-            case OP_FWD:
-                for (int k = 0; k < 2 && r->nbuffers; k++) {
-                    snprintf(what, wlen, "rank%d/fwd%llu/%s", rank, (unsigned long long)fwd,
-                             k ? "after" : "seen");
-                    DDP_CHECK(check_files(r, what, NULL, np, all));
-                }
-                fwd++;
-                break;
-            case OP_BWD:
-                DDP_CHECK(record_used(r, rank, micro, used));
-                snprintf(what, wlen, "rank%d/micro%llu", rank, (unsigned long long)micro++);
-                DDP_CHECK(check_files(r, what, used, 0, np));
-                break;
-            case OP_GRAB:
-                snprintf(what, wlen, "%s/rank%d/grab%llu", r->impl, rank, (unsigned long long)grab++);
-                DDP_CHECK(check_files(r, what, NULL, 0, np));
-                break;
-            case OP_STEP:
-                snprintf(what, wlen, "%s/rank%d/step%llu", r->impl, rank, (unsigned long long)step++);
-                DDP_CHECK(check_files(r, what, NULL, 0, np));
-                break;
-            default: break;
-            }
+    uint64_t micro = 0, grab = 0, step = 0, fwd = 0;
+    for (size_t i = 0; i < r->schedule.nops; i++) {
+        in_join = r->schedule.ops[i] == OP_JOIN_ENTER ? 1 : r->schedule.ops[i] == OP_JOIN_EXIT ? 0 : in_join;
+        if (!sched_runs(&r->schedule, counts, r->nranks, i, rank)) {
+            if (!in_join)
+                return DDP_OK;
+            grab += r->schedule.ops[i] == OP_GRAB;
+            step += r->schedule.ops[i] == OP_STEP;
+            continue;
         }
-        snprintf(what, wlen, "%s/rank%d/end", r->impl, rank);
-        DDP_CHECK(check_files(r, what, NULL, 0, np));
+        switch (r->schedule.ops[i]) {
+        case OP_FWD:
+            for (int k = 0; k < 2 && r->nbuffers; k++) {
+                snprintf(what, wlen, "rank%d/fwd%llu/%s", rank, (unsigned long long)fwd,
+                         k ? "after" : "seen");
+                DDP_CHECK(check_files(r, what, NULL, np, all));
+            }
+            fwd++;
+            break;
+        case OP_BWD:
+            DDP_CHECK(record_used(r, rank, micro, used));
+            snprintf(what, wlen, "rank%d/micro%llu", rank, (unsigned long long)micro++);
+            DDP_CHECK(check_files(r, what, used, 0, np));
+            break;
+        case OP_GRAB:
+            snprintf(what, wlen, "%s/rank%d/grab%llu", r->impl, rank, (unsigned long long)grab++);
+            DDP_CHECK(check_files(r, what, NULL, 0, np));
+            break;
+        case OP_STEP:
+            snprintf(what, wlen, "%s/rank%d/step%llu", r->impl, rank, (unsigned long long)step++);
+            DDP_CHECK(check_files(r, what, NULL, 0, np));
+            break;
+        default: break;
+        }
     }
+    snprintf(what, wlen, "%s/rank%d/end", r->impl, rank);
+    DDP_CHECK(check_files(r, what, NULL, 0, np));
     return DDP_OK;
 }
 
