@@ -11,7 +11,6 @@
 #include "budget.h"
 #include "checker.h"
 #include "clock.h"
-#include "hash.h"
 #include "judge.h"
 #include "machine.h"
 #include "rank.h"
@@ -198,12 +197,9 @@ static ddp_status do_grab(check_rank *c)
     verify_record *rec = next_record(c);
     rec->synced = c->bwd_since_zero ? c->last_synced : -1;
     const float *allow = c->cfg->tol.kind == TOL_ORDER ? c->budget.E : NULL;
-    checker_compare(&c->cfg->tol, c->m, model_grads(c->m), c->actual, allow, rec);
+    checker_compare(&c->cfg->tol, c->m, model_grads(c->m), c->actual, allow,
+                    rec->synced == 1 ? ddp_ref_reduced_params(c->ddp) : NULL, rec);
     merge_buffers(c, rec);
-    rec->ref_hash = hash_floats(HASH_INIT, model_grads(c->m), model_size(c->m));
-    if (rec->synced == 1)
-        rec->ref_sync_hash = checker_hash(c->m, model_grads(c->m), ddp_ref_reduced_params(c->ddp));
-    rec->impl_hash = hash_floats(HASH_INIT, c->actual, model_size(c->m));
     if (c->bwd_since_zero && c->last_synced && !c->uneven_window) { /* rank.c do_grab: every rank or none */
         const unsigned char *reduced = ddp_ref_reduced_params(c->ddp);
         DDP_CHECK(refcheck_run(&c->refcheck, c->wr, c->m, reduced, rec));
@@ -239,10 +235,8 @@ static ddp_status do_params(check_rank *c, int after_step)
     } else {
         tol.kind = TOL_BITWISE;
     }
-    checker_compare(&tol, c->m, w, c->actual, allow, rec);
+    checker_compare(&tol, c->m, w, c->actual, allow, NULL, rec);
     merge_buffers(c, rec);
-    rec->ref_hash = hash_floats(HASH_INIT, w, model_size(c->m));
-    rec->impl_hash = hash_floats(HASH_INIT, c->actual, model_size(c->m));
     memcpy(w, c->actual, model_size(c->m) * sizeof *w);
     rec->done = 1;
     return DDP_OK;

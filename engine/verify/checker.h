@@ -25,9 +25,13 @@
  * elements, and the first element that fails. A NaN or an infinity on
  * either side is counted as non-finite and fails. `allow` is the
  * per-element bound of the order tolerance (NULL for the others).
+ * In the same pass, rec's digests (checker_hash): ref_hash of expected,
+ * impl_hash of actual, and with `reduced` (a synced grab) ref_sync_hash of
+ * the reduced parameters of expected. Returns 1 when every element had the
+ * same bits on both sides and was finite.
  */
-void checker_compare(const tolerance *tol, const model *layout, const float *expected, const float *actual,
-                     const float *allow, verify_record *rec);
+int checker_compare(const tolerance *tol, const model *layout, const float *expected, const float *actual,
+                    const float *allow, const unsigned char *reduced, verify_record *rec);
 
 /*
  * The implementation's buffers (model_buffers) against the reference's,
@@ -44,8 +48,12 @@ void checker_compare_buffers(const model *layout, const float *expected, const f
 /* The name of the tensor of rec's first failing element: a parameter's or, with first_buffer, a buffer's. */
 const char *checker_first_name(const model *layout, const verify_record *rec);
 
-/* The hash of v's parameters in which (which[p] != 0; NULL: all), in order: the bits the ranks must share after a sync. */
+/*
+ * The digest of v's parameters in which (which[p] != 0; NULL: all), in
+ * order, as one hash_stream: the bits the ranks must share after a sync.
+ */
 uint64_t checker_hash(const model *layout, const float *v, const unsigned char *which);
+
 
 /*
  * The reference checks itself against arithmetic it cannot share a bug
