@@ -530,6 +530,59 @@ static void test_inplace_same_bits(void)
 }
 
 /*
+ * The reduce-scatter's slice has the bits of the allreduce's there, for
+ * every algorithm and type, a size that fits a mailbox and sizes of many
+ * slot pieces (the slot holds 1 KiB here, so a slice starts and ends inside
+ * pieces); a rank's slice is all it promises, so only the slice is compared.
+ */
+static ddp_status reduce_scatter_rank(world_rank *wr, void *arg)
+{
+    (void)arg;
+    int me = world_rank_id(wr), n = world_size(wr);
+    int *out = world_rank_user_area(wr); /* [case]: 1 when the slice matched, per rank */
+    static const size_t counts[] = {3, 5000, 9001};
+    static unsigned char want[9001 * 8], got[9001 * 8];
+    int k = 0;
+    for (int a = 0; a < COLL_NALGOS; a++)
+        for (int t = 0; t < 2; t++)
+            for (size_t ci = 0; ci < 3; ci++, k++) {
+                size_t count = counts[ci], esz = t ? sizeof(double) : sizeof(float), lo, hi;
+                spec sp = {(coll_algo)a, (coll_dtype)t, COLL_SUM, count, INPUT_RANDOM, 77};
+                for (size_t i = 0; i < count; i++) {
+                    double v = input_value(&sp, me, i);
+                    if (t)
+                        ((double *)want)[i] = ((double *)got)[i] = v;
+                    else
+                        ((float *)want)[i] = ((float *)got)[i] = (float)v;
+                }
+                DDP_CHECK(coll_allreduce(wr, want, count, (coll_dtype)t, COLL_SUM, (coll_algo)a));
+                DDP_CHECK(coll_reduce_scatter(wr, got, count, (coll_dtype)t, (coll_algo)a));
+                coll_split(count, n, me, &lo, &hi);
+                out[k * WORLD_MAX_RANKS + me] = memcmp(got + lo * esz, want + lo * esz, (hi - lo) * esz) == 0;
+            }
+    out[k * WORLD_MAX_RANKS + me] = coll_reduce_scatter(wr, got, 0, COLL_FLOAT, COLL_ORDERED) == DDP_ERR_INVALID;
+    return DDP_OK;
+}
+
+static void test_reduce_scatter(void)
+{
+    static const int ranks[] = {1, 3, 4, 7};
+    for (int ri = 0; ri < 4; ri++) {
+        world_config cfg = {.nranks = ranks[ri], .timeout_s = 30, .slot_bytes = 1024,
+                            .user_bytes = sizeof(int) * 20 * WORLD_MAX_RANKS};
+        world *w = NULL;
+        CU_ASSERT_EQUAL_FATAL(world_create(&cfg, &w), DDP_OK);
+        memset(world_user_area(w), 0, cfg.user_bytes);
+        CU_ASSERT_EQUAL(world_run(w, reduce_scatter_rank, NULL), DDP_OK);
+        const int *out = world_user_area(w);
+        for (int k = 0; k < 19; k++) /* 3 algorithms x 2 types x 3 sizes, and the error */
+            for (int r = 0; r < ranks[ri]; r++)
+                CU_ASSERT_EQUAL(out[k * WORLD_MAX_RANKS + r], 1);
+        world_destroy(w);
+    }
+}
+
+/*
  * Back-to-back small allreduces (the mailbox path: no barrier at the end),
  * two-copy and in-place alternating with a broadcast now and then, under
  * seeded delays so fast ranks run ahead: every value depends on the call,
@@ -623,6 +676,7 @@ int main(void)
         {"bad arguments are errors", test_bad_arguments},
         {"broadcast and allgather", test_broadcast_allgather},
         {"in-place allreduce: the same bits as the two-copy one", test_inplace_same_bits},
+        {"reduce-scatter: each rank's slice has the allreduce's bits", test_reduce_scatter},
         {"back-to-back small allreduces under delays: no mailbox overwritten too early", test_back_to_back_small},
         TEST_END,
     };

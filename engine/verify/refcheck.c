@@ -17,6 +17,7 @@ ddp_status refcheck_init(ref_check *rc, size_t n, ddp_comm_hook hook)
     rc->gsum = calloc(n, sizeof *rc->gsum);
     rc->gmag = calloc(n, sizeof *rc->gmag);
     rc->n = n;
+    memset(rc->stale, 1, sizeof rc->stale);
     if (!rc->gsum || !rc->gmag) {
         refcheck_free(rc);
         return ddp_error(DDP_ERR_NOMEM, "the reference's check: %zu doubles and floats", n);
@@ -33,10 +34,28 @@ void refcheck_free(ref_check *rc)
 
 void refcheck_zero(ref_check *rc)
 {
-    memset(rc->gsum, 0, rc->n * sizeof *rc->gsum);
-    memset(rc->gmag, 0, rc->n * sizeof *rc->gmag);
+    memset(rc->stale, 1, sizeof rc->stale);
     rc->nacc = rc->depth = 0;
     rc->hook.depth = rc->hook.syncs = 0;
+}
+
+/* One piece of parameter p's local gradient into the sums: written over them when they hold nothing. */
+static void add_piece(ref_check *rc, const model_param *par, int p, const float *piece)
+{
+    double *s = rc->gsum + par->offset;
+    float *m = rc->gmag + par->offset;
+    if (rc->stale[p]) {
+        for (size_t j = 0; j < par->count; j++) {
+            s[j] = piece[j];
+            m[j] = fabsf(piece[j]);
+        }
+        rc->stale[p] = 0;
+        return;
+    }
+    for (size_t j = 0; j < par->count; j++) {
+        s[j] += piece[j];
+        m[j] += fabsf(piece[j]);
+    }
 }
 
 void refcheck_accumulate(ref_check *rc, const model *ref, int synced, int nranks)
@@ -51,19 +70,11 @@ void refcheck_accumulate(ref_check *rc, const model *ref, int synced, int nranks
         int k = model_npieces(ref, p);
         if (k >= 2) { /* the pieces themselves: each was added to .grad on its own */
             most = k > most ? k : most;
-            for (int q = 0; q < k; q++) {
-                const float *piece = model_piece(ref, p, q);
-                for (size_t j = 0; j < par->count; j++) {
-                    rc->gsum[par->offset + j] += piece[j];
-                    rc->gmag[par->offset + j] += fabsf(piece[j]);
-                }
-            }
+            for (int q = 0; q < k; q++)
+                add_piece(rc, par, p, model_piece(ref, p, q));
             continue;
         }
-        for (size_t j = par->offset; j < par->offset + par->count; j++) {
-            rc->gsum[j] += lg[j];
-            rc->gmag[j] += fabsf(lg[j]);
-        }
+        add_piece(rc, par, p, lg + par->offset);
     }
     rc->nacc += (uint64_t)most;
     rc->depth += (uint64_t)most + (synced ? (uint64_t)nranks + 1 : 0);
@@ -73,18 +84,37 @@ void refcheck_accumulate(ref_check *rc, const model *ref, int synced, int nranks
     }
 }
 
+static void clear_range(ref_check *rc, size_t at, size_t count)
+{
+    memset(rc->gsum + at, 0, count * sizeof *rc->gsum);
+    memset(rc->gmag + at, 0, count * sizeof *rc->gmag);
+}
+
 ddp_status refcheck_run(ref_check *rc, world_rank *wr, const model *ref, const unsigned char *reduced,
                         verify_record *rec)
 {
     int n = world_size(wr), rank = world_rank_id(wr);
     size_t lo, hi;
-    DDP_CHECK(coll_allreduce(wr, rc->gsum, rc->n, COLL_DOUBLE, COLL_SUM, COLL_ORDERED));
-    DDP_CHECK(coll_allreduce(wr, rc->gmag, rc->n, COLL_FLOAT, COLL_SUM, COLL_ORDERED));
+    for (int p = 0; p < model_nparams(ref); p++)
+        if (rc->stale[p])
+            clear_range(rc, model_param_at(ref, p)->offset, model_param_at(ref, p)->count);
+    DDP_CHECK(coll_reduce_scatter(wr, rc->gsum, rc->n, COLL_DOUBLE, COLL_ORDERED));
+    DDP_CHECK(coll_reduce_scatter(wr, rc->gmag, rc->n, COLL_FLOAT, COLL_ORDERED));
     coll_split(rc->n, n, rank, &lo, &hi);
     checker_global(ref, reduced, rc->gsum, rc->gmag, rc->depth, rc->nacc, &rc->hook, n, lo, hi, rec);
-    if (rank != 0) {
-        memset(rc->gsum, 0, rc->n * sizeof *rc->gsum);
-        memset(rc->gmag, 0, rc->n * sizeof *rc->gmag);
+    /* Each rank keeps the totals of its own slice (what the next sum over ranks adds to) and nothing elsewhere,
+     * where the other ranks keep them: a parameter wholly outside the slice becomes stale, one across its edge
+     * has the outside part cleared. */
+    for (int p = 0; p < model_nparams(ref); p++) {
+        const model_param *par = model_param_at(ref, p);
+        size_t a = par->offset, b = par->offset + par->count;
+        rc->stale[p] = b <= lo || a >= hi;
+        if (rc->stale[p])
+            continue;
+        if (a < lo)
+            clear_range(rc, a, lo - a);
+        if (b > hi)
+            clear_range(rc, hi, b - hi);
     }
     return DDP_OK;
 }

@@ -23,6 +23,9 @@ typedef struct ref_check {
     uint64_t nacc, depth;
     hook_error hook;      /* a compressing communication hook's roundings since zero_grad */
     size_t n;
+    /* Parameters whose sums this rank holds nothing of (since zero_grad, or kept by another rank since the last
+     * check): their next accumulation writes instead of adding, so zero_grad and the check clear nothing. */
+    unsigned char stale[MODEL_MAX_PARAMS];
 } ref_check;
 
 ddp_status refcheck_init(ref_check *rc, size_t n, ddp_comm_hook hook);
@@ -34,7 +37,7 @@ void refcheck_accumulate(ref_check *rc, const model *ref, int synced, int nranks
 /*
  * After a syncing backward (a collective: every rank calls it): the sums over
  * ranks, and this rank's slice of ref's gradients against them, into rec.
- * Afterwards only rank 0 keeps the totals, so later sums over ranks stay right.
+ * Afterwards each rank keeps the totals of its own slice, so later sums over ranks stay right.
  */
 ddp_status refcheck_run(ref_check *rc, world_rank *wr, const model *ref, const unsigned char *reduced,
                         verify_record *rec);

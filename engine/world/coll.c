@@ -16,7 +16,7 @@
 
 #include "exactsum.h"
 
-enum { KIND_ALLREDUCE = 1, KIND_BROADCAST, KIND_ALLGATHER, KIND_BARRIER, KIND_ALLREDUCE_INPLACE };
+enum { KIND_ALLREDUCE = 1, KIND_BROADCAST, KIND_ALLGATHER, KIND_BARRIER, KIND_ALLREDUCE_INPLACE, KIND_REDUCE_SCATTER };
 enum { BLOCK = 2048 }; /* elements per cache block of the sum loops */
 
 /*
@@ -71,6 +71,7 @@ static const char *kind_name(uint64_t k)
     case KIND_ALLGATHER: return "allgather";
     case KIND_BARRIER: return "barrier";
     case KIND_ALLREDUCE_INPLACE: return "allreduce_inplace";
+    case KIND_REDUCE_SCATTER: return "reduce_scatter";
     }
     return "?";
 }
@@ -97,6 +98,7 @@ static void describe_call(const uint64_t *d, char *buf, size_t len)
     switch (d[0]) {
     case KIND_ALLREDUCE:
     case KIND_ALLREDUCE_INPLACE:
+    case KIND_REDUCE_SCATTER:
         snprintf(buf, len, "%s of %llu %s (%s, %s)", kind_name(d[0]), (unsigned long long)d[1],
                  coll_dtype_name((coll_dtype)(d[2] & 0xff)), coll_op_name((coll_op)(d[2] >> 8)),
                  coll_algo_name((coll_algo)d[3]));
@@ -404,22 +406,32 @@ static ddp_status allreduce_small(world_rank *wr, uint64_t kind, void *buf, size
     return DDP_OK;
 }
 
-ddp_status coll_allreduce(world_rank *wr, void *buf, size_t count, coll_dtype type, coll_op op,
-                          coll_algo algo)
+static ddp_status check_reduction(size_t count, coll_dtype type, coll_op op, coll_algo algo)
 {
     if (count == 0)
         return ddp_error(DDP_ERR_INVALID, "allreduce of 0 elements");
     if ((unsigned)type > COLL_DOUBLE || (unsigned)op > COLL_AVG || (unsigned)algo >= COLL_NALGOS)
-        return ddp_error(DDP_ERR_INVALID, "allreduce: unknown type %d, op %d or algorithm %d", (int)type,
-                         (int)op, (int)algo);
-    if (!buf)
-        return ddp_error(DDP_ERR_INVALID, "allreduce: NULL buffer");
-    if (count * coll_dtype_size(type) <= WORLD_MAILBOX_BYTES)
-        return allreduce_small(wr, KIND_ALLREDUCE, buf, count, type, op, algo);
-    DDP_CHECK(coll_begin(wr, KIND_ALLREDUCE, count, (uint64_t)type | (uint64_t)op << 8, (uint64_t)algo));
+        return ddp_error(DDP_ERR_INVALID, "allreduce: unknown type %d, op %d or algorithm %d", (int)type, (int)op,
+                         (int)algo);
+    return DDP_OK;
+}
 
+/*
+ * The reduction through the slots, a piece at a time: every rank copies its
+ * piece of buf into its slot; each reduces its share of the piece, in the
+ * algorithm's order (which fixes every element's bits whoever sums it).
+ * allreduce: each sums its slice of the piece into the result area and,
+ * after a barrier, copies the whole result back. reduce_scatter: each sums
+ * the part of the piece inside its own slice of all count elements, straight
+ * into buf, and copies nothing back.
+ */
+static ddp_status reduce_through_slots(world_rank *wr, uint64_t kind, void *buf, size_t count, coll_dtype type,
+                                       coll_op op, coll_algo algo)
+{
+    DDP_CHECK(coll_begin(wr, kind, count, (uint64_t)type | (uint64_t)op << 8, (uint64_t)algo));
     int n = world_size(wr), me = world_rank_id(wr);
-    size_t esz = coll_dtype_size(type), piece = world_slot_bytes(wr) / esz;
+    size_t esz = coll_dtype_size(type), piece = world_slot_bytes(wr) / esz, mine_lo, mine_hi;
+    coll_split(count, n, me, &mine_lo, &mine_hi);
     void *src[WORLD_MAX_RANKS];
     for (int r = 0; r < n; r++)
         src[r] = world_slot(wr, r);
@@ -431,6 +443,14 @@ ddp_status coll_allreduce(world_rank *wr, void *buf, size_t count, coll_dtype ty
         memcpy(src[me], p + off * esz, len * esz);
         DDP_CHECK(world_barrier(wr));
         size_t lo, hi;
+        if (kind == KIND_REDUCE_SCATTER) {
+            lo = mine_lo > off ? mine_lo - off : 0;
+            hi = mine_hi <= off ? 0 : mine_hi < off + len ? mine_hi - off : len;
+            if (lo < hi)
+                reduce_slice(p + off * esz, src, n, type, algo, off, count, lo, hi);
+            DDP_CHECK(world_barrier(wr)); /* every rank has read every slot before the next piece overwrites it */
+            continue;
+        }
         coll_split(len, n, me, &lo, &hi);
         reduce_slice(res, src, n, type, algo, off, count, lo, hi);
         if (op == COLL_AVG)
@@ -441,6 +461,27 @@ ddp_status coll_allreduce(world_rank *wr, void *buf, size_t count, coll_dtype ty
     }
     world_leave_coll(wr);
     return DDP_OK;
+}
+
+ddp_status coll_allreduce(world_rank *wr, void *buf, size_t count, coll_dtype type, coll_op op,
+                          coll_algo algo)
+{
+    DDP_CHECK(check_reduction(count, type, op, algo));
+    if (!buf)
+        return ddp_error(DDP_ERR_INVALID, "allreduce: NULL buffer");
+    if (count * coll_dtype_size(type) <= WORLD_MAILBOX_BYTES)
+        return allreduce_small(wr, KIND_ALLREDUCE, buf, count, type, op, algo);
+    return reduce_through_slots(wr, KIND_ALLREDUCE, buf, count, type, op, algo);
+}
+
+ddp_status coll_reduce_scatter(world_rank *wr, void *buf, size_t count, coll_dtype type, coll_algo algo)
+{
+    DDP_CHECK(check_reduction(count, type, COLL_SUM, algo));
+    if (!buf)
+        return ddp_error(DDP_ERR_INVALID, "reduce_scatter: NULL buffer");
+    if (count * coll_dtype_size(type) <= WORLD_MAILBOX_BYTES) /* one barrier: everything everywhere costs nothing */
+        return allreduce_small(wr, KIND_REDUCE_SCATTER, buf, count, type, COLL_SUM, algo);
+    return reduce_through_slots(wr, KIND_REDUCE_SCATTER, buf, count, type, COLL_SUM, algo);
 }
 
 /* Bytes of the result reduce_to_all keeps at a time: fits the L1 cache with room for the inputs. */
@@ -477,11 +518,7 @@ static void reduce_to_all(void **src, int n, coll_dtype type, coll_op op, coll_a
 
 ddp_status coll_allreduce_inplace(world_rank *wr, size_t count, coll_dtype type, coll_op op, coll_algo algo)
 {
-    if (count == 0)
-        return ddp_error(DDP_ERR_INVALID, "allreduce of 0 elements");
-    if ((unsigned)type > COLL_DOUBLE || (unsigned)op > COLL_AVG || (unsigned)algo >= COLL_NALGOS)
-        return ddp_error(DDP_ERR_INVALID, "allreduce: unknown type %d, op %d or algorithm %d", (int)type, (int)op,
-                         (int)algo);
+    DDP_CHECK(check_reduction(count, type, op, algo));
     size_t esz = coll_dtype_size(type);
     if (count > world_slot_bytes(wr) / esz)
         return ddp_error(DDP_ERR_INVALID, "in-place allreduce of %zu elements exceeds the %zu-byte slot", count,

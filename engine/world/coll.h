@@ -81,6 +81,15 @@ ddp_status coll_allreduce(world_rank *wr, void *buf, size_t count, coll_dtype ty
                           coll_algo algo);
 
 /*
+ * The sum of count elements of buf over ranks, where each rank needs only
+ * its own slice (coll_split(count, N, rank)): afterwards that slice of buf
+ * holds the sum, bit for bit what coll_allreduce with algo gives there, and
+ * the rest of buf is unspecified. Half the traffic of an allreduce: nothing
+ * is copied back.
+ */
+ddp_status coll_reduce_scatter(world_rank *wr, void *buf, size_t count, coll_dtype type, coll_algo algo);
+
+/*
  * The one-copy allreduce on buffers in shared memory: each rank's input is
  * in its own slot (world_slot(wr, rank), count elements), and so is the
  * result. Each rank sums its slice of every slot in the algorithm's order
