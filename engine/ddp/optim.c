@@ -8,6 +8,7 @@ void ddp_sgd_step(model *m, float lr)
     float *w = model_weights(m);
     const float *g = model_grads(m);
     float neg_lr = -lr;
-    for (size_t i = 0; i < model_size(m); i++)
+    size_t n = model_size(m); /* once: the stores through w could change *m as far as the compiler knows */
+    for (size_t i = 0; i < n; i++)
         w[i] = w[i] + neg_lr * g[i];
 }
