@@ -408,6 +408,30 @@ static void test_hook_bound(void)
     judged_hook = DDP_HOOK_NONE;
 }
 
+/*
+ * The sums of the reference's own check live a slice per rank between
+ * checks (refcheck.h): several syncs in one zero_grad window, a no_sync
+ * stretch between them and rank counts whose slices cut parameters in two
+ * must leave them the exact totals, or the intact reference would fail, and
+ * a reference that forgets what the window accumulated must still fail.
+ */
+static void test_check_across_syncs(void)
+{
+    static const char *const schedule =
+        "fwd bwd grab fwd bwd grab nosync{fwd bwd} fwd bwd grab zero fwd bwd grab fwd bwd grab";
+    static const int ranks[] = {2, 3, 5};
+    for (size_t r = 0; r < sizeof ranks / sizeof ranks[0]; r++) {
+        judgement j;
+        CU_ASSERT_EQUAL_FATAL(judged_run(schedule, NULL, ranks[r], SABOTAGE_NONE, &j), DDP_OK);
+        CU_ASSERT_EQUAL(j.verdict, JUDGE_PASS);
+        CU_ASSERT_EQUAL(j.global_checked, 5);
+        CU_ASSERT_EQUAL(j.global_failed, 0);
+        CU_ASSERT_EQUAL_FATAL(judged_run(schedule, NULL, ranks[r], SABOTAGE_DROPS_MICROSTEPS, &j), DDP_OK);
+        CU_ASSERT_EQUAL(j.verdict, JUDGE_REFERENCE_BAD);
+        CU_ASSERT(j.global_failed > 0);
+    }
+}
+
 static void test_long_accumulation(void)
 {
     judgement j;
@@ -441,6 +465,8 @@ int main(void)
         {"each sanity check fires on a broken reference, and the verdict says so first", test_sanity_checks_fire},
         {"the reference's own check holds after 20000 accumulations (a bound from the arithmetic)",
          test_long_accumulation},
+        {"the reference's own check across several syncs of a window, slices cutting parameters",
+         test_check_across_syncs},
         {"fp16/bf16 communication hooks: the reference's bound holds, and still fires on a broken reference",
          test_hook_bound},
         {"a run that compares nothing is NOTHING VERIFIED, not a pass", test_nothing_verified},

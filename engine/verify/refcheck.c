@@ -16,8 +16,7 @@ ddp_status refcheck_init(ref_check *rc, size_t n, ddp_comm_hook hook)
     comm_hook_unit(hook, &rc->hook.u, &rc->hook.eta);
     rc->gsum = calloc(n, sizeof *rc->gsum);
     rc->gmag = calloc(n, sizeof *rc->gmag);
-    rc->n = n;
-    memset(rc->stale, 1, sizeof rc->stale);
+    rc->n = n; /* nothing kept: the arrays are zero */
     if (!rc->gsum || !rc->gmag) {
         refcheck_free(rc);
         return ddp_error(DDP_ERR_NOMEM, "the reference's check: %zu doubles and floats", n);
@@ -34,28 +33,32 @@ void refcheck_free(ref_check *rc)
 
 void refcheck_zero(ref_check *rc)
 {
-    memset(rc->stale, 1, sizeof rc->stale);
+    memset(rc->kept_lo, 0, sizeof rc->kept_lo);
+    memset(rc->kept_hi, 0, sizeof rc->kept_hi);
     rc->nacc = rc->depth = 0;
     rc->hook.depth = rc->hook.syncs = 0;
 }
 
-/* One piece of parameter p's local gradient into the sums: written over them when they hold nothing. */
+/* One piece of parameter p's local gradient into the sums: added where they hold something, written elsewhere. */
 static void add_piece(ref_check *rc, const model_param *par, int p, const float *piece)
 {
     double *s = rc->gsum + par->offset;
     float *m = rc->gmag + par->offset;
-    if (rc->stale[p]) {
-        for (size_t j = 0; j < par->count; j++) {
-            s[j] = piece[j];
-            m[j] = fabsf(piece[j]);
-        }
-        rc->stale[p] = 0;
-        return;
+    size_t lo = rc->kept_lo[p], hi = rc->kept_hi[p] > lo ? rc->kept_hi[p] : lo;
+    for (size_t j = 0; j < lo; j++) {
+        s[j] = piece[j];
+        m[j] = fabsf(piece[j]);
     }
-    for (size_t j = 0; j < par->count; j++) {
+    for (size_t j = lo; j < hi; j++) {
         s[j] += piece[j];
         m[j] += fabsf(piece[j]);
     }
+    for (size_t j = hi; j < par->count; j++) {
+        s[j] = piece[j];
+        m[j] = fabsf(piece[j]);
+    }
+    rc->kept_lo[p] = 0;
+    rc->kept_hi[p] = par->count;
 }
 
 void refcheck_accumulate(ref_check *rc, const model *ref, int synced, int nranks)
@@ -95,26 +98,23 @@ ddp_status refcheck_run(ref_check *rc, world_rank *wr, const model *ref, const u
 {
     int n = world_size(wr), rank = world_rank_id(wr);
     size_t lo, hi;
-    for (int p = 0; p < model_nparams(ref); p++)
-        if (rc->stale[p])
-            clear_range(rc, model_param_at(ref, p)->offset, model_param_at(ref, p)->count);
+    for (int p = 0; p < model_nparams(ref); p++) { /* a parameter not accumulated since: its parts holding nothing */
+        const model_param *par = model_param_at(ref, p);
+        size_t lo_p = rc->kept_lo[p], hi_p = rc->kept_hi[p] > lo_p ? rc->kept_hi[p] : lo_p;
+        clear_range(rc, par->offset, lo_p);
+        clear_range(rc, par->offset + hi_p, par->count - hi_p);
+    }
     DDP_CHECK(coll_reduce_scatter(wr, rc->gsum, rc->n, COLL_DOUBLE, COLL_ORDERED));
     DDP_CHECK(coll_reduce_scatter(wr, rc->gmag, rc->n, COLL_FLOAT, COLL_ORDERED));
     coll_split(rc->n, n, rank, &lo, &hi);
     checker_global(ref, reduced, rc->gsum, rc->gmag, rc->depth, rc->nacc, &rc->hook, n, lo, hi, rec);
     /* Each rank keeps the totals of its own slice (what the next sum over ranks adds to) and nothing elsewhere,
-     * where the other ranks keep them: a parameter wholly outside the slice becomes stale, one across its edge
-     * has the outside part cleared. */
+     * where the other ranks keep them. */
     for (int p = 0; p < model_nparams(ref); p++) {
         const model_param *par = model_param_at(ref, p);
-        size_t a = par->offset, b = par->offset + par->count;
-        rc->stale[p] = b <= lo || a >= hi;
-        if (rc->stale[p])
-            continue;
-        if (a < lo)
-            clear_range(rc, a, lo - a);
-        if (b > hi)
-            clear_range(rc, hi, b - hi);
+        size_t a = par->offset > lo ? par->offset : lo, b = par->offset + par->count < hi ? par->offset + par->count : hi;
+        rc->kept_lo[p] = a < b ? a - par->offset : 0;
+        rc->kept_hi[p] = a < b ? b - par->offset : 0;
     }
     return DDP_OK;
 }

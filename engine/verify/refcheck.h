@@ -23,9 +23,10 @@ typedef struct ref_check {
     uint64_t nacc, depth;
     hook_error hook;      /* a compressing communication hook's roundings since zero_grad */
     size_t n;
-    /* Parameters whose sums this rank holds nothing of (since zero_grad, or kept by another rank since the last
-     * check): their next accumulation writes instead of adding, so zero_grad and the check clear nothing. */
-    unsigned char stale[MODEL_MAX_PARAMS];
+    /* Of each parameter, the elements [kept_lo, kept_hi) whose sums this rank holds; the others hold nothing
+     * (since zero_grad, or another rank keeps them since the last check) and the next accumulation writes them
+     * instead of adding, so neither zero_grad nor the check clears anything. */
+    size_t kept_lo[MODEL_MAX_PARAMS], kept_hi[MODEL_MAX_PARAMS];
 } ref_check;
 
 ddp_status refcheck_init(ref_check *rc, size_t n, ddp_comm_hook hook);
