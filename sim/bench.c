@@ -244,6 +244,57 @@ static const opt_command run_command = {
     .epilog = "Exit status: 0 measured, 2 bad usage, 3 runtime fault.\n",
 };
 
+/* One timed verification run of vc: its wall time, the share of it in collectives, the overlap, the rank spread. */
+typedef struct run_sample {
+    double wall_s, coll_share, hidden, cpu_spread;
+} run_sample;
+
+static ddp_status run_timed(const verify_config *vc, run_sample *out, int *code)
+{
+    verify_result res;
+    ddp_status st = verify_run(vc, &res);
+    if (st != DDP_OK) {
+        *code = cli_fault_exit(res.w, st);
+        if (st == DDP_ERR_INVALID && !res.w)
+            *code = DDPSIM_EXIT_USAGE;
+        verify_result_free(&res);
+        return st;
+    }
+    double coll = 0, hid = 0, exposed = 0, cpu[WORLD_MAX_RANKS], most = 0;
+    for (int r = 0; r < res.nranks; r++) {
+        const world_rank_outcome *o = world_outcome(res.w, r);
+        coll += (double)o->coll_ns * 1e-9;
+        hid += (double)res.figures[r].impl_comm_hidden_ns;
+        exposed += (double)res.figures[r].impl_comm_exposed_ns;
+        cpu[r] = (double)(res.figures[r].cpu_ns - o->coll_cpu_ns);
+        most = cpu[r] > most ? cpu[r] : most;
+    }
+    out->wall_s = res.wall_s;
+    out->coll_share = coll / res.nranks / res.wall_s;
+    out->hidden = hid + exposed > 0 ? hid / (hid + exposed) : 0;
+    double typical = stats_median(cpu, (size_t)res.nranks);
+    out->cpu_spread = typical > 0 ? most / typical : 0;
+    verify_result_free(&res);
+    return DDP_OK;
+}
+
+static size_t count_backwards(const sched *s)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < s->nops; i++)
+        n += s->ops[i] == OP_BWD;
+    return n;
+}
+
+/*
+ * A verified micro-step's cost is measured at the margin: the default
+ * schedule and the same three times over, run taking turns; the difference
+ * of their medians over the difference of their backwards is the time of a
+ * micro-step in a running verification, without what a run pays once (fork,
+ * the replicas' creation and broadcast, the first touch of every buffer,
+ * PyTorch's first-iteration bucket), which the whole run's time per step
+ * also shows.
+ */
 static int bench_run_main(int argc, char **argv)
 {
     static const char *const run_models[] = {MODEL_DEFAULT_SPEC, "branchy", "attn", "mlp:256-1024-1024-256"};
@@ -258,27 +309,33 @@ static int bench_run_main(int argc, char **argv)
     impl_handle h;
     if (impl_open(implname, &h) != DDP_OK)
         return cli_usage_error(run_command.name, "--impl", ddp_error_text());
-    sched s;
+    sched s, s3;
     if (sched_parse(SCHED_DEFAULT, &s) != DDP_OK) {
         impl_close(&h);
         return DDPSIM_EXIT_FAULT;
     }
-    size_t steps = 0;
-    for (size_t i = 0; i < s.nops; i++)
-        steps += s.ops[i] == OP_BWD;
-    printf("# ddpsim bench run: the default schedule (%zu steps of forward + backward), %ld ranks, %s under test\n",
-           steps, ranks, implname);
-    printf("# a step runs the reference and the implementation on every rank (one forward and backward serve\n"
+    if (sched_parse("3*( " SCHED_DEFAULT " )", &s3) != DDP_OK) {
+        sched_free(&s);
+        impl_close(&h);
+        return DDPSIM_EXIT_FAULT;
+    }
+    size_t steps = count_backwards(&s), steps3 = count_backwards(&s3);
+    printf("# ddpsim bench run: the default schedule (%zu micro-steps of forward + backward), %ld ranks, %s under "
+           "test\n", steps, ranks, implname);
+    printf("# a micro-step runs the reference and the implementation on every rank (one forward and backward serve\n"
            "# both while their parameters are equal) and compares every grab; medians of %ld runs\n", iters);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (cores < 1)
         cores = 1;
-    printf("# plain_ms: the model's forward + backward alone on one rank, same batch (ddpsim bench model); x_plain:\n"
-           "# ms/step over it. %ld ranks share %ld core%s here, so a step with no verification overhead at all\n"
-           "# would show x_plain = %.2f (ranks / min(ranks, cores)); x_core divides that out\n",
-           ranks, cores, cores == 1 ? "" : "s", (double)ranks / (double)(ranks < cores ? ranks : cores));
-    printf("#%-26s %11s %10s %10s %9s %14s %11s %9s %8s %7s\n", "model", "params", "run_ms", "ms/step", "steps/s",
-           "in_collectives", "comm_hidden", "plain_ms", "x_plain", "x_core");
+    double share_cores = (double)ranks / (double)(ranks < cores ? ranks : cores);
+    printf("# step_ms: a verified micro-step at the margin (the schedule 3 times over against once: %zu more\n"
+           "# micro-steps); run_ms/step: the whole run of the default schedule over its micro-steps\n"
+           "# plain_ms: the model's forward + backward alone on one rank, same batch (ddpsim bench model);\n"
+           "# x_plain: step_ms over it. %ld ranks share %ld core%s here, so a micro-step with no verification\n"
+           "# at all would show x_plain = %.2f (ranks / min(ranks, cores)); x_core divides that out\n",
+           steps3 - steps, ranks, cores, cores == 1 ? "" : "s", share_cores);
+    printf("#%-26s %11s %10s %11s %9s %9s %14s %11s %9s %8s %7s %9s\n", "model", "params", "run_ms", "run_ms/step",
+           "step_ms", "steps/s", "in_collectives", "comm_hidden", "plain_ms", "x_plain", "x_core", "cpu_max");
     fflush(stdout);
     int code = DDPSIM_EXIT_PASS;
     for (int k = 0; k < nmodels && code == DDPSIM_EXIT_PASS; k++) {
@@ -288,7 +345,6 @@ static int bench_run_main(int argc, char **argv)
         vc.model_spec = models[k];
         vc.batch = 4;
         vc.seed = 1;
-        vc.schedule = &s;
         vc.ddp = (ddp_config){.algo = COLL_ORDERED, .bucket_cap = DDP_DEFAULT_BUCKET_CAP,
                               .first_bucket_cap = DDP_DEFAULT_FIRST_BUCKET_CAP,
                               .find_unused = strncmp(models[k], "branchy", 7) == 0, .lr = 0.1f};
@@ -296,48 +352,45 @@ static int bench_run_main(int argc, char **argv)
         vc.impl = implname;
         vc.impl_ops = h.ops;
         vc.timeout_s = 600;
-        double wall[1000], share[1000], hidden[1000];
-        size_t params = 0;
-        for (long it = 0; it < iters; it++) {
-            verify_result res;
-            ddp_status st = verify_run(&vc, &res);
-            if (st != DDP_OK) {
-                code = cli_fault_exit(res.w, st);
-                if (st == DDP_ERR_INVALID && !res.w)
-                    code = DDPSIM_EXIT_USAGE;
-                verify_result_free(&res);
+        double wall[1000], wall3[1000], share[1000], hidden[1000], spread[1000];
+        for (long it = 0; it < iters && code == DDPSIM_EXIT_PASS; it++) {
+            run_sample once, thrice;
+            vc.schedule = &s;
+            if (run_timed(&vc, &once, &code) != DDP_OK)
                 break;
-            }
-            double coll = 0, hid = 0, exposed = 0;
-            for (int r = 0; r < res.nranks; r++) {
-                coll += (double)world_outcome(res.w, r)->coll_ns * 1e-9;
-                hid += (double)res.figures[r].impl_comm_hidden_ns;
-                exposed += (double)res.figures[r].impl_comm_exposed_ns;
-            }
-            wall[it] = res.wall_s;
-            share[it] = coll / res.nranks / res.wall_s;
-            hidden[it] = hid + exposed > 0 ? hid / (hid + exposed) : 0;
-            verify_result_free(&res);
+            vc.schedule = &s3;
+            if (run_timed(&vc, &thrice, &code) != DDP_OK)
+                break;
+            wall[it] = once.wall_s;
+            wall3[it] = thrice.wall_s;
+            share[it] = thrice.coll_share;
+            hidden[it] = thrice.hidden;
+            spread[it] = thrice.cpu_spread;
         }
         if (code != DDPSIM_EXIT_PASS)
             break;
+        size_t params = 0;
         model *m = NULL;
         if (model_create_layout(models[k], 4, &m) == DDP_OK)
             params = model_size(m);
-        double w = stats_median(wall, (size_t)iters), sh = stats_median(share, (size_t)iters),
-               hd = stats_median(hidden, (size_t)iters);
+        double w = stats_median(wall, (size_t)iters), w3 = stats_median(wall3, (size_t)iters);
+        double sh = stats_median(share, (size_t)iters), hd = stats_median(hidden, (size_t)iters),
+               sp = stats_median(spread, (size_t)iters);
+        double step_ms = (w3 - w) * 1e3 / (double)(steps3 - steps);
         bench_model_result plain;
         double plain_ms = bench_model_run(models[k], 4, 1, (int)iters, &plain) == DDP_OK ? plain.model_us * 1e-3 : 0;
-        double per_step = w * 1e3 / (double)steps, xp = plain_ms > 0 ? per_step / plain_ms : 0;
-        double share_cores = (double)ranks / (double)(ranks < cores ? ranks : cores);
-        printf(" %-26s %11zu %10.2f %10.3f %9.0f %13.0f%% %10.0f%% %9.3f %8.2f %7.2f\n", m ? model_spec(m) : models[k],
-               params, w * 1e3, per_step, (double)steps / w, sh * 100, hd * 100, plain_ms, xp, xp / share_cores);
+        double xp = plain_ms > 0 ? step_ms / plain_ms : 0;
+        printf(" %-26s %11zu %10.2f %11.3f %9.3f %9.0f %13.0f%% %10.0f%% %9.3f %8.2f %7.2f %8.2fx\n",
+               m ? model_spec(m) : models[k], params, w * 1e3, w * 1e3 / (double)steps, step_ms,
+               step_ms > 0 ? 1e3 / step_ms : 0, sh * 100, hd * 100, plain_ms, xp, xp / share_cores, sp);
         model_destroy(m);
         fflush(stdout);
     }
     printf("# in_collectives: the average rank's time inside collectives (reducing and waiting), of the run\n");
     printf("# comm_hidden: of the implementation's collective time during backwards, the share spent while the\n"
            "# backward was still computing (overlapped) rather than waited for in backward_end\n");
+    printf("# cpu_max: the busiest rank's CPU time outside collectives over the median rank's (1.00: no straggler)\n");
+    sched_free(&s3);
     sched_free(&s);
     impl_close(&h);
     return code;
@@ -458,6 +511,7 @@ static int bench_battery_main(int argc, char **argv)
     battery_given none = {0};
     int n = battery_count();
     double total[1000], classic[1000], each[64][1000];
+    static double rank_cpu[WORLD_MAX_RANKS][1000]; /* each rank's CPU time over the battery, per repetition */
     printf("# ddpsim bench battery: %d scenarios at %d ranks, %s under test; medians of %d repetitions\n", n,
            ro.ranks, ro.impl, ro.iters);
     fflush(stdout);
@@ -476,6 +530,8 @@ static int bench_battery_main(int argc, char **argv)
             double s0 = clock_now_s();
             battery_run_one(&vc, &none, battery_at(k), &o);
             each[k][it] = clock_now_s() - s0;
+            for (int r = 0; r < ro.ranks; r++)
+                rank_cpu[r][it] = (k == 0 ? 0 : rank_cpu[r][it]) + o.rank_cpu_s[r];
         }
         total[it] = clock_now_s() - t0;
     }
@@ -485,6 +541,18 @@ static int bench_battery_main(int argc, char **argv)
     double tm = stats_median(total, (size_t)ro.iters), cm = stats_median(classic, (size_t)ro.iters);
     printf("# battery: median %.3f s (budget 1 s at 4 ranks); classic alone: median %.3f s; ratio %.1f\n", tm, cm,
            tm / cm);
+    /* Is any rank a straggler? Each rank's CPU time outside collectives over the whole battery (its median over
+     * the repetitions), against the median rank's. */
+    double per_rank[WORLD_MAX_RANKS];
+    int most = 0;
+    for (int r = 0; r < ro.ranks; r++) {
+        per_rank[r] = stats_median(rank_cpu[r], (size_t)ro.iters);
+        most = per_rank[r] > per_rank[most] ? r : most;
+    }
+    double most_s = per_rank[most], typical = stats_median(per_rank, (size_t)ro.ranks);
+    printf("# ranks' CPU time outside collectives over the battery: median rank %.1f ms, most rank %d %.1f ms "
+           "(%.2fx the median); %.1f ms of wall time per rank\n",
+           typical * 1e3, most, most_s * 1e3, typical > 0 ? most_s / typical : 0, tm * 1e3 / ro.ranks);
     impl_close(&h);
     return DDPSIM_EXIT_PASS;
 }

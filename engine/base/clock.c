@@ -12,6 +12,24 @@ uint64_t clock_now_ns(void)
     return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
 }
 
+static uint64_t cpu_clock_ns(clockid_t id)
+{
+    struct timespec ts;
+    if (clock_gettime(id, &ts) != 0)
+        return 0;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t clock_cpu_ns(void)
+{
+    return cpu_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+}
+
+uint64_t clock_thread_cpu_ns(void)
+{
+    return cpu_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+}
+
 double clock_now_s(void)
 {
     return (double)clock_now_ns() * 1e-9;

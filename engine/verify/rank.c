@@ -593,6 +593,7 @@ ddp_status verify_rank_main(world_rank *wr, void *arg)
     c.fig->pss_kib = mem.pss_kib;
     c.fig->private_kib = mem.private_kib;
     c.fig->shared_kib = mem.shared_kib;
+    c.fig->cpu_ns = clock_cpu_ns();
     ddp_status ts = trace_close(&c.trace, cfg->schedule->nops, s == DDP_OK);
     if (s == DDP_OK)
         s = ts;

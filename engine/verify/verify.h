@@ -125,6 +125,7 @@ typedef struct verify_rank_figures {
     uint64_t compute_ns;           /* forward and backward math */
     uint64_t impl_comm_hidden_ns;  /* the implementation's collectives while backward was still computing */
     uint64_t impl_comm_exposed_ns; /* ... and after it, until its backward_end returned */
+    uint64_t cpu_ns;               /* the rank process's CPU time (clock_cpu_ns) before it tears down */
     long pss_kib, private_kib, shared_kib; /* the rank's memory before it tears down (machine_memory_self; -1:
                                             * the kernel does not say) */
 } verify_rank_figures;

@@ -60,6 +60,8 @@ typedef struct rank_state {
     _Atomic uint64_t coll_seq;
     _Atomic uint64_t coll_ns;          /* time spent inside collectives */
     _Atomic uint64_t coll_start_ns;    /* when the collective in progress began */
+    _Atomic uint64_t coll_cpu_ns;      /* CPU time of the threads inside collectives (waiting and reducing) */
+    _Atomic uint64_t coll_cpu_start_ns; /* the calling thread's CPU time as the collective in progress began */
     uint64_t desc[2][WORLD_DESC_WORDS]; /* by parity of coll_seq: see world_coll_desc */
     char op_label[WORLD_LABEL_LEN];
     char coll[WORLD_LABEL_LEN];
@@ -346,6 +348,7 @@ ddp_status world_enter_coll(world_rank *wr, const char *name)
                          wr->rank, name, (unsigned long long)seq);
     }
     atomic_store_explicit(&wr->st->coll_start_ns, clock_now_ns(), memory_order_relaxed);
+    atomic_store_explicit(&wr->st->coll_cpu_start_ns, clock_thread_cpu_ns(), memory_order_relaxed);
     copy_label(wr->st->coll, name);
     atomic_fetch_add_explicit(&wr->st->coll_seq, 1, memory_order_relaxed);
     atomic_store_explicit(&wr->st->in_coll, IN_COLL_COUNTED, memory_order_release);
@@ -357,6 +360,10 @@ void world_leave_coll(world_rank *wr)
 {
     atomic_fetch_add_explicit(&wr->st->coll_ns,
                               clock_now_ns() - atomic_load_explicit(&wr->st->coll_start_ns, memory_order_relaxed),
+                              memory_order_relaxed);
+    atomic_fetch_add_explicit(&wr->st->coll_cpu_ns,
+                              clock_thread_cpu_ns() - atomic_load_explicit(&wr->st->coll_cpu_start_ns,
+                                                                           memory_order_relaxed),
                               memory_order_relaxed);
     atomic_store_explicit(&wr->st->in_coll, 0, memory_order_relaxed);
     atomic_fetch_add_explicit(&wr->st->progress, 1, memory_order_relaxed);
@@ -522,6 +529,7 @@ static void collect_states(world *w)
         o->op_label[WORLD_LABEL_LEN - 1] = '\0';
         o->coll_seq = atomic_load(&st->coll_seq);
         o->coll_ns = atomic_load(&st->coll_ns);
+        o->coll_cpu_ns = atomic_load(&st->coll_cpu_ns);
         if (atomic_load(&st->in_coll)) {
             memcpy(o->coll, st->coll, WORLD_LABEL_LEN);
             o->coll[WORLD_LABEL_LEN - 1] = '\0';

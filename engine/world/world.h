@@ -61,6 +61,7 @@ typedef struct world_rank_outcome {
     char coll[WORLD_LABEL_LEN];    /* collective it was inside ("" if none) */
     uint64_t coll_seq;             /* how many collectives it had entered */
     uint64_t coll_ns;              /* time it spent inside collectives (finished ones) */
+    uint64_t coll_cpu_ns;          /* CPU time its threads used inside them (spinning, reducing, system calls) */
     long maxrss_kib;               /* its peak resident memory, from wait4 */
     char error[WORLD_ERROR_LEN];   /* the message of a failing status */
 } world_rank_outcome;
