@@ -56,16 +56,16 @@ static void skip_space(parser *ps)
 static ddp_status emit(parser *ps, sched_op op, const char *at)
 {
     if (ps->s->nops == SCHED_MAX_OPS)
-        return fail_at(ps, at, "the schedule expands to more than 1000000 ops");
+        return fail_at(ps, at, "the schedule expands to more than 10000000 ops");
     if (ps->s->nops == ps->cap) {
         size_t ncap = ps->cap ? ps->cap * 2 : 64;
-        sched_op *n = realloc(ps->s->ops, ncap * sizeof *n);
+        unsigned char *n = realloc(ps->s->ops, ncap * sizeof *n);
         if (!n)
             return ddp_error(DDP_ERR_NOMEM, "schedule of %zu ops", ncap);
         ps->s->ops = n;
         ps->cap = ncap;
     }
-    ps->s->ops[ps->s->nops++] = op;
+    ps->s->ops[ps->s->nops++] = (unsigned char)op;
     return DDP_OK;
 }
 
@@ -686,83 +686,79 @@ ddp_status sched_parse(const char *text, sched *s)
     return st;
 }
 
-/* Walk s and hand every grab's label to label_out, in order. */
-static void walk_grab_labels(const sched *s, void (*label_out)(void *ctx, const char *label), void *ctx)
+void sched_check_iter_init(sched_check_iter *it)
 {
-    enum { NONE, AFTER_BWD, AFTER_ZERO } last = NONE;
-    sched_arming a = {0};
-    int fwd_in = 0, bwd_in = 0, stepped = 0, synced = 0;
-    unsigned acc = 0;
-    for (size_t i = 0; i < s->nops; i++) {
-        int syncs = sched_arming_step(&a, s->ops[i]);
-        switch (s->ops[i]) {
-        case OP_ENTER:
-        case OP_EXIT:
-        case OP_JOIN_ENTER:
-        case OP_JOIN_EXIT:
-        case OP_FWD: break;
-        case OP_BWD:
-            fwd_in = a.forward_in_no_sync;
-            bwd_in = a.depth > 0;
-            synced = syncs;
-            last = AFTER_BWD;
-            acc++;
-            stepped = 0;
-            break;
-        case OP_ZERO:
-            last = AFTER_ZERO;
-            acc = 0;
-            break;
-        case OP_STEP: stepped = 1; break;
-        case OP_GRAB: {
-            char l[SCHED_LABEL_LEN];
-            if (last == NONE) {
-                snprintf(l, sizeof l, "before any backward");
-            } else if (last == AFTER_ZERO) {
-                snprintf(l, sizeof l, "after zero_grad");
-            } else {
-                const char *what = fwd_in && synced ? "no_sync fwd+bwd, armed"
-                                   : fwd_in && bwd_in ? "no_sync fwd+bwd"
-                                   : fwd_in          ? "no_sync fwd, bwd outside"
-                                   : bwd_in          ? "fwd, bwd in no_sync"
-                                                     : "fwd+bwd";
-                char accs[24] = "";
-                if (acc > 1)
-                    snprintf(accs, sizeof accs, " (%u acc)", acc);
-                snprintf(l, sizeof l, "after %s%s%s", what, accs, stepped ? ", step" : "");
-            }
-            label_out(ctx, l);
-            break;
-        }
-        }
+    memset(it, 0, sizeof *it);
+}
+
+/* A grab's label from what came before it (sched_grab_labels). */
+static void grab_label(const sched_check_iter *it, char *l, size_t len)
+{
+    if (it->last == 0) {
+        snprintf(l, len, "before any backward");
+    } else if (it->last == 2) {
+        snprintf(l, len, "after zero_grad");
+    } else {
+        const char *what = it->fwd_in && it->synced ? "no_sync fwd+bwd, armed"
+                           : it->fwd_in && it->bwd_in ? "no_sync fwd+bwd"
+                           : it->fwd_in               ? "no_sync fwd, bwd outside"
+                           : it->bwd_in               ? "fwd, bwd in no_sync"
+                                                      : "fwd+bwd";
+        char accs[24] = "";
+        if (it->acc > 1)
+            snprintf(accs, sizeof accs, " (%u acc)", it->acc);
+        snprintf(l, len, "after %s%s%s", what, accs, it->stepped ? ", step" : "");
     }
 }
 
-typedef struct label_sink {
-    char (*labels)[SCHED_LABEL_LEN];
-    sched_check *checks;
-    size_t next;
-} label_sink;
-
-static void to_labels(void *ctx, const char *label)
+int sched_check_next(const sched *s, sched_check_iter *it, sched_check *out)
 {
-    label_sink *k = ctx;
-    snprintf(k->labels[k->next++], SCHED_LABEL_LEN, "%s", label);
+    for (; it->op < s->nops; it->op++) {
+        size_t i = it->op;
+        int syncs = sched_arming_step(&it->arming, s->ops[i]);
+        switch (s->ops[i]) {
+        case OP_BWD:
+            it->fwd_in = it->arming.forward_in_no_sync;
+            it->bwd_in = it->arming.depth > 0;
+            it->synced = syncs;
+            it->last = 1;
+            it->acc++;
+            it->stepped = 0;
+            break;
+        case OP_ZERO:
+            it->last = 2;
+            it->acc = 0;
+            break;
+        case OP_STEP:
+            it->stepped = 1;
+            it->op++;
+            *out = (sched_check){.kind = CHECK_PARAMS, .op = i, .index = it->step++, .label = "parameters after step"};
+            return 1;
+        case OP_GRAB:
+            it->op++;
+            *out = (sched_check){.kind = CHECK_GRADS, .op = i, .index = it->grab++};
+            grab_label(it, out->label, sizeof out->label);
+            return 1;
+        default: break;
+        }
+    }
+    if (it->ended)
+        return 0;
+    it->ended = 1;
+    *out = (sched_check){.kind = CHECK_PARAMS, .op = s->nops, .index = s->nsteps, .at_end = 1,
+                         .label = "parameters at the end"};
+    return 1;
 }
 
 void sched_grab_labels(const sched *s, char (*labels)[SCHED_LABEL_LEN])
 {
-    label_sink k = {.labels = labels};
-    walk_grab_labels(s, to_labels, &k);
-}
-
-/* The next grab's label goes to the next check of kind CHECK_GRADS. */
-static void to_checks(void *ctx, const char *label)
-{
-    label_sink *k = ctx;
-    while (k->checks[k->next].kind != CHECK_GRADS)
-        k->next++;
-    snprintf(k->checks[k->next++].label, SCHED_LABEL_LEN, "%s", label);
+    sched_check_iter it;
+    sched_check c;
+    size_t k = 0;
+    sched_check_iter_init(&it);
+    while (sched_check_next(s, &it, &c))
+        if (c.kind == CHECK_GRADS)
+            memcpy(labels[k++], c.label, SCHED_LABEL_LEN);
 }
 
 size_t sched_nchecks(const sched *s)
@@ -772,17 +768,11 @@ size_t sched_nchecks(const sched *s)
 
 void sched_checks(const sched *s, sched_check *out)
 {
-    size_t k = 0, grab = 0, step = 0;
-    for (size_t i = 0; i < s->nops; i++) {
-        if (s->ops[i] == OP_GRAB)
-            out[k++] = (sched_check){.kind = CHECK_GRADS, .op = i, .index = grab++};
-        else if (s->ops[i] == OP_STEP)
-            out[k++] = (sched_check){.kind = CHECK_PARAMS, .op = i, .index = step++, .label = "parameters after step"};
-    }
-    out[k] = (sched_check){.kind = CHECK_PARAMS, .op = s->nops, .index = s->nsteps, .at_end = 1,
-                         .label = "parameters at the end"};
-    label_sink sink = {.checks = out};
-    walk_grab_labels(s, to_checks, &sink);
+    sched_check_iter it;
+    size_t k = 0;
+    sched_check_iter_init(&it);
+    while (sched_check_next(s, &it, &out[k]))
+        k++;
 }
 
 const char *sched_check_name(const sched_check *c, char *buf, size_t len)
@@ -817,7 +807,8 @@ ddp_status sched_from_ops(const sched_op *ops, size_t n, const sched_uneven *une
         sched_free(s);
         return ddp_error(DDP_ERR_NOMEM, "%zu ops", n);
     }
-    memcpy(s->ops, ops, n * sizeof *ops);
+    for (size_t i = 0; i < n; i++)
+        s->ops[i] = (unsigned char)ops[i];
     s->nops = n;
     if (nuneven)
         memcpy(s->uneven, uneven, nuneven * sizeof *uneven);

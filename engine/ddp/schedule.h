@@ -56,7 +56,7 @@
 #include "status.h"
 
 #define SCHED_MAX_COUNT 100000
-#define SCHED_MAX_OPS 1000000
+#define SCHED_MAX_OPS 10000000
 #define SCHED_MAX_DEPTH 64
 #define SCHED_DEFAULT "2*( 2*( nosync{fwd bwd} grab ) fwd bwd grab step zero fwd bwd grab step zero )"
 
@@ -84,7 +84,7 @@ typedef struct sched_join {
 } sched_join;
 
 typedef struct sched {
-    sched_op *ops;
+    unsigned char *ops; /* a sched_op each, in a byte: a schedule of a million grabs takes a few MB */
     size_t nops;
     size_t nfwd;   /* forwards: batches are numbered 0..nfwd-1 in order */
     size_t ngrabs; /* grabs: numbered 0..ngrabs-1 */
@@ -198,6 +198,19 @@ typedef struct sched_check {
 size_t sched_nchecks(const sched *s);
 /* Every check of s, in order, into out (sched_nchecks entries). */
 void sched_checks(const sched *s, sched_check *out);
+
+/* The checks one at a time, in order, for whoever takes them as a run makes them (memory flat in their number). */
+typedef struct sched_check_iter {
+    size_t op, grab, step;
+    sched_arming arming;
+    int last; /* 0: nothing yet, 1: a backward, 2: a zero_grad */
+    int fwd_in, bwd_in, synced, stepped, ended;
+    unsigned acc;
+} sched_check_iter;
+
+void sched_check_iter_init(sched_check_iter *it);
+/* The next check into *out: 1, or 0 after the last (the end's). */
+int sched_check_next(const sched *s, sched_check_iter *it, sched_check *out);
 /* "grab 3", "step 2", "end": where a check is, in a few characters. */
 const char *sched_check_name(const sched_check *c, char *buf, size_t len);
 
