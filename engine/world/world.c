@@ -423,6 +423,11 @@ void world_flag_set(world_rank *wr, uint32_t value)
     sync_wake_all(&wr->st->flag);
 }
 
+ddp_status world_wait_change(world_rank *wr, _Atomic uint32_t *word, uint32_t old)
+{
+    return sync_wait_change(word, old, &wr->w->hdr->abort_word);
+}
+
 ddp_status world_flag_wait(world_rank *wr, int r, uint32_t value)
 {
     _Atomic uint32_t *f = &wr->w->ranks[r].flag;
@@ -568,8 +573,8 @@ static int still_waiting(const world *w, int r)
  * more telling than the deadlock its other threads leave: it is reaped
  * first.)
  */
-enum { DEADLOCK_QUIET_TICKS = 4 }; /* of the supervisor's 50 ms */
-static int deadlocked(const world *w, int quiet_ticks)
+#define DEADLOCK_QUIET_S 0.2
+static int deadlocked(const world *w, double quiet_s)
 {
     int finished = 0, blocked = 1;
     for (int r = 0; r < w->cfg.nranks; r++) {
@@ -579,7 +584,7 @@ static int deadlocked(const world *w, int quiet_ticks)
         else if (o->fate == WORLD_FATE_NOT_STARTED)
             blocked &= !atomic_load(&w->ranks[r].exiting) && still_waiting(w, r);
     }
-    return finished > 0 && blocked && quiet_ticks >= DEADLOCK_QUIET_TICKS;
+    return finished > 0 && blocked && quiet_s >= DEADLOCK_QUIET_S;
 }
 
 /* "ranks 1 and 2 have finished" */
@@ -601,32 +606,45 @@ static void list_finished(const world *w, char *buf, size_t len)
     }
 }
 
+/*
+ * The supervisor's loop: a tick every 50 ms, or every millisecond while the
+ * caller's poll has work (the ranks stream records that a full ring would
+ * make them wait for) and for 64 ticks after; the children are reaped when
+ * SIGCHLD says one ended, and looked at every 50 ms in any case.
+ */
+enum { TICK_SLOW_MS = 50, TICK_FAST_MS = 1, FAST_TICKS_AFTER_WORK = 64 };
+
 static ddp_status supervise(world *w, const sigset_t *watched, int live)
 {
     uint64_t last_sum = UINT64_MAX;
-    double last_change = clock_now_s();
-    int quiet_ticks = 0;
+    double last_change = clock_now_s(), last_scan = 0;
+    int hot = 0;
     for (;;) {
         if (live == 0)
             break;
-        struct timespec tick = {.tv_sec = 0, .tv_nsec = 50 * 1000 * 1000};
+        long ms = hot ? TICK_FAST_MS : TICK_SLOW_MS;
+        struct timespec tick = {.tv_sec = 0, .tv_nsec = ms * 1000 * 1000};
         int sig = sigtimedwait(watched, NULL, &tick);
         if (sig == SIGINT || sig == SIGTERM) {
             w->interrupt_signal = sig;
             stop_all(w, &live);
             return ddp_error(DDP_ERR_INTERRUPTED, "interrupted by %s", strsignal(sig));
         }
-        for (int r = 0; r < w->cfg.nranks; r++) {
-            world_rank_outcome *o = &w->outcomes[r];
-            int ws;
-            struct rusage ru;
-            if (o->fate != WORLD_FATE_NOT_STARTED || wait4(o->pid, &ws, WNOHANG, &ru) != o->pid)
-                continue;
-            o->maxrss_kib = ru.ru_maxrss; /* this rank's own peak, whatever else the caller waited for */
-            decode_exit(o, ws, 0);
-            live--;
-            if (o->fate != WORLD_FATE_OK && w->failed_rank < 0)
-                w->failed_rank = r;
+        double t = clock_now_s();
+        if (sig == SIGCHLD || t - last_scan >= TICK_SLOW_MS * 1e-3) {
+            last_scan = t;
+            for (int r = 0; r < w->cfg.nranks; r++) {
+                world_rank_outcome *o = &w->outcomes[r];
+                int ws;
+                struct rusage ru;
+                if (o->fate != WORLD_FATE_NOT_STARTED || wait4(o->pid, &ws, WNOHANG, &ru) != o->pid)
+                    continue;
+                o->maxrss_kib = ru.ru_maxrss; /* this rank's own peak, whatever else the caller waited for */
+                decode_exit(o, ws, 0);
+                live--;
+                if (o->fate != WORLD_FATE_OK && w->failed_rank < 0)
+                    w->failed_rank = r;
+            }
         }
         if (w->failed_rank >= 0) {
             stop_all(w, &live);
@@ -637,12 +655,18 @@ static ddp_status supervise(world *w, const sigset_t *watched, int live)
             return ddp_error(DDP_ERR_RANK_FAILED, "rank %d failed (exit code %d)", w->failed_rank,
                              o->exit_code);
         }
+        if (w->cfg.poll && w->cfg.poll(w->cfg.poll_arg))
+            hot = FAST_TICKS_AFTER_WORK;
+        else if (hot)
+            hot--;
         uint64_t sum = 0;
         for (int r = 0; r < w->cfg.nranks; r++)
             sum += atomic_load_explicit(&w->ranks[r].progress, memory_order_relaxed);
-        double t = clock_now_s();
-        quiet_ticks = sum == last_sum ? quiet_ticks + 1 : 0;
-        if (live > 0 && deadlocked(w, quiet_ticks)) {
+        if (sum != last_sum) {
+            last_sum = sum;
+            last_change = t;
+        }
+        if (live > 0 && deadlocked(w, t - last_change)) {
             char who[256];
             int finished = 0;
             for (int r = 0; r < w->cfg.nranks; r++)
@@ -655,10 +679,7 @@ static ddp_status supervise(world *w, const sigset_t *watched, int live)
                              finished == 1 ? "" : "s", who, finished == 1 ? "has" : "have",
                              finished == 1 ? "it" : "them");
         }
-        if (sum != last_sum) {
-            last_sum = sum;
-            last_change = t;
-        } else if (w->cfg.timeout_s > 0 && t - last_change > w->cfg.timeout_s) {
+        if (w->cfg.timeout_s > 0 && t - last_change > w->cfg.timeout_s) {
             w->stuck_for_s = t - last_change;
             stop_all(w, &live);
             return ddp_error(DDP_ERR_TIMEOUT, "no rank made progress for %.1f s (--timeout %g)",

@@ -15,6 +15,7 @@
 #ifndef DDPSIM_WORLD_H
 #define DDPSIM_WORLD_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -37,6 +38,11 @@ typedef struct world_config {
     size_t user_bytes;     /* shared bytes for the caller's own use (results, snapshots) */
     uint64_t jitter_seed;  /* seeded random delays before each barrier arrival ... */
     unsigned jitter_max_us; /* ... of up to this many microseconds (0: none) */
+    /* Called by the supervisor (the parent) at every tick while the ranks run, to take what they produce as they
+     * produce it; returns non-zero while it has work or ranks wait for it, and the next tick comes after 1 ms
+     * instead of 50. NULL: none. */
+    int (*poll)(void *arg);
+    void *poll_arg;
 } world_config;
 
 /* What a rank main returns is its status; a non-OK status fails the run. */
@@ -163,6 +169,13 @@ ddp_status world_barrier(world_rank *wr);
 uint32_t world_flag_next(world_rank *wr); /* the value of this rank's next handoff: 1, 2, ... */
 void world_flag_set(world_rank *wr, uint32_t value);
 ddp_status world_flag_wait(world_rank *wr, int r, uint32_t value);
+
+/*
+ * Wait until *word (shared memory the caller owns) is no longer old, as the
+ * collectives wait: a short spin, then the kernel. DDP_ERR_ABORTED when the
+ * world is stopped meanwhile.
+ */
+ddp_status world_wait_change(world_rank *wr, _Atomic uint32_t *word, uint32_t old);
 
 
 /*
