@@ -143,13 +143,19 @@ int check_main(int argc, char **argv)
     if (!opt.quiet)
         header(&opt, &rec, layout);
     check_config cfg = {.rec = &rec, .tol = opt.run.tol, .timeout_s = co.timeout_s};
+    report_stream rs;
+    if (report_stream_open(&opt, &rs, &cfg.sink) != 0) {
+        code = DDPSIM_EXIT_FAULT;
+        goto out;
+    }
     verify_result res;
     ddp_status s = check_run(&cfg, &res);
     if (s != DDP_OK && res.bad_record)
         code = cli_usage_error("check", NULL, rank_error(res.w, rec.nranks, msg, sizeof msg)); /* found by a rank: in its words */
     else
-        code = s == DDP_OK ? report_verification(&opt, &res) : cli_fault_exit(res.w, s);
+        code = s == DDP_OK ? report_verification(&opt, &res, &rs) : cli_fault_exit(res.w, s);
     verify_result_free(&res);
+    report_stream_close(&rs);
 out:
     cli_close_output(opt.json_file);
     model_destroy(layout);

@@ -52,6 +52,9 @@ static int run_verification(ddpsim_options *opt)
         return bad;
     if (report_header(opt) != 0)
         return DDPSIM_EXIT_USAGE; /* nowhere to report to: refused before the run (cli_finish says why) */
+    report_stream rs;
+    if (report_stream_open(opt, &rs, &opt->run.sink) != 0)
+        return DDPSIM_EXIT_FAULT;
     verify_result res;
     ddp_status s = verify_run(&opt->run, &res), ms = DDP_OK;
     if (opt->run.trace_path && res.w) {
@@ -80,11 +83,12 @@ static int run_verification(ddpsim_options *opt)
                             "follows its trace (another build of the implementation) waits for arrivals that never come\n",
                     opt->replay_path);
     } else {
-        code = report_verification(opt, &res);
+        code = report_verification(opt, &res, &rs);
     }
     if (ms != DDP_OK && code == DDPSIM_EXIT_PASS)
         code = DDPSIM_EXIT_FAULT; /* the trace asked for is missing; a verdict that is not a pass stays */
     verify_result_free(&res);
+    report_stream_close(&rs);
     return code;
 }
 

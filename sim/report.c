@@ -124,10 +124,10 @@ int report_header(const ddpsim_options *opt)
     return fflush(opt->out) != 0 || ferror(opt->out) ? -1 : 0;
 }
 
-static void print_first(const ddpsim_options *opt, const verify_result *res, const judgement *s)
+static void print_first(const ddpsim_options *opt, const judgement *s)
 {
     const verify_record *f = s->first;
-    const sched_check *ck = &res->checks[s->first_check];
+    const sched_check *ck = s->first_where;
     char where[32];
     sched_check_name(ck, where, sizeof where);
     if (!f->done) {
@@ -158,20 +158,6 @@ static void print_disagreement(const ddpsim_options *opt, const judgement *s)
     layout_put(opt, m);
 }
 
-static void ulp_histogram(const verify_result *res, uint64_t hist[TOL_ULP_BINS], uint32_t *max_ulp)
-{
-    memset(hist, 0, TOL_ULP_BINS * sizeof *hist);
-    *max_ulp = 0;
-    for (size_t i = 0; i < res->nchecks * (size_t)res->nranks; i++) {
-        if (res->checks[i / (size_t)res->nranks].kind != CHECK_GRADS)
-            continue;
-        for (int b = 0; b < TOL_ULP_BINS; b++)
-            hist[b] += res->records[i].ulp_hist[b];
-        if (res->records[i].max_ulp > *max_ulp)
-            *max_ulp = res->records[i].max_ulp;
-    }
-}
-
 /* Where the comparison is not bitwise, how far off the elements were. */
 static void print_ulp_histogram(const ddpsim_options *opt, const verify_result *res, const judgement *s)
 {
@@ -180,10 +166,8 @@ static void print_ulp_histogram(const ddpsim_options *opt, const verify_result *
     if (opt->run.tol.kind == TOL_ORDER)
         fprintf(opt->out, "# order: the largest |implementation - reference| was %.3g of its element's proven bound\n",
                 s->bound_worst);
-    uint64_t hist[TOL_ULP_BINS];
-    uint32_t max_ulp;
-    ulp_histogram(res, hist, &max_ulp);
-    fprintf(opt->out, "# ulp distance to the reference, all grabs and ranks: max %u; elements at", max_ulp);
+    const uint64_t *hist = res->tally.ulp_hist;
+    fprintf(opt->out, "# ulp distance to the reference, all grabs and ranks: max %u; elements at", res->tally.max_ulp);
     for (int b = 0; b < TOL_ULP_BINS; b++)
         fprintf(opt->out, " %s: %llu%s", tol_ulp_bin_label(b), (unsigned long long)hist[b], b + 1 < TOL_ULP_BINS ? "," : "\n");
 }
@@ -231,7 +215,93 @@ int report_exit_code(judge_verdict v)
     }
 }
 
-static int write_json(const ddpsim_options *opt, const verify_result *res, const judgement *s)
+/* What a temporary file of the report's stream holds, onto out. */
+static int copy_stream(FILE *tmp, FILE *out)
+{
+    if (!tmp)
+        return 0;
+    char buf[1 << 16];
+    size_t n;
+    if (fflush(tmp) != 0 || fseek(tmp, 0, SEEK_SET) != 0)
+        return -1;
+    while ((n = fread(buf, 1, sizeof buf, tmp)) > 0)
+        if (fwrite(buf, 1, n, out) != n)
+            return -1;
+    return ferror(tmp) ? -1 : 0;
+}
+
+/* A check's line in the table: the worst over ranks. */
+static void table_row(FILE *out, const sched_check *ck, const verify_record *recs, int nranks)
+{
+    double max_abs = 0;
+    uint32_t max_ulp = 0;
+    int ok = 1;
+    uint64_t nonfinite = 0;
+    char where[32];
+    for (int r = 0; r < nranks; r++) {
+        const verify_record *rec = &recs[r];
+        if (rec->max_abs > max_abs)
+            max_abs = rec->max_abs;
+        if (rec->max_ulp > max_ulp)
+            max_ulp = rec->max_ulp;
+        ok &= judge_record_ok(rec);
+        nonfinite += rec->nonfinite;
+    }
+    fprintf(out, "%8s  %-34s %6s %14.6g %9u  %s\n", sched_check_name(ck, where, sizeof where), ck->label,
+            synced_text(recs[0].synced), max_abs, max_ulp, ok ? "ok" : nonfinite ? "NONFINITE" : "DIFF");
+}
+
+/* A check's entries in JSON's "checks", one per rank. */
+static void json_entries(report_stream *rs, const sched_check *ck, const verify_record *recs, int nranks)
+{
+    FILE *f = rs->checks;
+    char where[32];
+    for (int r = 0; r < nranks; r++) {
+        const verify_record *rec = &recs[r];
+        fprintf(f, "%s\n  {\"check\": \"%s\", \"kind\": \"%s\", \"label\": ", rs->nchecks_json++ ? "," : "",
+                sched_check_name(ck, where, sizeof where), ck->kind == CHECK_GRADS ? "gradients" : "parameters");
+        jsonw_string(f, ck->label);
+        fprintf(f, ", \"synced\": %s, \"rank\": %d, \"max_abs_diff\": ", rec->synced == 1 ? "true" : "false", r);
+        jsonw_number(f, rec->max_abs);
+        fprintf(f, ", \"max_ulp\": %u, \"nonfinite\": %llu, \"match\": %s, \"ran_out\": %s}", rec->max_ulp,
+                (unsigned long long)rec->nonfinite, judge_record_ok(rec) ? "true" : "false",
+                rec->joined ? "true" : "false");
+    }
+}
+
+/* verify_sink.on_check: the run's parent hands over each check's records as every rank has written them. */
+static void take_check(void *arg, const sched_check *ck, const verify_record *recs, int nranks)
+{
+    report_stream *rs = arg;
+    if (rs->table)
+        table_row(rs->table, ck, recs, nranks);
+    if (rs->checks)
+        json_entries(rs, ck, recs, nranks);
+}
+
+int report_stream_open(const ddpsim_options *opt, report_stream *rs, verify_sink *sink)
+{
+    memset(rs, 0, sizeof *rs);
+    rs->opt = opt;
+    if ((!opt->quiet && !(rs->table = tmpfile())) || (opt->json_file && !(rs->checks = tmpfile()))) {
+        fprintf(stderr, "ddpsim: cannot make a temporary file for the report's lines (TMPDIR): %s\n", strerror(errno));
+        report_stream_close(rs);
+        return -1;
+    }
+    *sink = (verify_sink){.on_check = take_check, .arg = rs};
+    return 0;
+}
+
+void report_stream_close(report_stream *rs)
+{
+    if (rs->table)
+        fclose(rs->table);
+    if (rs->checks)
+        fclose(rs->checks);
+    rs->table = rs->checks = NULL;
+}
+
+static int write_json(const ddpsim_options *opt, const verify_result *res, const judgement *s, report_stream *rs)
 {
     FILE *f = opt->json_file;
     char tol[64];
@@ -246,25 +316,16 @@ static int write_json(const ddpsim_options *opt, const verify_result *res, const
     fprintf(f, ", \"algo\": \"%s\", \"command\": ", coll_algo_name(opt->run.ddp.algo));
     jsonw_string(f, opt->command);
     fprintf(f, ",\n \"checks\": [");
-    char where[32];
-    for (size_t k = 0; k < res->nchecks; k++)
-        for (int r = 0; r < res->nranks; r++) {
-            const verify_record *rec = verify_at(res, k, r);
-            const sched_check *ck = &res->checks[k];
-            fprintf(f, "%s\n  {\"check\": \"%s\", \"kind\": \"%s\", \"label\": ", k || r ? "," : "",
-                    sched_check_name(ck, where, sizeof where), ck->kind == CHECK_GRADS ? "gradients" : "parameters");
-            jsonw_string(f, ck->label);
-            fprintf(f, ", \"synced\": %s, \"rank\": %d, \"max_abs_diff\": ", rec->synced == 1 ? "true" : "false", r);
-            jsonw_number(f, rec->max_abs);
-            fprintf(f, ", \"max_ulp\": %u, \"nonfinite\": %llu, \"match\": %s, \"ran_out\": %s}", rec->max_ulp,
-                    (unsigned long long)rec->nonfinite, judge_record_ok(rec) ? "true" : "false",
-                    rec->joined ? "true" : "false");
-        }
+    if (copy_stream(rs->checks, f) != 0) {
+        fprintf(stderr, "ddpsim: cannot write --json %s: %s\n", opt->json_path, strerror(errno));
+        return -1;
+    }
     fprintf(f, "\n ],\n \"first_divergence\": ");
+    char where[32];
     model *m = NULL;
     if (s->first && s->first->has_first && (m = layout_get(opt)) != NULL) {
         const verify_record *fr = s->first;
-        const sched_check *ck = &res->checks[s->first_check];
+        const sched_check *ck = s->first_where;
         fprintf(f, "{\"check\": \"%s\", \"kind\": \"%s\", \"rank\": %d, \"param\": ",
                 sched_check_name(ck, where, sizeof where), ck->kind == CHECK_GRADS ? "gradients" : "parameters",
                 s->first_rank);
@@ -298,12 +359,10 @@ static int write_json(const ddpsim_options *opt, const verify_result *res, const
             s->synced_grabs, s->synced_disagree, s->local_grabs, s->local_identical, s->global_checked,
             s->global_failed, (unsigned long long)s->agreement_syncs);
     jsonw_number(f, s->global_worst);
-    uint64_t hist[TOL_ULP_BINS];
-    uint32_t max_ulp;
-    ulp_histogram(res, hist, &max_ulp);
+    const uint64_t *hist = res->tally.ulp_hist;
     fprintf(f, "},\n \"backend\": \"%s\", \"bound_worst\": ", res->nccl ? "nccl" : "cpu");
     jsonw_number(f, s->bound_worst);
-    fprintf(f, ", \"max_ulp\": %u, \"ulp_histogram\": {", max_ulp);
+    fprintf(f, ", \"max_ulp\": %u, \"ulp_histogram\": {", res->tally.max_ulp);
     for (int b = 0; b < TOL_ULP_BINS; b++)
         fprintf(f, "%s\"%s\": %llu", b ? ", " : "", tol_ulp_bin_label(b), (unsigned long long)hist[b]);
     fprintf(f, "}");
@@ -373,32 +432,15 @@ static void print_sanity(const ddpsim_options *opt, const verify_result *res, co
     }
 }
 
-int report_verification(const ddpsim_options *opt, const verify_result *res)
+int report_verification(const ddpsim_options *opt, const verify_result *res, report_stream *rs)
 {
     judgement s;
     judge_run(res, &s);
     if (!opt->quiet) {
         fprintf(opt->out, "#%-7s  %-34s %6s %14s %9s  %s\n", "check", "label", "synced", "max_abs_diff", "max_ulp",
                 "status");
-        char where[32];
-        for (size_t k = 0; k < res->nchecks; k++) {
-            double max_abs = 0;
-            uint32_t max_ulp = 0;
-            int ok = 1;
-            uint64_t nonfinite = 0;
-            for (int r = 0; r < res->nranks; r++) {
-                const verify_record *rec = verify_at(res, k, r);
-                if (rec->max_abs > max_abs)
-                    max_abs = rec->max_abs;
-                if (rec->max_ulp > max_ulp)
-                    max_ulp = rec->max_ulp;
-                ok &= judge_record_ok(rec);
-                nonfinite += rec->nonfinite;
-            }
-            fprintf(opt->out, "%8s  %-34s %6s %14.6g %9u  %s\n", sched_check_name(&res->checks[k], where, sizeof where),
-                    res->checks[k].label, synced_text(verify_at(res, k, 0)->synced), max_abs, max_ulp,
-                    ok ? "ok" : nonfinite ? "NONFINITE" : "DIFF");
-        }
+        if (copy_stream(rs->table, opt->out) != 0)
+            fprintf(stderr, "ddpsim: the report's table could not be read back: %s\n", strerror(errno));
         print_sanity(opt, res, &s);
         print_ulp_histogram(opt, res, &s);
         if (res->nccl)
@@ -449,13 +491,13 @@ int report_verification(const ddpsim_options *opt, const verify_result *res)
         break;
     }
     if (s.first)
-        print_first(opt, res, &s);
+        print_first(opt, &s);
     if (s.disagree)
         print_disagreement(opt, &s);
     if (!pass)
         fprintf(opt->out, "# replay: %s\n", opt->command);
     int code = report_exit_code(s.verdict);
-    if (opt->json_file && write_json(opt, res, &s) != 0 && code == DDPSIM_EXIT_PASS)
+    if (opt->json_file && write_json(opt, res, &s, rs) != 0 && code == DDPSIM_EXIT_PASS)
         code = DDPSIM_EXIT_FAULT; /* a failed write never hides a verdict that is not a pass */
     return code;
 }

@@ -11,10 +11,27 @@
 #include "verify.h"
 
 /*
- * Print the report on opt->out (and write --json); return the exit code:
- * the verdict's (report_exit_code), or 3 when a pass could not be written.
+ * The report's per-check lines (the table, JSON's "checks"), written as the
+ * parent takes the records during the run into temporary files, so that a
+ * run of a million grabs holds none of them in memory.
  */
-int report_verification(const ddpsim_options *opt, const verify_result *res);
+typedef struct report_stream {
+    const ddpsim_options *opt;
+    FILE *table;       /* the table's rows (NULL with --quiet) */
+    FILE *checks;      /* JSON's "checks" entries (NULL without --json) */
+    int nchecks_json;  /* entries written so far */
+} report_stream;
+
+/* Open rs for opt and point sink at it; -1 (said on stderr) when a temporary file cannot be made. */
+int report_stream_open(const ddpsim_options *opt, report_stream *rs, verify_sink *sink);
+void report_stream_close(report_stream *rs);
+
+/*
+ * Print the report on opt->out (and write --json) from the run's tally and
+ * rs's lines; return the exit code: the verdict's (report_exit_code), or 3
+ * when a pass could not be written.
+ */
+int report_verification(const ddpsim_options *opt, const verify_result *res, report_stream *rs);
 
 /* The exit code of a verdict: 0 pass, 1 a failure of any kind, 4 nothing verified. */
 int report_exit_code(judge_verdict v);

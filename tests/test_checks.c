@@ -133,7 +133,7 @@ static void test_step_is_checked(void)
     CU_ASSERT_EQUAL(j.first->first_param, 1);
     CU_ASSERT_EQUAL(j.first->first_index, 2);
     char buf[128];
-    CU_ASSERT_STRING_EQUAL(judge_summary(&res, &j, NULL, buf, sizeof buf), "step 0, rank 1, #1[2]");
+    CU_ASSERT_STRING_EQUAL(judge_summary(&j, NULL, buf, sizeof buf), "step 0, rank 1, #1[2]");
     verify_result_free(&res);
 }
 

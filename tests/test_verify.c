@@ -432,6 +432,74 @@ static void test_check_across_syncs(void)
     }
 }
 
+/* What the streaming tests' sink saw: checks in order, every rank's record done; it may dawdle. */
+typedef struct stream_seen {
+    size_t checks, out_of_order, not_done;
+    int dawdle; /* sleep 2 ms every 500 checks: the ranks fill the ring and wait for the parent */
+} stream_seen;
+
+static void seen_check(void *arg, const sched_check *ck, const verify_record *recs, int nranks)
+{
+    stream_seen *s = arg;
+    size_t expect = s->checks++;
+    if (ck->kind == CHECK_GRADS && ck->index != expect)
+        s->out_of_order++;
+    for (int r = 0; r < nranks; r++)
+        s->not_done += !recs[r].done;
+    if (s->dawdle && s->checks % 500 == 0)
+        usleep(2000);
+}
+
+/*
+ * The records stream through a ring much smaller than the run (stream.h):
+ * every check reaches the tally, the kept records and the sink, in order,
+ * whether the parent keeps up or makes the ranks wait; a divergence far
+ * past the ring's size is the one named first.
+ */
+static void test_records_stream(void)
+{
+    static const char *const text = "3000*(nosync{fwd bwd} grab) fwd bwd grab"; /* 3002 checks; the ring has 2048 */
+    sched s;
+    CU_ASSERT_EQUAL_FATAL(sched_parse(text, &s), DDP_OK);
+    for (int dawdle = 0; dawdle < 2; dawdle++) {
+        stream_seen seen = {.dawdle = dawdle};
+        verify_config c;
+        test_verify_config(&c, &s, NULL);
+        c.sink.on_check = seen_check;
+        c.sink.arg = &seen;
+        c.timeout_s = 20;
+        verify_result res;
+        CU_ASSERT_EQUAL_FATAL(verify_run(&c, &res), DDP_OK);
+        judgement j;
+        judge_run(&res, &j);
+        CU_ASSERT_EQUAL(j.verdict, JUDGE_PASS);
+        CU_ASSERT_EQUAL(res.tally.checks_taken, 3002);
+        CU_ASSERT_EQUAL(seen.checks, 3002);
+        CU_ASSERT_EQUAL(seen.out_of_order + seen.not_done, 0);
+        CU_ASSERT_EQUAL(verify_at(&res, 2999, 1)->done, 1);
+        CU_ASSERT_EQUAL(res.checks[3000].index, 3000);
+        verify_result_free(&res);
+    }
+    impl_handle h;
+    CU_ASSERT_EQUAL_FATAL(impl_open("never-sync", &h), DDP_OK); /* right under no_sync: wrong at grab 3000 alone */
+    verify_config c;
+    test_verify_config(&c, &s, h.ops);
+    c.sink.keep_records = 0;
+    verify_result res;
+    CU_ASSERT_EQUAL_FATAL(verify_run(&c, &res), DDP_OK);
+    CU_ASSERT_PTR_NULL(res.records);
+    judgement j;
+    judge_run(&res, &j);
+    CU_ASSERT_EQUAL(j.verdict, JUDGE_DIVERGES);
+    CU_ASSERT_EQUAL(j.grabs_failed, 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j.first_where);
+    CU_ASSERT_EQUAL(j.first_where->kind, CHECK_GRADS);
+    CU_ASSERT_EQUAL(j.first_where->index, 3000);
+    verify_result_free(&res);
+    impl_close(&h);
+    sched_free(&s);
+}
+
 static void test_long_accumulation(void)
 {
     judgement j;
@@ -467,6 +535,8 @@ int main(void)
          test_long_accumulation},
         {"the reference's own check across several syncs of a window, slices cutting parameters",
          test_check_across_syncs},
+        {"records stream through a ring smaller than the run: in order, complete, the late divergence named",
+         test_records_stream},
         {"fp16/bf16 communication hooks: the reference's bound holds, and still fires on a broken reference",
          test_hook_bound},
         {"a run that compares nothing is NOTHING VERIFIED, not a pass", test_nothing_verified},

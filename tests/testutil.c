@@ -108,4 +108,5 @@ void test_verify_config(struct verify_config *c, const struct sched *s, const st
     c->impl = ops->name;
     c->impl_ops = ops;
     c->timeout_s = 60;
+    c->sink.keep_records = 1; /* the tests read records back (verify_at) */
 }

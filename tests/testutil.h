@@ -36,7 +36,8 @@ struct verify_config;
 /*
  * The verification runs the tests start from: 2 ranks, mlp:6-5-4, batch 3,
  * seed 1, the schedule s, ordered, default buckets, bitwise, ops under test
- * (the reference when NULL), a 60 s watchdog. Tests change what they vary.
+ * (the reference when NULL), a 60 s watchdog, every record kept (verify_at).
+ * Tests change what they vary.
  */
 void test_verify_config(struct verify_config *c, const struct sched *s, const struct ddpsim_impl_ops *ops);
 

@@ -13,6 +13,7 @@
 #include "clock.h"
 #include "judge.h"
 #include "machine.h"
+#include "stream.h"
 #include "rank.h"
 #include "refcheck.h"
 
@@ -68,7 +69,7 @@ typedef struct check_rank {
     order_budget budget;
     ref_check refcheck;
     agreement_state agreement;
-    verify_record *records;
+    void *user;             /* the shared user area: the records' stream (stream.h) and the rank areas */
     verify_rank_area *area;
     size_t next_check, op;
     size_t bwd_op;          /* the op of the last backward: where a sync happened, for the report */
@@ -109,8 +110,7 @@ static ddp_status read_actual(check_rank *c, const char *what)
 
 static verify_record *next_record(check_rank *c)
 {
-    verify_record *r = &c->records[c->next_check++ * (size_t)c->n + (size_t)c->rank];
-    memset(r, 0, sizeof *r);
+    verify_record *r = stream_next(c->wr, c->user, c->next_check++);
     r->uneven = c->uneven_window;
     return r;
 }
@@ -340,8 +340,8 @@ static ddp_status check_rank_main(world_rank *wr, void *arg)
     c.wr = wr;
     c.rank = world_rank_id(wr);
     c.n = world_size(wr);
-    c.records = world_rank_user_area(wr);
-    c.area = verify_rank_areas(c.records, sched_nchecks(&cfg->rec->schedule) * (size_t)c.n) + c.rank;
+    c.user = world_rank_user_area(wr);
+    c.area = stream_rank_areas(c.user, stream_ring_checks(sched_nchecks(&cfg->rec->schedule), c.n), c.n) + c.rank;
     model_runtime_init();
     world_set_op(wr, -1, "setup");
     ddp_status s = setup(&c);
@@ -366,6 +366,7 @@ static ddp_status check_rank_main(world_rank *wr, void *arg)
         world_set_op(wr, (int)sc->nops, "end");
         s = do_params(&c, 0);
     }
+    stream_finish(wr, c.user, c.next_check);
     machine_memory mem; /* what the rank held, its shared pages counted by their share (run.c reports it) */
     machine_memory_self(&mem);
     c.area->fig.pss_kib = mem.pss_kib;
@@ -389,10 +390,8 @@ ddp_status check_run(const check_config *cfg, verify_result *out)
 {
     memset(out, 0, sizeof *out);
     const record_run *rec = cfg->rec;
-    size_t nrec = sched_nchecks(&rec->schedule) * (size_t)rec->nranks;
-    world_config wc = {.nranks = rec->nranks, .timeout_s = cfg->timeout_s,
-                       .user_bytes = verify_user_bytes(nrec, rec->nranks)};
-    DDP_CHECK(verify_result_start(out, &wc, &rec->schedule, 0));
+    world_config wc = {.nranks = rec->nranks, .timeout_s = cfg->timeout_s};
+    DDP_CHECK(verify_result_start(out, &wc, &rec->schedule, 0, &cfg->sink));
     double t0 = clock_now_s();
     ddp_status s = world_run(out->w, check_rank_main, (void *)cfg);
     out->wall_s = clock_now_s() - t0;

@@ -28,6 +28,7 @@ typedef struct check_config {
     const record_run *rec;
     tolerance tol;
     double timeout_s;
+    verify_sink sink;       /* where the records go besides the tally (verify.h) */
 } check_config;
 
 /* Run the check; out is filled as verify_run fills it (free with verify_result_free). */

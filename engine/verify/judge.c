@@ -4,6 +4,7 @@
 #include "judge.h"
 
 #include "checker.h"
+#include "hash.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -32,64 +33,103 @@ judge_nccl_total judge_nccl_sum(const verify_result *res)
     return t;
 }
 
-void judge_run(const verify_result *res, judgement *j)
+void judge_tally_init(verify_tally *t)
 {
-    memset(j, 0, sizeof *j);
-    j->first_rank = j->disagree_rank = -1;
-    for (size_t k = 0; k < res->nchecks; k++) {
-        int grads = res->checks[k].kind == CHECK_GRADS;
-        int failed = 0, agree = 1, checked = 0, global_bad = 0, uneven = 0, base = 0;
-        uint64_t nonzero = 0;
-        /* Uneven inputs: a rank that had run out has no record to compare, and until every rank zeroes again the
-         * ranks' gradients may differ (the reference's too): no agreement across ranks is asked of them. */
-        for (int r = 0; r < res->nranks; r++)
-            uneven |= verify_at(res, k, r)->joined || verify_at(res, k, r)->uneven;
-        while (base < res->nranks - 1 && verify_at(res, k, base)->joined)
-            base++;
-        for (int r = 0; r < res->nranks; r++) {
-            const verify_record *rec = verify_at(res, k, r);
-            j->joined_records += (size_t)rec->joined;
-            if (rec->bound_ratio > j->bound_worst)
-                j->bound_worst = rec->bound_ratio;
-            if (!judge_record_ok(rec)) {
-                failed = 1;
-                if (!j->first) {
-                    j->first = rec;
-                    j->first_check = k;
-                    j->first_rank = r;
-                }
-            }
-            if (!grads || rec->joined)
-                continue;
-            nonzero += rec->nonzero;
-            const verify_record *r0 = verify_at(res, k, base);
-            agree &= uneven || (r0->synced == 1 ? rec->ref_sync_hash == r0->ref_sync_hash : rec->ref_hash == r0->ref_hash);
-            if (rec->global_checked) {
-                checked = 1;
-                if (!(rec->global_ratio <= j->global_worst) && !isnan(j->global_worst))
-                    j->global_worst = rec->global_ratio; /* NaN sticks */
-                global_bad |= !(rec->global_ratio <= 1);
+    memset(t, 0, sizeof *t);
+    t->first_rank = -1;
+    t->ref_fingerprint = t->impl_fingerprint = HASH_INIT;
+}
+
+void judge_take_check(verify_tally *t, const sched_check *ck, const verify_record *recs, int nranks)
+{
+    size_t k = t->checks_taken++;
+    int grads = ck->kind == CHECK_GRADS;
+    int failed = 0, agree = 1, checked = 0, global_bad = 0, uneven = 0, base = 0;
+    uint64_t nonzero = 0;
+    /* Uneven inputs: a rank that had run out has no record to compare, and until every rank zeroes again the
+     * ranks' gradients may differ (the reference's too): no agreement across ranks is asked of them. */
+    for (int r = 0; r < nranks; r++)
+        uneven |= recs[r].joined || recs[r].uneven;
+    while (base < nranks - 1 && recs[base].joined)
+        base++;
+    for (int r = 0; r < nranks; r++) {
+        const verify_record *rec = &recs[r];
+        t->ref_fingerprint = hash_word(t->ref_fingerprint, rec->ref_hash);
+        t->impl_fingerprint = hash_word(t->impl_fingerprint, rec->impl_hash);
+        t->joined_records += (size_t)rec->joined;
+        if (rec->bound_ratio > t->bound_worst)
+            t->bound_worst = rec->bound_ratio;
+        if (!judge_record_ok(rec)) {
+            failed = 1;
+            if (!t->failed) {
+                t->failed = 1;
+                t->first = *rec;
+                t->first_where = *ck;
+                t->first_check = k;
+                t->first_rank = r;
             }
         }
-        j->checks_failed += failed;
-        if (!grads) {
-            j->params_checked++;
-            j->params_failed += failed;
+        if (!grads)
             continue;
-        }
-        j->grabs_failed += failed;
-        j->informative_grabs += nonzero > 0;
-        j->global_checked += checked;
-        j->global_failed += global_bad;
-        int synced = uneven ? -1 : verify_at(res, k, base)->synced; /* the counts of alike and unlike ranks: even runs */
-        if (synced == 1) {
-            j->synced_grabs++;
-            j->synced_disagree += !agree;
-        } else if (synced == 0 && res->nranks > 1) {
-            j->local_grabs++;
-            j->local_identical += agree;
+        for (int b = 0; b < TOL_ULP_BINS; b++)
+            t->ulp_hist[b] += rec->ulp_hist[b];
+        if (rec->max_ulp > t->max_ulp)
+            t->max_ulp = rec->max_ulp;
+        if (rec->joined)
+            continue;
+        nonzero += rec->nonzero;
+        const verify_record *r0 = &recs[base];
+        agree &= uneven || (r0->synced == 1 ? rec->ref_sync_hash == r0->ref_sync_hash : rec->ref_hash == r0->ref_hash);
+        if (rec->global_checked) {
+            checked = 1;
+            if (!(rec->global_ratio <= t->global_worst) && !isnan(t->global_worst))
+                t->global_worst = rec->global_ratio; /* NaN sticks */
+            global_bad |= !(rec->global_ratio <= 1);
         }
     }
+    t->checks_failed += failed;
+    if (!grads) {
+        t->params_checked++;
+        t->params_failed += failed;
+        return;
+    }
+    t->grabs_failed += failed;
+    t->informative_grabs += nonzero > 0;
+    t->global_checked += checked;
+    t->global_failed += global_bad;
+    int synced = uneven ? -1 : recs[base].synced; /* the counts of alike and unlike ranks: even runs */
+    if (synced == 1) {
+        t->synced_grabs++;
+        t->synced_disagree += !agree;
+    } else if (synced == 0 && nranks > 1) {
+        t->local_grabs++;
+        t->local_identical += agree;
+    }
+}
+
+void judge_run(const verify_result *res, judgement *j)
+{
+    const verify_tally *t = &res->tally;
+    memset(j, 0, sizeof *j);
+    j->checks_failed = t->checks_failed;
+    j->joined_records = t->joined_records;
+    j->grabs_failed = t->grabs_failed;
+    j->params_failed = t->params_failed;
+    j->params_checked = t->params_checked;
+    j->first = t->failed ? &t->first : NULL;
+    j->first_where = t->failed ? &t->first_where : NULL;
+    j->first_check = t->first_check;
+    j->first_rank = t->first_rank;
+    j->synced_grabs = t->synced_grabs;
+    j->synced_disagree = t->synced_disagree;
+    j->local_grabs = t->local_grabs;
+    j->local_identical = t->local_identical;
+    j->global_checked = t->global_checked;
+    j->global_failed = t->global_failed;
+    j->global_worst = t->global_worst;
+    j->informative_grabs = t->informative_grabs;
+    j->bound_worst = t->bound_worst;
+    j->disagree_rank = -1;
     for (int r = 0; r < res->nranks; r++) {
         const verify_agreement *a = &res->agreement[r];
         if (a->syncs > j->agreement_syncs)
@@ -122,7 +162,7 @@ static const char *param_name(const model *layout, int p, char *buf, size_t len)
     return buf;
 }
 
-const char *judge_summary(const verify_result *res, const judgement *j, const model *layout, char *buf, size_t len)
+const char *judge_summary(const judgement *j, const model *layout, char *buf, size_t len)
 {
     char where[32], pn[16];
     switch (j->verdict) {
@@ -138,7 +178,7 @@ const char *judge_summary(const verify_result *res, const judgement *j, const mo
     }
     case JUDGE_DIVERGES: {
         const verify_record *f = j->first;
-        sched_check_name(&res->checks[j->first_check], where, sizeof where);
+        sched_check_name(j->first_where, where, sizeof where);
         if (!f->done)
             snprintf(buf, len, "%s, rank %d: never reached", where, j->first_rank);
         else if (f->has_first)

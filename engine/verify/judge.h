@@ -3,6 +3,10 @@
  * its verdict. The report, repeat mode, the catalogue runner and the tests
  * all ask judge_run(); nothing else decides pass or fail.
  *
+ * The records arrive check by check while the ranks run (stream.h) and are
+ * folded into the run's tally (judge_take_check), so a run of any length
+ * is judged in constant memory.
+ *
  * The verdict, in this order of precedence:
  *  1. the reference failed its own sanity checks (after a syncing backward
  *     every rank holds the same bits, and each equals the exact average of
@@ -47,7 +51,8 @@ typedef struct judgement {
     size_t grabs_failed, params_failed; /* ... of them gradients, parameters */
     size_t params_checked;          /* parameter checks (steps and the end) */
     const verify_record *first;     /* the first failing record (schedule order, then rank), or NULL */
-    size_t first_check;             /* its check (res->checks[first_check]) */
+    const sched_check *first_where; /* its check, or NULL (both point into the result judged) */
+    size_t first_check;             /* its number (res->checks[first_check] with keep_records) */
     int first_rank;
     const verify_agreement *disagree; /* the implementation's first disagreeing rank's view, or NULL */
     int disagree_rank;
@@ -64,7 +69,12 @@ typedef struct judgement {
 /* 1 when this rank's record of a grab matched. */
 int judge_record_ok(const verify_record *r);
 
-/* Judge a completed run. */
+/* A run's tally before its first check. */
+void judge_tally_init(verify_tally *t);
+/* Fold check ck's records (nranks of them, in rank order) into t: checks arrive in schedule order. */
+void judge_take_check(verify_tally *t, const sched_check *ck, const verify_record *recs, int nranks);
+
+/* Judge a completed run: its tally, and what the ranks reported of their agreement and of NCCL. */
 void judge_run(const verify_result *res, judgement *out);
 
 /*
@@ -74,7 +84,7 @@ void judge_run(const verify_result *res, judgement *out);
  * reference failed its own sanity checks", ... Parameters are named from
  * layout (NULL: by index). Returns buf.
  */
-const char *judge_summary(const verify_result *res, const judgement *j, const model *layout, char *buf, size_t len);
+const char *judge_summary(const judgement *j, const model *layout, char *buf, size_t len);
 
 /* The NCCL figures of every rank added up (res->nccl must be set). */
 typedef struct judge_nccl_total {

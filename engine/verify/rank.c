@@ -19,16 +19,7 @@
 #include "machine.h"
 #include "record.h"
 #include "refcheck.h"
-
-size_t verify_user_bytes(size_t nrecords, int nranks)
-{
-    return nrecords * sizeof(verify_record) + (size_t)nranks * sizeof(verify_rank_area);
-}
-
-verify_rank_area *verify_rank_areas(void *user, size_t nrecords)
-{
-    return (verify_rank_area *)((verify_record *)user + nrecords);
-}
+#include "stream.h"
 
 static ddp_status replica_create(rank_ctx *c, model **m)
 {
@@ -330,11 +321,10 @@ static void sabotage_after_backward(rank_ctx *c)
     }
 }
 
-/* This rank's record of the next check, cleared. */
+/* This rank's record of the next check, cleared (in the records' ring: stream.h). */
 static verify_record *next_record(rank_ctx *c)
 {
-    verify_record *rec = &c->records[c->next_check++ * (size_t)c->n + (size_t)c->rank];
-    memset(rec, 0, sizeof *rec);
+    verify_record *rec = stream_next(c->wr, c->user, c->next_check++);
     rec->uneven = c->uneven_window;
     return rec;
 }
@@ -552,8 +542,9 @@ ddp_status verify_rank_main(world_rank *wr, void *arg)
     c.wr = wr;
     c.rank = world_rank_id(wr);
     c.n = world_size(wr);
-    c.records = world_rank_user_area(wr);
-    verify_rank_area *area = verify_rank_areas(c.records, sched_nchecks(cfg->schedule) * (size_t)c.n) + c.rank;
+    c.user = world_rank_user_area(wr);
+    verify_rank_area *area =
+        stream_rank_areas(c.user, stream_ring_checks(sched_nchecks(cfg->schedule), c.n), c.n) + c.rank;
     c.nccl_fig = &area->nccl;
     c.fig = &area->fig;
     c.agree = &area->agree;
@@ -588,6 +579,7 @@ ddp_status verify_rank_main(world_rank *wr, void *arg)
         if (s == DDP_OK)
             check_params(&c, 0);
     }
+    stream_finish(wr, c.user, c.next_check);
     machine_memory mem; /* before teardown: what the rank held, its shared pages counted by their share */
     machine_memory_self(&mem);
     c.fig->pss_kib = mem.pss_kib;

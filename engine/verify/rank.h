@@ -52,7 +52,7 @@ typedef struct rank_ctx {
     float *param_allow;   /* ... and the parameters' after a step */
     int last_was_synced_bwd;
     int bwd_since_zero;   /* a backward ran since the start or the last zero_grad */
-    verify_record *records;
+    void *user;           /* the shared user area: the records' stream (stream.h) and the rank areas */
     nccl_figures *nccl_fig; /* this rank's, in the shared segment */
     verify_rank_figures *fig; /* this rank's, in the shared segment */
     verify_agreement *agree;  /* this rank's, in the shared segment */
@@ -87,16 +87,18 @@ typedef struct verify_rank_area {
     int bad_record;       /* ddpsim check: a recorded file could not be used (bad input, not a fault) */
 } verify_rank_area;
 
-/* The shared user area: a record per (check, rank), then a verify_rank_area per rank. */
-size_t verify_user_bytes(size_t nrecords, int nranks);
-verify_rank_area *verify_rank_areas(void *user, size_t nrecords);
+/* The shared user area of a run of s on nranks: the records' stream, then a verify_rank_area per rank (stream.h). */
+size_t verify_user_bytes(const sched *s, int nranks);
 
 /*
  * The parent's side of a run's results (run.c): create the world of wc for
- * schedule s and out's record arrays; after world_run, copy the records, the
- * ranks' areas and their peak memory into out.
+ * schedule s, its user area sized and its supervisor set to take the records
+ * as the ranks write them (into out's tally, and as sink says); after
+ * world_run, take what is left and copy the ranks' areas and their peak
+ * memory into out.
  */
-ddp_status verify_result_start(verify_result *out, const world_config *wc, const sched *s, int with_nccl);
+ddp_status verify_result_start(verify_result *out, world_config *wc, const sched *s, int with_nccl,
+                               const verify_sink *sink);
 void verify_result_collect(verify_result *out);
 
 /* The rank main of a verification run (arg: the verify_config). */

@@ -17,7 +17,9 @@
 #include "gpu_probe.h"
 #include "machine.h"
 #include "impl.h"
+#include "judge.h"
 #include "rank.h"
+#include "stream.h"
 
 const char *verify_dump_name(const verify_config *cfg, char *buf, size_t len)
 {
@@ -80,9 +82,7 @@ static ddp_status check_memory(const verify_config *cfg, const model *layout)
     double per_param = 20.0 + (cfg->tol.kind == TOL_ORDER ? 12.0 : 0.0);
     double per_rank = 2.0 * (double)model_memory_bytes(layout) + per_param * (double)model_size(layout);
     double need = per_rank * cfg->nranks;
-    world_config wc = {.nranks = cfg->nranks,
-                       .user_bytes = verify_user_bytes(sched_nchecks(cfg->schedule) * (size_t)cfg->nranks,
-                                                       cfg->nranks)};
+    world_config wc = {.nranks = cfg->nranks, .user_bytes = verify_user_bytes(cfg->schedule, cfg->nranks)};
     double shm = (double)world_segment_bytes(&wc);
     size_t avail = machine_memory_available(), shm_free = machine_disk_free("/dev/shm");
     char a[32], b[32];
@@ -301,11 +301,6 @@ ddp_status verify_check_config(const verify_config *cfg)
                          "--model: %s has buffers (DDP broadcasts them before a forward), and '%s' was built for "
                          "interface version %u, which cannot see them; rebuild it against version 3",
                          cfg->model_spec, cfg->impl, (unsigned)cfg->impl_ops->api_version);
-    size_t nrec = sched_nchecks(cfg->schedule) * (size_t)cfg->nranks;
-    if (nrec > VERIFY_MAX_RECORDS)
-        return ddp_error(DDP_ERR_INVALID,
-                         "--schedule: %zu grabs and %zu steps on %d ranks is more than %zu records; check less often",
-                         cfg->schedule->ngrabs, cfg->schedule->nsteps, cfg->nranks, VERIFY_MAX_RECORDS);
     if (cfg->inputs_dir)
         DDP_CHECK(check_inputs(cfg));
     if (cfg->dump_dir && dump_check_dir(cfg->dump_dir, cfg->dump_force) != DDP_OK)
@@ -317,31 +312,72 @@ ddp_status verify_check_config(const verify_config *cfg)
     return DDP_OK;
 }
 
-ddp_status verify_result_start(verify_result *out, const world_config *wc, const sched *s, int with_nccl)
+/* One check's records, as the stream hands them over: into the tally, the kept arrays and the sink. */
+static void take_check(void *arg, size_t k, const verify_record *recs)
 {
-    DDP_CHECK(world_create(wc, &out->w));
+    verify_result *out = arg;
+    sched_check ck;
+    if (!sched_check_next(out->sched, &out->check_iter, &ck))
+        return; /* cannot happen: the stream hands over exactly nchecks checks */
+    judge_take_check(&out->tally, &ck, recs, out->nranks);
+    if (out->records) {
+        out->checks[k] = ck;
+        memcpy(&out->records[k * (size_t)out->nranks], recs, (size_t)out->nranks * sizeof *recs);
+    }
+    if (out->sink.on_check)
+        out->sink.on_check(out->sink.arg, &ck, recs, out->nranks);
+}
+
+/* The supervisor's tick (world_config.poll): take what every rank has written. */
+static int take_ready(void *arg)
+{
+    verify_result *out = arg;
+    return stream_take(world_user_area(out->w), out->nranks, out->nchecks, 0, &out->taken, take_check, out);
+}
+
+size_t verify_user_bytes(const sched *s, int nranks)
+{
+    return stream_user_bytes(stream_ring_checks(sched_nchecks(s), nranks), nranks);
+}
+
+ddp_status verify_result_start(verify_result *out, world_config *wc, const sched *s, int with_nccl,
+                               const verify_sink *sink)
+{
     size_t nchecks = sched_nchecks(s), nrec = nchecks * (size_t)wc->nranks;
     out->nranks = wc->nranks;
     out->ngrabs = s->ngrabs;
     out->nchecks = nchecks;
-    out->checks = calloc(nchecks, sizeof *out->checks);
-    out->records = calloc(nrec, sizeof *out->records);
+    out->sched = s;
+    out->ring = stream_ring_checks(nchecks, wc->nranks);
+    sched_check_iter_init(&out->check_iter);
+    judge_tally_init(&out->tally);
+    if (sink)
+        out->sink = *sink;
+    wc->user_bytes = stream_user_bytes(out->ring, wc->nranks);
+    wc->poll = take_ready;
+    wc->poll_arg = out;
+    DDP_CHECK(world_create(wc, &out->w));
+    if (out->sink.keep_records) {
+        out->checks = calloc(nchecks, sizeof *out->checks);
+        out->records = calloc(nrec, sizeof *out->records);
+    }
     out->figures = calloc((size_t)wc->nranks, sizeof *out->figures);
     out->agreement = calloc((size_t)wc->nranks, sizeof *out->agreement);
     if (with_nccl)
         out->nccl = calloc((size_t)wc->nranks, sizeof *out->nccl);
-    if (!out->checks || !out->records || !out->figures || !out->agreement || (with_nccl && !out->nccl))
+    if ((out->sink.keep_records && (!out->checks || !out->records)) || !out->figures || !out->agreement ||
+        (with_nccl && !out->nccl))
         return ddp_error(DDP_ERR_NOMEM, "%zu check records", nrec);
-    sched_checks(s, out->checks);
     memset(world_user_area(out->w), 0, wc->user_bytes);
+    stream_init(world_user_area(out->w), out->ring);
     return DDP_OK;
 }
 
 void verify_result_collect(verify_result *out)
 {
-    size_t nrec = out->nchecks * (size_t)out->nranks;
-    memcpy(out->records, world_user_area(out->w), nrec * sizeof *out->records);
-    const verify_rank_area *areas = verify_rank_areas(world_user_area(out->w), nrec);
+    void *user = world_user_area(out->w);
+    stream_take(user, out->nranks, out->nchecks, 1, &out->taken, take_check, out); /* what is left, reached or not */
+    const verify_rank_area *areas = stream_rank_areas(user, out->ring, out->nranks);
     for (int r = 0; r < out->nranks; r++) {
         out->figures[r] = areas[r].fig;
         out->agreement[r] = areas[r].agree;
@@ -409,15 +445,13 @@ ddp_status verify_run(const verify_config *cfg, verify_result *out)
         DDP_CHECK(verify_prepare_dump(cfg));
     if (cfg->record_dir)
         DDP_CHECK(verify_prepare_record(cfg));
-    size_t nrec = sched_nchecks(cfg->schedule) * (size_t)cfg->nranks;
     world_config wc = {
         .nranks = cfg->nranks,
         .timeout_s = cfg->timeout_s,
-        .user_bytes = verify_user_bytes(nrec, cfg->nranks),
         .jitter_seed = cfg->chaos_seed,
         .jitter_max_us = cfg->chaos ? CHAOS_BARRIER_JITTER_US : 0, /* seeded delays before barrier arrivals */
     };
-    DDP_CHECK(verify_result_start(out, &wc, cfg->schedule, cfg->backend == VERIFY_BACKEND_NCCL));
+    DDP_CHECK(verify_result_start(out, &wc, cfg->schedule, cfg->backend == VERIFY_BACKEND_NCCL, &cfg->sink));
     double t0 = clock_now_s();
     ddp_status s = world_run(out->w, verify_rank_main, (void *)cfg);
     out->wall_s = clock_now_s() - t0;

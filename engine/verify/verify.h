@@ -28,7 +28,21 @@
 #include "trace.h"
 #include "world.h"
 
-#define VERIFY_MAX_RECORDS ((size_t)1 << 22)
+struct verify_record;
+/*
+ * Where the parent puts the records as the ranks write them (stream.h):
+ * always into the run's tally (verify_tally, what the verdict is judged
+ * from); into verify_result.records too with keep_records (memory in
+ * proportion to the checks: ddpsim's own tests read them back); and to
+ * on_check, check by check in schedule order, N records in rank order (the
+ * report's per-check lines).
+ */
+typedef void (*verify_check_fn)(void *arg, const sched_check *check, const struct verify_record *recs, int nranks);
+typedef struct verify_sink {
+    int keep_records;
+    verify_check_fn on_check;
+    void *arg;
+} verify_sink;
 
 /*
  * Deliberately wrong references, for ddpsim's own tests of its sanity
@@ -72,7 +86,9 @@ typedef struct verify_config {
     int nccl_ring_check;    /* NCCL: also reduce each call's input on the CPU in ring order, counting the elements
                              * NCCL matched bit for bit (--nccl-ring-check) */
     verify_sabotage sabotage; /* tests only */
+    verify_sink sink;
 } verify_config;
+
 
 /* What rank r found at check k (sched_checks: the gradients at a grab, the parameters after a step or at the end). */
 typedef struct verify_record {
@@ -130,12 +146,33 @@ typedef struct verify_rank_figures {
                                             * the kernel does not say) */
 } verify_rank_figures;
 
+/*
+ * The records of a run folded as they arrive (judge_take_check): everything
+ * judge_run decides from, in memory that does not grow with the checks.
+ */
+typedef struct verify_tally {
+    size_t checks_taken;
+    size_t checks_failed, joined_records, grabs_failed, params_failed, params_checked;
+    int failed;                 /* some check failed: */
+    verify_record first;        /* the first failing record (schedule order, then rank) */
+    sched_check first_where;    /* its check */
+    size_t first_check;
+    int first_rank;
+    size_t synced_grabs, synced_disagree, local_grabs, local_identical, global_checked, global_failed;
+    double global_worst, bound_worst;
+    size_t informative_grabs;
+    uint64_t ulp_hist[TOL_ULP_BINS]; /* over every gradient record */
+    uint32_t max_ulp;
+    uint64_t ref_fingerprint, impl_fingerprint; /* every record's ref_hash (impl_hash), in check then rank order */
+} verify_tally;
+
 typedef struct verify_result {
     int nranks;
     size_t ngrabs;
     size_t nchecks;         /* grabs, steps and the end (sched_nchecks) */
-    sched_check *checks;    /* [nchecks]: what each record is */
-    verify_record *records; /* [nchecks][nranks] */
+    verify_tally tally;     /* what the records said (judge.h) */
+    sched_check *checks;    /* with keep_records: [nchecks], what each record is; else NULL */
+    verify_record *records; /* with keep_records: [nchecks][nranks]; else NULL */
     nccl_figures *nccl;     /* [nranks] with the NCCL backend, else NULL */
     verify_rank_figures *figures; /* [nranks] */
     verify_agreement *agreement;  /* [nranks] */
@@ -148,6 +185,12 @@ typedef struct verify_result {
     long ranks_pss_kib;     /* the ranks' PSS at their end added up: every page counted once (-1: unknown) */
     long ranks_private_kib; /* ... of which pages no other process maps */
     long parent_peak_kib;
+    /* while the run is under way: the records' way in (run.c) */
+    const sched *sched;
+    sched_check_iter check_iter;
+    size_t taken;
+    verify_sink sink;
+    size_t ring;
 } verify_result;
 
 /*
