@@ -25,6 +25,11 @@ ddp_status sync_wait_change(_Atomic uint32_t *word, uint32_t old, _Atomic uint32
 /* Wake every process waiting on word. */
 void sync_wake_all(_Atomic uint32_t *word);
 
+/* How long this process's waits spin (on top of a few hundred pauses) before they yield and sleep: set per
+ * rank by the world, long when every rank has a core of its own, 0 otherwise. */
+void sync_set_spin_ns(uint64_t ns);
+#define SYNC_SPIN_OWN_CORE_NS 50000u
+
 /* A sense-reversing barrier for n participants living in shared memory. */
 typedef struct sync_barrier {
     _Alignas(64) _Atomic uint32_t arrived;

@@ -259,6 +259,8 @@ _Noreturn static void rank_process(world *w, int r, world_rank_main main, void *
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent)
         _exit(RANK_EXIT_ORPHANED);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    sync_set_spin_ns(w->cfg.nranks <= cores ? SYNC_SPIN_OWN_CORE_NS : 0); /* sync.c: why */
 
     world_rank wr = {
         .w = w,
