@@ -28,7 +28,7 @@ printf '# %d ranks, %d bytes of float32, medians of %d (the slowest rank of each
 printf '# round   ddpsim_us      mpi_us     gloo_us\n'
 r=1
 while [ "$r" -le "$rounds" ]; do
-    ddp=$("$DDPSIM" bench allreduce --ranks "$ranks" --bytes "$bytes" --iters "$iters" | awk '$1 == '"$bytes"' {print $4, $9}')
+    ddp=$("$DDPSIM" bench allreduce --ranks "$ranks" --bytes "$bytes" --iters "$iters" | awk '$1 == '"$bytes"' {print $4, $NF}')
     [ "${ddp#* }" = 0 ] || { echo "bench-compare: ddpsim got wrong elements" >&2; exit 1; }
     mpi=$(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none \
         mpirun --oversubscribe -np "$ranks" "$work/mpi_allreduce" "$bytes" "$iters")
