@@ -211,14 +211,14 @@ static int bench_allreduce_main(int argc, char **argv)
 
 /* `ddpsim bench run`: whole verification runs, timed, with the share spent in collectives. */
 typedef struct run_options {
-    int ranks, iters;
+    int ranks, iters, batch;
     opt_list models;
     const char *impl;
 } run_options;
 
 static void run_init(void *o)
 {
-    *(run_options *)o = (run_options){.ranks = 4, .iters = 5, .impl = "reference"};
+    *(run_options *)o = (run_options){.ranks = 4, .iters = 5, .batch = 4, .impl = "reference"};
 }
 
 #define FR(field) offsetof(run_options, field)
@@ -228,6 +228,7 @@ static const opt_spec run_specs[] = {
      MODEL_DEFAULT_SPEC ", branchy, attn, mlp:256-1024-1024-256"},
     {"impl", 'I', "NAME|PATH", "the implementation under test", OPT_STRING, FR(impl), 0, 0, NULL, NULL},
     {"iters", 'i', "K", "runs per model; medians are reported", OPT_INT, FR(iters), 1, 1000, NULL, NULL},
+    {"batch", 'b', "B", "samples per rank per micro-step", OPT_INT, FR(batch), 1, 4096, NULL, NULL},
     {"help", 'h', NULL, "this help", OPT_HELP, 0, 0, 0, NULL, NULL},
     {NULL, 0, NULL, NULL, OPT_FLAG, 0, 0, 0, NULL, NULL},
 };
@@ -320,8 +321,8 @@ static int bench_run_main(int argc, char **argv)
         return DDPSIM_EXIT_FAULT;
     }
     size_t steps = count_backwards(&s), steps3 = count_backwards(&s3);
-    printf("# ddpsim bench run: the default schedule (%zu micro-steps of forward + backward), %ld ranks, %s under "
-           "test\n", steps, ranks, implname);
+    printf("# ddpsim bench run: the default schedule (%zu micro-steps of forward + backward), %ld ranks, batch %d, "
+           "%s under test\n", steps, ranks, ro.batch, implname);
     printf("# a micro-step runs the reference and the implementation on every rank (one forward and backward serve\n"
            "# both while their parameters are equal) and compares every grab; medians of %ld runs\n", iters);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -343,7 +344,7 @@ static int bench_run_main(int argc, char **argv)
         memset(&vc, 0, sizeof vc);
         vc.nranks = (int)ranks;
         vc.model_spec = models[k];
-        vc.batch = 4;
+        vc.batch = ro.batch;
         vc.seed = 1;
         vc.ddp = (ddp_config){.algo = COLL_ORDERED, .bucket_cap = DDP_DEFAULT_BUCKET_CAP,
                               .first_bucket_cap = DDP_DEFAULT_FIRST_BUCKET_CAP,
@@ -371,14 +372,15 @@ static int bench_run_main(int argc, char **argv)
             break;
         size_t params = 0;
         model *m = NULL;
-        if (model_create_layout(models[k], 4, &m) == DDP_OK)
+        if (model_create_layout(models[k], ro.batch, &m) == DDP_OK)
             params = model_size(m);
         double w = stats_median(wall, (size_t)iters), w3 = stats_median(wall3, (size_t)iters);
         double sh = stats_median(share, (size_t)iters), hd = stats_median(hidden, (size_t)iters),
                sp = stats_median(spread, (size_t)iters);
         double step_ms = (w3 - w) * 1e3 / (double)(steps3 - steps);
         bench_model_result plain;
-        double plain_ms = bench_model_run(models[k], 4, 1, (int)iters, &plain) == DDP_OK ? plain.model_us * 1e-3 : 0;
+        double plain_ms =
+            bench_model_run(models[k], ro.batch, 1, (int)iters, &plain) == DDP_OK ? plain.model_us * 1e-3 : 0;
         double xp = plain_ms > 0 ? step_ms / plain_ms : 0;
         printf(" %-26s %11zu %10.2f %11.3f %9.3f %9.0f %13.0f%% %10.0f%% %9.3f %8.2f %7.2f %8.2fx\n",
                m ? model_spec(m) : models[k], params, w * 1e3, w * 1e3 / (double)steps, step_ms,
