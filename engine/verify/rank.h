@@ -1,7 +1,7 @@
 /*
  * rank.h - what one rank of a verification run holds (internal to
  * engine/verify): its reference replica and DDP, the implementation under
- * test with its replica and services, rank 0's single-process replica, and
+ * test with its replica and services, the reference's own check, and
  * the chaos, fault and trace state. rank.c drives it through the schedule.
  */
 #ifndef DDPSIM_RANK_H
