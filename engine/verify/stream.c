@@ -33,11 +33,6 @@ size_t stream_user_bytes(size_t ring, int nranks)
     return areas_offset(ring, nranks) + (size_t)nranks * sizeof(verify_rank_area);
 }
 
-verify_stream *stream_header(void *user)
-{
-    return user;
-}
-
 verify_record *stream_ring(void *user)
 {
     return (verify_record *)((unsigned char *)user + ring_offset());

@@ -38,7 +38,6 @@ struct verify_rank_area;
 size_t stream_ring_checks(size_t nchecks, int nranks);
 /* The user area's size, and where its parts are. */
 size_t stream_user_bytes(size_t ring, int nranks);
-verify_stream *stream_header(void *user);
 verify_record *stream_ring(void *user);
 struct verify_rank_area *stream_rank_areas(void *user, size_t ring, int nranks);
 /* The parent, before the ranks start: an empty ring of `ring` checks. */
