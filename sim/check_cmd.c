@@ -140,14 +140,14 @@ int check_main(int argc, char **argv)
         if (opt.json_file == stdout)
             opt.out = stderr;
     }
-    if (!opt.quiet)
-        header(&opt, &rec, layout);
     check_config cfg = {.rec = &rec, .tol = opt.run.tol, .timeout_s = co.timeout_s};
     report_stream rs;
     if (report_stream_open(&opt, &rs, &cfg.sink) != 0) {
         code = DDPSIM_EXIT_FAULT;
         goto out;
     }
+    if (!opt.quiet)
+        header(&opt, &rec, layout);
     verify_result res;
     ddp_status s = check_run(&cfg, &res);
     if (s != DDP_OK && res.bad_record)

@@ -80,6 +80,27 @@ int cli_fault_exit(const world *w, ddp_status s)
     return DDPSIM_EXIT_FAULT;
 }
 
+FILE *cli_temp_file(char *msg, size_t len)
+{
+    const char *dir = getenv("TMPDIR");
+    if (!dir || !*dir)
+        dir = "/tmp";
+    char path[4096];
+    snprintf(path, sizeof path, "%s/ddpsim-XXXXXX", dir);
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        snprintf(msg, len, "cannot create a temporary file in %s: %s", dir, strerror(errno));
+        return NULL;
+    }
+    unlink(path);
+    FILE *f = fdopen(fd, "w+");
+    if (!f) {
+        snprintf(msg, len, "cannot open a temporary file in %s: %s", dir, strerror(errno));
+        close(fd);
+    }
+    return f;
+}
+
 FILE *cli_open_output(const char *path, char *msg, size_t len)
 {
     if (strcmp(path, "-") == 0)

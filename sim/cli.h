@@ -54,6 +54,13 @@ FILE *cli_open_output(const char *path, char *msg, size_t len);
 void cli_close_output(FILE *f);
 
 /*
+ * A temporary file for reading back later, in $TMPDIR (or /tmp), already
+ * unlinked so nothing is left behind whatever happens. NULL with msg on
+ * error.
+ */
+FILE *cli_temp_file(char *msg, size_t len);
+
+/*
  * The end of every command: flush stdout, and when that or an earlier write
  * to it failed, say so on stderr. Returns code, or DDPSIM_EXIT_FAULT when
  * code was a pass that did not reach the reader.

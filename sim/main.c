@@ -50,11 +50,13 @@ static int run_verification(ddpsim_options *opt)
     int bad = open_json(opt);
     if (bad)
         return bad;
-    if (report_header(opt) != 0)
-        return DDPSIM_EXIT_USAGE; /* nowhere to report to: refused before the run (cli_finish says why) */
     report_stream rs;
     if (report_stream_open(opt, &rs, &opt->run.sink) != 0)
         return DDPSIM_EXIT_FAULT;
+    if (report_header(opt) != 0) {
+        report_stream_close(&rs);
+        return DDPSIM_EXIT_USAGE; /* nowhere to report to: refused before the run (cli_finish says why) */
+    }
     verify_result res;
     ddp_status s = verify_run(&opt->run, &res), ms = DDP_OK;
     if (opt->run.trace_path && res.w) {

@@ -283,8 +283,10 @@ int report_stream_open(const ddpsim_options *opt, report_stream *rs, verify_sink
 {
     memset(rs, 0, sizeof *rs);
     rs->opt = opt;
-    if ((!opt->quiet && !(rs->table = tmpfile())) || (opt->json_file && !(rs->checks = tmpfile()))) {
-        fprintf(stderr, "ddpsim: cannot make a temporary file for the report's lines (TMPDIR): %s\n", strerror(errno));
+    char msg[512];
+    if ((!opt->quiet && !(rs->table = cli_temp_file(msg, sizeof msg))) ||
+        (opt->json_file && !(rs->checks = cli_temp_file(msg, sizeof msg)))) {
+        fprintf(stderr, "ddpsim: the report's lines wait in temporary files: %s (set TMPDIR)\n", msg);
         report_stream_close(rs);
         return -1;
     }

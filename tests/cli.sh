@@ -270,6 +270,15 @@ if [ $? -eq 0 ] && head -c 1 "$out" | grep -q '{' && grep -q "verdict: PASS" "$e
     ok "--json - writes JSON to stdout and the table to stderr"; else bad "--json - writes JSON to stdout and the table to stderr"; fi
 "$DDPSIM" --schedule "fwd bwd grab" >/dev/full 2>"$err"
 if [ $? -ne 0 ] && grep -q "cannot write to standard output" "$err"; then ok "a full stdout is an error"; else bad "a full stdout is an error"; fi
+# The report's lines wait in temporary files while the run streams its records: none can be made, exit 3 before the run.
+TMPDIR=/nonexistent "$DDPSIM" --scenario classic --ranks 2 >"$out" 2>"$err"
+if [ $? -eq 3 ] && grep -q "temporary file in /nonexistent" "$err" && ! grep -q "verdict" "$out"; then
+    ok "no temporary file for the report: exit 3 before the run"; else bad "no temporary file for the report: exit 3 before the run"; fi
+tmpd=$(mktemp -d) || exit 99
+TMPDIR=$tmpd "$DDPSIM" --scenario classic --ranks 2 --json "$tmpd/r.json" >"$out" 2>"$err"
+if [ $? -eq 0 ] && grep -q "verdict: PASS" "$out" && [ "$(ls -A "$tmpd")" = r.json ]; then
+    ok "the report's temporary files live in TMPDIR and are gone after"; else bad "the report's temporary files live in TMPDIR and are gone after"; fi
+rm -rf "$tmpd"
 # A --json write that fails after the run: the reader of a FIFO takes the byte written when it is opened, then
 # goes away (the run takes ~0.2 s: it is long gone by then). A pass becomes exit 3; a failure keeps its 1.
 tmpf=$(mktemp -d) || exit 99
