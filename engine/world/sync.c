@@ -14,6 +14,8 @@
  */
 #include "sync.h"
 
+#include "clock.h"
+
 #include <errno.h>
 #include <linux/futex.h>
 #include <sched.h>
@@ -28,13 +30,6 @@ static uint64_t spin_ns; /* this process's extra spinning before it yields (0: n
 void sync_set_spin_ns(uint64_t ns)
 {
     spin_ns = ns;
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static void cpu_relax(void)
@@ -59,14 +54,14 @@ ddp_status sync_wait_change(_Atomic uint32_t *word, uint32_t old, _Atomic uint32
         cpu_relax();
     }
     if (spin_ns) {
-        uint64_t until = now_ns() + spin_ns;
+        uint64_t until = clock_now_ns() + spin_ns;
         do {
             for (int i = 0; i < 64; i++) {
                 if (atomic_load_explicit(word, memory_order_acquire) != old)
                     return DDP_OK;
                 cpu_relax();
             }
-        } while (now_ns() < until);
+        } while (clock_now_ns() < until);
     }
     for (int i = 0; i < SYNC_YIELDS; i++) {
         if (atomic_load_explicit(word, memory_order_acquire) != old)
