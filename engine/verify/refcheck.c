@@ -39,12 +39,20 @@ void refcheck_zero(ref_check *rc)
     rc->hook.depth = rc->hook.syncs = 0;
 }
 
+/* The elements [*lo, *hi) of parameter p whose sums this rank holds (an empty range: *lo == *hi). */
+static void kept_range(const ref_check *rc, int p, size_t *lo, size_t *hi)
+{
+    *lo = rc->kept_lo[p];
+    *hi = rc->kept_hi[p] > *lo ? rc->kept_hi[p] : *lo;
+}
+
 /* One piece of parameter p's local gradient into the sums: added where they hold something, written elsewhere. */
 static void add_piece(ref_check *rc, const model_param *par, int p, const float *piece)
 {
     double *s = rc->gsum + par->offset;
     float *m = rc->gmag + par->offset;
-    size_t lo = rc->kept_lo[p], hi = rc->kept_hi[p] > lo ? rc->kept_hi[p] : lo;
+    size_t lo, hi;
+    kept_range(rc, p, &lo, &hi);
     for (size_t j = 0; j < lo; j++) {
         s[j] = piece[j];
         m[j] = fabsf(piece[j]);
@@ -100,7 +108,8 @@ ddp_status refcheck_run(ref_check *rc, world_rank *wr, const model *ref, const u
     size_t lo, hi;
     for (int p = 0; p < model_nparams(ref); p++) { /* a parameter not accumulated since: its parts holding nothing */
         const model_param *par = model_param_at(ref, p);
-        size_t lo_p = rc->kept_lo[p], hi_p = rc->kept_hi[p] > lo_p ? rc->kept_hi[p] : lo_p;
+        size_t lo_p, hi_p;
+        kept_range(rc, p, &lo_p, &hi_p);
         clear_range(rc, par->offset, lo_p);
         clear_range(rc, par->offset + hi_p, par->count - hi_p);
     }
