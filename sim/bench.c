@@ -267,7 +267,7 @@ static ddp_status run_timed(const verify_config *vc, run_sample *out, int *code)
         coll += (double)o->coll_ns * 1e-9;
         hid += (double)res.figures[r].impl_comm_hidden_ns;
         exposed += (double)res.figures[r].impl_comm_exposed_ns;
-        cpu[r] = (double)(res.figures[r].cpu_ns - o->coll_cpu_ns);
+        cpu[r] = verify_rank_cpu_outside_s(&res, r);
         most = cpu[r] > most ? cpu[r] : most;
     }
     out->wall_s = res.wall_s;
@@ -353,6 +353,7 @@ static int bench_run_main(int argc, char **argv)
         vc.impl = implname;
         vc.impl_ops = h.ops;
         vc.timeout_s = 600;
+        vc.rank_cpu = 1;
         double wall[1000], wall3[1000], share[1000], hidden[1000], spread[1000];
         for (long it = 0; it < iters && code == DDPSIM_EXIT_PASS; it++) {
             run_sample once, thrice;
@@ -510,6 +511,7 @@ static int bench_battery_main(int argc, char **argv)
     vc.impl = ro.impl;
     vc.impl_ops = h.ops;
     vc.timeout_s = 600;
+    vc.rank_cpu = 1;
     battery_given none = {0};
     int n = battery_count();
     double total[1000], classic[1000], each[64][1000];

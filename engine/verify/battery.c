@@ -159,7 +159,7 @@ void battery_run_one(const verify_config *base, const battery_given *given, cons
         }
     } else {
         for (int r = 0; r < res.nranks && res.figures; r++)
-            out->rank_cpu_s[r] = (double)(res.figures[r].cpu_ns - world_outcome(res.w, r)->coll_cpu_ns) * 1e-9;
+            out->rank_cpu_s[r] = verify_rank_cpu_outside_s(&res, r);
         judgement j;
         judge_run(&res, &j);
         out->verdict = j.verdict;

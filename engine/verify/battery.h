@@ -59,8 +59,7 @@ typedef struct battery_outcome {
     size_t grabs, syncs;
     char first[256];          /* what failed first (judge_summary), or the fault; "-" for a pass */
     int interrupted;          /* the run was stopped by this signal (SIGINT, SIGTERM): stop, do not go on */
-    /* Each rank's CPU time outside collectives (its compute and checks: not its waits, whose spinning depends on
-     * who arrives when) when the run completed, else 0. */
+    /* Each rank's CPU time outside collectives (verify_rank_cpu_outside_s) when the run completed, else 0. */
     double rank_cpu_s[WORLD_MAX_RANKS];
 } battery_outcome;
 

@@ -450,6 +450,7 @@ ddp_status verify_run(const verify_config *cfg, verify_result *out)
         .timeout_s = cfg->timeout_s,
         .jitter_seed = cfg->chaos_seed,
         .jitter_max_us = cfg->chaos ? CHAOS_BARRIER_JITTER_US : 0, /* seeded delays before barrier arrivals */
+        .coll_cpu = cfg->rank_cpu,
     };
     DDP_CHECK(verify_result_start(out, &wc, cfg->schedule, cfg->backend == VERIFY_BACKEND_NCCL, &cfg->sink));
     double t0 = clock_now_s();
@@ -459,6 +460,13 @@ ddp_status verify_run(const verify_config *cfg, verify_result *out)
     if (s == DDP_ERR_DEADLOCK || s == DDP_ERR_TIMEOUT)
         s = explain_ran_out(cfg, s);
     return s;
+}
+
+double verify_rank_cpu_outside_s(const verify_result *res, int r)
+{
+    if (!res->figures || !res->w)
+        return 0;
+    return (double)(res->figures[r].cpu_ns - world_outcome(res->w, r)->coll_cpu_ns) * 1e-9;
 }
 
 void verify_result_free(verify_result *r)

@@ -87,6 +87,8 @@ typedef struct verify_config {
                              * NCCL matched bit for bit (--nccl-ring-check) */
     verify_sabotage sabotage; /* tests only */
     verify_sink sink;
+    int rank_cpu;           /* count each rank's CPU time inside collectives too (verify_rank_cpu_outside_s): two
+                             * system calls per collective, so only the benchmarks that report it ask */
 } verify_config;
 
 
@@ -226,6 +228,13 @@ const char *verify_dump_name(const verify_config *cfg, char *buf, size_t len);
  */
 ddp_status verify_check_config(const verify_config *cfg);
 void verify_result_free(verify_result *r);
+
+/*
+ * Rank r's CPU time outside collectives, in seconds: its compute and checks,
+ * not its waits, whose spinning depends on who arrives when. Of a run with
+ * rank_cpu set that completed (else the whole CPU time, or 0).
+ */
+double verify_rank_cpu_outside_s(const verify_result *res, int r);
 
 static inline verify_record *verify_at(const verify_result *r, size_t check, int rank)
 {

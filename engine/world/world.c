@@ -350,7 +350,8 @@ ddp_status world_enter_coll(world_rank *wr, const char *name)
                          wr->rank, name, (unsigned long long)seq);
     }
     atomic_store_explicit(&wr->st->coll_start_ns, clock_now_ns(), memory_order_relaxed);
-    atomic_store_explicit(&wr->st->coll_cpu_start_ns, clock_thread_cpu_ns(), memory_order_relaxed);
+    if (wr->w->cfg.coll_cpu)
+        atomic_store_explicit(&wr->st->coll_cpu_start_ns, clock_thread_cpu_ns(), memory_order_relaxed);
     copy_label(wr->st->coll, name);
     atomic_fetch_add_explicit(&wr->st->coll_seq, 1, memory_order_relaxed);
     atomic_store_explicit(&wr->st->in_coll, IN_COLL_COUNTED, memory_order_release);
@@ -363,10 +364,11 @@ void world_leave_coll(world_rank *wr)
     atomic_fetch_add_explicit(&wr->st->coll_ns,
                               clock_now_ns() - atomic_load_explicit(&wr->st->coll_start_ns, memory_order_relaxed),
                               memory_order_relaxed);
-    atomic_fetch_add_explicit(&wr->st->coll_cpu_ns,
-                              clock_thread_cpu_ns() - atomic_load_explicit(&wr->st->coll_cpu_start_ns,
-                                                                           memory_order_relaxed),
-                              memory_order_relaxed);
+    if (wr->w->cfg.coll_cpu)
+        atomic_fetch_add_explicit(&wr->st->coll_cpu_ns,
+                                  clock_thread_cpu_ns() - atomic_load_explicit(&wr->st->coll_cpu_start_ns,
+                                                                               memory_order_relaxed),
+                                  memory_order_relaxed);
     atomic_store_explicit(&wr->st->in_coll, 0, memory_order_relaxed);
     atomic_fetch_add_explicit(&wr->st->progress, 1, memory_order_relaxed);
 }

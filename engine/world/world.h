@@ -43,6 +43,8 @@ typedef struct world_config {
      * instead of 50. NULL: none. */
     int (*poll)(void *arg);
     void *poll_arg;
+    int coll_cpu;          /* count the CPU time ranks spend inside collectives (world_rank_outcome.coll_cpu_ns): two
+                            * system calls per collective, so only for benchmarks that report it */
 } world_config;
 
 /* What a rank main returns is its status; a non-OK status fails the run. */
@@ -67,7 +69,8 @@ typedef struct world_rank_outcome {
     char coll[WORLD_LABEL_LEN];    /* collective it was inside ("" if none) */
     uint64_t coll_seq;             /* how many collectives it had entered */
     uint64_t coll_ns;              /* time it spent inside collectives (finished ones) */
-    uint64_t coll_cpu_ns;          /* CPU time its threads used inside them (spinning, reducing, system calls) */
+    uint64_t coll_cpu_ns;          /* CPU time its threads used inside them (spinning, reducing, system calls), with
+                                    * world_config.coll_cpu; else 0 */
     long maxrss_kib;               /* its peak resident memory, from wait4 */
     char error[WORLD_ERROR_LEN];   /* the message of a failing status */
 } world_rank_outcome;
