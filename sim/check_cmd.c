@@ -24,6 +24,7 @@ typedef struct check_options {
     const char *json_path;
     double timeout_s;
     int quiet;
+    int world; /* --world: CLI_WORLD_FORK or CLI_WORLD_MPI */
 } check_options;
 
 static void check_init(void *o)
@@ -39,6 +40,8 @@ static const opt_spec check_specs[] = {
     {"timeout", 't', "SEC", "watchdog: stop when no rank progresses for SEC s; 0 off", OPT_SECONDS, FC(timeout_s), 0,
      1e7, NULL, NULL},
     {"quiet", 'q', NULL, "print only the verdict (and the first divergence)", OPT_FLAG, FC(quiet), 0, 0, NULL, NULL},
+    {"world", 0, CLI_WORLD_CHOICES, "fork: the ranks on this machine; mpi: one per process of an MPI\njob of as many "
+     "processes as the run had ranks (DIR on every host)", OPT_CHOICE, FC(world), 0, 0, NULL, NULL},
     {"help", 'h', NULL, "this help", OPT_HELP, 0, 0, 0, NULL, NULL},
     {NULL, 0, NULL, NULL, OPT_FLAG, 0, 0, 0, NULL, NULL},
 };
@@ -103,6 +106,12 @@ int check_main(int argc, char **argv)
     static record_run rec; /* large: not on the stack */
     if (record_open(co.dir, &rec) != DDP_OK)
         return cli_usage_error("check", NULL, ddp_error_text());
+    char wmsg[256];
+    int n = rec.nranks;
+    if (cli_world_ranks(co.world, 1, &n, wmsg, sizeof wmsg)) {
+        record_close(&rec);
+        return cli_usage_error("check", "--world", wmsg);
+    }
     ddpsim_options opt;
     memset(&opt, 0, sizeof opt);
     opt.out = stdout;

@@ -105,6 +105,8 @@ FILE *cli_open_output(const char *path, char *msg, size_t len)
 {
     if (strcmp(path, "-") == 0)
         return stdout;
+    if (world_mpi_rank() > 0) /* --world mpi: rank 0's process writes the file; the others have the same to say */
+        path = "/dev/null";
     struct stat st;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
         snprintf(msg, len, "%s is a directory", path);
@@ -169,6 +171,9 @@ void cli_print_version(void)
     gpu_probe_describe(gpu, sizeof gpu);
     printf("ddpsim %s\n", PACKAGE_VERSION);
     printf("NCCL backend: %s\n", gpu);
+    char mpi[256];
+    world_mpi_describe(mpi, sizeof mpi);
+    printf("MPI world: %s\n", mpi);
 }
 
 void cli_hold_signals(sigset_t *saved)
@@ -190,4 +195,44 @@ int cli_release_signals(const sigset_t *saved)
     int sig = sigtimedwait(&held, NULL, &now);
     pthread_sigmask(SIG_SETMASK, saved, NULL);
     return sig > 0 ? sig : 0;
+}
+
+int cli_world_start(int argc, char **argv)
+{
+    const char *want = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0)
+            break;
+        if (strcmp(argv[i], "--world") == 0 && i + 1 < argc)
+            want = argv[i + 1];
+        else if (strncmp(argv[i], "--world=", 8) == 0)
+            want = argv[i] + 8;
+    }
+    if (!want || strcmp(want, "mpi") != 0)
+        return 0; /* fork, or a bad value the option table names */
+    if (world_mpi_start(&argc, &argv) != DDP_OK) {
+        fprintf(stderr, "ddpsim: --world mpi: %s\n", ddp_error_text());
+        return DDPSIM_EXIT_USAGE;
+    }
+    return 0;
+}
+
+int cli_world_ranks(int world_kind, int given, int *nranks, char *msg, size_t len)
+{
+    if (world_kind != CLI_WORLD_MPI)
+        return 0;
+    if (!world_mpi_active()) { /* --world mpi after "--", or a table that parsed it without cli_world_start */
+        snprintf(msg, len, "MPI was not started: give --world mpi before any \"--\"");
+        return -1;
+    }
+    if (!given) {
+        *nranks = world_mpi_size();
+        return 0;
+    }
+    if (*nranks != world_mpi_size()) {
+        snprintf(msg, len, "%d ranks, but the MPI job has %d processes: each process is one rank (mpirun -np %d)",
+                 *nranks, world_mpi_size(), *nranks);
+        return -1;
+    }
+    return 0;
 }

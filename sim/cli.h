@@ -23,6 +23,23 @@ enum {
     /* interrupted by signal S: 128 + S (130 for SIGINT, 143 for SIGTERM) */
 };
 
+/*
+ * --world fork|mpi, for every command that runs ranks. cli_world_start runs
+ * before any parsing: a command line with --world mpi starts MPI
+ * (world_mpi_start) so that only rank 0's process prints from then on;
+ * returns 0, or DDPSIM_EXIT_USAGE after saying why it cannot. The exit code
+ * then goes through world_mpi_finish (main.c).
+ */
+enum { CLI_WORLD_FORK = 0, CLI_WORLD_MPI = 1 };
+#define CLI_WORLD_CHOICES "fork|mpi"
+int cli_world_start(int argc, char **argv);
+/*
+ * After parsing, for a command of nranks ranks (given: on its command line):
+ * --world mpi takes the job's size when --ranks was not given, and refuses a
+ * different one. 0, or -1 with msg.
+ */
+int cli_world_ranks(int world_kind, int given, int *nranks, char *msg, size_t len);
+
 /* "ddpsim[ sub]: OPT: MSG" and "Try 'ddpsim[ sub] --help' ..." on stderr; returns DDPSIM_EXIT_USAGE. */
 int cli_usage_error(const char *sub, const char *opt, const char *msg);
 

@@ -140,9 +140,12 @@ int main(int argc, char **argv)
     /* A reader that goes away (a pipe, a FIFO given to --json) is a write error to report with the verdict
      * kept, not a death by SIGPIPE that loses it. Rank processes restore the default (world.c). */
     signal(SIGPIPE, SIG_IGN);
-    int r = opt_dispatch("", subcommands, argc, argv, 1);
+    int r = cli_world_start(argc, argv);
+    if (r != 0)
+        return r;
+    r = opt_dispatch("", subcommands, argc, argv, 1);
     if (r != OPT_RUN)
-        return cli_finish(r);
+        return world_mpi_finish(cli_finish(r));
     ddpsim_options opt;
     r = options_parse(argc, argv, &opt);
     if (r == OPT_RUN && opt.list) {
@@ -167,5 +170,5 @@ int main(int argc, char **argv)
             r = run_verification(&opt);
     }
     options_free(&opt);
-    return cli_finish(r);
+    return world_mpi_finish(cli_finish(r));
 }

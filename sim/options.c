@@ -227,6 +227,17 @@ static int validate(void *o, const char **which, char *msg, size_t len)
     run->impl_ops = opt->impl.ops;
     if (choose_run(opt, which, msg, len))
         return -1;
+    if (cli_world_ranks(opt->world, given(opt, "ranks"), &run->nranks, msg, len)) {
+        *which = "ranks";
+        return -1;
+    }
+    if (opt->world == CLI_WORLD_MPI && opt->mutants)
+        FAIL("world", "mpi: --mutants provokes faults on purpose, and a fault ends an MPI job: run the catalogue with "
+                      "--world fork");
+    if (opt->world == CLI_WORLD_MPI && (run->trace_path || opt->replay_path || run->dump_dir || run->record_dir ||
+                                        opt->prepare_dir))
+        FAIL("world", "mpi: --trace, --replay, --dump, --record and --prepare write or read files per rank and order "
+                      "arrivals in one shared segment: they belong to --world fork");
     if (load_schedule(opt, msg, len)) {
         *which = "schedule";
         return -1;
@@ -376,6 +387,9 @@ static const opt_spec specs[] = {
     {"fault", 0, "SPEC",
      "inject a fault, repeatable: crash:rank=R,op=K  abort:rank=R,op=K\nhang:rank=R,op=K  slow:rank=R,ms=M  flip:rank=R,op=K",
      OPT_CUSTOM, 0, 0, 0, parse_fault, ""},
+    {"world", 0, CLI_WORLD_CHOICES,
+     "fork: N processes of this machine over shared memory;\nmpi: each process of an MPI job one rank (mpirun -np N)",
+     OPT_CHOICE, F(world), 0, 0, NULL, NULL},
     {"timeout", 't', "SEC", "watchdog: stop when no rank progresses for SEC s; 0 off, else\nat least 1",
      OPT_SECONDS, F(run.timeout_s), 0, 1e7, NULL, NULL},
     {"quiet", 'q', NULL, "print only the verdict (and the first divergence)", OPT_FLAG, F(quiet), 0, 0, NULL, NULL},

@@ -46,6 +46,7 @@ typedef struct ddpsim_options {
     char *replay_base;       /* owned: the command line without --chaos/--repeat/--fail-fast */
     double lr;               /* --lr as typed (the engine gets it as float) */
     int tol_given;
+    int world;               /* --world: CLI_WORLD_FORK or CLI_WORLD_MPI */
     int nccl_op;             /* --nccl-op: 0 sum, 1 avg, -1 not given */
     gpu_info gpu;            /* --backend nccl: what the probe found (main.c) */
     char *command;           /* owned: the command line, quoted, to print and to replay */

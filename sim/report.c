@@ -263,9 +263,10 @@ static void json_entries(report_stream *rs, const sched_check *ck, const verify_
         jsonw_string(f, ck->label);
         fprintf(f, ", \"synced\": %s, \"rank\": %d, \"max_abs_diff\": ", rec->synced == 1 ? "true" : "false", r);
         jsonw_number(f, rec->max_abs);
-        fprintf(f, ", \"max_ulp\": %u, \"nonfinite\": %llu, \"match\": %s, \"ran_out\": %s}", rec->max_ulp,
-                (unsigned long long)rec->nonfinite, judge_record_ok(rec) ? "true" : "false",
-                rec->joined ? "true" : "false");
+        fprintf(f, ", \"max_ulp\": %u, \"nonfinite\": %llu, \"match\": %s, \"ran_out\": %s, \"ref_digest\": \"%016llx\", "
+                   "\"impl_digest\": \"%016llx\"}",
+                rec->max_ulp, (unsigned long long)rec->nonfinite, judge_record_ok(rec) ? "true" : "false",
+                rec->joined ? "true" : "false", (unsigned long long)rec->ref_hash, (unsigned long long)rec->impl_hash);
     }
 }
 

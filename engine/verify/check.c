@@ -383,6 +383,7 @@ static ddp_status check_rank_main(world_rank *wr, void *arg)
     ddp_ref_destroy(c.ddp);
     model_batch_free(&c.batch);
     model_destroy(c.m);
+    world_publish(wr, c.area, sizeof *c.area); /* its figures and agreement, for the parent's side */
     return s;
 }
 

@@ -59,7 +59,10 @@ verify_record *stream_next(world_rank *wr, void *user, size_t k)
     static verify_record scratch;
     verify_stream *st = user;
     int n = world_size(wr), me = world_rank_id(wr);
+    if (k > 0) /* the record before, now written, then the count that says so (world_publish) */
+        world_publish(wr, &stream_ring(user)[((k - 1) % st->ring) * (size_t)n + (size_t)me], sizeof(verify_record));
     atomic_store_explicit(&st->produced[me], k, memory_order_release);
+    world_publish(wr, &st->produced[me], sizeof st->produced[me]);
     while (k - atomic_load_explicit(&st->consumed, memory_order_acquire) >= st->ring) {
         uint32_t word = atomic_load_explicit(&st->consumed_word, memory_order_acquire);
         if (k - atomic_load_explicit(&st->consumed, memory_order_acquire) < st->ring)
@@ -80,7 +83,11 @@ verify_record *stream_next(world_rank *wr, void *user, size_t k)
 void stream_finish(world_rank *wr, void *user, size_t done)
 {
     verify_stream *st = user;
-    atomic_store_explicit(&st->produced[world_rank_id(wr)], done, memory_order_release);
+    int n = world_size(wr), me = world_rank_id(wr);
+    if (done > 0)
+        world_publish(wr, &stream_ring(user)[((done - 1) % st->ring) * (size_t)n + (size_t)me], sizeof(verify_record));
+    atomic_store_explicit(&st->produced[me], done, memory_order_release);
+    world_publish(wr, &st->produced[me], sizeof st->produced[me]);
 }
 
 int stream_take(void *user, int nranks, size_t nchecks, int final, size_t *next,

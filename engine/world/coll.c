@@ -14,9 +14,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "coll_impl.h"
 #include "exactsum.h"
+#include "world_impl.h"
 
-enum { KIND_ALLREDUCE = 1, KIND_BROADCAST, KIND_ALLGATHER, KIND_BARRIER, KIND_ALLREDUCE_INPLACE, KIND_REDUCE_SCATTER };
 enum { BLOCK = 2048 }; /* elements per cache block of the sum loops */
 
 /*
@@ -46,6 +47,8 @@ size_t coll_dtype_size(coll_dtype t) { return t == COLL_DOUBLE ? sizeof(double) 
 
 static _Thread_local coll_caller current_caller = COLL_CALLER_IMPL;
 
+coll_caller coll_current_caller(void) { return current_caller; }
+
 coll_caller coll_set_caller(coll_caller c)
 {
     coll_caller before = current_caller;
@@ -63,15 +66,16 @@ const char *coll_caller_name(coll_caller c)
     return "?";
 }
 
-static const char *kind_name(uint64_t k)
+const char *coll_kind_name(uint64_t k)
 {
     switch (k) {
-    case KIND_ALLREDUCE: return "allreduce";
-    case KIND_BROADCAST: return "broadcast";
-    case KIND_ALLGATHER: return "allgather";
-    case KIND_BARRIER: return "barrier";
-    case KIND_ALLREDUCE_INPLACE: return "allreduce_inplace";
-    case KIND_REDUCE_SCATTER: return "reduce_scatter";
+    case COLL_KIND_ALLREDUCE: return "allreduce";
+    case COLL_KIND_BROADCAST: return "broadcast";
+    case COLL_KIND_ALLGATHER: return "allgather";
+    case COLL_KIND_BARRIER: return "barrier";
+    case COLL_KIND_ALLREDUCE_INPLACE: return "allreduce_inplace";
+    case COLL_KIND_REDUCE_SCATTER: return "reduce_scatter";
+    case WORLD_REMOTE_BARRIER: return "barrier";
     }
     return "?";
 }
@@ -82,7 +86,7 @@ static const char *kind_name(uint64_t k)
  */
 static ddp_status coll_announce(world_rank *wr, uint64_t kind, uint64_t a, uint64_t b, uint64_t c)
 {
-    DDP_CHECK(world_enter_coll(wr, kind_name(kind)));
+    DDP_CHECK(world_enter_coll(wr, coll_kind_name(kind)));
     uint64_t *mine = world_coll_desc(wr, world_rank_id(wr));
     mine[0] = kind;
     mine[1] = a;
@@ -93,21 +97,21 @@ static ddp_status coll_announce(world_rank *wr, uint64_t kind, uint64_t a, uint6
 }
 
 /* A descriptor as people read it: "allreduce of 7312 float (sum, ordered)", "broadcast of 64 bytes from rank 0". */
-static void describe_call(const uint64_t *d, char *buf, size_t len)
+void coll_describe_call(const uint64_t *d, char *buf, size_t len)
 {
     switch (d[0]) {
-    case KIND_ALLREDUCE:
-    case KIND_ALLREDUCE_INPLACE:
-    case KIND_REDUCE_SCATTER:
-        snprintf(buf, len, "%s of %llu %s (%s, %s)", kind_name(d[0]), (unsigned long long)d[1],
+    case COLL_KIND_ALLREDUCE:
+    case COLL_KIND_ALLREDUCE_INPLACE:
+    case COLL_KIND_REDUCE_SCATTER:
+        snprintf(buf, len, "%s of %llu %s (%s, %s)", coll_kind_name(d[0]), (unsigned long long)d[1],
                  coll_dtype_name((coll_dtype)(d[2] & 0xff)), coll_op_name((coll_op)(d[2] >> 8)),
                  coll_algo_name((coll_algo)d[3]));
         break;
-    case KIND_BROADCAST:
+    case COLL_KIND_BROADCAST:
         snprintf(buf, len, "broadcast of %llu bytes from rank %llu", (unsigned long long)d[1], (unsigned long long)d[2]);
         break;
-    case KIND_ALLGATHER: snprintf(buf, len, "allgather of %llu bytes per rank", (unsigned long long)d[1]); break;
-    default: snprintf(buf, len, "%s", kind_name(d[0])); break;
+    case COLL_KIND_ALLGATHER: snprintf(buf, len, "allgather of %llu bytes per rank", (unsigned long long)d[1]); break;
+    default: snprintf(buf, len, "%s", coll_kind_name(d[0])); break;
     }
     size_t n = strlen(buf);
     if (n < len)
@@ -123,8 +127,8 @@ static ddp_status coll_meet(world_rank *wr)
         const uint64_t *dr = world_coll_desc(wr, r);
         if (memcmp(dr, d0, WORLD_DESC_WORDS * sizeof *dr) != 0) {
             char a[128], b[128];
-            describe_call(d0, a, sizeof a);
-            describe_call(dr, b, sizeof b);
+            coll_describe_call(d0, a, sizeof a);
+            coll_describe_call(dr, b, sizeof b);
             return ddp_error(DDP_ERR_INVALID, "ranks disagree on a collective: rank 0 called %s, rank %d called %s", a,
                              r, b);
         }
@@ -324,8 +328,8 @@ static int ring_chunk_of(size_t g, size_t count, int n)
  * Reduce elements [lo, hi) of the current piece (global offset `off`) of
  * the slots into dst, in the order `algo` defines.
  */
-static void reduce_slice(void *dst, void **src, int n, coll_dtype type, coll_algo algo, size_t off,
-                         size_t count, size_t lo, size_t hi)
+void coll_reduce_slice(void *dst, void **src, int n, coll_dtype type, coll_algo algo, size_t off, size_t count,
+                       size_t lo, size_t hi)
 {
     if (algo == COLL_EXACT) {
         if (type == COLL_FLOAT)
@@ -368,7 +372,7 @@ void coll_div_n(float *dst, const float *src, size_t count, int n)
         dst[i] = src[i] / fn;
 }
 
-static void divide_slice(void *dst, coll_dtype type, int n, size_t lo, size_t hi)
+void coll_divide_slice(void *dst, coll_dtype type, int n, size_t lo, size_t hi)
 {
     if (type == COLL_FLOAT) {
         float *d = (float *)dst + lo;
@@ -399,9 +403,9 @@ static ddp_status allreduce_small(world_rank *wr, uint64_t kind, void *buf, size
     void *src[WORLD_MAX_RANKS];
     for (int r = 0; r < n; r++)
         src[r] = world_mailbox(wr, r);
-    reduce_slice(buf, src, n, type, algo, 0, count, 0, count);
+    coll_reduce_slice(buf, src, n, type, algo, 0, count, 0, count);
     if (op == COLL_AVG)
-        divide_slice(buf, type, n, 0, count);
+        coll_divide_slice(buf, type, n, 0, count);
     world_leave_coll(wr);
     return DDP_OK;
 }
@@ -443,18 +447,18 @@ static ddp_status reduce_through_slots(world_rank *wr, uint64_t kind, void *buf,
         memcpy(src[me], p + off * esz, len * esz);
         DDP_CHECK(world_barrier(wr));
         size_t lo, hi;
-        if (kind == KIND_REDUCE_SCATTER) {
+        if (kind == COLL_KIND_REDUCE_SCATTER) {
             lo = mine_lo > off ? mine_lo - off : 0;
             hi = mine_hi <= off ? 0 : mine_hi < off + len ? mine_hi - off : len;
             if (lo < hi)
-                reduce_slice(p + off * esz, src, n, type, algo, off, count, lo, hi);
+                coll_reduce_slice(p + off * esz, src, n, type, algo, off, count, lo, hi);
             DDP_CHECK(world_barrier(wr)); /* every rank has read every slot before the next piece overwrites it */
             continue;
         }
         coll_split(len, n, me, &lo, &hi);
-        reduce_slice(res, src, n, type, algo, off, count, lo, hi);
+        coll_reduce_slice(res, src, n, type, algo, off, count, lo, hi);
         if (op == COLL_AVG)
-            divide_slice(res, type, n, lo, hi);
+            coll_divide_slice(res, type, n, lo, hi);
         DDP_CHECK(world_barrier(wr));
         memcpy(p + off * esz, res, len * esz);
         /* The next piece's first barrier (after its slot copy) precedes any overwrite of res. */
@@ -469,9 +473,11 @@ ddp_status coll_allreduce(world_rank *wr, void *buf, size_t count, coll_dtype ty
     DDP_CHECK(check_reduction(count, type, op, algo));
     if (!buf)
         return ddp_error(DDP_ERR_INVALID, "allreduce: NULL buffer");
+    if (world_remote(wr))
+        return coll_remote_reduce(wr, COLL_KIND_ALLREDUCE, buf, count, type, op, algo);
     if (count * coll_dtype_size(type) <= WORLD_MAILBOX_BYTES)
-        return allreduce_small(wr, KIND_ALLREDUCE, buf, count, type, op, algo);
-    return reduce_through_slots(wr, KIND_ALLREDUCE, buf, count, type, op, algo);
+        return allreduce_small(wr, COLL_KIND_ALLREDUCE, buf, count, type, op, algo);
+    return reduce_through_slots(wr, COLL_KIND_ALLREDUCE, buf, count, type, op, algo);
 }
 
 ddp_status coll_reduce_scatter(world_rank *wr, void *buf, size_t count, coll_dtype type, coll_algo algo)
@@ -479,9 +485,11 @@ ddp_status coll_reduce_scatter(world_rank *wr, void *buf, size_t count, coll_dty
     DDP_CHECK(check_reduction(count, type, COLL_SUM, algo));
     if (!buf)
         return ddp_error(DDP_ERR_INVALID, "reduce_scatter: NULL buffer");
+    if (world_remote(wr))
+        return coll_remote_reduce(wr, COLL_KIND_REDUCE_SCATTER, buf, count, type, COLL_SUM, algo);
     if (count * coll_dtype_size(type) <= WORLD_MAILBOX_BYTES) /* one barrier: everything everywhere costs nothing */
-        return allreduce_small(wr, KIND_REDUCE_SCATTER, buf, count, type, COLL_SUM, algo);
-    return reduce_through_slots(wr, KIND_REDUCE_SCATTER, buf, count, type, COLL_SUM, algo);
+        return allreduce_small(wr, COLL_KIND_REDUCE_SCATTER, buf, count, type, COLL_SUM, algo);
+    return reduce_through_slots(wr, COLL_KIND_REDUCE_SCATTER, buf, count, type, COLL_SUM, algo);
 }
 
 /* Bytes of the result reduce_to_all keeps at a time: fits the L1 cache with room for the inputs. */
@@ -507,9 +515,9 @@ static void reduce_to_all(void **src, int n, coll_dtype type, coll_op op, coll_a
         for (int k = 0; k < n; k++)
             at[k] = (unsigned char *)src[k] + b * esz;
         /* The sources shifted to b and the piece offset b: each element keeps its global index. */
-        reduce_slice(block, at, n, type, algo, b, count, 0, len);
+        coll_reduce_slice(block, at, n, type, algo, b, count, 0, len);
         if (op == COLL_AVG)
-            divide_slice(block, type, n, 0, len);
+            coll_divide_slice(block, type, n, 0, len);
         for (int k = 0; k < n; k++)
             memcpy(at[k], block, len * esz);
     }
@@ -523,6 +531,9 @@ ddp_status coll_allreduce_inplace(world_rank *wr, size_t count, coll_dtype type,
     if (count > world_slot_bytes(wr) / esz)
         return ddp_error(DDP_ERR_INVALID, "in-place allreduce of %zu elements exceeds the %zu-byte slot", count,
                          world_slot_bytes(wr));
+    if (world_remote(wr))
+        return coll_remote_reduce(wr, COLL_KIND_ALLREDUCE_INPLACE, world_slot(wr, world_rank_id(wr)), count, type, op,
+                                  algo);
     int n = world_size(wr), me = world_rank_id(wr);
     void *src[WORLD_MAX_RANKS];
     for (int r = 0; r < n; r++)
@@ -530,8 +541,8 @@ ddp_status coll_allreduce_inplace(world_rank *wr, size_t count, coll_dtype type,
     unsigned char *mine = src[me];
     /* Small: through the mailboxes, so the result goes straight into the slot with no barrier after. */
     if (count * esz <= WORLD_MAILBOX_BYTES)
-        return allreduce_small(wr, KIND_ALLREDUCE_INPLACE, mine, count, type, op, algo);
-    DDP_CHECK(coll_begin(wr, KIND_ALLREDUCE_INPLACE, count, (uint64_t)type | (uint64_t)op << 8, (uint64_t)algo));
+        return allreduce_small(wr, COLL_KIND_ALLREDUCE_INPLACE, mine, count, type, op, algo);
+    DDP_CHECK(coll_begin(wr, COLL_KIND_ALLREDUCE_INPLACE, count, (uint64_t)type | (uint64_t)op << 8, (uint64_t)algo));
     /* My slice of every slot, reduced and written back into every slot; then a flag, not a barrier. */
     uint32_t ticket = world_flag_next(wr);
     size_t lo, hi;
@@ -553,7 +564,9 @@ ddp_status coll_broadcast(world_rank *wr, void *buf, size_t bytes, int root)
     if (root < 0 || root >= world_size(wr))
         return ddp_error(DDP_ERR_INVALID, "broadcast root %d is not a rank (0..%d)", root,
                          world_size(wr) - 1);
-    DDP_CHECK(coll_begin(wr, KIND_BROADCAST, bytes, (uint64_t)root, 0));
+    if (world_remote(wr))
+        return coll_remote_broadcast(wr, buf, bytes, root);
+    DDP_CHECK(coll_begin(wr, COLL_KIND_BROADCAST, bytes, (uint64_t)root, 0));
     int me = world_rank_id(wr);
     size_t piece = world_slot_bytes(wr);
     unsigned char *slot = world_slot(wr, root), *p = buf;
@@ -575,7 +588,9 @@ ddp_status coll_allgather(world_rank *wr, const void *send, void *recv, size_t b
 {
     if (bytes == 0 || !send || !recv)
         return ddp_error(DDP_ERR_INVALID, "allgather of %zu bytes", bytes);
-    DDP_CHECK(coll_begin(wr, KIND_ALLGATHER, bytes, 0, 0));
+    if (world_remote(wr))
+        return coll_remote_allgather(wr, send, recv, bytes);
+    DDP_CHECK(coll_begin(wr, COLL_KIND_ALLGATHER, bytes, 0, 0));
     int n = world_size(wr), me = world_rank_id(wr);
     size_t piece = world_slot_bytes(wr);
     const unsigned char *s = send;
@@ -595,7 +610,9 @@ ddp_status coll_allgather(world_rank *wr, const void *send, void *recv, size_t b
 
 ddp_status coll_barrier(world_rank *wr)
 {
-    DDP_CHECK(coll_begin(wr, KIND_BARRIER, 0, 0, 0));
+    if (world_remote(wr))
+        return coll_remote_barrier(wr);
+    DDP_CHECK(coll_begin(wr, COLL_KIND_BARRIER, 0, 0, 0));
     world_leave_coll(wr);
     return DDP_OK;
 }

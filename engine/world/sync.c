@@ -77,6 +77,13 @@ ddp_status sync_wait_change(_Atomic uint32_t *word, uint32_t old, _Atomic uint32
     }
 }
 
+void sync_wait_for(_Atomic uint32_t *word, uint32_t old, uint64_t ns)
+{
+    struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
+    if (atomic_load_explicit(word, memory_order_acquire) == old)
+        syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, old, &ts, NULL, 0);
+}
+
 void sync_wake_all(_Atomic uint32_t *word)
 {
     syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);

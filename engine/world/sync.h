@@ -22,6 +22,10 @@
  */
 ddp_status sync_wait_change(_Atomic uint32_t *word, uint32_t old, _Atomic uint32_t *abort_word);
 
+/* Wait until *word no longer holds old or ns nanoseconds have passed, in the kernel at once (no spinning):
+ * for a supervisor that has other things to look at. */
+void sync_wait_for(_Atomic uint32_t *word, uint32_t old, uint64_t ns);
+
 /* Wake every process waiting on word. */
 void sync_wake_all(_Atomic uint32_t *word);
 

@@ -32,81 +32,7 @@
 #include "clock.h"
 #include "rng.h"
 #include "sync.h"
-
-#define SEG_MAGIC 0x64647073u /* "ddps" */
-#define ALIGN64(x) (((x) + (size_t)63) & ~(size_t)63)
-
-/* What a rank is waiting for (rank_state.wait_kind). */
-enum { WAIT_NONE = 0, WAIT_BARRIER, WAIT_FLAG, WAIT_OTHER };
-
-/* Exit codes a rank process uses; anything else came from code it ran. */
-enum { RANK_EXIT_FAILED = 1, RANK_EXIT_ORPHANED = 2, RANK_EXIT_ABORTED = 4 };
-
-/* What a rank publishes about itself. Written by the rank, read by the parent after it is reaped. */
-/* A rank's in_coll: one collective at a time, claimed, then counted in coll_seq (world_enter_coll). */
-enum { IN_COLL_ENTERING = 1, IN_COLL_COUNTED = 2 };
-
-typedef struct rank_state {
-    _Alignas(64) _Atomic uint32_t flag;     /* handoff flag, alone on its cache line (world_flag_*) */
-    _Alignas(64) _Atomic uint64_t progress; /* bumped by every op, collective and barrier */
-    _Atomic int32_t op_index;
-    _Atomic uint32_t in_coll; /* 0, IN_COLL_ENTERING (claimed, not yet counted) or IN_COLL_COUNTED */
-    /* What the rank waits for, for the supervisor's deadlock rule: a barrier generation to pass, or rank
-     * wait_rank's flag to reach wait_value; WAIT_OTHER for anything it cannot judge (a replayed arrival). */
-    _Atomic uint32_t wait_kind;
-    _Atomic uint32_t exiting;          /* the rank's main has returned: it is on its way out (not waiting) */
-    _Atomic uint32_t wait_gen, wait_value;
-    _Atomic int32_t wait_rank;
-    _Atomic uint64_t coll_seq;
-    _Atomic uint64_t coll_ns;          /* time spent inside collectives */
-    _Atomic uint64_t coll_start_ns;    /* when the collective in progress began */
-    _Atomic uint64_t coll_cpu_ns;      /* CPU time of the threads inside collectives (waiting and reducing) */
-    _Atomic uint64_t coll_cpu_start_ns; /* the calling thread's CPU time as the collective in progress began */
-    uint64_t desc[2][WORLD_DESC_WORDS]; /* by parity of coll_seq: see world_coll_desc */
-    char op_label[WORLD_LABEL_LEN];
-    char coll[WORLD_LABEL_LEN];
-    char error[WORLD_ERROR_LEN];
-} rank_state;
-
-typedef struct seg_header {
-    uint32_t magic;
-    int32_t nranks;
-    _Alignas(64) _Atomic uint32_t abort_word;
-    sync_barrier barrier;
-} seg_header;
-
-struct world {
-    world_config cfg;
-    unsigned char *base;
-    size_t total;
-    seg_header *hdr;
-    rank_state *ranks;
-    unsigned char *slots;
-    size_t slot_stride;
-    unsigned char *result;
-    unsigned char *mailboxes; /* 2 x WORLD_MAILBOX_BYTES per rank */
-    unsigned char *user;
-    world_rank_outcome *outcomes;
-    ddp_status last_status;
-    int failed_rank;
-    int interrupt_signal;
-    double stuck_for_s;
-};
-
-struct world_rank {
-    world *w;
-    int rank;
-    rank_state *st;
-    uint64_t jitter_key;
-    uint64_t jitter_count;
-    uint32_t flag_ticket; /* world_flag_next: how many flag handoffs this rank has begun */
-    /* arrival positions at barriers: recorded (trace) and/or forced (replay) */
-    int recording, rec_lost;
-    uint32_t *rec;
-    size_t nrec, rec_cap;
-    const uint32_t *forced;
-    size_t nforced, next_forced;
-};
+#include "world_impl.h"
 
 static ddp_status segment_map(world *w)
 {
@@ -146,19 +72,22 @@ static ddp_status segment_map(world *w)
 
 /* Where each part of the segment starts (see the layout at the top). */
 typedef struct segment_layout {
-    size_t slot_stride, off_ranks, off_slots, off_result, off_mail, off_user, total;
+    size_t slot_stride, off_ranks, off_slots, off_result, off_mail, off_user, off_remote, total;
 } segment_layout;
 
-static void layout_of(const world_config *cfg, segment_layout *l)
+/* remote: an MPI world's segment, for its one local rank: one slot, no mailboxes, the line to the parent. */
+static void layout_of(const world_config *cfg, int remote, segment_layout *l)
 {
     size_t n = (size_t)cfg->nranks, slot = cfg->slot_bytes ? cfg->slot_bytes : WORLD_DEFAULT_SLOT_BYTES;
+    size_t local = remote ? 1 : n;
     l->slot_stride = ALIGN64(slot);
     l->off_ranks = ALIGN64(sizeof(seg_header));
     l->off_slots = l->off_ranks + ALIGN64(n * sizeof(rank_state));
-    l->off_result = l->off_slots + n * l->slot_stride;
+    l->off_result = l->off_slots + local * l->slot_stride;
     l->off_mail = l->off_result + l->slot_stride;
-    l->off_user = l->off_mail + n * 2 * WORLD_MAILBOX_BYTES;
-    l->total = l->off_user + ALIGN64(cfg->user_bytes ? cfg->user_bytes : 1);
+    l->off_user = l->off_mail + (remote ? 0 : n * 2 * WORLD_MAILBOX_BYTES);
+    l->off_remote = l->off_user + ALIGN64(cfg->user_bytes ? cfg->user_bytes : 1);
+    l->total = l->off_remote + (remote ? ALIGN64(sizeof(remote_area)) : 0);
 }
 
 size_t world_segment_bytes(const world_config *cfg)
@@ -166,7 +95,7 @@ size_t world_segment_bytes(const world_config *cfg)
     if (cfg->nranks < 1 || cfg->nranks > WORLD_MAX_RANKS)
         return 0;
     segment_layout l;
-    layout_of(cfg, &l);
+    layout_of(cfg, world_mpi_active(), &l);
     return l.total;
 }
 
@@ -193,7 +122,8 @@ ddp_status world_create(const world_config *cfg, world **out)
         return ddp_error(DDP_ERR_NOMEM, "rank outcomes");
     }
     segment_layout lay;
-    layout_of(cfg, &lay);
+    int remote = world_mpi_active();
+    layout_of(cfg, remote, &lay);
     w->slot_stride = lay.slot_stride;
     w->total = lay.total;
 
@@ -209,8 +139,14 @@ ddp_status world_create(const world_config *cfg, world **out)
     w->result = w->base + lay.off_result;
     w->mailboxes = w->base + lay.off_mail;
     w->user = w->base + lay.off_user;
+    w->remote = remote ? (remote_area *)(w->base + lay.off_remote) : NULL;
+    w->local_rank = -1;
     w->hdr->magic = SEG_MAGIC;
     w->hdr->nranks = cfg->nranks;
+    if (remote && (s = world_mpi_attach(w)) != DDP_OK) {
+        world_destroy(w);
+        return s;
+    }
     *out = w;
     return DDP_OK;
 }
@@ -219,6 +155,7 @@ void world_destroy(world *w)
 {
     if (!w)
         return;
+    world_mpi_detach(w);
     if (w->base)
         munmap(w->base, w->total);
     free(w->outcomes);
@@ -232,7 +169,7 @@ int world_interrupt_signal(const world *w) { return w->interrupt_signal; }
 
 /* ---- the rank process ---- */
 
-static void copy_label(char *dst, const char *src)
+void world_copy_label(char *dst, const char *src)
 {
     size_t i = 0;
     for (; src && src[i] && i + 1 < WORLD_LABEL_LEN; i++)
@@ -249,9 +186,11 @@ _Noreturn static void rank_process(world *w, int r, world_rank_main main, void *
     sa.sa_handler = SIG_IGN;
     sigaction(SIGINT, &sa, NULL);
     sa.sa_handler = SIG_DFL;
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGCHLD, &sa, NULL);
-    sigaction(SIGPIPE, &sa, NULL);
+    /* ... the crash signals too: a handler the parent's libraries installed (MPI prints a backtrace and tries
+     * to take the job down) must not run in a rank, whose crash the supervisor reports. */
+    static const int defaults[] = {SIGTERM, SIGCHLD, SIGPIPE, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+    for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++)
+        sigaction(defaults[i], &sa, NULL);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
@@ -283,8 +222,12 @@ _Noreturn static void rank_process(world *w, int r, world_rank_main main, void *
 int world_rank_id(const world_rank *wr) { return wr->rank; }
 int world_size(const world_rank *wr) { return wr->w->cfg.nranks; }
 void *world_rank_user_area(world_rank *wr) { return wr->w->user; }
+int world_local_rank(const world_rank *wr) { return wr->w->mpi ? world_mpi_local_rank() : wr->rank; }
+int world_local_size(const world_rank *wr) { return wr->w->mpi ? world_mpi_local_size() : wr->w->cfg.nranks; }
 size_t world_slot_bytes(const world_rank *wr) { return wr->w->cfg.slot_bytes; }
-void *world_slot(world_rank *wr, int r) { return wr->w->slots + (size_t)r * wr->w->slot_stride; }
+/* An MPI world's segment holds the local rank's slot only. */
+void *world_slot(world_rank *wr, int r) { return wr->w->slots + (size_t)(wr->w->remote ? 0 : r) * wr->w->slot_stride; }
+remote_area *world_remote(world_rank *wr) { return wr->w->remote; }
 void *world_result(world_rank *wr) { return wr->w->result; }
 void *world_mailbox(world_rank *wr, int r)
 {
@@ -305,13 +248,17 @@ uint64_t *world_coll_desc(world_rank *wr, int r)
 
 void world_set_op(world_rank *wr, int op_index, const char *label)
 {
-    copy_label(wr->st->op_label, label);
+    world_copy_label(wr->st->op_label, label);
     atomic_store_explicit(&wr->st->op_index, op_index, memory_order_relaxed);
     atomic_fetch_add_explicit(&wr->st->progress, 1, memory_order_relaxed);
 }
 
 int world_peer_in_coll(world_rank *wr, int r, uint64_t *seq)
 {
+    if (wr->w->remote && r != wr->rank) { /* another process's rank: not known here */
+        *seq = 0;
+        return 0;
+    }
     const rank_state *st = &wr->w->ranks[r];
     /* IN_COLL_COUNTED is stored after the count (release): seen, the count includes the collective in progress */
     int in = atomic_load_explicit(&st->in_coll, memory_order_acquire) == IN_COLL_COUNTED;
@@ -352,7 +299,7 @@ ddp_status world_enter_coll(world_rank *wr, const char *name)
     atomic_store_explicit(&wr->st->coll_start_ns, clock_now_ns(), memory_order_relaxed);
     if (wr->w->cfg.coll_cpu)
         atomic_store_explicit(&wr->st->coll_cpu_start_ns, clock_thread_cpu_ns(), memory_order_relaxed);
-    copy_label(wr->st->coll, name);
+    world_copy_label(wr->st->coll, name);
     atomic_fetch_add_explicit(&wr->st->coll_seq, 1, memory_order_relaxed);
     atomic_store_explicit(&wr->st->in_coll, IN_COLL_COUNTED, memory_order_release);
     atomic_fetch_add_explicit(&wr->st->progress, 1, memory_order_relaxed);
@@ -373,13 +320,24 @@ void world_leave_coll(world_rank *wr)
     atomic_fetch_add_explicit(&wr->st->progress, 1, memory_order_relaxed);
 }
 
+/* Seeded delay before arriving at a barrier (chaos): changes who arrives last, never what is computed. */
+static void jitter(world_rank *wr)
+{
+    if (wr->w->cfg.jitter_max_us)
+        clock_sleep_us(rng_below(wr->jitter_key, wr->jitter_count++, wr->w->cfg.jitter_max_us + 1));
+}
+
 ddp_status world_barrier(world_rank *wr)
 {
     world *w = wr->w;
-    if (w->cfg.jitter_max_us) {
-        /* Seeded delay before arriving: changes who arrives last, never what is computed. */
-        clock_sleep_us(rng_below(wr->jitter_key, wr->jitter_count++, w->cfg.jitter_max_us + 1));
+    if (w->remote) {
+        uint64_t desc[WORLD_DESC_WORDS] = {WORLD_REMOTE_BARRIER, 0, 0, 0, 0};
+        memcpy(w->remote->desc, desc, sizeof desc);
+        w->remote->first = 1;
+        w->remote->off = w->remote->len = 0;
+        return world_remote_call(wr);
     }
+    jitter(wr);
     atomic_fetch_add_explicit(&wr->st->progress, 1, memory_order_relaxed);
     if (wr->forced && wr->next_forced < wr->nforced) {
         atomic_store_explicit(&wr->st->wait_kind, WAIT_OTHER, memory_order_release);
@@ -423,6 +381,7 @@ uint32_t world_flag_next(world_rank *wr)
 
 void world_flag_set(world_rank *wr, uint32_t value)
 {
+    /* In an MPI world no peer reads this flag: world_flag_wait refuses to wait on another process's. */
     atomic_store_explicit(&wr->st->flag, value, memory_order_release);
     sync_wake_all(&wr->st->flag);
 }
@@ -434,6 +393,9 @@ ddp_status world_wait_change(world_rank *wr, _Atomic uint32_t *word, uint32_t ol
 
 ddp_status world_flag_wait(world_rank *wr, int r, uint32_t value)
 {
+    if (wr->w->remote && r != wr->rank)
+        return ddp_error(DDP_ERR_INVALID, "rank %d waits on rank %d's flag, which is in another MPI process: an MPI "
+                                          "world hands off through its collectives only", wr->rank, r);
     _Atomic uint32_t *f = &wr->w->ranks[r].flag;
     atomic_fetch_add_explicit(&wr->st->progress, 1, memory_order_relaxed);
     atomic_store_explicit(&wr->st->wait_rank, r, memory_order_relaxed);
@@ -450,6 +412,74 @@ ddp_status world_flag_wait(world_rank *wr, int r, uint32_t value)
     }
     atomic_store_explicit(&wr->st->wait_kind, WAIT_NONE, memory_order_release);
     return s;
+}
+
+/* ---- the rank's line to its parent in an MPI world ---- */
+
+ddp_status world_remote_call(world_rank *wr)
+{
+    remote_area *ra = wr->w->remote;
+    jitter(wr);
+    uint32_t t = atomic_load_explicit(&ra->req, memory_order_relaxed) + 1;
+    atomic_fetch_add_explicit(&wr->st->progress, 1, memory_order_relaxed);
+    atomic_store_explicit(&wr->st->wait_kind, WAIT_OTHER, memory_order_release);
+    atomic_store_explicit(&ra->req, t, memory_order_release);
+    atomic_fetch_add_explicit(&ra->kick, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&ra->parent_asleep, memory_order_seq_cst))
+        sync_wake_all(&ra->kick);
+    ddp_status s = DDP_OK;
+    for (;;) {
+        uint32_t d = atomic_load_explicit(&ra->done, memory_order_acquire);
+        if (d == t)
+            break;
+        s = sync_wait_change(&ra->done, d, &wr->w->hdr->abort_word);
+        if (s != DDP_OK)
+            break;
+    }
+    atomic_store_explicit(&wr->st->wait_kind, WAIT_NONE, memory_order_release);
+    atomic_fetch_add_explicit(&wr->st->progress, 1, memory_order_relaxed);
+    if (s == DDP_OK && ra->status != DDP_OK)
+        return ddp_error((ddp_status)ra->status, "%s", ra->error);
+    return s;
+}
+
+/* Copy len bytes into the log's ring at byte position pos (mod its size). */
+static void log_put(remote_area *ra, uint64_t pos, const void *p, size_t len)
+{
+    size_t at = (size_t)(pos % REMOTE_LOG_BYTES), first = REMOTE_LOG_BYTES - at < len ? REMOTE_LOG_BYTES - at : len;
+    memcpy(ra->log + at, p, first);
+    memcpy(ra->log, (const unsigned char *)p + first, len - first);
+}
+
+void world_publish(world_rank *wr, const void *p, size_t len)
+{
+    remote_area *ra = wr->w->remote;
+    if (!ra || len == 0)
+        return;
+    size_t off = (size_t)((const unsigned char *)p - wr->w->user);
+    /* Pieces that fit the log a quarter at a time, each entry a header and its bytes, 8-byte aligned. */
+    const size_t most = REMOTE_LOG_BYTES / 4;
+    for (size_t done = 0; done < len;) {
+        size_t piece = len - done < most ? len - done : most;
+        uint64_t hdr[2] = {off + done, piece}, size = sizeof hdr + ALIGN8(piece);
+        uint64_t head = atomic_load_explicit(&ra->log_head, memory_order_relaxed);
+        for (;;) { /* room: the parent takes entries at every pass */
+            uint32_t word = atomic_load_explicit(&ra->log_word, memory_order_acquire);
+            if (head + size - atomic_load_explicit(&ra->log_tail, memory_order_acquire) <= REMOTE_LOG_BYTES)
+                break;
+            atomic_fetch_add_explicit(&ra->kick, 1, memory_order_seq_cst);
+            sync_wake_all(&ra->kick);
+            if (sync_wait_change(&ra->log_word, word, &wr->w->hdr->abort_word) != DDP_OK)
+                return; /* stopped: nobody reads it now */
+        }
+        log_put(ra, head, hdr, sizeof hdr);
+        log_put(ra, head + sizeof hdr, (const unsigned char *)p + done, piece);
+        atomic_store_explicit(&ra->log_head, head + size, memory_order_release);
+        done += piece;
+    }
+    atomic_fetch_add_explicit(&ra->kick, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&ra->parent_asleep, memory_order_seq_cst))
+        sync_wake_all(&ra->kick);
 }
 
 void world_record_arrivals(world_rank *wr, int on)
@@ -487,10 +517,24 @@ static void reset_segment(world *w)
     w->failed_rank = -1;
     w->interrupt_signal = 0;
     w->stuck_for_s = 0;
+    char host[64] = "";
+    gethostname(host, sizeof host - 1);
+    for (int r = 0; r < w->cfg.nranks; r++)
+        memcpy(w->outcomes[r].host, host, sizeof host);
+    if (w->remote) {
+        remote_area *ra = w->remote;
+        atomic_store(&ra->req, 0);
+        atomic_store(&ra->done, 0);
+        atomic_store(&ra->kick, 0);
+        atomic_store(&ra->parent_asleep, 0);
+        atomic_store(&ra->log_head, 0);
+        atomic_store(&ra->log_tail, 0);
+        atomic_store(&ra->log_word, 0);
+    }
 }
 
 /* Record how a reaped rank ended. `stopping`: the supervisor sent it SIGKILL. */
-static void decode_exit(world_rank_outcome *o, int wstatus, int stopping)
+void world_decode_exit(world_rank_outcome *o, int wstatus, int stopping)
 {
     if (WIFEXITED(wstatus)) {
         o->exit_code = WEXITSTATUS(wstatus);
@@ -523,7 +567,7 @@ static void stop_all(world *w, int *live)
         while (wait4(o->pid, &ws, 0, &ru) < 0 && errno == EINTR) {
         }
         o->maxrss_kib = ru.ru_maxrss;
-        decode_exit(o, ws, 1);
+        world_decode_exit(o, ws, 1);
         (*live)--;
     }
 }
@@ -591,23 +635,24 @@ static int deadlocked(const world *w, double quiet_s)
     return finished > 0 && blocked && quiet_s >= DEADLOCK_QUIET_S;
 }
 
-/* "ranks 1 and 2 have finished" */
-static void list_finished(const world *w, char *buf, size_t len)
+void world_deadlock_text(const int *finished, int n, char *buf, size_t len)
 {
+    char who[256] = "";
     size_t used = 0;
     int k = 0, total = 0;
-    for (int r = 0; r < w->cfg.nranks; r++)
-        total += w->outcomes[r].fate == WORLD_FATE_OK;
-    buf[0] = '\0';
-    for (int r = 0; r < w->cfg.nranks && used + 16 < len; r++) {
-        if (w->outcomes[r].fate != WORLD_FATE_OK)
+    for (int r = 0; r < n; r++)
+        total += finished[r] != 0;
+    for (int r = 0; r < n && used + 16 < sizeof who; r++) {
+        if (!finished[r])
             continue;
         k++;
-        int n = snprintf(buf + used, len - used, "%s%d", k == 1 ? "" : k == total ? " and " : ", ", r);
-        if (n < 0)
+        int c = snprintf(who + used, sizeof who - used, "%s%d", k == 1 ? "" : k == total ? " and " : ", ", r);
+        if (c < 0)
             break;
-        used += (size_t)n;
+        used += (size_t)c;
     }
+    snprintf(buf, len, "deadlock: rank%s %s %s finished, and every other rank waits in a collective that needs %s",
+             total == 1 ? "" : "s", who, total == 1 ? "has" : "have", total == 1 ? "it" : "them");
 }
 
 /*
@@ -644,7 +689,7 @@ static ddp_status supervise(world *w, const sigset_t *watched, int live)
                 if (o->fate != WORLD_FATE_NOT_STARTED || wait4(o->pid, &ws, WNOHANG, &ru) != o->pid)
                     continue;
                 o->maxrss_kib = ru.ru_maxrss; /* this rank's own peak, whatever else the caller waited for */
-                decode_exit(o, ws, 0);
+                world_decode_exit(o, ws, 0);
                 live--;
                 if (o->fate != WORLD_FATE_OK && w->failed_rank < 0)
                     w->failed_rank = r;
@@ -671,17 +716,13 @@ static ddp_status supervise(world *w, const sigset_t *watched, int live)
             last_change = t;
         }
         if (live > 0 && deadlocked(w, t - last_change)) {
-            char who[256];
-            int finished = 0;
+            int finished[WORLD_MAX_RANKS];
             for (int r = 0; r < w->cfg.nranks; r++)
-                finished += w->outcomes[r].fate == WORLD_FATE_OK;
-            list_finished(w, who, sizeof who);
+                finished[r] = w->outcomes[r].fate == WORLD_FATE_OK;
+            char text[WORLD_ERROR_LEN];
+            world_deadlock_text(finished, w->cfg.nranks, text, sizeof text);
             stop_all(w, &live);
-            return ddp_error(DDP_ERR_DEADLOCK,
-                             "deadlock: rank%s %s %s finished, and every other rank waits in a collective that needs "
-                             "%s",
-                             finished == 1 ? "" : "s", who, finished == 1 ? "has" : "have",
-                             finished == 1 ? "it" : "them");
+            return ddp_error(DDP_ERR_DEADLOCK, "%s", text);
         }
         if (w->cfg.timeout_s > 0 && t - last_change > w->cfg.timeout_s) {
             w->stuck_for_s = t - last_change;
@@ -708,6 +749,19 @@ ddp_status world_run(world *w, world_rank_main main, void *arg)
     pid_t parent = getpid();
     int live = 0;
     ddp_status s = DDP_OK;
+    if (w->remote) { /* an MPI world: this process forks its one rank and supervises it with its peers */
+        pid_t pid = fork();
+        if (pid == 0)
+            rank_process(w, w->local_rank, main, arg, parent);
+        if (pid < 0)
+            s = ddp_error(DDP_ERR_SYSTEM, "fork of rank %d: %s", w->local_rank, strerror(errno));
+        else
+            s = world_mpi_supervise(w, &watched, pid);
+        collect_states(w);
+        pthread_sigmask(SIG_SETMASK, &saved, NULL);
+        w->last_status = s;
+        return s;
+    }
     for (int r = 0; r < w->cfg.nranks; r++) {
         pid_t pid = fork();
         if (pid == 0)
@@ -765,7 +819,10 @@ void world_describe(const world *w, char *buf, size_t len)
             snprintf(coll, sizeof coll, ", inside %s #%llu", o->coll, (unsigned long long)o->coll_seq);
         else if (o->fate != WORLD_FATE_OK)
             snprintf(coll, sizeof coll, ", not in a collective");
-        int n = snprintf(buf + used, len - used, "rank %d (pid %ld): %s, %s%s%s\n", r, (long)o->pid,
+        char host[80] = "";
+        if (w->mpi)
+            snprintf(host, sizeof host, " on %s", o->host);
+        int n = snprintf(buf + used, len - used, "rank %d (pid %ld%s): %s, %s%s%s\n", r, (long)o->pid, host,
                          fate_text(o, fate, sizeof fate), where, coll,
                          (w->last_status == DDP_ERR_TIMEOUT && o->fate == WORLD_FATE_STOPPED) ? " [stuck]"
                                                                                              : "");

@@ -2,9 +2,10 @@
  * world.h - the world of ranks: who the ranks are, how they reach each other,
  * and how the supervisor learns what happened to them.
  *
- * Today a world is N forked processes sharing one POSIX shared-memory
- * segment; nothing in this interface says fork(), so an MPI-launched world
- * can serve it later. The parent creates the world (the segment), runs a
+ * A world is N forked processes sharing one POSIX shared-memory segment
+ * (the default), or, in a process started with world_mpi_start, one rank in
+ * each process of an MPI job (world_mpi.c): the same calls, the same bits.
+ * The parent creates the world (the segment), runs a
  * function on every rank, and supervises: a rank that dies stops the others
  * within the supervision tick, a world that makes no progress for
  * timeout_s is ended, SIGINT/SIGTERM end it too, and on every path no
@@ -72,6 +73,7 @@ typedef struct world_rank_outcome {
     uint64_t coll_cpu_ns;          /* CPU time its threads used inside them (spinning, reducing, system calls), with
                                     * world_config.coll_cpu; else 0 */
     long maxrss_kib;               /* its peak resident memory, from wait4 */
+    char host[64];                 /* the host it ran on (an MPI world's ranks may be on several) */
     char error[WORLD_ERROR_LEN];   /* the message of a failing status */
 } world_rank_outcome;
 
@@ -118,11 +120,54 @@ int world_nranks(const world *w);
 /* Unmap the segment and free the handle; w may be NULL. */
 void world_destroy(world *w);
 
+/*
+ * ---- an MPI world: each process of an MPI job one rank ----
+ *
+ * world_mpi_start (MPI_Init) makes every world this process creates an MPI
+ * world of world_mpi_size() ranks, this process rank world_mpi_rank(). Every
+ * process runs the same program (the same calls, in the same order, with
+ * the same results: what the ranks publish reaches every process, see
+ * world_publish); rank 0's process reports, the others' stdout and stderr go
+ * to /dev/null. A run that fails (a rank died, the watchdog, a deadlock) is
+ * the job's last: rank 0's world_run returns the failure for the caller to
+ * report, its peers stay in theirs, and world_mpi_finish ends the job with
+ * MPI_Abort. Not available: trace and replay of arrival order
+ * (world_record_arrivals) and the point-to-point flags (world_flag_*).
+ */
+int world_mpi_built(void); /* 1 when ddpsim was built with MPI (configure --with-mpi) */
+/* "built with Open MPI v4.1.4, ..." or how to build it, for --version. */
+void world_mpi_describe(char *buf, size_t len);
+/* DDP_ERR_INVALID without MPI (the message says how to build it), DDP_ERR_SYSTEM when MPI_Init fails. */
+ddp_status world_mpi_start(int *argc, char ***argv);
+int world_mpi_active(void);
+int world_mpi_rank(void);
+int world_mpi_size(void);
+/*
+ * End MPI with this process's exit code. After a failed run: print nothing
+ * more, end the whole job with MPI_Abort(code), and never return. Otherwise
+ * return rank 0's code (every process exits with it). 0 does nothing when
+ * MPI was not started.
+ */
+int world_mpi_finish(int code);
+
 /* ---- rank side ---- */
 
 int world_rank_id(const world_rank *wr);
 int world_size(const world_rank *wr);
 void *world_rank_user_area(world_rank *wr);
+/* The rank's place among the ranks of its host, and how many that host runs (a forked world: one host). */
+int world_local_rank(const world_rank *wr);
+int world_local_size(const world_rank *wr);
+
+/*
+ * The rank wrote these len bytes of the shared user area for the parent's
+ * side to read. In a forked world the parent sees them already: nothing to
+ * do. In an MPI world they are copied to every process's user area, in the
+ * order the rank published them (a record before the counter that says it
+ * is there). A rank's parts of the user area must be its own: two ranks
+ * never publish the same bytes.
+ */
+void world_publish(world_rank *wr, const void *p, size_t len);
 
 /* Announce the op this rank is executing, for supervision reports. Counts as progress. */
 void world_set_op(world_rank *wr, int op_index, const char *label);
