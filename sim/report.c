@@ -54,7 +54,7 @@ static void header_nccl(const ddpsim_options *opt)
     fprintf(opt->out, "#   nccl op: %s\n", run->nccl_avg ? "avg: buckets unscaled, ncclAvg (1/N applied by NCCL)"
                                               : "sum: buckets scaled by 1/N as DDP does, then ncclSum");
     nccl_env_plan plan;
-    nccl_env_plan_make(0, run->nranks, g->ngpus, &plan);
+    nccl_env_plan_make(0, run->nranks, g->ngpus, NULL, &plan);
     nccl_env_describe(&plan, env, sizeof env);
     fprintf(opt->out, "#   environment: %s\n", env);
     if (plan.separate_hosts && g->ngpus == 1)

@@ -34,7 +34,7 @@ static void test_enough_gpus(void)
 {
     clear_env();
     nccl_env_plan p;
-    nccl_env_plan_make(3, 4, 4, &p);
+    nccl_env_plan_make(3, 4, 4, NULL, &p);
     CU_ASSERT_EQUAL(p.device, 3);
     CU_ASSERT_FALSE(p.separate_hosts);
     CU_ASSERT_PTR_NULL(find(&p, "NCCL_HOSTID"));
@@ -48,8 +48,8 @@ static void test_more_ranks_than_gpus(void)
 {
     clear_env();
     nccl_env_plan a, b;
-    nccl_env_plan_make(1, 4, 1, &a);
-    nccl_env_plan_make(2, 4, 1, &b);
+    nccl_env_plan_make(1, 4, 1, NULL, &a);
+    nccl_env_plan_make(2, 4, 1, NULL, &b);
     CU_ASSERT_TRUE(a.separate_hosts);
     CU_ASSERT_EQUAL(a.device, 0);
     CU_ASSERT_EQUAL(b.device, 0);
@@ -61,7 +61,7 @@ static void test_more_ranks_than_gpus(void)
     /* 6 ranks on 4 GPUs: two blocks, ranks 0-3 on GPUs 0-3 and 4-5 on GPUs 0-1; only ranks sharing a GPU apart */
     nccl_env_plan r[6];
     for (int k = 0; k < 6; k++)
-        nccl_env_plan_make(k, 6, 4, &r[k]);
+        nccl_env_plan_make(k, 6, 4, NULL, &r[k]);
     CU_ASSERT_EQUAL(r[5].device, 1);
     CU_ASSERT_TRUE(r[5].separate_hosts);
     CU_ASSERT_EQUAL(r[5].nhosts, 2);
@@ -77,13 +77,34 @@ static void test_more_ranks_than_gpus(void)
 }
 
 /* A NCCL_HOSTID the user set: every rank given it would be one host again; each block gets it made distinct. */
+/* An MPI job over hosts: each host plans its own ranks; its blocks carry its name; sockets are NCCL's choice. */
+static void test_several_hosts(void)
+{
+    clear_env();
+    nccl_env_plan a0, a1, b0, one;
+    nccl_env_plan_make(0, 2, 1, "alpha", &a0); /* host alpha: 2 ranks on 1 GPU */
+    nccl_env_plan_make(1, 2, 1, "alpha", &a1);
+    nccl_env_plan_make(0, 2, 1, "beta", &b0);  /* host beta: the same places */
+    nccl_env_plan_make(1, 2, 2, "alpha", &one); /* a GPU per rank on its host */
+    CU_ASSERT_EQUAL(a1.device, 0);
+    CU_ASSERT_EQUAL(one.device, 1);
+    CU_ASSERT_FALSE(one.separate_hosts);
+    CU_ASSERT_PTR_NULL(find(&one, "NCCL_HOSTID"));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(find(&a0, "NCCL_HOSTID"));
+    CU_ASSERT_STRING_EQUAL(find(&a0, "NCCL_HOSTID")->value, "ddpsim-alpha-0");
+    CU_ASSERT_STRING_EQUAL(find(&a1, "NCCL_HOSTID")->value, "ddpsim-alpha-1");
+    CU_ASSERT_STRING_EQUAL(find(&b0, "NCCL_HOSTID")->value, "ddpsim-beta-0"); /* not alpha's block 0 */
+    CU_ASSERT_PTR_NULL(find(&a0, "NCCL_SOCKET_IFNAME")); /* loopback would not reach beta */
+    CU_ASSERT_PTR_NULL(find(&a0, "NCCL_IB_DISABLE"));
+}
+
 static void test_user_host_id(void)
 {
     clear_env();
     setenv("NCCL_HOSTID", "myhost", 1);
     nccl_env_plan a, b;
-    nccl_env_plan_make(0, 2, 1, &a);
-    nccl_env_plan_make(1, 2, 1, &b);
+    nccl_env_plan_make(0, 2, 1, NULL, &a);
+    nccl_env_plan_make(1, 2, 1, NULL, &b);
     const nccl_env_var *ha = find(&a, "NCCL_HOSTID"), *hb = find(&b, "NCCL_HOSTID");
     CU_ASSERT_PTR_NOT_NULL_FATAL(ha);
     CU_ASSERT_PTR_NOT_NULL_FATAL(hb);
@@ -98,7 +119,7 @@ static void test_user_host_id(void)
     /* enough GPUs: the user's value stays as it is, untouched */
     setenv("NCCL_HOSTID", "myhost", 1);
     nccl_env_plan c;
-    nccl_env_plan_make(1, 2, 2, &c);
+    nccl_env_plan_make(1, 2, 2, NULL, &c);
     CU_ASSERT_PTR_NULL(find(&c, "NCCL_HOSTID"));
     CU_ASSERT_EQUAL(nccl_env_apply(&c), DDP_OK);
     CU_ASSERT_STRING_EQUAL(getenv("NCCL_HOSTID"), "myhost");
@@ -110,7 +131,7 @@ static void test_user_wins_and_apply(void)
     clear_env();
     setenv("NCCL_PROTO", "LL128", 1);
     nccl_env_plan p;
-    nccl_env_plan_make(0, 2, 1, &p);
+    nccl_env_plan_make(0, 2, 1, NULL, &p);
     const nccl_env_var *proto = find(&p, "NCCL_PROTO");
     CU_ASSERT_TRUE(proto->user_set);
     CU_ASSERT_STRING_EQUAL(proto->value, "LL128");
@@ -133,6 +154,7 @@ int main(void)
         {"more ranks than GPUs: a host id per rank, loopback sockets", test_more_ranks_than_gpus},
         {"the user's variables win; apply and describe", test_user_wins_and_apply},
         {"a user's NCCL_HOSTID: one per host block, derived, said", test_user_host_id},
+        {"an MPI job over hosts: each host plans its own ranks and names its blocks", test_several_hosts},
         TEST_END,
     };
     return test_run_suite("nccl environment", tests);

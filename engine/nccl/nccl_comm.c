@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "coll.h"
@@ -150,15 +151,21 @@ static ddp_status nccl_call(nccl_comm *c, const char *what, ncclResult_t r)
 
 static ddp_status setup(nccl_comm *c)
 {
+    /* The plan of this rank's host: in an MPI job over several, its place among that host's ranks and GPUs. */
     nccl_env_plan plan;
-    nccl_env_plan_make(c->rank, c->n, c->set.ngpus, &plan);
+    char host[64] = "";
+    int spread = world_local_size(c->wr) < c->n;
+    if (spread)
+        gethostname(host, sizeof host - 1);
+    nccl_env_plan_make(world_local_rank(c->wr), world_local_size(c->wr), c->set.ngpus, spread ? host : NULL, &plan);
     c->fig->device = plan.device;
     c->fig->separate_hosts = plan.separate_hosts;
     DDP_CHECK(nccl_env_apply(&plan));
     CUDA_TRY(c, cudaSetDevice(plan.device));
 
-    /* Rank 0's unique id reaches the others through the shared segment. A rank 0
-     * that fails here returns, the world aborts, and the others' broadcast ends. */
+    /* Rank 0's unique id reaches the others by the world's broadcast: through the shared segment, or over MPI
+     * (as nccl-tests bootstraps). A rank 0 that fails here returns, the world aborts, and the others' broadcast
+     * ends. */
     ncclUniqueId id;
     memset(&id, 0, sizeof id);
     if (c->rank == 0) {

@@ -17,8 +17,9 @@ static void add(nccl_env_plan *p, const char *name, const char *value)
     snprintf(v->value, sizeof v->value, "%s", mine ? mine : value);
 }
 
-/* NCCL_HOSTID of host block h: the user's value made distinct ("X-h"), or ddpsim's ("ddpsim-host<h>"). */
-static void add_host_id(nccl_env_plan *p, int h)
+/* NCCL_HOSTID of host block h: the user's value made distinct ("X-h"), or ddpsim's ("ddpsim-host<h>", on a host
+ * of a job over several "ddpsim-<host>-<h>"). */
+static void add_host_id(nccl_env_plan *p, int h, const char *host)
 {
     nccl_env_var *v = &p->vars[p->n++];
     v->name = "NCCL_HOSTID";
@@ -27,12 +28,14 @@ static void add_host_id(nccl_env_plan *p, int h)
         v->derived = 1;
         snprintf(v->user_value, sizeof v->user_value, "%s", mine);
         snprintf(v->value, sizeof v->value, "%.80s-%d", mine, h);
+    } else if (host) {
+        snprintf(v->value, sizeof v->value, "ddpsim-%.64s-%d", host, h);
     } else {
         snprintf(v->value, sizeof v->value, "ddpsim-host%d", h);
     }
 }
 
-void nccl_env_plan_make(int rank, int nranks, int ngpus, nccl_env_plan *out)
+void nccl_env_plan_make(int rank, int nranks, int ngpus, const char *host, nccl_env_plan *out)
 {
     memset(out, 0, sizeof *out);
     if (ngpus < 1)
@@ -46,9 +49,11 @@ void nccl_env_plan_make(int rank, int nranks, int ngpus, nccl_env_plan *out)
     add(out, "NCCL_MIN_NCHANNELS", "1");
     add(out, "NCCL_MAX_NCHANNELS", "1");
     if (out->separate_hosts) {
-        add_host_id(out, out->host);
-        add(out, "NCCL_SOCKET_IFNAME", "lo");
-        add(out, "NCCL_IB_DISABLE", "1");
+        add_host_id(out, out->host, host);
+        if (!host) { /* one host: the blocks talk over loopback; across hosts NCCL's own choice must reach them */
+            add(out, "NCCL_SOCKET_IFNAME", "lo");
+            add(out, "NCCL_IB_DISABLE", "1");
+        }
     }
 }
 

@@ -23,6 +23,13 @@
  * Above NCCL_ENV_CONTEXTS_WARN ranks per GPU the header warns.
  *
  * Any other variable the user already set is left as it is: theirs wins.
+ *
+ * In an MPI job over several hosts (--world mpi) the plan is each host's:
+ * rank and nranks are the rank's place among its host's ranks, a rank uses
+ * GPU local rank % ngpus of its own host, the blocks of one host are
+ * told apart by that host's name in their NCCL_HOSTID ("ddpsim-<host>-<h>"),
+ * and NCCL's sockets stay on its own choice of interface (loopback cannot
+ * reach the other hosts).
  */
 #ifndef DDPSIM_NCCL_ENV_H
 #define DDPSIM_NCCL_ENV_H
@@ -52,8 +59,11 @@ typedef struct nccl_env_plan {
     nccl_env_var vars[NCCL_ENV_MAX];
 } nccl_env_plan;
 
-/* The plan for `rank` of nranks on ngpus (>= 1) GPUs, reading the current environment. */
-void nccl_env_plan_make(int rank, int nranks, int ngpus, nccl_env_plan *out);
+/*
+ * The plan for `rank` of nranks on ngpus (>= 1) GPUs, reading the current environment; host: NULL when every
+ * rank of the job is on this host, else this host's name (rank and nranks then count this host's ranks).
+ */
+void nccl_env_plan_make(int rank, int nranks, int ngpus, const char *host, nccl_env_plan *out);
 
 /* setenv() every variable the user did not set (DDP_ERR_SYSTEM if that fails). */
 ddp_status nccl_env_apply(const nccl_env_plan *p);
