@@ -53,7 +53,8 @@ static int write_coll_json(const char *path, const bench_coll_config *c, const b
         fprintf(f, ", \"x_sol\": ");
         jsonw_number(f, w->x_sol);
         if (c->has_baseline) {
-            fprintf(f, ", \"baseline_algo\": \"%s\", \"baseline_time_us\": ", coll_algo_name(c->baseline));
+            fprintf(f, ", \"baseline_algo\": \"%s\", \"baseline_time_us\": ",
+                    c->mpi_baseline ? "MPI_Allreduce" : coll_algo_name(c->baseline));
             jsonw_number(f, w->baseline_us);
             fprintf(f, ", \"ratio\": ");
             jsonw_number(f, w->ratio);
@@ -68,6 +69,8 @@ static int write_coll_json(const char *path, const bench_coll_config *c, const b
 typedef struct allreduce_options {
     bench_coll_config c;
     const char *json;
+    int world;      /* --world: CLI_WORLD_FORK or CLI_WORLD_MPI */
+    opt_given seen;
 } allreduce_options;
 
 static void allreduce_init(void *o)
@@ -97,9 +100,24 @@ static int parse_ar_baseline(void *o, const char *arg, char *msg, size_t len)
     return 0;
 }
 
+extern const opt_command allreduce_command;
+
 static int allreduce_validate(void *o, const char **which, char *msg, size_t len)
 {
-    const bench_coll_config *c = &((allreduce_options *)o)->c;
+    allreduce_options *a = o;
+    bench_coll_config *c = &a->c;
+    if (cli_world_ranks(a->world, opt_was_given(&allreduce_command, a, "ranks"), &c->nranks, msg, len)) {
+        *which = "ranks";
+        return -1;
+    }
+    if (a->world == CLI_WORLD_MPI) {
+        if (c->has_baseline) {
+            *which = "baseline";
+            snprintf(msg, len, "under --world mpi the baseline is MPI_Allreduce, timed in the same iterations");
+            return -1;
+        }
+        c->has_baseline = c->mpi_baseline = 1;
+    }
     if (c->min_bytes < coll_dtype_size(c->type) || c->max_bytes < c->min_bytes || c->max_bytes > BENCH_COLL_MAX_BYTES) {
         *which = "bytes";
         snprintf(msg, len, "sizes must run from one element up to at most 1G (got %zu..%zu)", c->min_bytes,
@@ -131,11 +149,14 @@ static const opt_spec allreduce_specs[] = {
     {"warmup", 'w', "W", "untimed repetitions first", OPT_INT, FA(c.warmup), 0, 1000, NULL, NULL},
     {"json", 0, "FILE", "the results as JSON", OPT_STRING, FA(json), 0, 0, NULL, NULL},
     {"timeout", 't', "SEC", "watchdog", OPT_SECONDS, FA(c.timeout_s), 0, 1e7, NULL, NULL},
+    {"world", 0, CLI_WORLD_CHOICES,
+     "fork: shared memory; mpi: each process of an MPI job one rank,\nwith MPI_Allreduce timed beside in every iteration",
+     OPT_CHOICE, FA(world), 0, 0, NULL, NULL},
     {"help", 'h', NULL, "this help", OPT_HELP, 0, 0, 0, NULL, NULL},
     {NULL, 0, NULL, NULL, OPT_FLAG, 0, 0, 0, NULL, NULL},
 };
 
-static const opt_command allreduce_command = {
+const opt_command allreduce_command = {
     .name = "bench allreduce",
     .usage = "[OPTIONS]",
     .about = "Times the one-copy in-place allreduce over shared memory, nccl-tests style, every\n"
@@ -144,6 +165,8 @@ static const opt_command allreduce_command = {
     .opts_size = sizeof(allreduce_options),
     .init = allreduce_init,
     .validate = allreduce_validate,
+    .tracks_given = 1,
+    .given_offset = offsetof(allreduce_options, seen),
     .epilog = "Exit status: 0 every result right, 1 a wrong element, 2 bad usage, 3 runtime fault.\n",
 };
 
@@ -156,8 +179,14 @@ static int bench_allreduce_main(int argc, char **argv)
     bench_coll_config c = a.c;
     const char *json = a.json;
 
-    printf("# ddpsim bench allreduce: %d ranks, algo %s, type %s; one-copy in-place allreduce over shared memory\n",
-           c.nranks, coll_algo_name(c.algo), coll_dtype_name(c.type));
+    const char *base_name = c.mpi_baseline ? "MPI_Allreduce" : coll_algo_name(c.baseline);
+    if (c.mpi_baseline)
+        printf("# ddpsim bench allreduce: %d ranks, algo %s, type %s; over MPI, each process one rank: the bytes moved by "
+               "MPI, summed in ddpsim's order\n",
+               c.nranks, coll_algo_name(c.algo), coll_dtype_name(c.type));
+    else
+        printf("# ddpsim bench allreduce: %d ranks, algo %s, type %s; one-copy in-place allreduce over shared memory\n",
+               c.nranks, coll_algo_name(c.algo), coll_dtype_name(c.type));
     printf("# medians of %d iterations after %d warm-up, the slowest rank of each; every result checked\n", c.iters,
            c.warmup);
     fflush(stdout);
@@ -170,13 +199,13 @@ static int bench_allreduce_main(int argc, char **argv)
     printf("# memcpy: %.2f GB/s (min(ranks, cores) concurrent copies of 32 MiB, medians of 7, summed)\n",
            r.memcpy_gbps);
     printf("# bound_us: the bytes the allreduce reads and writes on all ranks, 2nN, at 2 x that rate (caches can beat it)\n");
-    printf("# sol_us: the speed of light, the same traffic with no synchronization or order: min(ranks, cores) threads of "
-           "rank 0 over the same slots, in the same iterations; x_sol = time / sol\n");
+    if (!c.mpi_baseline)
+        printf("# sol_us: the speed of light, the same traffic with no synchronization or order: min(ranks, cores) "
+               "threads of rank 0 over the same slots, in the same iterations; x_sol = time / sol\n");
     printf("# barrier: %.1f us, a barrier of the %d ranks (a futex wake-up round trip: the floor of a small message)\n",
            r.barrier_us, c.nranks);
     if (c.has_baseline)
-        printf("# base_us: %s timed in the same iterations; ratio: the median of time / base time\n",
-               coll_algo_name(c.baseline));
+        printf("# base_us: %s timed in the same iterations; ratio: the median of time / base time\n", base_name);
     printf("#%11s %11s %7s %11s %11s %11s %11s %8s %11s %7s", "size", "count", "type", "time_us", "algbw_GBps",
            "busbw_GBps", "bound_us", "x_bound", "sol_us", "x_sol");
     if (c.has_baseline)
@@ -186,9 +215,12 @@ static int bench_allreduce_main(int argc, char **argv)
     double busbw = 0;
     for (int k = 0; k < r.nrows; k++) {
         const bench_coll_row *w = &r.rows[k];
-        printf(" %11zu %11zu %7s %11.1f %11.3f %11.3f %11.1f %8.2f %11.1f %7.2f", w->bytes, w->count,
-               coll_dtype_name(c.type), w->time_us, w->algbw, w->busbw, w->bound_us,
-               w->bound_us > 0 ? w->time_us / w->bound_us : 0.0, w->sol_us, w->x_sol);
+        printf(" %11zu %11zu %7s %11.1f %11.3f %11.3f %11.1f %8.2f", w->bytes, w->count, coll_dtype_name(c.type),
+               w->time_us, w->algbw, w->busbw, w->bound_us, w->bound_us > 0 ? w->time_us / w->bound_us : 0.0);
+        if (c.mpi_baseline)
+            printf(" %11s %7s", "-", "-"); /* no speed-of-light kernel across processes */
+        else
+            printf(" %11.1f %7.2f", w->sol_us, w->x_sol);
         if (c.has_baseline)
             printf(" %11.1f %7.2f", w->baseline_us, w->ratio);
         printf(" %8llu\n", (unsigned long long)w->wrong);
@@ -196,11 +228,15 @@ static int bench_allreduce_main(int argc, char **argv)
         busbw += w->busbw;
     }
     printf("# avg busbw: %.3f GB/s\n", busbw / r.nrows);
-    printf("# smallest message: %.1f us, %.2f x the barrier; largest: x_sol %.2f\n", r.rows[0].time_us,
-           r.barrier_us > 0 ? r.rows[0].time_us / r.barrier_us : 0.0, r.rows[r.nrows - 1].x_sol);
+    printf("# smallest message: %.1f us, %.2f x the barrier", r.rows[0].time_us,
+           r.barrier_us > 0 ? r.rows[0].time_us / r.barrier_us : 0.0);
+    if (c.mpi_baseline)
+        printf("\n");
+    else
+        printf("; largest: x_sol %.2f\n", r.rows[r.nrows - 1].x_sol);
     if (c.has_baseline)
-        printf("# %s / %s at %zu bytes: %.2fx (median of per-iteration ratios)\n", coll_algo_name(c.algo),
-               coll_algo_name(c.baseline), r.rows[r.nrows - 1].bytes, r.rows[r.nrows - 1].ratio);
+        printf("# %s / %s at %zu bytes: %.2fx (median of per-iteration ratios)\n", coll_algo_name(c.algo), base_name,
+               r.rows[r.nrows - 1].bytes, r.rows[r.nrows - 1].ratio);
     printf("# verdict: %s (%llu wrong elements)\n", wrong ? "FAIL" : "PASS", (unsigned long long)wrong);
     if (json && write_coll_json(json, &c, &r) != 0) {
         fprintf(stderr, "ddpsim bench: cannot write --json %s\n", json);

@@ -68,6 +68,10 @@ expect_cmd 1 "first divergence" "a bug is caught under MPI too" -- mpi 3 --scena
 rm -rf "$tmp/rec" && "$DDPSIM" --ranks 3 --scenario classic --record "$tmp/rec" -q >/dev/null 2>&1
 expect_cmd 0 "verdict: PASS" "ddpsim check of a recorded run under MPI" -- \
     timeout 120 mpirun --oversubscribe -np 3 "$DDPSIM" check "$tmp/rec" --world mpi
+expect_cmd 0 "ring / MPI_Allreduce at 65536 bytes" "bench allreduce over MPI, MPI_Allreduce beside it" -- \
+    timeout 120 mpirun --oversubscribe -np 3 "$DDPSIM" bench allreduce --world mpi --bytes 64K --iters 3 --algo ring \
+    --json "$tmp/bench.json"
+grep -q "verdict: PASS (0 wrong elements)" "$out" && ok "... every result right" || bad "... every result right"
 expect_cmd 2 "3 ranks, but the MPI job has 2 processes" "--ranks against the job's size" -- mpi 2 --ranks 3
 expect_cmd 2 "they belong to --world fork" "--trace is refused" -- mpi 2 --scenario classic --trace "$tmp/t.jsonl"
 expect_cmd 2 "a fault ends an MPI job" "--mutants is refused" -- mpi 2 --mutants

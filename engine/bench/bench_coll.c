@@ -206,19 +206,27 @@ static uint64_t count_wrong(const void *slot, coll_dtype type, int n, size_t cou
     return wrong;
 }
 
-/* One timed allreduce of this rank's freshly filled slot; the last iteration also counts wrong elements. */
-static ddp_status timed_allreduce(world_rank *wr, const bench_coll_config *c, coll_algo algo, size_t count,
-                                  double *t_out, uint64_t *wrong)
+/*
+ * One timed allreduce of this rank's freshly filled slot (native: the MPI library's, the MPI world's baseline);
+ * the last iteration also counts wrong elements.
+ */
+static ddp_status timed_allreduce(world_rank *wr, const bench_coll_config *c, coll_algo algo, int native,
+                                  size_t count, double *t_out, uint64_t *wrong)
 {
     int n = world_size(wr), me = world_rank_id(wr);
     void *slot = world_slot(wr, me);
     fill(slot, c->type, me, count);
     DDP_CHECK(coll_barrier(wr));
     double t0 = clock_now_us();
-    DDP_CHECK(coll_allreduce_inplace(wr, count, c->type, COLL_SUM, algo));
+    if (native)
+        DDP_CHECK(coll_allreduce_native(wr, count, c->type));
+    else
+        DDP_CHECK(coll_allreduce_inplace(wr, count, c->type, COLL_SUM, algo));
     *t_out = clock_now_us() - t0;
-    if (wrong)
+    if (wrong) {
         *wrong += count_wrong(slot, c->type, n, count);
+        world_publish(wr, wrong, sizeof *wrong);
+    }
     return coll_barrier(wr); /* nobody refills a slot another rank still reads */
 }
 
@@ -237,13 +245,15 @@ static ddp_status bench_sizes(world_rank *wr, const bench_args *ba, bench_area *
             double t, tb = 0;
             /* With a baseline, the two take turns going first, so neither always finds warm caches. */
             if (c->has_baseline && it % 2 == 0)
-                DDP_CHECK(timed_allreduce(wr, c, c->baseline, count, &tb, wrong));
-            DDP_CHECK(timed_allreduce(wr, c, c->algo, count, &t, wrong));
+                DDP_CHECK(timed_allreduce(wr, c, c->baseline, c->mpi_baseline, count, &tb, wrong));
+            DDP_CHECK(timed_allreduce(wr, c, c->algo, 0, count, &t, wrong));
             if (c->has_baseline && it % 2 != 0)
-                DDP_CHECK(timed_allreduce(wr, c, c->baseline, count, &tb, wrong));
+                DDP_CHECK(timed_allreduce(wr, c, c->baseline, c->mpi_baseline, count, &tb, wrong));
             if (it >= 0) {
                 a->times[at] = t;
                 a->base_times[at] = tb;
+                world_publish(wr, &a->times[at], sizeof a->times[at]); /* for the parent's side (world.h) */
+                world_publish(wr, &a->base_times[at], sizeof a->base_times[at]);
             }
         }
         /* The speed of light on the same slots, as many passes, right after the size's allreduces (the others
@@ -282,20 +292,24 @@ static ddp_status bench_rank(world_rank *wr, void *arg)
     world_set_op(wr, 0, "memcpy");
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     DDP_CHECK(coll_barrier(wr));
-    if (me < (cores > 0 ? cores : 1))
-        a.memcpy_rate[me] = measure_memcpy(); /* concurrently on as many ranks as there are cores */
+    if (world_local_rank(wr) < (cores > 0 ? cores : 1)) { /* concurrently on as many ranks as its host has cores */
+        a.memcpy_rate[me] = measure_memcpy();
+        world_publish(wr, &a.memcpy_rate[me], sizeof a.memcpy_rate[me]);
+    }
     DDP_CHECK(coll_barrier(wr));
     world_set_op(wr, 0, "barrier");
     double barrier_us = 0;
     DDP_CHECK(time_barrier(wr, &barrier_us));
-    if (me == 0)
+    if (me == 0) {
         *a.barrier_us = barrier_us;
+        world_publish(wr, a.barrier_us, sizeof *a.barrier_us);
+    }
     /* Rank 0's pool for the speed-of-light kernel: min(N, cores) workers, itself included. If one cannot
      * start, those that did are told to leave before they touch a barrier, and the kernel is not run. */
     sol_pool pool, *sol = NULL;
     sol_worker workers[SOL_MAX_THREADS];
     int started = 1;
-    if (me == 0) {
+    if (me == 0 && !world_mpi_active()) { /* the kernel reads every rank's slot: not across MPI processes */
         memset(&pool, 0, sizeof pool);
         pool.wr = wr;
         pool.n = n;
@@ -323,7 +337,7 @@ static ddp_status bench_rank(world_rank *wr, void *arg)
             sol = &pool;
     }
     ddp_status s = bench_sizes(wr, ba, &a, sol);
-    if (me == 0) {
+    if (me == 0 && !world_mpi_active()) {
         if (pool.go) { /* the workers wait at start: release them to see stop */
             pool.stop = 1;
             pthread_barrier_wait(&pool.start);
@@ -353,6 +367,8 @@ ddp_status bench_coll_run(const bench_coll_config *c, bench_coll_result *out)
                          c->min_bytes, c->max_bytes);
     if (c->iters < 1 || c->warmup < 0)
         return ddp_error(DDP_ERR_INVALID, "bench: %d iterations, %d warm-up", c->iters, c->warmup);
+    if (c->mpi_baseline && (!world_mpi_active() || !c->has_baseline))
+        return ddp_error(DDP_ERR_INVALID, "bench: MPI_Allreduce as the baseline needs an MPI world (--world mpi)");
     int nsizes = 0;
     for (size_t b = c->min_bytes; b <= c->max_bytes && nsizes < BENCH_COLL_MAX_ROWS; b *= 2)
         nsizes++;

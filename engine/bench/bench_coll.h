@@ -4,6 +4,9 @@
  * after warm-up, the slowest rank of each iteration), every result checked
  * against exactly known sums, next to this machine's memcpy bandwidth
  * measured in the same run and the memory-traffic bound it implies.
+ * In an MPI world (world_mpi_start), the same allreduce over MPI, with the
+ * MPI library's own MPI_Allreduce as the baseline in the same iterations;
+ * no speed-of-light kernel there (it reads every rank's slot).
  */
 #ifndef DDPSIM_BENCH_COLL_H
 #define DDPSIM_BENCH_COLL_H
@@ -26,6 +29,7 @@ typedef struct bench_coll_config {
     double timeout_s;
     int has_baseline;      /* also time `baseline` in every iteration, side by side, and report the ratio */
     coll_algo baseline;
+    int mpi_baseline;      /* the baseline is MPI_Allreduce (coll_allreduce_native): an MPI world only */
 } bench_coll_config;
 
 typedef struct bench_coll_row {

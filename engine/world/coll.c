@@ -76,6 +76,7 @@ const char *coll_kind_name(uint64_t k)
     case COLL_KIND_ALLREDUCE_INPLACE: return "allreduce_inplace";
     case COLL_KIND_REDUCE_SCATTER: return "reduce_scatter";
     case WORLD_REMOTE_BARRIER: return "barrier";
+    case COLL_KIND_NATIVE_ALLREDUCE: return "MPI_Allreduce";
     }
     return "?";
 }
@@ -555,6 +556,17 @@ ddp_status coll_allreduce_inplace(world_rank *wr, size_t count, coll_dtype type,
         DDP_CHECK(world_flag_wait(wr, (me + k) % n, ticket));
     world_leave_coll(wr);
     return DDP_OK;
+}
+
+ddp_status coll_allreduce_native(world_rank *wr, size_t count, coll_dtype type)
+{
+    DDP_CHECK(check_reduction(count, type, COLL_SUM, COLL_ORDERED));
+    if (!world_remote(wr))
+        return ddp_error(DDP_ERR_INVALID, "MPI_Allreduce: not in an MPI world");
+    if (count > world_slot_bytes(wr) / coll_dtype_size(type))
+        return ddp_error(DDP_ERR_INVALID, "MPI_Allreduce of %zu elements exceeds the %zu-byte slot", count,
+                         world_slot_bytes(wr));
+    return coll_remote_native(wr, count, type);
 }
 
 ddp_status coll_broadcast(world_rank *wr, void *buf, size_t bytes, int root)

@@ -104,6 +104,15 @@ ddp_status coll_reduce_scatter(world_rank *wr, void *buf, size_t count, coll_dty
  */
 ddp_status coll_allreduce_inplace(world_rank *wr, size_t count, coll_dtype type, coll_op op, coll_algo algo);
 
+/*
+ * In an MPI world, the MPI library's own MPI_Allreduce (sum) of the count
+ * elements in this rank's slot, in place: the library's order, not
+ * ddpsim's, and no check that the ranks called the same thing. Only the
+ * benchmark's baseline (ddpsim bench allreduce --world mpi).
+ * DDP_ERR_INVALID in a forked world or when count does not fit a slot.
+ */
+ddp_status coll_allreduce_native(world_rank *wr, size_t count, coll_dtype type);
+
 /* Copy root's bytes into every rank's buf. */
 ddp_status coll_broadcast(world_rank *wr, void *buf, size_t bytes, int root);
 

@@ -35,5 +35,6 @@ ddp_status coll_remote_reduce(world_rank *wr, uint64_t kind, void *buf, size_t c
 ddp_status coll_remote_broadcast(world_rank *wr, void *buf, size_t bytes, int root);
 ddp_status coll_remote_allgather(world_rank *wr, const void *send, void *recv, size_t bytes);
 ddp_status coll_remote_barrier(world_rank *wr);
+ddp_status coll_remote_native(world_rank *wr, size_t count, coll_dtype type);
 
 #endif

@@ -91,6 +91,16 @@ ddp_status coll_remote_allgather(world_rank *wr, const void *send, void *recv, s
     return DDP_OK;
 }
 
+ddp_status coll_remote_native(world_rank *wr, size_t count, coll_dtype type)
+{
+    DDP_CHECK(world_enter_coll(wr, "MPI_Allreduce"));
+    ask(wr, COLL_KIND_NATIVE_ALLREDUCE, count, (uint64_t)type, 0, 0, count);
+    world_remote(wr)->first = 0; /* the library's call alone: no descriptors compared */
+    DDP_CHECK(world_remote_call(wr));
+    world_leave_coll(wr);
+    return DDP_OK;
+}
+
 ddp_status coll_remote_barrier(world_rank *wr)
 {
     DDP_CHECK(world_enter_coll(wr, "barrier"));

@@ -35,7 +35,8 @@ enum {
     COLL_KIND_BARRIER,
     COLL_KIND_ALLREDUCE_INPLACE,
     COLL_KIND_REDUCE_SCATTER,
-    WORLD_REMOTE_BARRIER, /* world_barrier in an MPI world */
+    WORLD_REMOTE_BARRIER,       /* world_barrier in an MPI world */
+    COLL_KIND_NATIVE_ALLREDUCE, /* MPI_Allreduce itself, for the benchmark's baseline (coll_allreduce_native) */
 };
 
 /* The rank's line to its parent in an MPI world (in the segment). */

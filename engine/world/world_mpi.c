@@ -708,6 +708,11 @@ static ddp_status serve_request(world *w)
     case COLL_KIND_ALLREDUCE:
     case COLL_KIND_ALLREDUCE_INPLACE:
     case COLL_KIND_REDUCE_SCATTER: return reduce_piece(w, d, off, len);
+    case COLL_KIND_NATIVE_ALLREDUCE: { /* the benchmark's baseline: the library's own, blocking, as users call it */
+        int rc = MPI_Allreduce(MPI_IN_PLACE, w->slots, (int)len, (coll_dtype)d[2] == COLL_DOUBLE ? MPI_DOUBLE : MPI_FLOAT,
+                               MPI_SUM, job.data);
+        return rc == MPI_SUCCESS ? DDP_OK : collective_failed(w, rc, "MPI_Allreduce");
+    }
     }
     return ddp_error(DDP_ERR_INVALID, "unknown collective %llu", (unsigned long long)d[0]);
 }
