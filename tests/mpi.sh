@@ -59,6 +59,8 @@ for np in 2 3 4; do
 done
 same_bits 3 "a 1.3M-parameter model: allreduces and reduce-scatters in pieces, ring" -- \
     --model mlp:512-1024-1024-64 --schedule "2*(nosync{fwd bwd} grab) fwd bwd grab step" --algo ring --impl bucketed
+same_bits 3 "bucketed under chaos seed 7 (delays, held-back ready events, shuffled launches)" -- \
+    --scenario classic --impl bucketed --chaos 7
 same_bits 3 "branchy with find_unused" -- --model branchy --find-unused --schedule "fwd bwd grab step fwd bwd grab"
 
 expect_cmd 0 "verdict: PASS (20 of 20 scenarios, 137 grabs x 4 ranks" "the battery under mpirun -np 4" -- \
@@ -97,6 +99,9 @@ if [ -f "$FAKE" ]; then
 else
     echo "(no NCCL in this build: the NCCL-over-MPI checks are not run)"
 fi
+
+expect_cmd 1 "first divergence: grab 2" "a flipped bit in rank 1's contribution is caught" -- \
+    mpi 3 --scenario classic --fault flip:rank=1,op=10 --json "$tmp/flip.json"
 
 # Failures: exit 3 from the job, the rank named, nothing left behind.
 failure() {
