@@ -33,5 +33,9 @@ check "every figure is left in the directory: JSON reports, logs, the NCCL tests
     'for f in battery-2.json classic-3.json repeat-2.txt hang-3.txt mutants-2.txt gpu-tests.log log.txt; do
          [ -s "$dir/out/$f" ] || exit 1; done'
 check "the NCCL tests ran and passed" 'grep -q "passed, 0 failed" "$dir/out/gpu-tests.log"'
+if "$DDPSIM" --version | grep -q "^MPI world: built" && command -v mpirun >/dev/null 2>&1; then
+    check "NCCL over MPI ran, with the forked run's NCCL digest" \
+        'grep -q "^# --world mpi --backend nccl, 2 ranks: PASS in [0-9]* s, NCCL digest [0-9a-f]* as forked" "$dir/out/log.txt"'
+fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -9,7 +9,10 @@
 #      before its first backward: its peers' NCCL allreduces must be aborted
 #      at their deadline, not block); and at 3 ranks --mutants, within a time
 #      budget (each of its 720 runs starts NCCL afresh);
-#   4. print one summary table: per rank count the battery's verdict, the
+#   4. with MPI built and mpirun there: --world mpi --backend nccl at 2
+#      ranks (the unique id over MPI), its NCCL result digest against the
+#      forked run's;
+#   5. print one summary table: per rank count the battery's verdict, the
 #      ulp histogram, the share of elements the CPU ring emulation predicts
 #      bit for bit, GPU time per allreduce, wall time, determinism, mutants
 #      and the hang's abort time.
@@ -160,6 +163,29 @@ for n in $ranks; do
     printf '%-5s %-8s %-28s %-9s %-10s %-8s %-7s %-11s %-12s\n' "$n" "${battery:-?}" "$hist" "${ring:--}" \
         "${gpu_ms:--}" "$wall" "$repeat" "$mutants" "$hang" >>"$summary"
 done
+
+# 4. NCCL over MPI: each process one rank, the communicator bootstrapped over MPI; the same NCCL bits as forked.
+if grep -q "^MPI world: built" "$out/version.txt" && command -v mpirun >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+    export OMPI_MCA_btl_vader_single_copy_mechanism=none # CMA is not allowed in every container
+    t=$(date +%s)
+    dd --ranks 2 --backend nccl --scenario classic >"$out/mpi-fork-2.txt" 2>&1
+    set -- "$ddpsim"
+    [ -n "${GPU_CHECK_FAKE:-}" ] && set -- env LD_PRELOAD="$GPU_CHECK_FAKE" "$ddpsim"
+    timeout 300 mpirun --oversubscribe -np 2 "$@" --world mpi --backend nccl --scenario classic \
+        --json "$out/mpi-nccl-2.json" >"$out/mpi-nccl-2.txt" 2>&1
+    code=$?
+    d_fork=$(sed -n 's/^# nccl: result digest \([0-9a-f]*\).*/\1/p' "$out/mpi-fork-2.txt")
+    d_mpi=$(sed -n 's/^# nccl: result digest \([0-9a-f]*\).*/\1/p' "$out/mpi-nccl-2.txt")
+    if [ "$code" -eq 0 ] && [ -n "$d_mpi" ] && [ "$d_mpi" = "$d_fork" ]; then
+        say "# --world mpi --backend nccl, 2 ranks: PASS in $(elapsed "$t") s, NCCL digest $d_mpi as forked"
+    else
+        say "FAIL: --world mpi --backend nccl, 2 ranks: exit $code, NCCL digest ${d_mpi:-none} (forked: ${d_fork:-none})"
+        fail=1
+    fi
+else
+    say "# --world mpi: not built or no mpirun here: NCCL over MPI not run"
+fi
 
 echo
 cat "$summary" | tee -a "$out/log.txt"
