@@ -65,6 +65,21 @@ same_bits 3 "branchy with find_unused" -- --model branchy --find-unused --schedu
 
 expect_cmd 0 "verdict: PASS (20 of 20 scenarios, 137 grabs x 4 ranks" "the battery under mpirun -np 4" -- \
     mpi 4 --json "$tmp/battery.json"
+# Every process judges alike (only rank 0's prints): with every process's output kept, the battery's rows and
+# verdict are the same on each.
+rm -rf "$tmp/procs"
+expect_cmd 0 "verdict: PASS (20 of 20 scenarios" "the battery with every process's output kept" -- \
+    env DDPSIM_MPI_ALL_OUTPUT=1 timeout 300 mpirun --oversubscribe -np 3 \
+    --output-filename "$tmp/procs" "$DDPSIM" --world mpi --json "$tmp/late.json"
+rows() { grep -E '^ [a-z]|^# verdict' "$1"; }
+same=0
+for r in 0 1 2; do
+    f=$(ls "$tmp"/procs/*/rank.$r/stdout 2>/dev/null | head -1)
+    [ -n "$f" ] && rows "$f" >"$tmp/rows.$r" && [ "$(wc -l <"$tmp/rows.$r")" -ge 21 ] &&
+        cmp -s "$tmp/rows.0" "$tmp/rows.$r" && same=$((same + 1))
+done
+[ "$same" -eq 3 ] && ok "... every process printed the same rows and verdict" ||
+    { bad "... $same of 3 processes printed rank 0's rows and verdict"; diff "$tmp/rows.0" "$tmp/rows.1" | head; }
 expect_cmd 1 "first divergence" "a bug is caught under MPI too" -- mpi 3 --scenario classic --impl sync-on-exit \
     --json "$tmp/bug.json"
 rm -rf "$tmp/rec" && "$DDPSIM" --ranks 3 --scenario classic --record "$tmp/rec" -q >/dev/null 2>&1

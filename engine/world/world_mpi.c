@@ -42,6 +42,8 @@ static struct {
     MPI_Comm ctrl, data;
     char host[64];
     int run_failed; /* a run failed: its peers are still in it, and the job ends with MPI_Abort */
+    uint64_t run;   /* world_runs so far in this process */
+    struct early_msg *early, **early_tail;
 } job;
 
 enum { TAG_CTRL = 7 };
@@ -60,7 +62,21 @@ enum { MSG_PUBLISH = 1, MSG_STATE, MSG_FIN, MSG_FAIL };
 typedef struct msg_head {
     uint32_t type;
     int32_t from;
+    uint64_t run; /* the sender's world_run, counted over the job: every process counts the same runs */
 } msg_head;
+
+/*
+ * A message of a run this process has not started yet: a peer that finished a run (it had every FIN) may
+ * start the next while this process still waits for a last FIN, and report its rank's state (to rank 0) or
+ * publish what its rank writes before its first collective. Kept, in arrival order, until that run starts
+ * here (and its parent's side has set up the run's user area); a message is never of a run already left
+ * (its sender's FIN came last).
+ */
+typedef struct early_msg {
+    unsigned char *buf;
+    size_t len;
+    struct early_msg *next;
+} early_msg;
 
 /* A rank as its process reports it. */
 typedef struct rank_report {
@@ -283,7 +299,7 @@ static void send_msg(struct world_mpi *m, uint32_t type, const void *payload, si
         free(buf);
         MPI_Abort(MPI_COMM_WORLD, 3); /* a message lost would leave the peers judging without it */
     }
-    msg_head h = {.type = type, .from = job.rank};
+    msg_head h = {.type = type, .from = job.rank, .run = job.run};
     memcpy(buf, &h, sizeof h);
     memcpy(buf + sizeof h, payload, len);
     s->buf = buf;
@@ -392,25 +408,15 @@ static void run_fails(struct world_mpi *m, ddp_status s, int rank, const char *m
     snprintf(m->fail_msg, sizeof m->fail_msg, "%s", msg);
 }
 
-static void receive(world *w)
+/* One message of this run, taken in. */
+static void take_msg(world *w, const unsigned char *buf, size_t len)
 {
     struct world_mpi *m = w->mpi;
-    for (;;) {
-        int flag = 0, len = 0;
-        MPI_Status st;
-        control_ok(MPI_Iprobe(MPI_ANY_SOURCE, TAG_CTRL, job.ctrl, &flag, &st), "MPI_Iprobe");
-        if (!flag)
-            return;
-        MPI_Get_count(&st, MPI_BYTE, &len);
-        unsigned char *buf = malloc(len > 0 ? (size_t)len : 1);
-        if (!buf)
-            MPI_Abort(MPI_COMM_WORLD, 3);
-        control_ok(MPI_Recv(buf, len, MPI_BYTE, st.MPI_SOURCE, TAG_CTRL, job.ctrl, MPI_STATUS_IGNORE), "MPI_Recv");
-        msg_head h;
-        memcpy(&h, buf, sizeof h);
-        const unsigned char *body = buf + sizeof h;
-        size_t blen = (size_t)len - sizeof h;
-        rank_report rep;
+    msg_head h;
+    memcpy(&h, buf, sizeof h);
+    const unsigned char *body = buf + sizeof h;
+    size_t blen = len - sizeof h;
+    rank_report rep;
         if (h.type != MSG_PUBLISH)
             memcpy(&rep, body, blen < sizeof rep ? blen : sizeof rep);
         switch (h.type) {
@@ -430,8 +436,61 @@ static void receive(world *w)
             run_fails(m, (ddp_status)rep.status, h.from, rep.why);
             break;
         }
-        free(buf);
+}
+
+static void receive(world *w)
+{
+    for (;;) {
+        int flag = 0, len = 0;
+        MPI_Status st;
+        control_ok(MPI_Iprobe(MPI_ANY_SOURCE, TAG_CTRL, job.ctrl, &flag, &st), "MPI_Iprobe");
+        if (!flag)
+            return;
+        MPI_Get_count(&st, MPI_BYTE, &len);
+        unsigned char *buf = malloc(len > 0 ? (size_t)len : 1);
+        if (!buf)
+            MPI_Abort(MPI_COMM_WORLD, 3);
+        control_ok(MPI_Recv(buf, len, MPI_BYTE, st.MPI_SOURCE, TAG_CTRL, job.ctrl, MPI_STATUS_IGNORE), "MPI_Recv");
+        msg_head h;
+        if ((size_t)len < sizeof h)
+            MPI_Abort(MPI_COMM_WORLD, 3); /* cannot happen between processes of one program */
+        memcpy(&h, buf, sizeof h);
+        if (h.run == job.run) {
+            take_msg(w, buf, (size_t)len);
+            free(buf);
+            continue;
+        }
+        early_msg *e = malloc(sizeof *e);
+        if (!e || h.run < job.run)
+            MPI_Abort(MPI_COMM_WORLD, 3);
+        *e = (early_msg){buf, (size_t)len, NULL};
+        if (!job.early)
+            job.early_tail = &job.early;
+        *job.early_tail = e;
+        job.early_tail = &e->next;
     }
+}
+
+/* A run starts: the messages of it that came early, in the order they came. */
+static void take_early(world *w)
+{
+    early_msg **p = &job.early;
+    while (*p) {
+        early_msg *e = *p;
+        msg_head h;
+        memcpy(&h, e->buf, sizeof h);
+        if (h.run != job.run) {
+            p = &e->next;
+            continue;
+        }
+        take_msg(w, e->buf, e->len);
+        *p = e->next;
+        free(e->buf);
+        free(e);
+    }
+    job.early_tail = &job.early;
+    while (*job.early_tail)
+        job.early_tail = &(*job.early_tail)->next;
 }
 
 /* The local rank failed, or this process was interrupted: rank 0 decides; the others tell it. */
@@ -761,6 +820,8 @@ ddp_status world_mpi_supervise(world *w, const sigset_t *watched, pid_t pid)
     m->last_sum = UINT64_MAX;
     m->last_change = clock_now_s();
     w->outcomes[me].pid = pid;
+    job.run++;
+    take_early(w);
     for (;;) {
         service(w);
         if (m->fail != DDP_OK)
