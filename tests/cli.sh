@@ -34,6 +34,12 @@ expect 0 "verdict: PASS" "schedule from a file" -- --schedule "@$sched_file"
 expect 0 "after no_sync fwd, bwd outside" "golden inputs" -- --ranks 3 --model mlp:4-8-3 --batch 2 --inputs "$golden" --schedule "2*(nosync{fwd bwd} grab) fwd bwd grab enter fwd exit bwd grab"
 expect 0 "--find-unused" "help lists the options" -- --help
 expect 0 "ddpsim " "version" -- --version
+# --world mpi as this build allows: without MPI a usage error saying how to build it (tests/mpi.sh runs it with).
+case $("$DDPSIM" --version 2>&1) in
+*"MPI world: not built"*)
+    expect 2 "ddpsim was built without MPI: install Open MPI" "--world mpi without MPI" -- --world mpi --ranks 2 ;;
+*) expect 2 "--world: 'nope': expected one of fork|mpi" "--world with a bad value" -- --world nope ;;
+esac
 # --backend nccl as this build and machine allow: without NCCL a usage error (2);
 # with NCCL and no usable GPU a runtime fault (3) naming CUDA's error, before any rank starts.
 # (With a GPU, tests/gpu.sh runs the backend; tests/nccl-fake.sh its failure paths.)
