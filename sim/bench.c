@@ -76,7 +76,7 @@ typedef struct allreduce_options {
 static void allreduce_init(void *o)
 {
     *(allreduce_options *)o = (allreduce_options){
-        .c = {4, (size_t)4 << 10, (size_t)64 << 20, COLL_ORDERED, COLL_FLOAT, 20, 3, 60, 0, COLL_ORDERED}};
+        .c = {4, (size_t)4 << 10, (size_t)64 << 20, COLL_ORDERED, COLL_FLOAT, 20, 3, 60, 0, COLL_ORDERED, 0}};
 }
 
 static int parse_bytes(void *o, const char *arg, char *msg, size_t len)
