@@ -130,6 +130,9 @@ failure() {
 failure "a crashed rank" "rank 1 was killed by signal 9 (Killed) on" -- --fault crash:rank=1,op=5
 grep -q "rank 1 (pid [0-9]* on [^)]*): killed by signal 9" "$err" && ok "the crashed rank's line names its host" ||
     bad "the crashed rank's line names its host"
+[ -f ./tests/plugin/libmismatch.so ] && failure "ranks calling different collectives (a plugin)" \
+    "ranks disagree on a collective: rank 0 called allreduce of 7312 float (sum, ordered) for the implementation, rank 1 called allreduce of 7311" \
+    -- --impl ./tests/plugin/libmismatch.so
 failure "an aborting rank" "rank 0 was killed by signal 6 (Aborted)" -- --fault abort:rank=0,op=9
 failure "a hung rank" "no rank made progress for" -- --fault hang:rank=2,op=7 --timeout 2
 grep -q "rank 2 (pid [0-9]* on [^)]*): stopped by the supervisor, in op 7 (bwd), not in a collective \[stuck\]" "$err" &&
