@@ -1,12 +1,16 @@
 /*
  * world.c - the forked-process world over one POSIX shared-memory segment,
- * and its supervisor.
+ * and its supervisor; and the rank's side of an MPI world (world_impl.h),
+ * whose supervisor is world_mpi.c.
  *
  * Segment layout (every part 64-byte aligned):
  *   seg_header | rank_state[nranks] | slot[0..nranks-1] | result
  *   | mailbox[nranks][2] | user area
  * (a slot and the result are slot_bytes each; a mailbox WORLD_MAILBOX_BYTES,
- * two per rank used alternately, see world_mailbox).
+ * two per rank used alternately, see world_mailbox). An MPI world's segment
+ * serves its process's one rank: one slot, no mailboxes, and after the user
+ * area the rank's line to its parent (remote_area); the other ranks'
+ * rank_state are the parent's copies of what their processes report.
  * The segment is created, sized with posix_fallocate (so a too-small
  * /dev/shm is an error now, not a SIGBUS later), mapped, and unlinked at
  * once: ranks inherit the mapping through fork(), so the name exists only for

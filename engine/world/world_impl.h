@@ -69,10 +69,11 @@ enum { WAIT_NONE = 0, WAIT_BARRIER, WAIT_FLAG, WAIT_OTHER };
 /* Exit codes a rank process uses; anything else came from code it ran. */
 enum { RANK_EXIT_FAILED = 1, RANK_EXIT_ORPHANED = 2, RANK_EXIT_ABORTED = 4 };
 
-/* What a rank publishes about itself. Written by the rank, read by the parent after it is reaped. */
 /* A rank's in_coll: one collective at a time, claimed, then counted in coll_seq (world_enter_coll). */
 enum { IN_COLL_ENTERING = 1, IN_COLL_COUNTED = 2 };
 
+/* What a rank publishes about itself. Written by the rank, read by the parent (in an MPI world, for the other
+ * processes' ranks, written by the parent from their reports). */
 typedef struct rank_state {
     _Alignas(64) _Atomic uint32_t flag;     /* handoff flag, alone on its cache line (world_flag_*) */
     _Alignas(64) _Atomic uint64_t progress; /* bumped by every op, collective and barrier */
