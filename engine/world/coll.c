@@ -435,8 +435,7 @@ static ddp_status reduce_through_slots(world_rank *wr, uint64_t kind, void *buf,
 {
     DDP_CHECK(coll_begin(wr, kind, count, (uint64_t)type | (uint64_t)op << 8, (uint64_t)algo));
     int n = world_size(wr), me = world_rank_id(wr);
-    size_t esz = coll_dtype_size(type), piece = world_slot_bytes(wr) / esz, mine_lo, mine_hi;
-    coll_split(count, n, me, &mine_lo, &mine_hi);
+    size_t esz = coll_dtype_size(type), piece = world_slot_bytes(wr) / esz;
     void *src[WORLD_MAX_RANKS];
     for (int r = 0; r < n; r++)
         src[r] = world_slot(wr, r);
@@ -449,8 +448,7 @@ static ddp_status reduce_through_slots(world_rank *wr, uint64_t kind, void *buf,
         DDP_CHECK(world_barrier(wr));
         size_t lo, hi;
         if (kind == COLL_KIND_REDUCE_SCATTER) {
-            lo = mine_lo > off ? mine_lo - off : 0;
-            hi = mine_hi <= off ? 0 : mine_hi < off + len ? mine_hi - off : len;
+            coll_split_in_piece(count, n, me, off, len, &lo, &hi);
             if (lo < hi)
                 coll_reduce_slice(p + off * esz, src, n, type, algo, off, count, lo, hi);
             DDP_CHECK(world_barrier(wr)); /* every rank has read every slot before the next piece overwrites it */

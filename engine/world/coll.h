@@ -139,4 +139,19 @@ static inline void coll_split(size_t n, int parts, int p, size_t *lo, size_t *hi
     *hi = n * (size_t)(p + 1) / (size_t)parts;
 }
 
+/*
+ * Part p's slice of n items where it meets the piece [off, off + len), in the
+ * piece's own indices: [*lo, *hi), empty (*lo == *hi) when they do not meet.
+ * A reduce-scatter done a piece at a time sums exactly this of each piece.
+ */
+static inline void coll_split_in_piece(size_t n, int parts, int p, size_t off, size_t len, size_t *lo, size_t *hi)
+{
+    size_t glo, ghi;
+    coll_split(n, parts, p, &glo, &ghi);
+    *lo = glo > off ? glo - off : 0;
+    *hi = ghi <= off ? 0 : ghi < off + len ? ghi - off : len;
+    if (*lo > *hi)
+        *lo = *hi;
+}
+
 #endif

@@ -30,8 +30,7 @@ ddp_status coll_remote_reduce(world_rank *wr, uint64_t kind, void *buf, size_t c
 {
     DDP_CHECK(world_enter_coll(wr, coll_kind_name(kind)));
     int n = world_size(wr), me = world_rank_id(wr);
-    size_t esz = coll_dtype_size(type), piece = world_slot_bytes(wr) / esz, mine_lo, mine_hi;
-    coll_split(count, n, me, &mine_lo, &mine_hi);
+    size_t esz = coll_dtype_size(type), piece = world_slot_bytes(wr) / esz;
     unsigned char *slot = world_slot(wr, me), *p = buf;
     for (size_t off = 0; off < count; off += piece) {
         size_t len = count - off < piece ? count - off : piece;
@@ -40,9 +39,10 @@ ddp_status coll_remote_reduce(world_rank *wr, uint64_t kind, void *buf, size_t c
         ask(wr, kind, count, (uint64_t)type | (uint64_t)op << 8, (uint64_t)algo, off, len);
         DDP_CHECK(world_remote_call(wr));
         if (kind == COLL_KIND_REDUCE_SCATTER) { /* only this rank's slice of the sum is there */
-            size_t lo = mine_lo > off ? mine_lo : off, hi = mine_hi < off + len ? mine_hi : off + len;
+            size_t lo, hi;
+            coll_split_in_piece(count, n, me, off, len, &lo, &hi);
             if (lo < hi)
-                memcpy(p + lo * esz, slot + (lo - off) * esz, (hi - lo) * esz);
+                memcpy(p + (off + lo) * esz, slot + lo * esz, (hi - lo) * esz);
         } else if (kind != COLL_KIND_ALLREDUCE_INPLACE) {
             memcpy(p + off * esz, slot, len * esz);
         }

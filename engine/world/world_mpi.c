@@ -289,9 +289,14 @@ void world_mpi_detach(world *w)
     w->mpi = NULL;
 }
 
-/* Send a message of type with payload to rank `to`, or to every other rank (-1). Never blocks. */
-static void send_msg(struct world_mpi *m, uint32_t type, const void *payload, size_t len, int to)
+/*
+ * Send a message of type to rank `to`, or to every other rank (-1): its payload is a's alen bytes followed by
+ * b's blen (a wrapped ring's two parts; b may be NULL). Never blocks.
+ */
+static void send_msg(struct world_mpi *m, uint32_t type, const void *a, size_t alen, const void *b, size_t blen,
+                     int to)
 {
+    size_t len = alen + blen;
     pending_send *s = calloc(1, sizeof *s);
     unsigned char *buf = malloc(sizeof(msg_head) + len);
     if (!s || !buf || sizeof(msg_head) + len > INT_MAX) {
@@ -301,7 +306,9 @@ static void send_msg(struct world_mpi *m, uint32_t type, const void *payload, si
     }
     msg_head h = {.type = type, .from = job.rank, .run = job.run};
     memcpy(buf, &h, sizeof h);
-    memcpy(buf + sizeof h, payload, len);
+    memcpy(buf + sizeof h, a, alen);
+    if (blen)
+        memcpy(buf + sizeof h + alen, b, blen);
     s->buf = buf;
     for (int r = 0; r < job.size; r++)
         if (r != job.rank && (to < 0 || r == to))
@@ -320,15 +327,9 @@ static void drain_log(world *w)
     if (head == tail)
         return;
     size_t len = (size_t)(head - tail), at = (size_t)(tail % REMOTE_LOG_BYTES);
-    unsigned char *copy = malloc(len);
-    if (!copy)
-        MPI_Abort(MPI_COMM_WORLD, 3);
     size_t first = REMOTE_LOG_BYTES - at < len ? REMOTE_LOG_BYTES - at : len;
-    memcpy(copy, ra->log + at, first);
-    memcpy(copy + first, ra->log, len - first);
-    if (job.size > 1)
-        send_msg(w->mpi, MSG_PUBLISH, copy, len, -1);
-    free(copy);
+    if (job.size > 1) /* straight from the ring into the message */
+        send_msg(w->mpi, MSG_PUBLISH, ra->log + at, first, ra->log, len - first, -1);
     atomic_store_explicit(&ra->log_tail, head, memory_order_release);
     atomic_fetch_add_explicit(&ra->log_word, 1, memory_order_release);
     sync_wake_all(&ra->log_word);
@@ -509,7 +510,7 @@ static void local_failure(world *w, ddp_status s, const char *why)
     if (s == DDP_ERR_INTERRUPTED)
         rep.signal = w->interrupt_signal;
     snprintf(rep.why, sizeof rep.why, "%s", why);
-    send_msg(m, MSG_FAIL, &rep, sizeof rep, 0);
+    send_msg(m, MSG_FAIL, &rep, sizeof rep, NULL, 0, 0);
     m->reported = 1;
 }
 
@@ -528,7 +529,7 @@ static void reaped(world *w, int ws, const struct rusage *ru, int stopping)
         rank_report rep;
         report_of(w, &rep);
         if (job.size > 1)
-            send_msg(m, MSG_FIN, &rep, sizeof rep, -1);
+            send_msg(m, MSG_FIN, &rep, sizeof rep, NULL, 0, -1);
         m->fin[job.rank] = 1;
         m->nfin++;
         return;
@@ -608,7 +609,7 @@ static void service(world *w)
         if (p != m->state_progress || in != m->state_in_coll) {
             rank_report rep;
             report_of(w, &rep);
-            send_msg(m, MSG_STATE, &rep, sizeof rep, 0);
+            send_msg(m, MSG_STATE, &rep, sizeof rep, NULL, 0, 0);
             m->state_progress = p;
             m->state_in_coll = in;
             m->state_t = now;
@@ -687,16 +688,10 @@ static ddp_status reduce_piece(world *w, const uint64_t *d, size_t off, size_t l
      * of the whole vector, where it meets the piece. */
     size_t lo[WORLD_MAX_RANKS], hi[WORLD_MAX_RANKS];
     for (int r = 0; r < n; r++) {
-        if (d[0] == COLL_KIND_REDUCE_SCATTER) {
-            size_t glo, ghi;
-            coll_split(count, n, r, &glo, &ghi);
-            lo[r] = glo > off ? glo - off : 0;
-            hi[r] = ghi <= off ? 0 : ghi < off + len ? ghi - off : len;
-            if (lo[r] > hi[r])
-                lo[r] = hi[r] = 0;
-        } else {
+        if (d[0] == COLL_KIND_REDUCE_SCATTER)
+            coll_split_in_piece(count, n, r, off, len, &lo[r], &hi[r]);
+        else
             coll_split(len, n, r, &lo[r], &hi[r]);
-        }
     }
     size_t mine = hi[me] - lo[me], need = (size_t)n * mine * esz;
     if (need > INT_MAX)
