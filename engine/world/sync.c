@@ -39,11 +39,13 @@ static void cpu_relax(void)
 #endif
 }
 
-static void futex_wait(_Atomic uint32_t *word, uint32_t old)
+
+void sync_wait_for(_Atomic uint32_t *word, uint32_t old, uint64_t ns)
 {
-    struct timespec ts = {.tv_sec = 0, .tv_nsec = 20 * 1000 * 1000};
+    struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
     /* Shared (non-private) futex: the word lives in a segment mapped by several processes. */
-    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, old, &ts, NULL, 0);
+    if (atomic_load_explicit(word, memory_order_acquire) == old)
+        syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, old, &ts, NULL, 0);
 }
 
 ddp_status sync_wait_change(_Atomic uint32_t *word, uint32_t old, _Atomic uint32_t *abort_word)
@@ -73,16 +75,10 @@ ddp_status sync_wait_change(_Atomic uint32_t *word, uint32_t old, _Atomic uint32
             return DDP_OK;
         if (abort_word && atomic_load_explicit(abort_word, memory_order_relaxed))
             return ddp_error(DDP_ERR_ABORTED, "world aborted while waiting (a peer rank failed)");
-        futex_wait(word, old);
+        sync_wait_for(word, old, 20 * 1000 * 1000); /* bounded: see the top */
     }
 }
 
-void sync_wait_for(_Atomic uint32_t *word, uint32_t old, uint64_t ns)
-{
-    struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
-    if (atomic_load_explicit(word, memory_order_acquire) == old)
-        syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, old, &ts, NULL, 0);
-}
 
 void sync_wake_all(_Atomic uint32_t *word)
 {
