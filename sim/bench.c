@@ -12,6 +12,7 @@
 
 #include "bench_coll.h"
 #include "battery.h"
+#include "bench_ddp.h"
 #include "bench_model.h"
 #include "cli.h"
 #include "clock.h"
@@ -274,7 +275,9 @@ static const opt_command run_command = {
     .usage = "[OPTIONS]",
     .about = "Times whole verification runs of the default schedule (reference and implementation\n"
              "on every rank, every grab compared) for each model: time per verification step\n"
-             "(one forward + backward), steps per second, and the share of time in collectives.",
+             "(one forward + backward), steps per second, and the share of time in collectives;\n"
+             "against a plain forward + backward on one rank and an unverified DDP run of the\n"
+             "same schedule.",
     .opts = run_specs,
     .opts_size = sizeof(run_options),
     .init = run_init,
@@ -313,6 +316,16 @@ static ddp_status run_timed(const verify_config *vc, run_sample *out, int *code)
     out->cpu_spread = typical > 0 ? most / typical : 0;
     verify_result_free(&res);
     return DDP_OK;
+}
+
+/* One timed unverified run (bench_ddp.h): its wall time. */
+static ddp_status ddp_timed(const bench_ddp_config *dc, double *wall_s, int *code)
+{
+    uint64_t digest;
+    ddp_status st = bench_ddp_run(dc, wall_s, &digest);
+    if (st != DDP_OK)
+        *code = cli_fault_exit(NULL, st);
+    return st;
 }
 
 static size_t count_backwards(const sched *s)
@@ -371,8 +384,13 @@ static int bench_run_main(int argc, char **argv)
            "# x_plain: step_ms over it. %ld ranks share %ld core%s here, so a micro-step with no verification\n"
            "# at all would show x_plain = %.2f (ranks / min(ranks, cores)); x_core divides that out\n",
            steps3 - steps, ranks, cores, cores == 1 ? "" : "s", share_cores);
-    printf("#%-26s %11s %10s %11s %9s %9s %14s %11s %9s %8s %7s %9s\n", "model", "params", "run_ms", "run_ms/step",
-           "step_ms", "steps/s", "in_collectives", "comm_hidden", "plain_ms", "x_plain", "x_core", "cpu_max");
+    printf("# ddp_ms: an unverified DDP micro-step at the margin, the same way: the reference's replica alone on\n"
+           "# every rank, nothing compared or checked (what the training costs with no verifier); x_ddp: ddp_ms\n"
+           "# over plain_ms with the cores divided out, the floor under x_core (a verified micro-step runs the\n"
+           "# implementation's DDP step too); x_verify: step_ms over ddp_ms, the price of verifying it\n");
+    printf("#%-26s %11s %10s %11s %9s %9s %14s %11s %9s %8s %7s %9s %9s %7s %8s\n", "model", "params", "run_ms",
+           "run_ms/step", "step_ms", "steps/s", "in_collectives", "comm_hidden", "plain_ms", "x_plain", "x_core",
+           "cpu_max", "ddp_ms", "x_ddp", "x_verify");
     fflush(stdout);
     int code = DDPSIM_EXIT_PASS;
     for (int k = 0; k < nmodels && code == DDPSIM_EXIT_PASS; k++) {
@@ -390,7 +408,9 @@ static int bench_run_main(int argc, char **argv)
         vc.impl_ops = h.ops;
         vc.timeout_s = 600;
         vc.rank_cpu = 1;
-        double wall[1000], wall3[1000], share[1000], hidden[1000], spread[1000];
+        bench_ddp_config dc = {.model_spec = models[k], .nranks = (int)ranks, .batch = ro.batch, .seed = vc.seed,
+                               .ddp = vc.ddp};
+        double wall[1000], wall3[1000], share[1000], hidden[1000], spread[1000], dwall[1000], dwall3[1000];
         for (long it = 0; it < iters && code == DDPSIM_EXIT_PASS; it++) {
             run_sample once, thrice;
             vc.schedule = &s;
@@ -398,6 +418,13 @@ static int bench_run_main(int argc, char **argv)
                 break;
             vc.schedule = &s3;
             if (run_timed(&vc, &thrice, &code) != DDP_OK)
+                break;
+            /* The unverified run takes its turn in the same round, so a noisy moment hits both. */
+            dc.schedule = &s;
+            if (ddp_timed(&dc, &dwall[it], &code) != DDP_OK)
+                break;
+            dc.schedule = &s3;
+            if (ddp_timed(&dc, &dwall3[it], &code) != DDP_OK)
                 break;
             wall[it] = once.wall_s;
             wall3[it] = thrice.wall_s;
@@ -415,13 +442,16 @@ static int bench_run_main(int argc, char **argv)
         double sh = stats_median(share, (size_t)iters), hd = stats_median(hidden, (size_t)iters),
                sp = stats_median(spread, (size_t)iters);
         double step_ms = (w3 - w) * 1e3 / (double)(steps3 - steps);
+        double ddp_ms = (stats_median(dwall3, (size_t)iters) - stats_median(dwall, (size_t)iters)) * 1e3 /
+                        (double)(steps3 - steps);
         bench_model_result plain;
         double plain_ms =
             bench_model_run(models[k], ro.batch, 1, (int)iters, &plain) == DDP_OK ? plain.model_us * 1e-3 : 0;
-        double xp = plain_ms > 0 ? step_ms / plain_ms : 0;
-        printf(" %-26s %11zu %10.2f %11.3f %9.3f %9.0f %13.0f%% %10.0f%% %9.3f %8.2f %7.2f %8.2fx\n",
+        double xp = plain_ms > 0 ? step_ms / plain_ms : 0, xd = plain_ms > 0 ? ddp_ms / plain_ms : 0;
+        printf(" %-26s %11zu %10.2f %11.3f %9.3f %9.0f %13.0f%% %10.0f%% %9.3f %8.2f %7.2f %8.2fx %9.3f %7.2f %8.2f\n",
                m ? model_spec(m) : models[k], params, w * 1e3, w * 1e3 / (double)steps, step_ms,
-               step_ms > 0 ? 1e3 / step_ms : 0, sh * 100, hd * 100, plain_ms, xp, xp / share_cores, sp);
+               step_ms > 0 ? 1e3 / step_ms : 0, sh * 100, hd * 100, plain_ms, xp, xp / share_cores, sp, ddp_ms,
+               xd / share_cores, ddp_ms > 0 ? step_ms / ddp_ms : 0);
         model_destroy(m);
         fflush(stdout);
     }

@@ -375,7 +375,7 @@ if [ "$(grep -Ec '"sol_us": [0-9.]*[1-9][0-9.e+-]*, "x_sol": [0-9.]*[1-9]' "$tmp
 rm -f "$tmpb"
 expect 0 " 12288 " "bench allreduce exact, double" -- bench allreduce --ranks 2 --bytes 12K --algo exact --type double --iters 2
 expect 2 "expected one of float|double" "bench allreduce bad type" -- bench allreduce --type half
-expect 0 "plain_ms  x_plain  x_core" "bench run, with the plain fwd+bwd baseline" -- bench run --ranks 2 --model mlp:4-8-3 --model branchy --iters 1
+expect 0 "x_ddp x_verify" "bench run, with the plain fwd+bwd and unverified DDP baselines" -- bench run --ranks 2 --model mlp:4-8-3 --model branchy --iters 1
 expect 2 "unknown implementation" "bench run with a bad impl" -- bench run --impl nothing
 expect 2 "up to at most 1G" "bench allreduce too large" -- bench allreduce --bytes 2G
 expect 2 "Usage: ddpsim bench" "bench without a kind" -- bench
