@@ -447,11 +447,16 @@ static int bench_run_main(int argc, char **argv)
         bench_model_result plain;
         double plain_ms =
             bench_model_run(models[k], ro.batch, 1, (int)iters, &plain) == DDP_OK ? plain.model_us * 1e-3 : 0;
-        double xp = plain_ms > 0 ? step_ms / plain_ms : 0, xd = plain_ms > 0 ? ddp_ms / plain_ms : 0;
-        printf(" %-26s %11zu %10.2f %11.3f %9.3f %9.0f %13.0f%% %10.0f%% %9.3f %8.2f %7.2f %8.2fx %9.3f %7.2f %8.2f\n",
+        double xp = plain_ms > 0 ? step_ms / plain_ms : 0;
+        /* A margin lost in the noise (a model too small for its runs to differ) has no ratio: "-". */
+        char xd[16] = "-", xv[16] = "-";
+        if (ddp_ms > 0 && plain_ms > 0)
+            snprintf(xd, sizeof xd, "%.2f", ddp_ms / plain_ms / share_cores);
+        if (ddp_ms > 0 && step_ms > 0)
+            snprintf(xv, sizeof xv, "%.2f", step_ms / ddp_ms);
+        printf(" %-26s %11zu %10.2f %11.3f %9.3f %9.0f %13.0f%% %10.0f%% %9.3f %8.2f %7.2f %8.2fx %9.3f %7s %8s\n",
                m ? model_spec(m) : models[k], params, w * 1e3, w * 1e3 / (double)steps, step_ms,
-               step_ms > 0 ? 1e3 / step_ms : 0, sh * 100, hd * 100, plain_ms, xp, xp / share_cores, sp, ddp_ms,
-               xd / share_cores, ddp_ms > 0 ? step_ms / ddp_ms : 0);
+               step_ms > 0 ? 1e3 / step_ms : 0, sh * 100, hd * 100, plain_ms, xp, xp / share_cores, sp, ddp_ms, xd, xv);
         model_destroy(m);
         fflush(stdout);
     }
