@@ -1,8 +1,10 @@
 /*
- * test_bench.c - the benchmarks' baselines do the work they are timed for:
- * bench run's unverified DDP run trains to the bits a verified run's
- * reference reaches, and a run that trains differently is told apart.
+ * test_bench.c - what the benchmarks measure is what they say: bench run's
+ * unverified DDP run trains to the bits a verified run's reference reaches
+ * (and a run that trains differently is told apart), and a rank's CPU time
+ * splits into its setup and its ops.
  */
+#include <math.h>
 #include <string.h>
 
 #include "bench_ddp.h"
@@ -95,6 +97,40 @@ static void test_join_refused(void)
     sched_free(&s);
 }
 
+/* A rank's CPU time outside collectives in two parts: its setup (before the first op) and the schedule's ops. */
+static void cpu_of(const char *schedule, double *setup, double *ops)
+{
+    sched s;
+    CU_ASSERT_EQUAL_FATAL(sched_parse(schedule, &s), DDP_OK);
+    verify_config vc;
+    test_verify_config(&vc, &s, NULL);
+    vc.model_spec = "mlp:64-256-64";
+    vc.rank_cpu = 1;
+    verify_result res;
+    CU_ASSERT_EQUAL_FATAL(verify_run(&vc, &res), DDP_OK);
+    *setup = *ops = 1e9;
+    for (int r = 0; r < res.nranks; r++) {
+        double su = verify_rank_cpu_setup_s(&res, r), op = verify_rank_cpu_ops_s(&res, r);
+        CU_ASSERT(su > 0);
+        CU_ASSERT(op >= 0);
+        CU_ASSERT(fabs(su + op - verify_rank_cpu_outside_s(&res, r)) < 1e-9);
+        *setup = su < *setup ? su : *setup;
+        *ops = op < *ops ? op : *ops;
+    }
+    verify_result_free(&res);
+    sched_free(&s);
+}
+
+static void test_cpu_split(void)
+{
+    double setup_short, ops_short, setup_long, ops_long;
+    cpu_of("fwd bwd grab", &setup_short, &ops_short);
+    cpu_of("300*( fwd bwd grab step zero )", &setup_long, &ops_long);
+    /* 300 micro-steps cost more than one; the setup is the same work either way */
+    CU_ASSERT(ops_long > 20 * ops_short);
+    CU_ASSERT(ops_long > setup_long);
+}
+
 int main(void)
 {
     static const test_entry tests[] = {
@@ -102,6 +138,7 @@ int main(void)
          test_unverified_trains_as_verified},
         {"its digest tells apart a step fewer, another seed, another world size", test_digest_tells_runs_apart},
         {"an uneven or join schedule is refused", test_join_refused},
+        {"a rank's CPU time outside collectives splits into its setup and its ops", test_cpu_split},
         TEST_END,
     };
     return test_run_suite("bench", tests);

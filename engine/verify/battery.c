@@ -158,8 +158,10 @@ void battery_run_one(const verify_config *base, const battery_given *given, cons
             }
         }
     } else {
-        for (int r = 0; r < res.nranks && res.figures; r++)
-            out->rank_cpu_s[r] = verify_rank_cpu_outside_s(&res, r);
+        for (int r = 0; r < res.nranks && res.figures; r++) {
+            out->rank_cpu_s[r] = verify_rank_cpu_ops_s(&res, r);
+            out->rank_setup_cpu_s[r] = verify_rank_cpu_setup_s(&res, r);
+        }
         judgement j;
         judge_run(&res, &j);
         out->verdict = j.verdict;

@@ -59,8 +59,9 @@ typedef struct battery_outcome {
     size_t grabs, syncs;
     char first[256];          /* what failed first (judge_summary), or the fault; "-" for a pass */
     int interrupted;          /* the run was stopped by this signal (SIGINT, SIGTERM): stop, do not go on */
-    /* Each rank's CPU time outside collectives (verify_rank_cpu_outside_s) when the run completed, else 0. */
-    double rank_cpu_s[WORLD_MAX_RANKS];
+    /* Each rank's CPU time outside collectives over the ops and in its setup (verify_rank_cpu_ops_s, _setup_s)
+     * when the run completed, else 0. */
+    double rank_cpu_s[WORLD_MAX_RANKS], rank_setup_cpu_s[WORLD_MAX_RANKS];
 } battery_outcome;
 
 /*

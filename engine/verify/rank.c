@@ -554,6 +554,8 @@ ddp_status verify_rank_main(world_rank *wr, void *arg)
     world_set_op(wr, -1, "setup");
     chaos_rank_init(&c.chaos, cfg->chaos, cfg->chaos_seed, c.rank, c.n);
     ddp_status s = rank_setup(&c);
+    c.fig->setup_cpu_ns = clock_cpu_ns();
+    c.fig->setup_coll_cpu_ns = world_coll_cpu_ns(wr);
     int ran_out = 0; /* outside join: this rank stopped where it ran out, and its peers will wait for it */
     for (size_t i = 0; s == DDP_OK && i < cfg->schedule->nops; i++) {
         sched_op op = cfg->schedule->ops[i];

@@ -469,6 +469,19 @@ double verify_rank_cpu_outside_s(const verify_result *res, int r)
     return (double)(res->figures[r].cpu_ns - world_outcome(res->w, r)->coll_cpu_ns) * 1e-9;
 }
 
+double verify_rank_cpu_setup_s(const verify_result *res, int r)
+{
+    if (!res->figures || !res->w)
+        return 0;
+    const verify_rank_figures *f = &res->figures[r];
+    return (double)(f->setup_cpu_ns - f->setup_coll_cpu_ns) * 1e-9;
+}
+
+double verify_rank_cpu_ops_s(const verify_result *res, int r)
+{
+    return verify_rank_cpu_outside_s(res, r) - verify_rank_cpu_setup_s(res, r);
+}
+
 void verify_result_free(verify_result *r)
 {
     free(r->checks);

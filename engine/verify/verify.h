@@ -144,6 +144,9 @@ typedef struct verify_rank_figures {
     uint64_t impl_comm_hidden_ns;  /* the implementation's collectives while backward was still computing */
     uint64_t impl_comm_exposed_ns; /* ... and after it, until its backward_end returned */
     uint64_t cpu_ns;               /* the rank process's CPU time (clock_cpu_ns) before it tears down */
+    uint64_t setup_cpu_ns;         /* ... when its setup ended (both replicas built and broadcast), before its
+                                    * first op */
+    uint64_t setup_coll_cpu_ns;    /* the CPU time inside collectives by then (world_coll_cpu_ns) */
     long pss_kib, private_kib, shared_kib; /* the rank's memory before it tears down (machine_memory_self; -1:
                                             * the kernel does not say) */
 } verify_rank_figures;
@@ -232,9 +235,15 @@ void verify_result_free(verify_result *r);
 /*
  * Rank r's CPU time outside collectives, in seconds: its compute and checks,
  * not its waits, whose spinning depends on who arrives when. Of a run with
- * rank_cpu set that completed (else the whole CPU time, or 0).
+ * rank_cpu set that completed (else the whole CPU time, or 0). _setup_s is
+ * the part before its first op (building both replicas and the checks'
+ * state, which the ranks forked first do while the rest are being forked),
+ * _ops_s the part over the schedule's ops: what makes a straggler, whom
+ * every collective waits for.
  */
 double verify_rank_cpu_outside_s(const verify_result *res, int r);
+double verify_rank_cpu_setup_s(const verify_result *res, int r);
+double verify_rank_cpu_ops_s(const verify_result *res, int r);
 
 static inline verify_record *verify_at(const verify_result *r, size_t check, int rank)
 {

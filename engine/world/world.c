@@ -275,6 +275,11 @@ int world_aborted(world_rank *wr)
     return atomic_load_explicit(&wr->w->hdr->abort_word, memory_order_acquire) != 0;
 }
 
+uint64_t world_coll_cpu_ns(world_rank *wr)
+{
+    return atomic_load_explicit(&wr->st->coll_cpu_ns, memory_order_acquire);
+}
+
 uint64_t world_coll_ns(world_rank *wr)
 {
     /* The finished ones first, then the one in progress: a collective that ends in between is missed for now

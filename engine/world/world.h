@@ -180,6 +180,8 @@ void world_set_op(world_rank *wr, int op_index, const char *label);
  * little the wrong way round (callers clamp).
  */
 uint64_t world_coll_ns(world_rank *wr);
+/* The CPU time this rank's threads used inside its finished collectives (world_config.coll_cpu; else 0). */
+uint64_t world_coll_cpu_ns(world_rank *wr);
 
 /*
  * Mark the rank inside / outside a named collective (the name must be a
