@@ -8,7 +8,12 @@
  * gives, without the copy. After the rebuild a bucket holds its parameters
  * in the order their gradients became ready; it is then gathered into a flat
  * buffer in that order, reduced, and scattered back, as PyTorch's reducer
- * does (the order matters to a ring's summation, not to ordered or exact).
+ * does. The order matters to a ring's summation (and to another backend's),
+ * not to ordered or exact, which sum each element over the ranks in rank
+ * order wherever it lies: there a rebuilt bucket whose parameters are a run
+ * of consecutive indices in another order (the ready order of a chain of
+ * layers is the reverse) is also reduced in place, over the same elements,
+ * with the same bits and two passes over it fewer.
  */
 #include "ddp_ref.h"
 
@@ -20,6 +25,9 @@ typedef struct ref_bucket {
     int n;
     size_t count;                  /* elements */
     int contiguous;                /* members are consecutive, ascending: reduce in place */
+    int lowest;                    /* the lowest member ... */
+    int consecutive;               /* ... and the members are consecutive indices in some order: in place under
+                                    * ordered or exact */
 } ref_bucket;
 
 struct ddp_ref {
@@ -76,12 +84,17 @@ static ddp_status set_layout(ddp_ref *d, const int *members, const int *sizes, i
         b->n = sizes[k];
         b->count = 0;
         b->contiguous = 1;
+        int highest = members[j];
+        b->lowest = members[j];
         for (int q = 0; q < b->n; q++, j++) {
             b->members[q] = members[j];
             b->count += model_param_at(d->m, members[j])->count;
             if (q > 0 && b->members[q] != b->members[q - 1] + 1)
                 b->contiguous = 0;
+            b->lowest = members[j] < b->lowest ? members[j] : b->lowest;
+            highest = members[j] > highest ? members[j] : highest;
         }
+        b->consecutive = highest - b->lowest + 1 == b->n; /* a parameter is in one bucket once */
         if (!b->contiguous && b->count > gathered)
             gathered = b->count;
     }
@@ -328,13 +341,16 @@ static ddp_status reduce_bucket(ddp_ref *d, int k)
     int n = d->div; /* the world size, unless join says otherwise */
     const ref_bucket *b = &d->buckets[k];
     float *grads = model_grads(d->m);
-    /* A contiguous bucket is reduced where it lies; any other is gathered in bucket order into d->flat. */
-    float *buf = b->contiguous ? grads + model_param_at(d->m, b->members[0])->offset : d->flat;
+    /* A contiguous bucket is reduced where it lies, and so is a consecutive one where position does not matter to
+     * the sum; any other is gathered in bucket order into d->flat. */
+    int in_place = b->contiguous || (b->consecutive && !d->reduce && d->cfg.comm_hook == DDP_HOOK_NONE &&
+                                     (d->cfg.algo == COLL_ORDERED || d->cfg.algo == COLL_EXACT));
+    float *buf = in_place ? grads + model_param_at(d->m, b->lowest)->offset : d->flat;
     size_t off = 0;
     for (int j = 0; j < b->n; j++) {
         int i = b->members[j];
         const model_param *p = model_param_at(d->m, i);
-        float *gi = grads + p->offset, *dst = buf + off;
+        float *gi = grads + p->offset, *dst = in_place ? gi : buf + off;
         if (d->backend_avg || d->cfg.comm_hook != DDP_HOOK_NONE)
             memmove(dst, gi, p->count * sizeof(float)); /* a hook gets the gradient unscaled */
         else if (d->cfg.bucket_view && d->alias[i])
@@ -347,7 +363,7 @@ static ddp_status reduce_bucket(ddp_ref *d, int k)
         DDP_CHECK(allreduce(d, buf, b->count, d->cfg.algo, d->backend_avg));
     else
         DDP_CHECK(hook_reduce(d, buf, b->count));
-    if (b->contiguous)
+    if (in_place)
         return DDP_OK;
     off = 0;
     for (int j = 0; j < b->n; j++) {
