@@ -13,7 +13,7 @@ static ddp_status run_ops(const bench_ddp_config *cfg, world_rank *wr, ddp_ref *
     const sched *s = cfg->schedule;
     uint64_t micro = 0;
     for (size_t i = 0; i < s->nops; i++) {
-        world_set_op(wr, (uint64_t)i, "bench ddp");
+        world_set_op(wr, (int)i, "bench ddp");
         switch (s->ops[i]) {
         case OP_ENTER: DDP_CHECK(ddp_ref_no_sync_enter(d)); break;
         case OP_EXIT: DDP_CHECK(ddp_ref_no_sync_exit(d)); break;
