@@ -90,7 +90,7 @@ rm -rf "$tmp/g"
 fresh() { rm -rf "$tmp/b" && cp -r "$tmp/g" "$tmp/b"; }
 manifest() { sed "$1" "$tmp/g/manifest.json" >"$tmp/b/manifest.json"; }
 expect 2 "ddpsim check: needs DIR" "no directory" -- check
-expect 2 "/nonexistent: not a directory" "a directory that does not exist" -- check /nonexistent
+expect 2 "$tmp/missing: not a directory" "a directory that does not exist" -- check "$tmp/missing"
 fresh; rm "$tmp/b/manifest.json"
 expect 2 "manifest.json" "no manifest" -- check "$tmp/b"
 # A local gradient in pieces (reentrant checkpointing): each piece is added on its own, so the pieces are used,

@@ -202,8 +202,8 @@ static void test_chaos_changes_interleaving(void)
      * for nothing. Two seeds give two ready orders, and two runs without chaos the same one. */
     sched s;
     CU_ASSERT_EQUAL_FATAL(sched_parse(SCHED_DEFAULT, &s), DDP_OK);
-    char dir[] = "/tmp/ddpsim-chaos-XXXXXX";
-    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    char dir[200];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(test_mkdtemp(dir, sizeof dir, "chaos"));
     char path[4][256];
     static char order[4][1 << 17];
     const uint64_t seeds[4] = {1, 2, 0, 0};
@@ -225,8 +225,8 @@ static void test_trace_and_replay(void)
 {
     sched s;
     CU_ASSERT_EQUAL_FATAL(sched_parse(SCHED_DEFAULT, &s), DDP_OK);
-    char dir[] = "/tmp/ddpsim-trace-XXXXXX";
-    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    char dir[200];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(test_mkdtemp(dir, sizeof dir, "trace"));
     char recorded[256], control[256], replayed[256];
     snprintf(recorded, sizeof recorded, "%s/a.jsonl", dir);
     snprintf(control, sizeof control, "%s/b.jsonl", dir);
@@ -325,7 +325,9 @@ static void test_trace_and_replay(void)
     }
     CU_ASSERT_EQUAL(trace_load(dir, key, 3, &rp), DDP_ERR_INVALID);
     CU_ASSERT(strstr(ddp_error_last(), "is a directory") != NULL);
-    CU_ASSERT_EQUAL(trace_load("/nonexistent/trace", key, 3, &rp), DDP_ERR_INVALID);
+    char missing[600];
+    snprintf(missing, sizeof missing, "%s/missing/trace", dir);
+    CU_ASSERT_EQUAL(trace_load(missing, key, 3, &rp), DDP_ERR_INVALID);
     free(whole);
     remove(recorded);
     remove(control);

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int test_run_suite(const char *suite, const test_entry *tests)
@@ -59,6 +60,14 @@ int test_count_ddpsim_segments(pid_t creator)
             n++;
     closedir(d);
     return n;
+}
+
+char *test_mkdtemp(char *buf, size_t len, const char *stem)
+{
+    const char *tmp = getenv("TMPDIR");
+    if ((size_t)snprintf(buf, len, "%s/ddpsim-%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", stem) >= len)
+        return NULL;
+    return mkdtemp(buf);
 }
 
 int test_pid_gone(pid_t pid)

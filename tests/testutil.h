@@ -27,6 +27,12 @@ int test_run_suite(const char *suite, const test_entry *tests);
  */
 int test_count_ddpsim_segments(pid_t creator);
 
+/*
+ * A new directory of the test's own, $TMPDIR/ddpsim-<stem>-XXXXXX (/tmp without TMPDIR), in buf of len; NULL
+ * when it cannot be made. Paths a test needs missing or unwritable go inside it, never assumed of the machine.
+ */
+char *test_mkdtemp(char *buf, size_t len, const char *stem);
+
 /* 1 if pid no longer runs (gone, or a zombie nobody reaped yet). */
 int test_pid_gone(pid_t pid);
 

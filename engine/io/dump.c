@@ -90,6 +90,8 @@ ddp_status dump_check_dir(const char *dir, int force)
     if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode))
         return ddp_error(DDP_ERR_INVALID, "%s exists and is not a directory", dir);
     int files = holds_files(dir);
+    if (files < 0 && errno == ENOTDIR) /* a part of the path is a file: the directory can never be made */
+        return ddp_error(DDP_ERR_INVALID, "cannot create directory %s: %s", dir, strerror(errno));
     if (files < 0)
         return ddp_error(DDP_ERR_INVALID, "cannot read %s: %s", dir, strerror(errno));
     if (files == 0)
@@ -309,7 +311,10 @@ ddp_status dump_write_manifest(const char *dir, const dump_manifest_info *info)
     model_describe(m, layers, sizeof layers);
     fprintf(f, "{\n \"format\": \"ddpsim-dump\",\n \"version\": %d,\n \"ranks\": %d,\n \"seed\": %llu,\n",
             DUMP_MANIFEST_VERSION, info->nranks, (unsigned long long)info->seed);
-    fprintf(f, " \"model\": {\"name\": ");
+    char math[160];
+    fprintf(f, " \"math\": "); /* what computed the products: two dumps' bits compare only under the same */
+    jsonw_string(f, model_math(math, sizeof math));
+    fprintf(f, ",\n \"model\": {\"name\": ");
     jsonw_string(f, model_spec(m));
     fprintf(f, ", \"layers\": %s, \"loss\": ", layers);
     jsonw_string(f, model_loss_name(m));
