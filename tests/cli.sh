@@ -8,8 +8,15 @@ DDPSIM=${DDPSIM:-./sim/ddpsim}
 
 golden=${TEST_DATA_DIR:-$(dirname "$0")/data}/pytorch-ddp-mlp-3ranks
 sched_file=$(mktemp) || exit 99
+# Paths the tests need to be missing or unwritable are made here, never assumed of the machine: "$nowhere" does
+# not exist (nothing creates it: ddpsim creates a missing --dump or --record parent), "$afile" is a regular file,
+# so nothing can be made under it, even by root.
+scratch=$(mktemp -d) || exit 99
+nowhere=$scratch/missing
+afile=$scratch/afile
+: >"$afile"
 printf '# accumulate, then sync\n2*( nosync{fwd bwd} grab )\nfwd bwd grab\n' >"$sched_file"
-trap 'rm -f "$out" "$err" "$sched_file"' EXIT
+trap 'rm -f "$out" "$err" "$sched_file"; rm -rf "$scratch"' EXIT
 
 segments() { ls /dev/shm 2>/dev/null | grep -c '^ddpsim-'; }
 shm_before=$(segments)
@@ -22,7 +29,7 @@ if grep -q "power of two" "$out"; then bad "no power-of-two note at 3 ranks"; el
 expect 0 "ends-in-window" "--scenarios lists the battery" -- --scenarios
 expect 2 "no scenario 'nope' (there are: classic, window-1" "an unknown scenario" -- --scenario nope
 expect 2 "chooses the model and the schedule itself" "--scenario with --schedule" -- --scenario classic --schedule "fwd bwd grab"
-expect 2 "belongs to a single run" "the battery with --dump" -- --dump /tmp/x
+expect 2 "belongs to a single run" "the battery with --dump" -- --dump "$nowhere/x"
 expect 2 "repeats a single run: add --scenario NAME" "the battery with --repeat" -- --repeat 2
 expect 1 "replay: ddpsim --impl post-divide --ranks 3 --scenario classic" "a failing battery names every failing scenario's replay" -- --impl post-divide --ranks 3
 expect 0 "ranks differ under no_sync: yes" "sanity lines" -- --ranks 3 --scenario classic
@@ -72,10 +79,10 @@ expect 0 "verdict: PASS" "schedule: a step before any gradient, nested no_sync, 
 expect 2 "repeat count must be 0..100000" "schedule: count too large" -- --schedule "100001*(fwd bwd)"
 expect 4 "NOTHING VERIFIED (the schedule has no grab)" "schedule: 0*(...) runs nothing" -- --schedule "0*(fwd bwd grab)"
 expect 4 "NOTHING VERIFIED" "schedule: the empty schedule verifies nothing" -- --schedule ""
-expect 2 "cannot open" "schedule file missing" -- --schedule @/nonexistent/schedule
+expect 2 "cannot open" "schedule file missing" -- --schedule "@$nowhere/schedule"
 expect 2 "expected bitwise, order, ulp:N, ulp-of-max:N or rtol=X,atol=Y" "bad tolerance" -- --tolerance close
-expect 2 "--inputs: /nonexistent/dump/manifest.json" "missing inputs" -- --scenario classic --inputs /nonexistent/dump
-expect 2 "--dump: cannot create directory" "unwritable dump" -- --scenario classic --dump /proc/ddpsim/x
+expect 2 "--inputs: $nowhere/dump/manifest.json" "missing inputs" -- --scenario classic --inputs "$nowhere/dump"
+expect 2 "--dump: cannot create directory" "unwritable dump" -- --scenario classic --dump "$afile/x"
 expect 2 "finite number" "bad lr" -- --lr nan
 expect 2 "Try 'ddpsim --help'" "errors point to --help" -- --batch 0
 
@@ -219,7 +226,7 @@ expect 0 "reference under every chaos seed: bitwise identical" "a chaos range" -
 expect 1 "replay: ddpsim --ranks 2 --impl never-sync --scenario classic --chaos 3" "repeat lists failing seeds with their replay" -- --ranks 2 --impl never-sync --scenario classic --repeat 3 --chaos 3 --fail-fast
 if [ "$(grep -c '^chaos ' "$err")" -eq 1 ]; then ok "fail-fast stops at the first failing seed"; else bad "fail-fast stops at the first failing seed"; fi
 expect 2 "goes with --repeat" "fail-fast alone" -- --fail-fast
-expect 2 "belong to single runs" "repeat with a dump" -- --scenario classic --repeat 2 --dump /tmp/x
+expect 2 "belong to single runs" "repeat with a dump" -- --scenario classic --repeat 2 --dump "$nowhere/x"
 tmpt=$(mktemp -d) || exit 99
 expect 0 "chaos seed 5" "trace a chaotic run" -- --ranks 3 --scenario classic --impl bucketed --chaos 5 --trace "$tmpt/t.jsonl"
 expect 0 "replaying the ready-event and arrival order" "replay it" -- --ranks 3 --scenario classic --impl bucketed --replay "$tmpt/t.jsonl"
@@ -253,7 +260,7 @@ elif [ -n "$pss" ] && [ "$pss" -gt 0 ] && [ -n "$rss" ] && [ "$pss" -lt "$rss" ]
 else
     bad "memory: ranks_pss_kib '$pss', ranks_total_kib '$rss'"
 fi
-expect 2 "--json: cannot create" "unwritable json" -- --ranks 2 --json /proc/ddpsim/r.json --schedule "fwd bwd grab"
+expect 2 "--json: cannot create" "unwritable json" -- --ranks 2 --json "$afile/r.json" --schedule "fwd bwd grab"
 rm -rf "$tmpd"
 
 # Verdicts that must not be a pass, and input that must be refused before any rank starts.
@@ -269,16 +276,16 @@ expect 2 "needs about" "a model too large for the machine" -- --model mlp:8192-1
 expect 2 "floats of activations" "an attention block too long" -- --model attn:32-65536-16
 expect 2 "rank=-1 is not a whole number" "a fault's field is named" -- --fault crash:rank=-1,op=1
 expect 2 "--json: cannot write /dev/full" "--json to a device that takes nothing" -- --json /dev/full
-expect 2 "is a directory" "--json to a directory" -- --json /tmp
-expect 2 "cannot create" "--json into a missing directory" -- --json /nonexistent/r.json
+expect 2 "is a directory" "--json to a directory" -- --json "$scratch"
+expect 2 "cannot create" "--json into a missing directory" -- --json "$nowhere/r.json"
 "$DDPSIM" --json - --schedule "fwd bwd grab" >"$out" 2>"$err"
 if [ $? -eq 0 ] && head -c 1 "$out" | grep -q '{' && grep -q "verdict: PASS" "$err"; then
     ok "--json - writes JSON to stdout and the table to stderr"; else bad "--json - writes JSON to stdout and the table to stderr"; fi
 "$DDPSIM" --schedule "fwd bwd grab" >/dev/full 2>"$err"
 if [ $? -ne 0 ] && grep -q "cannot write to standard output" "$err"; then ok "a full stdout is an error"; else bad "a full stdout is an error"; fi
 # The report's lines wait in temporary files while the run streams its records: none can be made, exit 3 before the run.
-TMPDIR=/nonexistent "$DDPSIM" --scenario classic --ranks 2 >"$out" 2>"$err"
-if [ $? -eq 3 ] && grep -q "temporary file in /nonexistent" "$err" && ! grep -q "verdict" "$out"; then
+TMPDIR=$nowhere "$DDPSIM" --scenario classic --ranks 2 >"$out" 2>"$err"
+if [ $? -eq 3 ] && grep -q "temporary file in $nowhere" "$err" && ! grep -q "verdict" "$out"; then
     ok "no temporary file for the report: exit 3 before the run"; else bad "no temporary file for the report: exit 3 before the run"; fi
 tmpd=$(mktemp -d) || exit 99
 TMPDIR=$tmpd "$DDPSIM" --scenario classic --ranks 2 --json "$tmpd/r.json" >"$out" 2>"$err"
@@ -377,6 +384,8 @@ expect 0 " 12288 " "bench allreduce exact, double" -- bench allreduce --ranks 2 
 expect 2 "expected one of float|double" "bench allreduce bad type" -- bench allreduce --type half
 expect 0 "x_ddp x_verify" "bench run, with the plain fwd+bwd and unverified DDP baselines" -- bench run --ranks 2 --model mlp:4-8-3 --model branchy --iters 1
 expect 2 "unknown implementation" "bench run with a bad impl" -- bench run --impl nothing
+expect 0 "x_portable" "bench model --portable-math: the portable kernels' cost beside OpenBLAS's, same run" -- \
+    bench model --model mlp:4-8-3 --iters 1 --warmup 0 --portable-math
 expect 2 "up to at most 1G" "bench allreduce too large" -- bench allreduce --bytes 2G
 expect 2 "Usage: ddpsim bench" "bench without a kind" -- bench
 
@@ -387,12 +396,13 @@ for sig in TERM INT; do
     marker=$((900000000 + $$))
     "$DDPSIM" selfcheck --ranks 4 --count 4M --iters 10000 --jitter-seed "$marker" >"$out" 2>"$err" &
     pid=$!
-    sleep 1
+    # Mid-run: once its 4 ranks are there (not after a guessed sleep, which a loaded machine outlasts).
+    wait_until 120 children_at_least "$pid" 4 || echo "cli.sh: the 4 ranks did not appear" >&2
     kill -s "$sig" "$pid"
     wait "$pid"
     got=$?
     want=$([ "$sig" = TERM ] && echo 143 || echo 130)
-    sleep 0.2
+    wait_until 30 sh -c "! pgrep -f -- '--jitter-seed $marker' >/dev/null"
     left=$(pgrep -f -- "--jitter-seed $marker" | wc -l)
     if [ "$got" -eq "$want" ] && [ "$left" -eq 0 ] && grep -q "interrupted" "$err"; then
         ok "SIG$sig mid-run: exit $got, no rank left"
@@ -403,7 +413,7 @@ done
 # ... and --mutants (hundreds of runs): the first interrupted run stops them all.
 "$DDPSIM" --mutants >"$out" 2>"$err" &
 pid=$!
-sleep 1.5
+wait_until 120 children_at_least "$pid" 1 || echo "cli.sh: --mutants started no run" >&2
 kill -s TERM "$pid"
 wait "$pid"
 got=$?

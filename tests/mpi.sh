@@ -118,12 +118,13 @@ fi
 expect_cmd 1 "first divergence: grab 2" "a flipped bit in rank 1's contribution is caught" -- \
     mpi 3 --scenario classic --fault flip:rank=1,op=10 --json "$tmp/flip.json"
 
-# Failures: exit 3 from the job, the rank named, nothing left behind.
+# Failures: exit 3 from the job, the rank named, nothing left behind (waited for, with a deadline).
+none_left() { [ "$(left)" -eq 0 ]; }
 failure() {
     what=$1 pattern=$2
     shift 3
     expect_cmd 3 "$pattern" "$what" -- mpi 3 --scenario classic --json "$tmp/fail.json" "$@"
-    sleep 0.5
+    wait_until 30 none_left
     n=$(left)
     if [ "$n" -eq 0 ]; then ok "$what: no process left"; else bad "$what: $n processes left"; pgrep -af "$tmp"; fi
 }
@@ -167,7 +168,7 @@ else
         bad "a rank killed from outside: exit $got"
     fi
 fi
-sleep 0.5
+wait_until 30 none_left
 n=$(left)
 [ "$n" -eq 0 ] && ok "a rank killed from outside: no process left" || bad "a rank killed from outside: $n processes left"
 

@@ -36,3 +36,17 @@ finish() {
     echo "$pass passed, $fail failed"
     [ "$fail" -eq 0 ]
 }
+
+# wait_until SECONDS COMMAND...: poll COMMAND every 0.05 s until it succeeds (0) or SECONDS pass (1). The
+# deadline only keeps a broken run from hanging the suite; no test's verdict rests on how soon it came.
+wait_until() {
+    tries=$(($1 * 20))
+    shift
+    while ! "$@"; do
+        tries=$((tries - 1))
+        [ "$tries" -le 0 ] && return 1
+        sleep 0.05
+    done
+}
+# children_at_least PID N: PID has N or more child processes (a ddpsim run's ranks are its children).
+children_at_least() { [ "$(pgrep -P "$1" | wc -l)" -ge "$2" ]; }

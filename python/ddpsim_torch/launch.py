@@ -25,7 +25,8 @@ class Unsupported(Fault):
 
 # A rank blocked in a collective that its peers never join stays blocked, and idle; a slow op ends, and
 # computes meanwhile. After a rank has finished, the others are deadlocked when none has progressed for this
-# many times the slowest op any rank has taken so far (at least DEADLOCK_MIN_S) while using almost no CPU.
+# many times the slowest op any rank has taken so far (at least DEADLOCK_MIN_S) while blocked: using almost no
+# CPU and with no thread runnable (_idle).
 DEADLOCK_SLOW_OPS = 4.0
 DEADLOCK_MIN_S = 2.0
 IDLE_CPU_SHARE = 0.05
@@ -103,11 +104,33 @@ def _run_from(cfg, nranks, timeout, job_names, first, timing):
                 timing[key] += max(progress[r * rank_mod.ROW + col] for r in range(nranks))
 
 
+def _runnable(pid):
+    """Whether any thread of the process is running or waiting for a core (R) or in an uninterruptible wait (D),
+    from /proc/PID/task/*/stat; a process that cannot be read counts as runnable (never called idle)."""
+    try:
+        tasks = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return True
+    for t in tasks:
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, t)) as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue  # the thread has ended since the listing
+        if state in ("R", "D"):
+            return True
+    return False
+
+
 def _idle(procs, ranks, cpu_then, seconds):
-    """Whether every one of ranks used less than IDLE_CPU_SHARE of a core since the last progress."""
+    """Whether every one of ranks is blocked: none of its threads runnable now, and less than IDLE_CPU_SHARE of a
+    core used since the last progress. Low CPU alone is not enough: a rank starved by a loaded machine uses
+    little CPU too, but it is runnable (R), and it will progress."""
     for r in ranks:
         now = _cpu_seconds(procs[r].pid)
         if now is None or cpu_then[r] is None or now - cpu_then[r] > IDLE_CPU_SHARE * seconds:
+            return False
+        if _runnable(procs[r].pid):
             return False
     return True
 
@@ -174,6 +197,11 @@ def _supervise(procs, progress, errors, timeout, ops_of, job_names):
                             now - last_change,
                             ", ".join("rank %d in %s" % (r, _where(progress, r, ops_of)) for r in waiting),
                             plural(done)))
-        if timeout > 0 and now - last_change > timeout:
-            raise Fault("watchdog: no rank progressed for %g s: %s" % (
-                timeout, "; ".join("rank %d %s" % (r, _where(progress, r, ops_of)) for r in range(n))))
+        # Setting up a job (building the module, wrap(): a framework may compile or shard there) is not an op:
+        # --timeout counts from the ops, and setting up has the start-up limit.
+        setting_up = [r for r in range(n) if r not in done and progress[r * rank_mod.ROW + rank_mod.OP] < 0]
+        limit = max(STARTUP_S, timeout) if setting_up else timeout
+        if timeout > 0 and now - last_change > limit:
+            raise Fault("watchdog: no rank progressed for %g s%s: %s" % (
+                limit, " (setting up: building the module, wrap())" if setting_up else "",
+                "; ".join("rank %d %s" % (r, _where(progress, r, ops_of)) for r in range(n))))

@@ -249,6 +249,13 @@ def sleeps_forever(module):
     return SleepsForever(module)
 
 
+def slow_wrap(module, **ddp_options):
+    """Real DDP, after 6 s of setting up (a framework that compiles or shards at wrap time): longer than the
+    watchdog's --timeout, which counts from the ranks' first op."""
+    time.sleep(6)
+    return nn.parallel.DistributedDataParallel(module, **ddp_options)
+
+
 def no_no_sync(module):
     """Returns the module itself: no no_sync(), so nothing to check accumulation against (bad input)."""
     return module
