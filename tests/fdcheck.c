@@ -5,6 +5,13 @@
 
 #include <math.h>
 
+static double worst_fraction;
+
+double fd_worst_fraction(void)
+{
+    return worst_fraction;
+}
+
 fd_result fd_check(float *data, const float *grad, size_t n, fd_loss_fn loss, void *ctx, size_t max_checks,
                    double atol_frac, double atol_floor, double rtol)
 {
@@ -28,7 +35,10 @@ fd_result fd_check(float *data, const float *grad, size_t n, fd_loss_fn loss, vo
         double fd = (lp - lm) / ((double)up - (double)down);
         double err = fabs(fd - grad[j]);
         r.checked++;
-        if (!(err <= atol + rtol * fabs(grad[j]))) {
+        double limit = atol + rtol * fabs(grad[j]);
+        if (limit > 0 && err / limit > worst_fraction)
+            worst_fraction = err / limit;
+        if (!(err <= limit)) {
             r.failed++;
         }
         if (!(err <= r.worst_err)) {

@@ -30,4 +30,8 @@ typedef struct fd_result {
 fd_result fd_check(float *data, const float *grad, size_t n, fd_loss_fn loss, void *ctx, size_t max_checks,
                    double atol_frac, double atol_floor, double rtol);
 
+/* The largest |fd - an| / (atol + rtol * |an|) of every fd_check so far in this process: how much of its
+ * tolerance the run used (the empirical margins in the tests' comments are read off it). */
+double fd_worst_fraction(void);
+
 #endif
