@@ -1,22 +1,130 @@
 /*
  * layers.c - forward and backward of every layer (layers.h).
  *
- * The matrix products go through OpenBLAS; everything else is plain loops,
- * which are small next to the products for the models ddpsim trains.
+ * The matrix products go through OpenBLAS, or, under portable math, through
+ * kernels of ddpsim's own whose order of additions is fixed by the code
+ * (not by a CPU's kernel); everything else is plain loops, which are small
+ * next to the products for the models ddpsim trains. The whole tree builds
+ * with -ffp-contract=off: no multiply-add is fused behind the source's back.
  */
 #include "layers.h"
 
 #include <cblas.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
+
+static int portable; /* layers_set_portable: the products in ddpsim's fixed-order kernels */
 
 void layers_blas_single_thread(void)
 {
     openblas_set_num_threads(1);
 }
 
+void layers_set_portable(int on)
+{
+    portable = on != 0;
+}
+
+int layers_portable(void)
+{
+    return portable;
+}
+
+const char *layers_math(char *buf, size_t len)
+{
+    if (portable) {
+        snprintf(buf, len, "portable (ddpsim's fixed-order kernels, no FMA; OpenBLAS not used)");
+        return buf;
+    }
+    /* openblas_get_config(): "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64": its second word */
+    char version[32] = "?";
+    const char *config = openblas_get_config();
+    if (config && strncmp(config, "OpenBLAS ", 9) == 0)
+        sscanf(config + 9, "%31s", version);
+    snprintf(buf, len, "OpenBLAS %s, kernel %s", version, openblas_get_corename()); /* one thread: model_runtime_init */
+    return buf;
+}
+
+/*
+ * Portable dot product: 8 lanes, lane l adding the terms i = l (mod 8) in
+ * ascending order, then ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)) and the tail in
+ * order. The lanes are independent sums the compiler may run as one vector
+ * without changing a bit; the order is the code's, the same on every CPU.
+ */
+static float dot_portable(const float *a, const float *b, int n)
+{
+    float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++)
+            lane[l] += a[i + l] * b[i + l];
+    float s = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    for (; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+/*
+ * Rows are taken ROWS_PER_BLOCK at a time so that a weight row, once read, serves them all from cache (a sweep of
+ * the weights per block, not per row); blocking changes which element is computed when, never the order of any
+ * element's own terms.
+ */
+#define ROWS_PER_BLOCK 16
+
+/* out = inp * W^T (+ bias after the product, as sgemm's beta = 1 adds it) */
+static void linear_forward_portable(float *out, const float *inp, const float *weight, const float *bias, int N,
+                                    int In, int Out)
+{
+    for (int n0 = 0; n0 < N; n0 += ROWS_PER_BLOCK) {
+        int n1 = n0 + ROWS_PER_BLOCK < N ? n0 + ROWS_PER_BLOCK : N;
+        for (int o = 0; o < Out; o++)
+            for (int n = n0; n < n1; n++) {
+                float s = dot_portable(inp + (size_t)n * In, weight + (size_t)o * In, In);
+                out[(size_t)n * Out + o] = bias ? s + bias[o] : s;
+            }
+    }
+}
+
+/*
+ * dinp[n,:] += dout[n,o] * W[o,:] for o ascending, dweight[o,:] += dout[n,o] * inp[n,:] for n ascending: each
+ * element accumulates its terms one by one in that order (rows are contiguous: the compiler vectorizes across
+ * elements, which changes no element's order).
+ */
+static void linear_backward_portable(float *dinp, float *dweight, const float *dout, const float *inp,
+                                     const float *weight, int N, int In, int Out)
+{
+    for (int o = 0; o < Out; o++) { /* a weight's gradient row stays in cache over the batch */
+        float *dw = dweight + (size_t)o * In;
+        for (int n = 0; n < N; n++) {
+            float d = dout[(size_t)n * Out + o];
+            const float *x = inp + (size_t)n * In;
+            for (int i = 0; i < In; i++)
+                dw[i] += d * x[i];
+        }
+    }
+    if (!dinp)
+        return;
+    for (int n0 = 0; n0 < N; n0 += ROWS_PER_BLOCK) {
+        int n1 = n0 + ROWS_PER_BLOCK < N ? n0 + ROWS_PER_BLOCK : N;
+        for (int o = 0; o < Out; o++) {
+            const float *w = weight + (size_t)o * In;
+            for (int n = n0; n < n1; n++) {
+                float d = dout[(size_t)n * Out + o];
+                float *dx = dinp + (size_t)n * In;
+                for (int i = 0; i < In; i++)
+                    dx[i] += d * w[i];
+            }
+        }
+    }
+}
+
 void linear_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int In, int Out)
 {
+    if (portable) {
+        linear_forward_portable(out, inp, weight, bias, N, In, Out);
+        return;
+    }
     /* As PyTorch's addmm: the bias is in the output before the product is added to it. */
     if (bias)
         for (int n = 0; n < N; n++)
@@ -28,10 +136,13 @@ void linear_forward(float *out, const float *inp, const float *weight, const flo
 void linear_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                      const float *weight, int N, int In, int Out)
 {
-    if (dinp) /* dinp[N,In] += dout[N,Out] * W[Out,In] */
+    if (portable)
+        linear_backward_portable(dinp, dweight, dout, inp, weight, N, In, Out);
+    else if (dinp) /* dinp[N,In] += dout[N,Out] * W[Out,In] */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, In, Out, 1.0f, dout, Out, weight, In, 1.0f, dinp, In);
     /* dweight[Out,In] += dout^T[Out,N] * inp[N,In] */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Out, In, N, 1.0f, dout, Out, inp, In, 1.0f, dweight, In);
+    if (!portable)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Out, In, N, 1.0f, dout, Out, inp, In, 1.0f, dweight, In);
     if (dbias)
         for (int o = 0; o < Out; o++) {
             float s = 0.0f;

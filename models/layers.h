@@ -22,6 +22,17 @@
 /* Pin OpenBLAS to one thread in this process (reproducible, no oversubscription). */
 void layers_blas_single_thread(void);
 
+/*
+ * Portable math (on != 0): the matrix products below run in ddpsim's own kernels, whose order of additions is
+ * the code's and contracts nothing, instead of OpenBLAS, whose kernel (and so the bits) depends on the CPU.
+ * Process-wide; set before the first forward.
+ */
+void layers_set_portable(int on);
+int layers_portable(void);
+/* What computes the products, for headers and manifests: "OpenBLAS 0.3.21, kernel Haswell" or
+ * "portable (...)". Returns buf. */
+const char *layers_math(char *buf, size_t len);
+
 /* out[N,Out] = inp[N,In] * weight[Out,In]^T + bias[Out]; bias may be NULL. cblas_sgemm. */
 void linear_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int In, int Out);
 /* dinp[N,In] += dout*W, dweight[Out,In] += dout^T*inp, dbias[Out] += sum_n dout; dinp, dbias may be NULL. */

@@ -117,6 +117,21 @@ void model_runtime_init(void)
     layers_blas_single_thread();
 }
 
+void model_set_portable_math(int on)
+{
+    layers_set_portable(on);
+}
+
+int model_portable_math(void)
+{
+    return layers_portable();
+}
+
+const char *model_math(char *buf, size_t len)
+{
+    return layers_math(buf, len);
+}
+
 ddp_status model_create(const char *spec, int batch, model **out)
 {
     return create(spec, batch, 1, out);

@@ -84,6 +84,16 @@ typedef struct model_batch {
 void model_runtime_init(void);
 
 /*
+ * Portable math (--portable-math): the models' matrix products in ddpsim's fixed-order kernels instead of
+ * OpenBLAS's, so that the bits do not depend on the CPU's BLAS kernel. Process-wide, before the first forward
+ * (forked ranks inherit it). model_math describes what computes the products ("OpenBLAS 0.3.21, kernel
+ * Haswell" or "portable (...)") into buf, and returns buf.
+ */
+void model_set_portable_math(int on);
+int model_portable_math(void);
+const char *model_math(char *buf, size_t len);
+
+/*
  * Parse spec and build a model for micro-batches of `batch` rows.
  * DDP_ERR_INVALID with a message naming the problem for a bad spec or size;
  * DDP_ERR_NOMEM.

@@ -446,7 +446,7 @@ static int bench_run_main(int argc, char **argv)
                         (double)(steps3 - steps);
         bench_model_result plain;
         double plain_ms =
-            bench_model_run(models[k], ro.batch, 1, (int)iters, &plain) == DDP_OK ? plain.model_us * 1e-3 : 0;
+            bench_model_run(models[k], ro.batch, 1, (int)iters, 0, &plain) == DDP_OK ? plain.model_us * 1e-3 : 0;
         double xp = plain_ms > 0 ? step_ms / plain_ms : 0;
         /* A margin lost in the noise (a model too small for its runs to differ) has no ratio: "-". */
         char xd[16] = "-", xv[16] = "-";
@@ -472,7 +472,7 @@ static int bench_run_main(int argc, char **argv)
 }
 
 typedef struct model_options {
-    int batch, iters, warmup;
+    int batch, iters, warmup, portable;
     opt_list models;
 } model_options;
 
@@ -488,6 +488,8 @@ static const opt_spec model_specs[] = {
     {"batch", 'b', "B", "rows (sequences for attn) per micro-batch", OPT_INT, FM(batch), 1, 65536, NULL, NULL},
     {"iters", 'i', "K", "measured repetitions; medians are reported", OPT_INT, FM(iters), 1, 100000, NULL, NULL},
     {"warmup", 'w', "W", "unmeasured repetitions first", OPT_INT, FM(warmup), 0, 1000, NULL, NULL},
+    {"portable-math", 0, NULL, "also time each repetition under --portable-math's kernels, right after\nthe "
+     "OpenBLAS one: its median and its cost over OpenBLAS", OPT_FLAG, FM(portable), 0, 0, NULL, NULL},
     {"help", 'h', NULL, "this help", OPT_HELP, 0, 0, 0, NULL, NULL},
     {NULL, 0, NULL, NULL, OPT_FLAG, 0, 0, 0, NULL, NULL},
 };
@@ -518,21 +520,27 @@ static int bench_model_main(int argc, char **argv)
     printf("# ddpsim bench model: forward+backward vs plain cblas_sgemm of the same shapes, same run\n");
     printf("# OpenBLAS %s, 1 thread; batch %ld; medians of %ld after %ld warm-up\n", openblas_get_corename(), batch,
            iters, warmup);
-    printf("#%-26s %11s %12s %9s %12s %9s %7s\n", "model", "params", "fwdbwd_us", "GFLOP/s", "sgemm_us", "GFLOP/s",
+    printf("#%-26s %11s %12s %9s %12s %9s %7s", "model", "params", "fwdbwd_us", "GFLOP/s", "sgemm_us", "GFLOP/s",
            "ratio");
+    printf(mo.portable ? " %12s %10s\n" : "\n", "portable_us", "x_portable");
     fflush(stdout);
     for (int i = 0; i < nmodels; i++) {
         bench_model_result r;
-        ddp_status s = bench_model_run(models[i], (int)batch, (int)warmup, (int)iters, &r);
+        ddp_status s = bench_model_run(models[i], (int)batch, (int)warmup, (int)iters, mo.portable, &r);
         if (s != DDP_OK) {
             fprintf(stderr, "ddpsim bench: %s\n", ddp_error_last());
             return s == DDP_ERR_INVALID ? DDPSIM_EXIT_USAGE : DDPSIM_EXIT_FAULT;
         }
-        printf(" %-26s %11zu %12.1f %9.2f %12.1f %9.2f %7.2f\n", r.spec, r.params, r.model_us, r.model_gflops,
+        printf(" %-26s %11zu %12.1f %9.2f %12.1f %9.2f %7.2f", r.spec, r.params, r.model_us, r.model_gflops,
                r.gemm_us, r.gemm_gflops, r.model_gflops / r.gemm_gflops);
+        if (mo.portable)
+            printf(" %12.1f %10.2f", r.portable_us, r.portable_us / r.model_us);
+        printf("\n");
         fflush(stdout);
     }
     printf("# ratio: model GFLOP/s over sgemm GFLOP/s for the same shapes (1.0: all time in sgemm)\n");
+    if (mo.portable)
+        printf("# x_portable: the portable kernels' median over OpenBLAS's, the same repetitions interleaved\n");
     return DDPSIM_EXIT_PASS;
 }
 

@@ -14,6 +14,7 @@
 #include "dump.h"
 #include "gpu_probe.h"
 #include "jsonw.h"
+#include "model.h"
 #include "mutants.h"
 #include "repeat.h"
 #include "scenarios.h"
@@ -148,6 +149,8 @@ int main(int argc, char **argv)
         return world_mpi_finish(cli_finish(r));
     ddpsim_options opt;
     r = options_parse(argc, argv, &opt);
+    if (r == OPT_RUN)
+        model_set_portable_math(opt.portable_math); /* before any forward: forked ranks inherit it */
     if (r == OPT_RUN && opt.list) {
         r = list_impls();
     } else if (r == OPT_RUN && opt.list_scenarios) {

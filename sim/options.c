@@ -347,6 +347,9 @@ static const opt_spec specs[] = {
      "with --find-unused, what counts as used: by any micro-step of the window\n(PyTorch >= 2.4, PR #124193) or "
      "by the syncing backward's own forward\n(PyTorch < 2.4)", OPT_CHOICE, F(run.ddp.find_unused_syncing_backward), 0, 0,
      NULL, "window"},
+    {"portable-math", 0, NULL, "the models' matrix products in ddpsim's own fixed-order kernels, not\n"
+     "OpenBLAS's: the reference's bits no longer depend on the CPU (slower)", OPT_FLAG, F(portable_math), 0, 0, NULL,
+     NULL},
     {"bucket-view", 0, NULL, "gradient_as_bucket_view=True: divide by N in place", OPT_FLAG, F(run.ddp.bucket_view), 0,
      0, NULL, NULL},
     {"static-graph", 0, NULL, "static_graph=True: the same gradients; what PyTorch 1.13 cannot run with it\nis refused "

@@ -30,6 +30,7 @@ typedef struct ddpsim_options {
     FILE *json_file;         /* opened by main before the run: the file, or stdout for "-" (not by parsing) */
     FILE *out;               /* the human report: stdout, or stderr when the JSON goes to stdout */
     int quiet;
+    int portable_math;       /* --portable-math: the models' products in ddpsim's fixed-order kernels */
     int list;                /* --list */
     int mutants;             /* --mutants */
     int list_scenarios;      /* --scenarios */

@@ -117,6 +117,8 @@ int report_header(const ddpsim_options *opt)
                    sched_op_name(run->schedule->ops[ft->op]),
                    ft->kind == FAULT_FLIP ? ": one bit of its contribution to the next allreduce" : "");
     }
+    char math[160];
+    fprintf(opt->out, "# math: %s\n", model_math(math, sizeof math));
     if (run->backend == VERIFY_BACKEND_NCCL)
         header_nccl(opt);
     fprintf(opt->out, "# replay: %s\n", opt->command);
@@ -316,6 +318,9 @@ static int write_json(const ddpsim_options *opt, const verify_result *res, const
     jsonw_string(f, tol_format(&opt->run.tol, tol, sizeof tol));
     fprintf(f, ", \"model\": ");
     jsonw_string(f, opt->run.model_spec);
+    char math[160];
+    fprintf(f, ", \"math\": ");
+    jsonw_string(f, model_math(math, sizeof math));
     fprintf(f, ", \"algo\": \"%s\", \"command\": ", coll_algo_name(opt->run.ddp.algo));
     jsonw_string(f, opt->command);
     fprintf(f, ",\n \"checks\": [");

@@ -13,6 +13,7 @@
 #include "clock.h"
 #include "config.h"
 #include "jsonw.h"
+#include "model.h"
 #include "report.h"
 
 int scenarios_list(void)
@@ -86,6 +87,8 @@ static void header(const ddpsim_options *opt)
             battery_count(), run->nranks, run->batch, (unsigned long long)run->seed, coll_algo_name(run->ddp.algo),
             tol_format(&run->tol, tol, sizeof tol), run->chaos ? ", under chaos" : "");
     fprintf(opt->out, "#   ddpsim --scenarios says what each exposes; --scenario NAME runs one with its full report\n");
+    char math[160];
+    fprintf(opt->out, "# math: %s\n", model_math(math, sizeof math));
     fprintf(opt->out, "# replay: %s\n", opt->command);
     fprintf(opt->out, "#%-16s %-18s %5s %5s  %-9s %s\n", "scenario", "model", "grabs", "syncs", "verdict",
             "first divergence");
@@ -119,6 +122,9 @@ static int write_json(const ddpsim_options *opt, const battery_outcome *out, con
     jsonw_string(f, opt->run.impl);
     fprintf(f, ", \"tolerance\": ");
     jsonw_string(f, tol_format(&opt->run.tol, tol, sizeof tol));
+    char math[160];
+    fprintf(f, ", \"math\": ");
+    jsonw_string(f, model_math(math, sizeof math));
     fprintf(f, ", \"command\": ");
     jsonw_string(f, opt->command);
     fprintf(f, ",\n \"scenarios\": [");

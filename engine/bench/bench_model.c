@@ -17,7 +17,7 @@
 
 typedef struct bench_args {
     const char *spec;
-    int batch, warmup, iters;
+    int batch, warmup, iters, portable;
 } bench_args;
 
 /* The gemms with beta = 1 (accumulating, as backward does) on buffers of the right sizes. */
@@ -41,11 +41,11 @@ static ddp_status bench_rank(world_rank *wr, void *arg)
     DDP_CHECK(model_create(ba->spec, ba->batch, &m));
     model_batch b;
     ddp_status s = model_batch_alloc(m, &b);
-    double *t = calloc((size_t)ba->iters, sizeof *t);
+    double *t = calloc((size_t)ba->iters, sizeof *t), *tp = calloc((size_t)ba->iters, sizeof *tp);
     model_gemm g[MAX_GEMMS];
     int ng = model_gemms(m, g, MAX_GEMMS);
     float *A[MAX_GEMMS] = {0}, *Bm[MAX_GEMMS] = {0}, *Cm[MAX_GEMMS] = {0};
-    if (s == DDP_OK && (!t || ng > MAX_GEMMS))
+    if (s == DDP_OK && (!t || !tp || ng > MAX_GEMMS))
         s = ddp_error(DDP_ERR_NOMEM, "bench buffers");
     for (int i = 0; s == DDP_OK && i < ng; i++) {
         A[i] = calloc((size_t)g[i].M * (size_t)g[i].K, sizeof(float));
@@ -65,6 +65,15 @@ static ddp_status bench_rank(world_rank *wr, void *arg)
             model_backward(m);
             if (it >= 0)
                 t[it] = clock_now_us() - t0;
+            if (ba->portable && s == DDP_OK) {
+                model_set_portable_math(1);
+                t0 = clock_now_us();
+                s = model_forward(m, &b, NULL);
+                model_backward(m);
+                if (it >= 0)
+                    tp[it] = clock_now_us() - t0;
+                model_set_portable_math(0);
+            }
         }
     }
     if (s == DDP_OK) {
@@ -73,6 +82,7 @@ static ddp_status bench_rank(world_rank *wr, void *arg)
         out->batch = ba->batch;
         out->flops = model_flops(m);
         out->model_us = stats_median(t, (size_t)ba->iters);
+        out->portable_us = ba->portable ? stats_median(tp, (size_t)ba->iters) : 0;
         for (int it = -ba->warmup; it < ba->iters; it++) {
             world_set_op(wr, it, "bench sgemm");
             double us = time_gemms(g, ng, A, Bm, Cm);
@@ -89,12 +99,13 @@ static ddp_status bench_rank(world_rank *wr, void *arg)
     for (int i = 0; i < ng && i < MAX_GEMMS; i++)
         free(A[i]), free(Bm[i]), free(Cm[i]);
     free(t);
+    free(tp);
     model_batch_free(&b);
     model_destroy(m);
     return s;
 }
 
-ddp_status bench_model_run(const char *spec, int batch, int warmup, int iters, bench_model_result *out)
+ddp_status bench_model_run(const char *spec, int batch, int warmup, int iters, int portable, bench_model_result *out)
 {
     if (iters < 1 || warmup < 0)
         return ddp_error(DDP_ERR_INVALID, "bench: %d iterations, %d warm-up", iters, warmup);
@@ -105,7 +116,7 @@ ddp_status bench_model_run(const char *spec, int batch, int warmup, int iters, b
     world_config cfg = {.nranks = 1, .timeout_s = 600, .user_bytes = sizeof *out};
     world *w = NULL;
     DDP_CHECK(world_create(&cfg, &w));
-    bench_args ba = {spec, batch, warmup, iters};
+    bench_args ba = {spec, batch, warmup, iters, portable};
     ddp_status s = world_run(w, bench_rank, &ba);
     if (s == DDP_OK)
         memcpy(out, world_user_area(w), sizeof *out);

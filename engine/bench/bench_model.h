@@ -21,12 +21,15 @@ typedef struct bench_model_result {
     double gemm_us;      /* median of the same gemm shapes, back to back */
     double gemm_gflops;
     double flops;
+    double portable_us;  /* with portable: the median under --portable-math's kernels, interleaved with model_us */
 } bench_model_result;
 
 /*
  * Measure spec with `batch` rows: `warmup` unmeasured repetitions, then
- * medians over `iters`. DDP_ERR_INVALID for a bad spec; world errors.
+ * medians over `iters`. With portable, each repetition also runs under
+ * portable math (model_set_portable_math) right after the OpenBLAS one, so
+ * both see the same machine state. DDP_ERR_INVALID for a bad spec; world errors.
  */
-ddp_status bench_model_run(const char *spec, int batch, int warmup, int iters, bench_model_result *out);
+ddp_status bench_model_run(const char *spec, int batch, int warmup, int iters, int portable, bench_model_result *out);
 
 #endif

@@ -14,6 +14,7 @@
 #include "file.h"
 #include "jsonw.h"
 #include "json.h"
+#include "model.h"
 #include "npy.h"
 
 #define RECORD_MAX_MANIFEST ((size_t)64 << 20)
@@ -473,6 +474,9 @@ ddp_status record_write_manifest(const char *dir, const record_info *info)
     jsonw_string(f, info->recorded_by);
     fprintf(f, ", \"model\": ");
     jsonw_string(f, info->model);
+    char math[160];
+    fprintf(f, ", \"math\": ");
+    jsonw_string(f, model_math(math, sizeof math));
     fprintf(f, ",\n \"params\": ");
     dump_write_params_json(f, m);
     if (model_nbuffers(m)) {
