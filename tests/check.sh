@@ -93,6 +93,15 @@ expect 2 "ddpsim check: needs DIR" "no directory" -- check
 expect 2 "$tmp/missing: not a directory" "a directory that does not exist" -- check "$tmp/missing"
 fresh; rm "$tmp/b/manifest.json"
 expect 2 "manifest.json" "no manifest" -- check "$tmp/b"
+# A FIFO (or a device) where a recording's file should be: refused with exit 2, never opened to block on it
+# (timeout only keeps a regression from hanging the suite).
+fifo() {
+    fresh; rm "$tmp/b/$1" && mkfifo "$tmp/b/$1"
+    expect_cmd 2 "$1 is a FIFO, not a regular file" "a FIFO as $1 is refused, not read" -- timeout 120 "$DDPSIM" check "$tmp/b"
+}
+fifo manifest.json
+fifo init/0.weight.npy
+fifo "$(cd "$tmp/g" && find rank0 -name '*.npy' | LC_ALL=C sort | head -1)"
 # A local gradient in pieces (reentrant checkpointing): each piece is added on its own, so the pieces are used,
 # not the file of their sum; a lone piece or a mis-shaped one is bad input.
 d0="$tmp/b/rank0/micro0"

@@ -6,6 +6,7 @@
 #define DDPSIM_FILE_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "status.h"
 
@@ -17,5 +18,16 @@
  * DDP_ERR_NOMEM. The caller frees *out.
  */
 ddp_status file_read_all(const char *path, size_t max, char **out, size_t *len);
+
+/*
+ * The same for a file that must be a regular file (a recording's or a dump's .npy files and manifests): a FIFO,
+ * a device or a socket there is refused with DDP_ERR_INVALID naming what it is, without blocking on it (a FIFO
+ * nobody writes would hang the read). A schedule file goes through file_read_all: a pipe is a fair schedule.
+ * Every failure is DDP_ERR_INVALID here: a file its reader cannot use is bad input.
+ */
+ddp_status file_read_regular(const char *path, size_t max, char **out, size_t *len);
+
+/* path opened for reading as a regular file (the same refusals), as a stdio stream: NULL and the error set. */
+FILE *file_open_regular(const char *path, ddp_status *status);
 
 #endif

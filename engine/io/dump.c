@@ -497,8 +497,8 @@ ddp_status dump_check_manifest(const char *dir, const dump_manifest_info *run)
     snprintf(path, sizeof path, "%s/manifest.json", dir);
     char *text = NULL;
     size_t len;
-    ddp_status s = file_read_all(path, DUMP_MAX_MANIFEST, &text, &len);
-    if (s == DDP_ERR_SYSTEM && access(path, F_OK) != 0)
+    ddp_status s = file_read_regular(path, DUMP_MAX_MANIFEST, &text, &len);
+    if (s != DDP_OK && access(path, F_OK) != 0)
         return CONFLICT("%s: %s (a dump directory has a manifest.json saying what it holds; see ddpsim(1), FILES)",
                         path, strerror(errno));
     if (s == DDP_OK && strlen(text) != len)

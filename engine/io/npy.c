@@ -195,9 +195,10 @@ ddp_status npy_parse(const unsigned char *buf, size_t len, npy_array *out)
 /* Open path and parse its header (no data read): the open file, the layout, the data's offset. */
 static ddp_status open_header(const char *path, FILE **f, npy_array *hdr, size_t *data_off)
 {
-    *f = fopen(path, "rb");
+    ddp_status opened;
+    *f = file_open_regular(path, &opened);
     if (!*f)
-        return ddp_error(DDP_ERR_INVALID, "%s: %s", path, strerror(errno));
+        return opened;
     unsigned char head[NPY_MAX_HEADER + 16];
     size_t got = fread(head, 1, sizeof head, *f);
     struct stat st;
@@ -220,7 +221,7 @@ ddp_status npy_read(const char *path, npy_array *out)
     memset(out, 0, sizeof *out);
     char *buf;
     size_t len;
-    DDP_CHECK(file_read_all(path, NPY_MAX_BYTES, &buf, &len));
+    DDP_CHECK(file_read_regular(path, NPY_MAX_BYTES, &buf, &len));
     ddp_status s = npy_parse((const unsigned char *)buf, len, out);
     free(buf);
     if (s != DDP_OK)

@@ -276,7 +276,7 @@ ddp_status record_used(const record_run *r, int rank, uint64_t micro, unsigned c
     char path[RECORD_PATH_LEN], *text;
     size_t len;
     snprintf(path, sizeof path, "%s/rank%d/micro%llu/used.json", r->dir, rank, (unsigned long long)micro);
-    DDP_CHECK(file_read_all(path, RECORD_MAX_USED, &text, &len));
+    DDP_CHECK(file_read_regular(path, RECORD_MAX_USED, &text, &len));
     json_value *v = NULL;
     ddp_status s = json_parse(text, &v);
     free(text);
@@ -409,7 +409,7 @@ ddp_status record_open(const char *dir, record_run *out)
     char path[RECORD_PATH_LEN], *text;
     size_t len;
     snprintf(path, sizeof path, "%s/manifest.json", dir);
-    DDP_CHECK(file_read_all(path, RECORD_MAX_MANIFEST, &text, &len));
+    DDP_CHECK(file_read_regular(path, RECORD_MAX_MANIFEST, &text, &len));
     json_value *root = NULL;
     ddp_status s = json_parse(text, &root);
     free(text);
