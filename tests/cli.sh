@@ -81,6 +81,9 @@ expect 4 "NOTHING VERIFIED (the schedule has no grab)" "schedule: 0*(...) runs n
 expect 4 "NOTHING VERIFIED" "schedule: the empty schedule verifies nothing" -- --schedule ""
 expect 2 "cannot open" "schedule file missing" -- --schedule "@$nowhere/schedule"
 expect 2 "expected bitwise, order, ulp:N, ulp-of-max:N or rtol=X,atol=Y" "bad tolerance" -- --tolerance close
+expect 2 "rtol=X,atol=Y needs both" "a tolerance with rtol alone" -- --tolerance rtol=1e-3
+expect 2 "rtol given twice" "a tolerance with a key twice (the last would win: 100%)" -- --tolerance rtol=1e-3,atol=1e-5,rtol=1
+expect 2 "rtol must be below 1" "a relative tolerance of 100%" -- --tolerance rtol=1,atol=0
 expect 2 "--inputs: $nowhere/dump/manifest.json" "missing inputs" -- --scenario classic --inputs "$nowhere/dump"
 expect 2 "--dump: cannot create directory" "unwritable dump" -- --scenario classic --dump "$afile/x"
 expect 2 "finite number" "bad lr" -- --lr nan

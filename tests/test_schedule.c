@@ -323,10 +323,12 @@ static void test_tolerance_parse(void)
     CU_ASSERT_STRING_EQUAL(tol_format(&t, buf, sizeof buf), "ulp:4");
     CU_ASSERT_EQUAL(tol_parse("rtol=1e-5,atol=1e-8", &t), DDP_OK);
     CU_ASSERT(t.kind == TOL_CLOSE && t.rtol == 1e-5 && t.atol == 1e-8);
-    CU_ASSERT_EQUAL(tol_parse("atol=0.5", &t), DDP_OK);
+    CU_ASSERT_EQUAL(tol_parse("atol=0.5,rtol=0", &t), DDP_OK);
     CU_ASSERT(t.rtol == 0 && t.atol == 0.5);
+    /* Strict: each key once (the last would silently win), both keys, rtol below 1 (issue 29, item 11). */
     static const char *const bad[] = {"", "bits", "ulp:", "ulp:-1", "ulp:x", "rtol=-1", "rtol=nan", "rtol=1,", "tol=1",
-                                      "rtol=1,atol=", "rtol=inf"};
+                                      "rtol=1e-3", "atol=0.5", "rtol=1e-3,atol=1e-5,rtol=1", "atol=1,atol=2,rtol=0",
+                                      "rtol=1,atol=0", "rtol=2,atol=0", "rtol=1,atol=", "rtol=inf"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         CU_ASSERT_EQUAL(tol_parse(bad[i], &t), DDP_ERR_INVALID);
 }

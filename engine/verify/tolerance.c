@@ -48,9 +48,11 @@ ddp_status tol_parse(const char *text, tolerance *out)
         out->ulps = (uint32_t)v;
         return DDP_OK;
     }
+    /* rtol=X,atol=Y: each key once and both given (a repeated key would let the last silently win), X in
+     * [0, 1) (a relative tolerance of 100% passes anything of the right sign), Y finite and >= 0. */
     out->kind = TOL_CLOSE;
     const char *p = text;
-    int seen = 0;
+    int seen = 0, have_rtol = 0, have_atol = 0;
     while (*p) {
         const char *comma = strchr(p, ',');
         const char *end = comma ? comma : p + strlen(p);
@@ -62,6 +64,10 @@ ddp_status tol_parse(const char *text, tolerance *out)
         if (!dst || parse_nonneg(p + 5, end, dst) != 0)
             return ddp_error(DDP_ERR_INVALID,
                              "tolerance '%s': expected bitwise, order, ulp:N, ulp-of-max:N or rtol=X,atol=Y with X, Y >= 0", text);
+        int *have = dst == &out->rtol ? &have_rtol : &have_atol;
+        if (*have)
+            return ddp_error(DDP_ERR_INVALID, "tolerance '%s': %.4s given twice", text, p);
+        *have = 1;
         seen++;
         if (comma && comma[1] == '\0')
             return ddp_error(DDP_ERR_INVALID, "tolerance '%s': trailing comma", text);
@@ -69,6 +75,12 @@ ddp_status tol_parse(const char *text, tolerance *out)
     }
     if (!seen)
         return ddp_error(DDP_ERR_INVALID, "tolerance '%s': expected bitwise, order, ulp:N, ulp-of-max:N or rtol=X,atol=Y", text);
+    if (!have_rtol || !have_atol)
+        return ddp_error(DDP_ERR_INVALID, "tolerance '%s': rtol=X,atol=Y needs both (write 0 for the one you do not want)",
+                         text);
+    if (out->rtol >= 1)
+        return ddp_error(DDP_ERR_INVALID, "tolerance '%s': rtol must be below 1 (%g would pass anything of the right sign)",
+                         text, out->rtol);
     return DDP_OK;
 }
 
