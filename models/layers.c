@@ -26,11 +26,6 @@ void layers_set_portable(int on)
     portable = on != 0;
 }
 
-int layers_portable(void)
-{
-    return portable;
-}
-
 const char *layers_math(char *buf, size_t len)
 {
     if (portable) {

@@ -28,7 +28,6 @@ void layers_blas_single_thread(void);
  * Process-wide; set before the first forward.
  */
 void layers_set_portable(int on);
-int layers_portable(void);
 /* What computes the products, for headers and manifests: "OpenBLAS 0.3.21, kernel Haswell" or
  * "portable (...)". Returns buf. */
 const char *layers_math(char *buf, size_t len);

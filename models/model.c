@@ -122,11 +122,6 @@ void model_set_portable_math(int on)
     layers_set_portable(on);
 }
 
-int model_portable_math(void)
-{
-    return layers_portable();
-}
-
 const char *model_math(char *buf, size_t len)
 {
     return layers_math(buf, len);

@@ -90,7 +90,6 @@ void model_runtime_init(void);
  * Haswell" or "portable (...)") into buf, and returns buf.
  */
 void model_set_portable_math(int on);
-int model_portable_math(void);
 const char *model_math(char *buf, size_t len);
 
 /*

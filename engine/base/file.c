@@ -26,7 +26,12 @@ FILE *file_open_regular(const char *path, ddp_status *status)
         return NULL;
     }
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st) != 0) {
+        *status = ddp_error(DDP_ERR_INVALID, "cannot stat %s: %s", path, strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {
         *status = ddp_error(DDP_ERR_INVALID, "%s is %s, not a regular file", path, file_kind(st.st_mode));
         close(fd);
         return NULL;
@@ -34,7 +39,7 @@ FILE *file_open_regular(const char *path, ddp_status *status)
     int fl = fcntl(fd, F_GETFL);
     FILE *f = fl >= 0 && fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) == 0 ? fdopen(fd, "rb") : NULL;
     if (!f) {
-        *status = ddp_error(DDP_ERR_SYSTEM, "cannot open %s: %s", path, strerror(errno));
+        *status = ddp_error(DDP_ERR_INVALID, "cannot open %s: %s", path, strerror(errno));
         close(fd);
         return NULL;
     }
