@@ -21,8 +21,7 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 
 tmp=$(mktemp -d) || exit 99
 trap 'rm -rf "$tmp" "$out" "$err"' EXIT
-segments() { ls /dev/shm 2>/dev/null | grep -c '^ddpsim-'; }
-shm_before=$(segments)
+orphans_before=$(shm_orphans ddpsim)
 # Every run below names a file under $tmp: its processes (and their ranks) are the ones that list it.
 left() { pgrep -f "$tmp" | grep -vc "^$$\$"; }
 mpi() { np=$1; shift; timeout 300 mpirun --oversubscribe -np "$np" "$DDPSIM" --world mpi "$@"; }
@@ -172,5 +171,6 @@ wait_until 30 none_left
 n=$(left)
 [ "$n" -eq 0 ] && ok "a rank killed from outside: no process left" || bad "a rank killed from outside: $n processes left"
 
-[ "$(segments)" -eq "$shm_before" ] && ok "no shared-memory segment left" || bad "shared-memory segments left behind"
+left=$(shm_new_orphans ddpsim "$orphans_before")
+[ -z "$left" ] && ok "no shared-memory segment left" || bad "shared-memory segments left behind: $left"
 finish

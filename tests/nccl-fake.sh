@@ -15,19 +15,24 @@ FAKE=${FAKEGPU_LIB:-./tests/fakegpu/libfakegpu.so}
 # An ASan build wants its runtime first in the library list; the double goes first here.
 ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0
 export ASAN_OPTIONS
-pass=0
-fail=0
+. "$(dirname "$0")/testlib.sh"
+rm -f "$out" "$err" # testlib's; this script keeps its files in $dir
 dir=$(mktemp -d) || exit 99
 trap 'rm -rf "$dir"' EXIT
 out=$dir/out err=$dir/err log=$dir/log
+# The double's segments carry this script's pid: the leftovers checked at the end are this script's own.
+FAKEGPU_SHM_TAG=t$$
+export FAKEGPU_SHM_TAG
 
-ok() { pass=$((pass + 1)); echo "PASS: $1"; }
 bad() { fail=$((fail + 1)); echo "FAIL: $1"; sed 's/^/  stdout: /' "$out"; sed 's/^/  stderr: /' "$err"; sed 's/^/  log: /' "$log" 2>/dev/null; }
 
 # run [VAR=VALUE ...] -- ARGS: ddpsim with the double preloaded and a fresh log
 run() {
     rm -f "$log"
     env LD_PRELOAD="$FAKE" FAKEGPU_LOG="$log" "$@" >"$out" 2>"$err"
+    rc=$?
+    cat "$log" >>"$dir/every.log" 2>/dev/null # every run's probe and rank pids, for the last check
+    return $rc
 }
 # expect CODE PATTERN DESCRIPTION [VAR=VALUE ...] -- ARGS
 expect() {
@@ -52,8 +57,7 @@ expect() {
     ok "$what"
 }
 check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
-leftovers() { ls /dev/shm 2>/dev/null | grep -c -e '^fakegpu-' -e '^ddpsim-'; }
-shm_before=$(leftovers)
+orphans_before=$(shm_orphans ddpsim)
 
 # 4 ranks on one GPU: separate NCCL hosts, the determinism pins, a passing run.
 expect 0 "verdict: PASS" "4 ranks on 1 GPU pass with the default tolerance" -- --ranks 4 --backend nccl
@@ -144,17 +148,20 @@ check "the failing rank aborted its communicator" 'grep -q "^abort rank=1" "$log
 # The double's copy out of a hung allreduce blocks, as CUDA's into pageable memory does: only a copy through
 # page-locked staging returns, so that the wait can see its deadline.
 expect 3 "NCCL communicator aborted" "a hanging allreduce is aborted at the timeout" \
-    FAKEGPU_HANG=1 -- --ranks 2 --backend nccl --timeout 2
+    FAKEGPU_HANG=1 -- --ranks 2 --backend nccl --timeout 5
 check "a rank waiting on the hung allreduce aborted its communicator" 'grep -q "^abort rank=[01]" "$log"'
+# --timeout 5: a peer's NCCL deadline is 0.8 of it (4 s), the watchdog's all of it; the 1 s between them is for a
+# loaded machine. (With --timeout 2 a rank descheduled for 0.4 s would let the watchdog speak first.)
 # A rank that hangs outside NCCL (a fault): its peers' allreduces never complete, and they abort at the deadline
 # instead of blocking (the double's allreduce completes only when every rank has arrived, as NCCL's does).
 # The message proves the deadline held (no wall-clock limit here: a loaded machine starts processes slowly).
-expect 3 "ncclAllReduce did not finish in 1.6 s; NCCL communicator aborted" "peers of a rank hung outside NCCL abort in time" \
-    -- --ranks 3 --backend nccl --fault hang:rank=1,op=1 --timeout 2
-i=0
-while [ "$(leftovers)" != "$shm_before" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
-check "no shared memory segment left behind" '[ "$(leftovers)" = "$shm_before" ]'
-check "no rank process left behind" '! pgrep -f "FAKEGPU_LOG=$log" >/dev/null 2>&1'
+expect 3 "ncclAllReduce did not finish in 4.0 s; NCCL communicator aborted" "peers of a rank hung outside NCCL abort in time" \
+    -- --ranks 3 --backend nccl --fault hang:rank=1,op=1 --timeout 5
+# Every run has ended: a segment of the double's left now is a leak, and so is one of ddpsim's whose process is gone.
+check "no shared memory segment left behind" \
+    '[ -z "$(ls /dev/shm 2>/dev/null | grep "^fakegpu$FAKEGPU_SHM_TAG-")" ] && [ -z "$(shm_new_orphans ddpsim "$orphans_before")" ]'
+# Every process the double saw (GPU probes and ranks of every run) is gone.
+alive() { for p in $(grep -o " pid=[0-9]*" "$dir/every.log" | cut -d= -f2 | sort -u); do kill -0 "$p" 2>/dev/null && echo "$p"; done; }
+check "no rank or probe process left behind" '[ -s "$dir/every.log" ] && [ -z "$(alive)" ]'
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -50,3 +50,20 @@ wait_until() {
 }
 # children_at_least PID N: PID has N or more child processes (a ddpsim run's ranks are its children).
 children_at_least() { [ "$(pgrep -P "$1" | wc -l)" -ge "$2" ]; }
+
+# shm_orphans PREFIX: the /dev/shm segments PREFIX-<pid>-... whose creator <pid> is gone, one name per line. A
+# segment of a live process is not a leak: tests running beside this one (make -j) have theirs, so counting
+# names before and after is not a test of this script's runs; a name left by a dead process is. (ddpsim unlinks
+# its segment as soon as the ranks map it, and names it after the supervisor's pid.)
+shm_orphans() {
+    ls /dev/shm 2>/dev/null | while read -r name; do
+        case $name in "$1"-*) ;; *) continue ;; esac
+        pid=${name#"$1"-}
+        pid=${pid%%-*}
+        case $pid in '' | *[!0-9]*) continue ;; esac
+        # gone, and its segment still there after it went (it unlinks before it exits)
+        kill -0 "$pid" 2>/dev/null || { [ -e "/dev/shm/$name" ] && echo "$name"; }
+    done
+}
+# shm_new_orphans PREFIX BEFORE: shm_orphans PREFIX less the names in BEFORE (an earlier shm_orphans's output).
+shm_new_orphans() { shm_orphans "$1" | grep -vxF -e "$2"; }

@@ -37,6 +37,8 @@
  *                        duplicate-GPU refusal firing
  *   FAKEGPU_LOG=FILE     append a line per probe and per communicator: pids, rank,
  *                        device and the NCCL_* variables the rank ran with
+ *   FAKEGPU_SHM_TAG=T    the bootstrap segments are /dev/shm/fakegpuT-<pid>-<n>, not
+ *                        fakegpu-<pid>-<n>: a test's own, among those of tests beside it
  */
 #include <cuda_runtime.h>
 #include <fcntl.h>
@@ -309,7 +311,9 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
 {
     static int serial;
     memset(id, 0, sizeof *id);
-    snprintf(id->internal, sizeof id->internal, "/fakegpu-%d-%d", (int)getpid(), serial++);
+    /* FAKEGPU_SHM_TAG: a test's own mark in the name, so that it finds its leftovers among those of tests beside it */
+    const char *tag = getenv("FAKEGPU_SHM_TAG");
+    snprintf(id->internal, sizeof id->internal, "/fakegpu%.16s-%d-%d", tag ? tag : "", (int)getpid(), serial++);
     int fd = shm_open(id->internal, O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0)
         return ncclSystemError;
