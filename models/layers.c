@@ -21,6 +21,16 @@ void layers_blas_single_thread(void)
     openblas_set_num_threads(1);
 }
 
+size_t layers_blas_buffer_bytes(void)
+{
+    return portable ? 0 : ((size_t)32 << 22) + ((size_t)1 << 20);
+}
+
+int layers_blas_threads(void)
+{
+    return openblas_get_num_threads();
+}
+
 void layers_set_portable(int on)
 {
     portable = on != 0;

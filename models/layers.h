@@ -23,6 +23,17 @@
 void layers_blas_single_thread(void);
 
 /*
+ * Address space OpenBLAS maps at a process's first product: its work buffer, BUFFER_SIZE = 32 << 22 bytes on
+ * x86_64 (OpenBLAS common_x86_64.h), plus what malloc adds when mmap refuses it (seen: 135266304 asked).
+ * 0 under portable math, which does not call OpenBLAS. A mapping that fails there is retried forever
+ * (OpenBLAS 0.3.21 blas_memory_alloc), so a run checks this room before it starts (engine/verify/run.c).
+ */
+size_t layers_blas_buffer_bytes(void);
+
+/* The threads OpenBLAS runs a product on now: above 1 when its library constructor started a pool. */
+int layers_blas_threads(void);
+
+/*
  * Portable math (on != 0): the matrix products below run in ddpsim's own kernels, whose order of additions is
  * the code's and contracts nothing, instead of OpenBLAS, whose kernel (and so the bits) depends on the CPU.
  * Process-wide; set before the first forward.

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "layers.h"
+#include "machine.h"
 #include "rng.h"
 
 /* Stream names folded into rng keys, so init, data and branches never share values. */
@@ -98,8 +99,13 @@ static ddp_status create(const char *spec, int batch, int with_buffers, model **
         m->g = calloc(m->size, sizeof *m->g);
         m->lg = calloc(m->size, sizeof *m->lg);
         m->buf = m->buf_size ? calloc(m->buf_size, sizeof *m->buf) : NULL;
-        if (!m->w || !m->g || !m->lg || (m->buf_size && !m->buf))
-            s = ddp_error(DDP_ERR_NOMEM, "model '%s': %zu parameters", spec, m->size);
+        if (!m->w || !m->g || !m->lg || (m->buf_size && !m->buf)) {
+            char amount[32];
+            s = ddp_error(DDP_ERR_NOMEM, "model '%s': %zu parameters, %s for them, their gradients and buffers", spec,
+                          m->size,
+                          machine_format_bytes(4.0 * (3.0 * (double)m->size + (double)m->buf_size), amount,
+                                               sizeof amount));
+        }
     }
     if (s == DDP_OK && with_buffers)
         s = ops->alloc(m);
@@ -115,6 +121,16 @@ static ddp_status create(const char *spec, int batch, int with_buffers, model **
 void model_runtime_init(void)
 {
     layers_blas_single_thread();
+}
+
+int model_blas_threads(void)
+{
+    return layers_blas_threads();
+}
+
+size_t model_blas_buffer_bytes(void)
+{
+    return layers_blas_buffer_bytes();
 }
 
 void model_set_portable_math(int on)

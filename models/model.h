@@ -84,6 +84,17 @@ typedef struct model_batch {
 void model_runtime_init(void);
 
 /*
+ * The threads OpenBLAS would run a product on in this process, before model_runtime_init: above 1 when
+ * the library's constructor started a thread pool (OpenBLAS's pthread build does, sized by the cores or
+ * OPENBLAS_NUM_THREADS). sim/blas_pool.c restarts the program without one.
+ */
+int model_blas_threads(void);
+
+/* Address space the matrix products take in each process besides the model's own memory: OpenBLAS's work
+ * buffer (about 129 MiB), 0 under portable math. */
+size_t model_blas_buffer_bytes(void);
+
+/*
  * Portable math (--portable-math): the models' matrix products in ddpsim's fixed-order kernels instead of
  * OpenBLAS's, so that the bits do not depend on the CPU's BLAS kernel. Process-wide, before the first forward
  * (forked ranks inherit it). model_math describes what computes the products ("OpenBLAS 0.3.21, kernel

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "blas_pool.h"
 #include "check_cmd.h"
 #include "cli.h"
 #include "dump.h"
@@ -138,9 +139,12 @@ static const opt_subcommand subcommands[] = {
 
 int main(int argc, char **argv)
 {
+    blas_pool_restart_without(argv); /* before anything forks or exits: a stuck pool hangs both */
     /* A reader that goes away (a pipe, a FIFO given to --json) is a write error to report with the verdict
      * kept, not a death by SIGPIPE that loses it. Rank processes restore the default (world.c). */
     signal(SIGPIPE, SIG_IGN);
+    /* A file over `ulimit -f` is a write error (EFBIG) to report naming the file, not a silent death. */
+    signal(SIGXFSZ, SIG_IGN);
     int r = cli_world_start(argc, argv);
     if (r != 0)
         return r;

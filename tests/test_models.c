@@ -10,9 +10,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "fdcheck.h"
 #include "golden_bound.h"
+#include "machine.h"
 #include "model.h"
 #include "model_impl.h"
 #include "npy.h"
@@ -596,11 +600,47 @@ static void test_recorded_pieces(void)
     }
 }
 
+/*
+ * A model too large for the address-space limit (ulimit -v) is DDP_ERR_NOMEM whose text says memory ran out
+ * and how much the model needed: "out of memory: model 'mlp:4000-4000-16': 16068016 parameters, 183.9 MiB ...".
+ * In a child, under a limit 64 MiB above its size. Skipped under the sanitizers, which reserve terabytes.
+ */
+static void test_out_of_memory_says_so(void)
+{
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    return;
+#endif
+    int fds[2];
+    CU_ASSERT_EQUAL_FATAL(pipe(fds), 0);
+    pid_t pid = fork();
+    CU_ASSERT_FATAL(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        size_t used = machine_address_space_used();
+        struct rlimit rl = {used + ((size_t)64 << 20), used + ((size_t)64 << 20)};
+        model *m = NULL;
+        ddp_status s = used && setrlimit(RLIMIT_AS, &rl) == 0 ? model_create("mlp:4000-4000-16", 2, &m) : DDP_OK;
+        const char *text = s == DDP_ERR_NOMEM ? ddp_error_text() : "no NOMEM";
+        ssize_t n = write(fds[1], text, strlen(text));
+        _exit(n < 0);
+    }
+    close(fds[1]);
+    char text[512] = "";
+    ssize_t n = read(fds[0], text, sizeof text - 1);
+    close(fds[0]);
+    int ws = 0;
+    waitpid(pid, &ws, 0);
+    text[n > 0 ? n : 0] = '\0';
+    CU_ASSERT_STRING_EQUAL(text, "out of memory: model 'mlp:4000-4000-16': 16068016 parameters, 183.9 MiB for them, "
+                                 "their gradients and buffers");
+}
+
 int main(void)
 {
     static const test_entry tests[] = {
         {"mlp, attn, branchy: PyTorch names, shapes, contiguous layout", test_mlp_layout},
         {"bad specs are errors that say why", test_bad_specs},
+        {"a model over the address-space limit: out of memory, and how much", test_out_of_memory_says_so},
         {"a recorded gradient in pieces is accumulated piece by piece (hand values)", test_recorded_pieces},
         {"every model: finite differences of the loss", test_models_fd},
         {"bn: BatchNorm's running statistics move as PyTorch's; the gradients never read them", test_bn_buffers},

@@ -1,10 +1,14 @@
 /*
  * test_units.c - the command-line number parsers: sizes with suffixes,
- * bounded integers, seconds, and every kind of bad input.
+ * bounded integers, seconds, and every kind of bad input; and the small
+ * base helpers behind messages: a failed write's reason, a failed
+ * allocation's "out of memory".
  */
 #include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "file.h"
 #include "testutil.h"
 #include "units.h"
 
@@ -74,6 +78,34 @@ static void test_format(void)
     CU_ASSERT_STRING_EQUAL(units_format_size(1536, buf, sizeof buf), "1.5 KiB");
 }
 
+/* A write that fails says why: ENOSPC from /dev/full (skipped where the machine has none). */
+static void test_write_reason(void)
+{
+    struct stat st;
+    if (stat("/dev/full", &st) != 0 || !S_ISCHR(st.st_mode))
+        return;
+    FILE *f = fopen("/dev/full", "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "[\"fc1.weight\"]\n");
+    CU_ASSERT_EQUAL(file_close_written(f, "used.json"), DDP_ERR_SYSTEM);
+    CU_ASSERT_STRING_EQUAL(ddp_error_text(), "cannot write used.json: No space left on device");
+    f = tmpfile();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "fine\n");
+    CU_ASSERT_EQUAL(file_close_written(f, "tmp"), DDP_OK);
+}
+
+/* Whatever a failed allocation's message names, it says that memory ran out, once. */
+static void test_nomem_text(void)
+{
+    ddp_error(DDP_ERR_NOMEM, "model '%s': %d parameters", "mlp:8-8", 72);
+    CU_ASSERT_STRING_EQUAL(ddp_error_text(), "out of memory: model 'mlp:8-8': 72 parameters");
+    ddp_error(DDP_ERR_NOMEM, "out of memory for %d floats", 5);
+    CU_ASSERT_STRING_EQUAL(ddp_error_text(), "out of memory for 5 floats");
+    ddp_error(DDP_ERR_INVALID, "model 'x'");
+    CU_ASSERT_STRING_EQUAL(ddp_error_text(), "model 'x'");
+}
+
 int main(void)
 {
     static const test_entry tests[] = {
@@ -82,6 +114,8 @@ int main(void)
         {"bounded integers", test_longs},
         {"seconds", test_seconds},
         {"size formatting", test_format},
+        {"a failed write says why", test_write_reason},
+        {"a failed allocation says out of memory", test_nomem_text},
         TEST_END,
     };
     return test_run_suite("units", tests);

@@ -107,3 +107,19 @@ static ddp_status read_stream(FILE *f, const char *path, size_t max, char **out,
     *len = n;
     return DDP_OK;
 }
+
+ddp_status file_close_written(FILE *f, const char *path)
+{
+    /* A write that failed earlier is tried again by the flush (stdio keeps what it could not write), which then
+     * fails for the same reason; errno is read before anything else can change it. */
+    errno = 0;
+    int e = fflush(f) != 0 ? errno : 0;
+    if (!e && ferror(f))
+        e = errno ? errno : EIO;
+    errno = 0;
+    if (fclose(f) != 0 && !e)
+        e = errno ? errno : EIO;
+    if (e)
+        return ddp_error(DDP_ERR_SYSTEM, "cannot write %s: %s", path, strerror(e));
+    return DDP_OK;
+}

@@ -1,6 +1,7 @@
 /*
- * file.h - reading a whole file into memory: the schedule files, .npy
- * arrays and manifests ddpsim reads are small and read once.
+ * file.h - reading a whole file into memory (the schedule files, .npy
+ * arrays and manifests ddpsim reads are small and read once), and finishing
+ * a written one with the reason its writes failed.
  */
 #ifndef DDPSIM_FILE_H
 #define DDPSIM_FILE_H
@@ -29,5 +30,12 @@ ddp_status file_read_regular(const char *path, size_t max, char **out, size_t *l
 
 /* path opened for reading as a regular file (the same refusals), as a stdio stream: NULL and the error set. */
 FILE *file_open_regular(const char *path, ddp_status *status);
+
+/*
+ * Closes f, written to path: DDP_OK when every byte reached the file; otherwise DDP_ERR_SYSTEM, "cannot write
+ * PATH: REASON", the reason being the failed write's (ENOSPC on a full file system, EFBIG over `ulimit -f`).
+ * f is closed either way.
+ */
+ddp_status file_close_written(FILE *f, const char *path);
 
 #endif

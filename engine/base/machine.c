@@ -4,20 +4,33 @@
 #include "machine.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-size_t machine_memory_available(void)
+/* The figure of the line "KEY <n> kB" (key "MemAvailable:") in a /proc file, in KiB; 0 when none. */
+static unsigned long long proc_kib(const char *path, const char *key)
 {
-    FILE *f = fopen("/proc/meminfo", "r");
+    FILE *f = fopen(path, "r");
     char line[256];
     unsigned long long kib = 0;
+    size_t k = strlen(key);
     while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1)
+        if (strncmp(line, key, k) == 0) {
+            kib = strtoull(line + k, NULL, 10);
             break;
+        }
     if (f)
         fclose(f);
+    return kib;
+}
+
+size_t machine_memory_available(void)
+{
+    unsigned long long kib = proc_kib("/proc/meminfo", "MemAvailable:");
     if (kib)
         return (size_t)kib * 1024;
     long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
@@ -57,6 +70,36 @@ size_t machine_disk_free(const char *path)
     if (statvfs(path, &st) != 0)
         return 0;
     return (size_t)st.f_bavail * (size_t)st.f_frsize;
+}
+
+int machine_address_space_fits(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return 0;
+    munmap(p, bytes);
+    return 1;
+}
+
+size_t machine_address_space_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return 0;
+    return (size_t)rl.rlim_cur;
+}
+
+size_t machine_file_size_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_FSIZE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return 0;
+    return (size_t)rl.rlim_cur;
+}
+
+size_t machine_address_space_used(void)
+{
+    return (size_t)proc_kib("/proc/self/status", "VmSize:") * 1024;
 }
 
 const char *machine_format_bytes(double bytes, char *buf, size_t len)

@@ -24,6 +24,20 @@ typedef struct machine_memory {
 } machine_memory;
 int machine_memory_self(machine_memory *out);
 
+/*
+ * Whether this process can take bytes more of address space now, under its RLIMIT_AS (`ulimit -v`): 1 yes,
+ * 0 no. Tried, not computed: a PROT_NONE reservation of that size, unmapped at once, costs no memory and
+ * counts against the limit as the real allocations will. machine_address_space_limit gives the limit in
+ * bytes (0: none), machine_address_space_used this process's size now (VmSize; 0 when unknown).
+ */
+int machine_address_space_fits(size_t bytes);
+size_t machine_address_space_limit(void);
+size_t machine_address_space_used(void);
+
+/* The largest file this process may write (RLIMIT_FSIZE, `ulimit -f`; a /dev/shm segment is such a file), in
+ * bytes; 0: no limit. */
+size_t machine_file_size_limit(void);
+
 /* "1.5 GiB": a size for a message. */
 const char *machine_format_bytes(double bytes, char *buf, size_t len);
 

@@ -38,6 +38,17 @@ ddp_status ddp_error_at(ddp_status s, const char *file, int line, const char *fm
     va_start(ap, fmt);
     vsnprintf(last_error + n, sizeof last_error - (size_t)n, fmt, ap);
     va_end(ap);
+    /* A failed allocation says so, whatever its message names ("model 'mlp:...': 6296064 parameters"). */
+    static const char oom[] = "out of memory: ";
+    const size_t o = sizeof oom - 1, room = sizeof last_error - (size_t)n - 1;
+    if (s == DDP_ERR_NOMEM && !strstr(last_error + n, "out of memory") && room > o) {
+        size_t keep = strlen(last_error + n);
+        if (keep > room - o)
+            keep = room - o;
+        memmove(last_error + n + o, last_error + n, keep);
+        memcpy(last_error + n, oom, o);
+        last_error[(size_t)n + o + keep] = '\0';
+    }
     return s;
 }
 

@@ -368,9 +368,7 @@ ddp_status dump_write_manifest(const char *dir, const dump_manifest_info *info)
     }
     fprintf(f, "]\n}\n");
     model_destroy(m);
-    if (ferror(f) | (fclose(f) != 0))
-        return ddp_error(DDP_ERR_SYSTEM, "cannot write %s", path);
-    return DDP_OK;
+    return file_close_written(f, path);
 }
 
 /* ---- checking a manifest against the run that reads the dump ---- */

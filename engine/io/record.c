@@ -498,10 +498,7 @@ ddp_status record_write_manifest(const char *dir, const record_info *info)
     fprintf(f, "]");
     dump_write_uneven_json(f, info->schedule, info->nranks);
     fprintf(f, "}\n");
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad)
-        return ddp_error(DDP_ERR_SYSTEM, "cannot write %s", path);
-    return DDP_OK;
+    return file_close_written(f, path);
 }
 
 ddp_status record_write_micro(const char *dir, int rank, uint64_t micro, const model *m, const float *local,
@@ -521,9 +518,7 @@ ddp_status record_write_micro(const char *dir, int rank, uint64_t micro, const m
             jsonw_string(f, model_param_at(m, p)->name);
         }
     fprintf(f, "]\n");
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad)
-        return ddp_error(DDP_ERR_SYSTEM, "cannot write %s", path);
+    DDP_CHECK(file_close_written(f, path));
     for (int p = 0; p < model_nparams(m); p++) {
         if (!used[p])
             continue;

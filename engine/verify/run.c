@@ -6,6 +6,7 @@
 #include "config.h"
 #include "verify.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +94,30 @@ static ddp_status check_memory(const verify_config *cfg, const model *layout)
                          "--ranks, a smaller --batch or a smaller model",
                          model_spec(layout), cfg->batch, machine_format_bytes(need + shm, a, sizeof a), cfg->nranks,
                          machine_format_bytes((double)avail, b, sizeof b));
+    /* Each rank is a fork of this process under its RLIMIT_AS (ulimit -v): what it adds to this process's size
+     * must fit, OpenBLAS's work buffer above all, whose failed mapping OpenBLAS retries forever. 16 MiB more
+     * for the threads' stacks and what the libraries allocate. */
+    double grow = per_rank + shm + (double)model_blas_buffer_bytes() + 16.0 * 1024 * 1024;
+    size_t as_limit = machine_address_space_limit();
+    if (as_limit && (grow >= (double)SIZE_MAX || !machine_address_space_fits((size_t)grow))) {
+        size_t used = machine_address_space_used();
+        char c[32];
+        return ddp_error(DDP_ERR_INVALID,
+                         "--model: each rank needs about %s of address space beyond ddpsim's own %s (its replicas, the "
+                         "shared segment%s), and the address-space limit (ulimit -v) is %s: raise the limit, or run a "
+                         "smaller --model or --batch%s",
+                         machine_format_bytes(grow, a, sizeof a), machine_format_bytes((double)used, b, sizeof b),
+                         model_blas_buffer_bytes() ? " and OpenBLAS's 128 MiB work buffer" : "",
+                         machine_format_bytes((double)as_limit, c, sizeof c),
+                         model_blas_buffer_bytes() ? " (--portable-math needs no OpenBLAS buffer)" : "");
+    }
+    size_t fsize = machine_file_size_limit();
+    if (fsize && shm > (double)fsize)
+        return ddp_error(DDP_ERR_INVALID,
+                         "--ranks: %d ranks and %zu grabs need a %s shared-memory segment, a file in /dev/shm, and the "
+                         "file-size limit (ulimit -f) is %s",
+                         cfg->nranks, cfg->schedule->ngrabs, machine_format_bytes(shm, a, sizeof a),
+                         machine_format_bytes((double)fsize, b, sizeof b));
     if (shm_free && shm > (double)shm_free)
         return ddp_error(DDP_ERR_INVALID,
                          "--ranks: %d ranks and %zu grabs need a %s shared-memory segment, and /dev/shm has %s free",
