@@ -123,6 +123,15 @@ fresh; printf 'not an npy file' >"$tmp/b/rank0/micro0/0.weight.npy"
 expect 2 "rank0/micro0/0.weight.npy" "a file that is not .npy" -- check "$tmp/b"
 fresh; printf '["0.weight", "nope"]\n' >"$tmp/b/rank1/micro1/used.json"
 expect 2 "rank1/micro1/used.json: item 1 is not the name of a parameter" "used.json naming no parameter" -- check "$tmp/b"
+# A parameter left out of a syncing backward's used.json, without find_unused_parameters: PyTorch's DDP fails
+# there, so the recording cannot be replayed; found before any rank starts (it was a rank's failure, exit 3).
+# Inside no_sync the same is a fair recording (DDP does not look), judged: its gradient differs.
+all='"0.weight", "0.bias", "2.weight", "2.bias", "4.weight"'
+fresh; printf '[%s]\n' "$all" >"$tmp/b/rank1/micro2/used.json"
+expect 2 "rank1/micro2/used.json: parameter '4.bias' was not used by the forward of a syncing backward (op 11)" \
+    "a syncing backward's used.json leaving out a parameter, without find_unused" -- check "$tmp/b"
+fresh; printf '[%s]\n' "$all" >"$tmp/b/rank1/micro0/used.json"; rm "$tmp/b/rank1/micro0/4.bias.npy"
+expect 1 "verdict: FAIL" "... inside no_sync it is judged, not refused" -- check "$tmp/b"
 fresh; manifest 's/"ranks": 3/"ranks": 4/'
 expect 2 "rank3" "more ranks than recorded" -- check "$tmp/b"
 fresh; manifest 's/"ddpsim-record"/"ddpsim-dump"/'

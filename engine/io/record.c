@@ -333,8 +333,9 @@ ddp_status record_read_piece(const record_run *r, const char *what, int param, i
 static ddp_status check_rank_files(const record_run *r, int rank, const uint32_t *counts, unsigned char *used,
                                    char *what, size_t wlen)
 {
-    int np = r->nparams, all = r->nparams + r->nbuffers, in_join = 0;
+    int np = r->nparams, all = r->nparams + r->nbuffers, in_join = 0, syncs = 0;
     uint64_t micro = 0, grab = 0, step = 0, fwd = 0;
+    sched_arming arming = {0};
     for (size_t i = 0; i < r->schedule.nops; i++) {
         in_join = r->schedule.ops[i] == OP_JOIN_ENTER ? 1 : r->schedule.ops[i] == OP_JOIN_EXIT ? 0 : in_join;
         if (!sched_runs(&r->schedule, counts, r->nranks, i, rank)) {
@@ -344,6 +345,7 @@ static ddp_status check_rank_files(const record_run *r, int rank, const uint32_t
             step += r->schedule.ops[i] == OP_STEP;
             continue;
         }
+        syncs = sched_arming_step(&arming, r->schedule.ops[i]);
         switch (r->schedule.ops[i]) {
         case OP_FWD:
             for (int k = 0; k < 2 && r->nbuffers; k++) {
@@ -355,6 +357,14 @@ static ddp_status check_rank_files(const record_run *r, int rank, const uint32_t
             break;
         case OP_BWD:
             DDP_CHECK(record_used(r, rank, micro, used));
+            /* The reference's rule (ddp_ref.c sync_gradients), found here rather than in a rank. */
+            for (int p = 0; syncs && !r->ddp.find_unused && p < np; p++)
+                if (!used[p])
+                    return ddp_error(DDP_ERR_INVALID,
+                                     "%s/rank%d/micro%llu/used.json: parameter '%s' was not used by the forward of "
+                                     "a syncing backward (op %zu), and the manifest's DDP has "
+                                     "find_unused_parameters false: PyTorch DDP fails there",
+                                     r->dir, rank, (unsigned long long)micro, r->names[p], i);
             snprintf(what, wlen, "rank%d/micro%llu", rank, (unsigned long long)micro++);
             DDP_CHECK(check_files(r, what, used, 0, np));
             break;
