@@ -23,6 +23,7 @@ digest() {
 dumps() {
     dir=$1
     shift
+    mkdir -p "$dir"
     for spec in mlp:32-64-64-16 mlp:13-7-5 attn bn "branchy --find-unused" "tied --static-graph"; do
         name=$(echo "$spec" | tr ' :' '__')
         # shellcheck disable=SC2086 # spec carries the model's own options

@@ -84,11 +84,40 @@ static int is_ddpsim_dump(const char *dir)
     return strstr(text, "\"format\": \"ddpsim-dump\"") != NULL || strstr(text, "\"format\": \"ddpsim-record\"") != NULL;
 }
 
+/*
+ * The rule for every output path: ddpsim creates only its last component, in a directory that exists (as mkdir
+ * and a shell's > do). A mistyped parent is an error to see, not a tree to find later somewhere else.
+ */
+ddp_status dump_check_parent(const char *path)
+{
+    char parent[PATH_MAX];
+    if (snprintf(parent, sizeof parent, "%s", path) >= (int)sizeof parent)
+        return ddp_error(DDP_ERR_INVALID, "path too long: %s", path);
+    size_t n = strlen(parent);
+    while (n > 1 && parent[n - 1] == '/') /* "rec/" is rec */
+        parent[--n] = '\0';
+    char *slash = strrchr(parent, '/');
+    if (!slash)
+        return DDP_OK; /* in the working directory */
+    if (slash == parent)
+        slash[1] = '\0'; /* "/rec": the root */
+    else
+        *slash = '\0';
+    struct stat st;
+    if (stat(parent, &st) != 0)
+        return ddp_error(DDP_ERR_INVALID, "cannot create %s: %s: %s (ddpsim creates only the last component of an "
+                                          "output path)", path, parent, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return ddp_error(DDP_ERR_INVALID, "cannot create %s: %s is not a directory", path, parent);
+    return DDP_OK;
+}
+
 ddp_status dump_check_dir(const char *dir, int force)
 {
     struct stat st;
     if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode))
         return ddp_error(DDP_ERR_INVALID, "%s exists and is not a directory", dir);
+    DDP_CHECK(dump_check_parent(dir));
     int files = holds_files(dir);
     if (files < 0 && errno == ENOTDIR) /* a part of the path is a file: the directory can never be made */
         return ddp_error(DDP_ERR_INVALID, "cannot create directory %s: %s", dir, strerror(errno));

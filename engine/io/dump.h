@@ -25,7 +25,13 @@
 ddp_status dump_mkdirs(const char *path);
 
 /*
- * Whether DIR may receive a dump, without touching it: it does not exist,
+ * Whether an output PATH can be created under the rule for every output path: only its last component is
+ * created, in a directory that exists. DDP_ERR_INVALID naming the missing parent otherwise.
+ */
+ddp_status dump_check_parent(const char *path);
+
+/*
+ * Whether DIR may receive a dump, without touching it (its parent exists: dump_check_parent): it does not exist,
  * or holds no file at any depth, or holds an earlier ddpsim dump (its
  * manifest.json says "format": "ddpsim-dump") and force is set. Otherwise
  * DDP_ERR_INVALID saying why: stale files of another run would sit beside a

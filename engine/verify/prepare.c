@@ -66,8 +66,7 @@ ddp_status verify_prepare_record(const verify_config *cfg)
 
 ddp_status verify_prepare_inputs(const verify_config *cfg, const char *dir)
 {
-    if (dump_prepare(dir, cfg->nranks, NULL, 0, cfg->dump_force) != DDP_OK)
-        return ddp_error_prefix(DDP_ERR_INVALID, "--prepare");
+    DDP_CHECK(dump_prepare(dir, cfg->nranks, NULL, 0, cfg->dump_force)); /* the caller names --prepare */
     DDP_CHECK(write_dump_manifest(cfg, dir, NULL, 0));
     model *m = NULL;
     model_batch b = {0};

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include "chaos.h"
 #include "clock.h"
@@ -334,6 +335,12 @@ ddp_status verify_check_config(const verify_config *cfg)
         return ddp_error_prefix(DDP_ERR_INVALID, "--record");
     if (cfg->record_dir && cfg->dump_dir && strcmp(cfg->record_dir, cfg->dump_dir) == 0)
         return ddp_error(DDP_ERR_INVALID, "--record and --dump name the same directory: each has its own manifest");
+    /* The ranks write the trace's parts beside it (trace.c): a place they cannot write is found here, not there. */
+    struct stat st;
+    if (cfg->trace_path && stat(cfg->trace_path, &st) == 0 && S_ISDIR(st.st_mode))
+        return ddp_error(DDP_ERR_INVALID, "--trace: %s is a directory", cfg->trace_path);
+    if (cfg->trace_path && dump_check_parent(cfg->trace_path) != DDP_OK)
+        return ddp_error_prefix(DDP_ERR_INVALID, "--trace");
     return DDP_OK;
 }
 

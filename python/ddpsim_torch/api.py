@@ -198,6 +198,7 @@ class Plan:
     def _job(self, name):
         a = self.a
         d = os.path.join(self.root, name)
+        os.mkdir(d)  # ddpsim creates only the last component of an output path (inputs)
         prep = ddpsim.prepare(self.binary, os.path.join(d, "inputs"), _run_args(
             a["ranks"], a["seed"], a["batch"], a["lr"], self.model, a["schedule"],
             name if name != "schedule" else None, a["find_unused"], a["bucket_view"], a["bucket_cap"], self.zero,
