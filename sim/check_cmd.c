@@ -159,10 +159,17 @@ int check_main(int argc, char **argv)
         header(&opt, &rec, layout);
     verify_result res;
     ddp_status s = check_run(&cfg, &res);
-    if (s != DDP_OK && res.bad_record)
+    if (s != DDP_OK && res.bad_record) {
         code = cli_usage_error("check", NULL, rank_error(res.w, rec.nranks, msg, sizeof msg)); /* found by a rank: in its words */
-    else
-        code = s == DDP_OK ? report_verification(&opt, &res, &rs) : cli_fault_exit(res.w, s);
+        report_json_no_verdict(&opt, res.w, code, msg);
+    } else if (s != DDP_OK) {
+        char error[512];
+        snprintf(error, sizeof error, "%s", ddp_error_text());
+        code = cli_fault_exit(res.w, s);
+        report_json_no_verdict(&opt, res.w, code, error);
+    } else {
+        code = report_verification(&opt, &res, &rs);
+    }
     verify_result_free(&res);
     report_stream_close(&rs);
 out:

@@ -139,8 +139,44 @@ void cli_close_output(FILE *f)
         fclose(f);
 }
 
+static int verdict_said;
+
+/* A held SIGINT or SIGTERM, consumed (0: none). */
+static int take_signal(void)
+{
+    sigset_t held;
+    sigemptyset(&held);
+    sigaddset(&held, SIGINT);
+    sigaddset(&held, SIGTERM);
+    struct timespec now = {0, 0};
+    int sig = sigtimedwait(&held, NULL, &now);
+    return sig > 0 ? sig : 0;
+}
+
+int cli_signal_before_verdict(FILE *out)
+{
+    int sig = take_signal();
+    if (!sig)
+        return 0;
+    if (out && out != stderr)
+        fprintf(out, "# interrupted by signal %d (%s) before the verdict: no verdict\n", sig, strsignal(sig));
+    fprintf(stderr, "ddpsim: interrupted by signal %d (%s) before the verdict: no verdict\n", sig, strsignal(sig));
+    verdict_said = 1; /* what was said instead */
+    return 128 + sig;
+}
+
+void cli_verdict_printed(void)
+{
+    verdict_said = 1;
+}
+
 int cli_finish(int code)
 {
+    int sig = verdict_said ? 0 : take_signal();
+    if (sig) {
+        fprintf(stderr, "ddpsim: interrupted by signal %d (%s)\n", sig, strsignal(sig));
+        code = 128 + sig;
+    }
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, "ddpsim: cannot write to standard output: %s\n", strerror(errno ? errno : EIO));
         if (code == DDPSIM_EXIT_PASS)
@@ -187,14 +223,9 @@ void cli_hold_signals(sigset_t *saved)
 
 int cli_release_signals(const sigset_t *saved)
 {
-    sigset_t held;
-    sigemptyset(&held);
-    sigaddset(&held, SIGINT);
-    sigaddset(&held, SIGTERM);
-    struct timespec now = {0, 0};
-    int sig = sigtimedwait(&held, NULL, &now);
+    int sig = take_signal();
     pthread_sigmask(SIG_SETMASK, saved, NULL);
-    return sig > 0 ? sig : 0;
+    return sig;
 }
 
 int cli_world_start(int argc, char **argv)

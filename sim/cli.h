@@ -93,6 +93,18 @@ int cli_finish(int code);
 void cli_hold_signals(sigset_t *saved);
 int cli_release_signals(const sigset_t *saved);
 
+/*
+ * The rule for SIGINT and SIGTERM in a forked world: a signal that arrives before the verdict is printed
+ * wins (exit 128 + the signal), one that arrives after it does not (the verdict stands). main holds both
+ * signals from its start (cli_hold_signals), so none kills ddpsim between two checks of it: a run's
+ * supervisor takes one at once (every rank stopped), cli_signal_before_verdict takes one that came after the
+ * ranks ended, just before the verdict line (it says so on stderr and on out, and returns 128 + the signal;
+ * 0 when none came), cli_verdict_printed marks the verdict said, and cli_finish takes one that came before
+ * the verdict of a command that printed none.
+ */
+int cli_signal_before_verdict(FILE *out);
+void cli_verdict_printed(void);
+
 /* Read a whole text file (at most max bytes) into a NUL-terminated buffer; NULL with msg filled on error. */
 char *cli_read_file(const char *path, size_t max, char *msg, size_t msglen);
 

@@ -80,8 +80,12 @@ static int run_verification(ddpsim_options *opt)
     if (s == DDP_ERR_INVALID && !res.w) {
         fprintf(stderr, "ddpsim: %s\n", ddp_error_last());
         code = DDPSIM_EXIT_USAGE;
+        report_json_no_verdict(opt, NULL, code, ddp_error_text());
     } else if (s != DDP_OK) {
+        char error[512];
+        snprintf(error, sizeof error, "%s", ddp_error_text());
         code = cli_fault_exit(res.w, s);
+        report_json_no_verdict(opt, res.w, code, error);
         if (s == DDP_ERR_TIMEOUT && opt->replay_path)
             fprintf(stderr, "ddpsim: the ranks were forced into the interleaving of --replay %s; a run that no longer "
                             "follows its trace (another build of the implementation) waits for arrivals that never come\n",
@@ -148,6 +152,10 @@ int main(int argc, char **argv)
     int r = cli_world_start(argc, argv);
     if (r != 0)
         return r;
+    if (!world_mpi_active()) { /* under MPI, mpirun's signals end the job as Open MPI does (README) */
+        sigset_t unheld;
+        cli_hold_signals(&unheld); /* held for good: cli.h's rule for a signal before the verdict */
+    }
     r = opt_dispatch("", subcommands, argc, argv, 1);
     if (r != OPT_RUN)
         return world_mpi_finish(cli_finish(r));

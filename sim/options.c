@@ -424,7 +424,7 @@ const opt_command options_command = {
               "  2  bad usage or input\n"
               "  3  runtime fault: a rank died, a deadlock, the watchdog fired, a backend failed\n"
               "  4  nothing verified: no grab, or every grab compared only zeros\n"
-              "  130/143  interrupted by SIGINT/SIGTERM (all ranks are stopped first)\n",
+              "  130/143  interrupted by SIGINT/SIGTERM before the verdict (all ranks are stopped first)\n",
 };
 
 /* The command without --chaos, --repeat and --fail-fast: a failing seed's replay line appends "--chaos S". */

@@ -129,8 +129,14 @@ int repeat_main(const ddpsim_options *opt)
     model_destroy(layout);
     if (interrupted) {
         printf("# interrupted by signal %d\n", interrupted);
+        fprintf(stderr, "ddpsim: interrupted by signal %d\n", interrupted);
+        cli_verdict_printed(); /* what was said instead */
         return 128 + interrupted;
     }
+    int late = cli_signal_before_verdict(stdout);
+    if (late)
+        return late;
+    cli_verdict_printed(); /* each way out below prints its verdict line first */
     if (ref_changed && worst == 0)
         worst = DDPSIM_EXIT_MISMATCH;
     if (worst) {

@@ -232,6 +232,63 @@ static int copy_stream(FILE *tmp, FILE *out)
     return ferror(tmp) ? -1 : 0;
 }
 
+static const char *fate_word(world_fate f)
+{
+    switch (f) {
+    case WORLD_FATE_NOT_STARTED: return "not_finished";
+    case WORLD_FATE_OK: return "finished";
+    case WORLD_FATE_FAILED: return "failed";
+    case WORLD_FATE_SIGNALED: return "killed";
+    case WORLD_FATE_STOPPED: return "stopped";
+    }
+    return "?";
+}
+
+void report_json_no_verdict(const ddpsim_options *opt, const world *w, int code, const char *error)
+{
+    FILE *f = opt->json_file;
+    if (!f)
+        return;
+    const char *result = code == DDPSIM_EXIT_USAGE ? "bad_input" : code > 128 ? "interrupted" : "fault";
+    fprintf(f, "{\"result\": \"%s\", \"verdict\": null, \"exit_code\": %d, \"error\": ", result, code);
+    jsonw_string(f, error);
+    fprintf(f, ", \"ranks\": %d, \"impl\": ", opt->run.nranks);
+    jsonw_string(f, opt->run.impl);
+    fprintf(f, ", \"command\": ");
+    jsonw_string(f, opt->command);
+    int first = -1;
+    for (int r = 0; w && r < world_nranks(w) && first < 0; r++) {
+        world_fate fate = world_outcome(w, r)->fate;
+        if (fate == WORLD_FATE_FAILED || fate == WORLD_FATE_SIGNALED)
+            first = r;
+    }
+    fprintf(f, ",\n \"failed_rank\": ");
+    if (first >= 0)
+        fprintf(f, "%d", first);
+    else
+        fprintf(f, "null");
+    fprintf(f, ", \"rank_states\": [");
+    for (int r = 0; w && r < world_nranks(w); r++) {
+        const world_rank_outcome *o = world_outcome(w, r);
+        fprintf(f, "%s\n  {\"rank\": %d, \"fate\": \"%s\", \"op\": %d, \"op_label\": ", r ? "," : "", r,
+                fate_word(o->fate), o->op_index);
+        jsonw_string(f, o->op_index >= 0 ? o->op_label : "");
+        fprintf(f, ", \"in_collective\": ");
+        if (o->coll[0])
+            jsonw_string(f, o->coll);
+        else
+            fprintf(f, "null");
+        fprintf(f, ", \"signal\": %d, \"exit_code\": %d, \"error\": ",
+                o->fate == WORLD_FATE_SIGNALED || o->fate == WORLD_FATE_STOPPED ? o->signal : 0,
+                o->fate == WORLD_FATE_FAILED ? o->exit_code : 0);
+        jsonw_string(f, o->error);
+        fprintf(f, "}");
+    }
+    fprintf(f, "%s]}\n", w ? "\n " : "");
+    if (fflush(f) != 0 || ferror(f))
+        fprintf(stderr, "ddpsim: cannot write --json %s: %s\n", opt->json_path, strerror(errno));
+}
+
 /* A check's line in the table: the worst over ranks. */
 static void table_row(FILE *out, const sched_check *ck, const verify_record *recs, int nranks)
 {
@@ -465,6 +522,12 @@ int report_verification(const ddpsim_options *opt, const verify_result *res, rep
                     res->wall_s, (double)res->rank_peak_kib / 1024, (double)res->rank_total_kib / 1024, res->nranks,
                     (double)res->parent_peak_kib / 1024);
     }
+    int late = cli_signal_before_verdict(opt->out);
+    if (late) {
+        report_json_no_verdict(opt, res->w, late, "interrupted before the verdict");
+        return late;
+    }
+    cli_verdict_printed(); /* printed next */
     int pass = s.verdict == JUDGE_PASS;
     char tol[64];
     tol_format(&opt->run.tol, tol, sizeof tol);

@@ -33,6 +33,14 @@ void report_stream_close(report_stream *rs);
  */
 int report_verification(const ddpsim_options *opt, const verify_result *res, report_stream *rs);
 
+/*
+ * --json for a run that ended without a verdict: a fault (exit 3), an interrupt (130, 143) or input found bad
+ * once the file was open (2). A valid document all the same: "result" (fault, interrupted, bad_input),
+ * "verdict": null, the exit code, the error, the rank that failed first and what every rank had completed
+ * (w NULL: no rank ran). Nothing when opt has no --json.
+ */
+void report_json_no_verdict(const ddpsim_options *opt, const world *w, int code, const char *error);
+
 /* The exit code of a verdict: 0 pass, 1 a failure of any kind, 4 nothing verified. */
 int report_exit_code(judge_verdict v);
 

@@ -180,7 +180,15 @@ int battery_main(const ddpsim_options *opt)
         if (o->interrupted) {
             fprintf(opt->out, "# interrupted by signal %d in scenario %s: the rest was not run\n", o->interrupted,
                     sc->name);
+            if (opt->out != stderr)
+                fprintf(stderr, "ddpsim: interrupted by signal %d in scenario %s: the rest was not run\n",
+                        o->interrupted, sc->name);
+            cli_verdict_printed(); /* what was said instead */
             int code = 128 + o->interrupted;
+            char why[160];
+            snprintf(why, sizeof why, "interrupted by signal %d in scenario %s: the rest was not run", o->interrupted,
+                     sc->name);
+            report_json_no_verdict(opt, NULL, code, why);
             cli_release_signals(&saved);
             free(out);
             return code;
@@ -196,11 +204,12 @@ int battery_main(const ddpsim_options *opt)
                     o->grabs, o->syncs, row_word(o), o->first);
         fflush(opt->out);
     }
-    int late = cli_release_signals(&saved);
+    cli_release_signals(&saved); /* the held signals stay held (main's rule); one that came is taken next */
+    int late = cli_signal_before_verdict(opt->out);
     if (late) {
-        fprintf(opt->out, "# interrupted by signal %d after the last scenario\n", late);
+        report_json_no_verdict(opt, NULL, late, "interrupted before the verdict");
         free(out);
-        return 128 + late;
+        return late;
     }
     double wall_s = clock_now_s() - t0;
     if (!opt->quiet) {
@@ -237,6 +246,7 @@ int battery_main(const ddpsim_options *opt)
         result = "pass";
         code = DDPSIM_EXIT_PASS;
     }
+    cli_verdict_printed();
     if (opt->json_file && write_json(opt, out, result, wall_s) != 0 && code == DDPSIM_EXIT_PASS)
         code = DDPSIM_EXIT_FAULT;
     free(out);
