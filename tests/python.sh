@@ -181,6 +181,61 @@ ranks_gone() { [ "$(ranks_left)" -le "$before" ]; }
 wait_until 30 ranks_gone
 [ "$(ranks_left)" -le "$before" ] && ok "no rank process left" || bad "rank processes left: $(pgrep -fa multiprocessing.spawn)"
 
+# A rank that dies inside the wrapper is named first, how it died and where; then what that did to its peer.
+front 3 "rank 1 was killed by signal 9 (SIGKILL) in op .*; then rank 0 failed" \
+    "rank 1 killed inside the wrapper: its death first, then its peer's consequence" -- \
+    --ranks 2 --wrap "$W:dies_on_rank1" --scenario classic
+
+# Whatever a wrap() started ends with its rank: each rank leads a process group, ended with the run.
+DDPSIM_TEST_CHILD_PIDS=$tmp/children
+export DDPSIM_TEST_CHILD_PIDS
+: >"$DDPSIM_TEST_CHILD_PIDS"
+front 0 "verdict: PASS" "a wrap() that starts a child process passes" -- --ranks 2 --wrap "$W:forks_a_child" --scenario classic
+children_gone() { for c in $(cat "$DDPSIM_TEST_CHILD_PIDS"); do kill -0 "$c" 2>/dev/null && return 1; done; return 0; }
+if [ "$(wc -l <"$DDPSIM_TEST_CHILD_PIDS")" -eq 2 ] && wait_until 30 children_gone; then
+    ok "... and its children end with the run"
+else
+    bad "... its children outlive the run: $(cat "$DDPSIM_TEST_CHILD_PIDS" | tr '\n' ' ')"
+    kill $(cat "$DDPSIM_TEST_CHILD_PIDS") 2>/dev/null
+fi
+
+# SIGTERM, SIGINT and SIGKILL to the front end while its ranks are up (starting, or in wrap()): every rank
+# stopped; for the first two exit 143/130 with one line and no traceback, and nothing left (recording,
+# rendezvous store); after SIGKILL the ranks die with it and the next run removes what it left, saying so.
+# A background job starts with SIGINT ignored, which the front end honours (the shell's convention for
+# background jobs); the launcher below gives it SIGINT's default, as a terminal's foreground job has it.
+ranks_up() { [ "$(ranks_left)" -ge $((before + 2)) ]; }
+stores() { ls "$TMPDIR" 2>/dev/null | grep -c '^ddpsim_torch-store-'; }
+saved_tmpdir=${TMPDIR-}
+TMPDIR=$tmp/tmpdir
+export TMPDIR
+mkdir -p "$TMPDIR"
+for sig in TERM INT KILL; do
+    "$py" -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.executable, [sys.executable] + sys.argv[1:])' \
+        -m ddpsim_torch --ranks 2 --wrap "$W:slow_forever_wrap" --scenario classic >"$out" 2>"$err" &
+    pid=$!
+    wait_until 120 ranks_up || echo "python.sh: the ranks did not come up" >&2
+    kill -s "$sig" "$pid"
+    wait "$pid"
+    got=$?
+    want=$(case $sig in TERM) echo 143 ;; INT) echo 130 ;; KILL) echo 137 ;; esac)
+    wait_until 30 ranks_gone
+    if [ "$got" -eq "$want" ] && ranks_gone; then ok "SIG$sig to the front end: exit $got, every rank gone"
+    else bad "SIG$sig to the front end: exit $got (want $want), $(ranks_left) rank processes"; fi
+    [ "$sig" = KILL ] && break
+    if [ "$(grep -c . "$err")" -eq 1 ] && grep -q "interrupted by signal" "$err" && ! grep -q Traceback "$err" &&
+        [ "$(scratch)" -eq "$scratch_before" ] && [ "$(stores)" -eq 0 ]; then
+        ok "... one line, no traceback, no recording or store left"
+    else
+        bad "... after SIG$sig: $(scratch) recordings, $(stores) stores left"
+    fi
+done
+if [ "$(scratch)" -gt "$scratch_before" ]; then ok "... SIGKILL leaves its recording"; else bad "... SIGKILL left no recording to sweep"; fi
+front 0 "removed 2 leftovers of runs whose launcher was killed" "the next run removes the killed run's recording and store, and says so" -- \
+    --ranks 2 --wrap "$DDP" --scenario classic
+[ "$(scratch)" -eq "$scratch_before" ] && [ "$(stores)" -eq 0 ] && ok "... none left" || bad "... $(scratch) recordings, $(stores) stores left"
+if [ -n "$saved_tmpdir" ]; then TMPDIR=$saved_tmpdir; else unset TMPDIR; fi
+
 # The deadlock rule never calls a starved rank (runnable, a few percent of a core) deadlocked.
 expect_cmd 0 "idle_check: a starved rank is not idle, a blocked one is" "a rank starved by busy loops is not idle" -- \
     "$py" "$here/python/idle_check.py"
@@ -197,6 +252,12 @@ front 2 "unbalanced bracket" "a schedule error" -- --wrap "$DDP" --schedule "fwd
 front 2 "no scenario 'nope'" "an unknown scenario" -- --wrap "$DDP" --scenario nope
 front 2 "go with a user model" "--data with ddpsim's model" -- --wrap "$DDP" --model attn --data "$M:batch"
 front 2 "cannot find the ddpsim program" "no ddpsim" -- --wrap "$DDP" --ddpsim "$tmp/missing/ddpsim" --scenario classic
+: >"$tmp/afile"
+front 2 "--keep $tmp/afile: exists and is not a directory" "--keep naming a file" -- --wrap "$DDP" --scenario classic --keep "$tmp/afile"
+front 2 "only the last component is created" "--keep under a missing directory" -- --wrap "$DDP" --scenario classic --keep "$tmp/missing/k"
+[ ! -e "$tmp/missing" ] && ok "... nothing created" || bad "--keep created $tmp/missing"
+front 2 "chooses ddpsim's model itself: give it without --model mlp:0-1" "--model with --scenario is refused, not ignored" -- \
+    --wrap "$DDP" --model mlp:0-1 --scenario classic
 
 [ "$(scratch)" -eq "$scratch_before" ] && ok "no recording left behind (in the scratch directory)" ||
     bad "recordings left behind: $(ls "$DDPSIM_TORCH_SCRATCH")"

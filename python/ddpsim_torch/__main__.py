@@ -1,9 +1,25 @@
 """python3 -m ddpsim_torch --ranks N --wrap MODULE:FUNC [options]: check a
 PyTorch DDP wrapper against ddpsim's reference DDP. Exit status as
 ddpsim's: 0 pass, 1 divergence, 2 bad input, 3 fault (a rank failed, a
-deadlock, the watchdog), 4 nothing verified."""
+deadlock, the watchdog), 4 nothing verified, 130/143 interrupted by
+SIGINT/SIGTERM (every rank stopped, nothing left behind)."""
 import argparse
+import signal
 import sys
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM: unwinds through every finally (ranks killed and reaped, recordings removed)."""
+
+    def __init__(self, sig):
+        BaseException.__init__(self, sig)
+        self.sig = sig
+
+
+def _on_signal(sig, frame):
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, signal.SIG_IGN)  # one is enough: the cleanup it starts must not be cut short
+    raise Interrupted(sig)
 
 
 def parser():
@@ -18,7 +34,7 @@ def parser():
                "find_unused_parameters, bucket_cap_mb and gradient_as_bucket_view when it accepts them "
                "(torch.nn.parallel:DistributedDataParallel needs no adapter). Without --schedule, --scenario or "
                "--model the whole scenario battery runs. Exit status: 0 pass, 1 divergence, 2 bad input, "
-               "3 fault (a rank failed, a deadlock, the watchdog), 4 nothing verified.")
+               "3 fault (a rank failed, a deadlock, the watchdog), 4 nothing verified, 130/143 interrupted.")
     p.add_argument("--wrap", required=True, metavar="MODULE:FUNC",
                    help="the DDP wrapper: MODULE:FUNC or path/to/file.py:FUNC")
     p.add_argument("--ranks", "-n", type=int,
@@ -59,6 +75,18 @@ def parser():
 
 
 def main(argv=None):
+    for s in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(s) is not signal.SIG_IGN:  # a launcher that ignores one (nohup, a shell's &) wins
+            signal.signal(s, _on_signal)
+    try:
+        return _main(argv)
+    except Interrupted as e:
+        sys.stderr.write("ddpsim_torch: interrupted by signal %d (%s): every rank stopped, no verdict\n" % (
+            e.sig, signal.Signals(e.sig).name))
+        return 128 + e.sig
+
+
+def _main(argv):
     args = parser().parse_args(argv)
     from . import api, torchrun  # after parsing: --help does not wait for torch
     kw = dict(wrap=args.wrap, model=args.model, data=args.data, loss=args.loss, schedule=args.schedule,

@@ -3,6 +3,7 @@ entry point, and what `python3 -m ddpsim_torch` runs)."""
 import os
 import shlex
 import shutil
+import sys
 import tempfile
 import time
 
@@ -139,10 +140,12 @@ class Plan:
         self.command = _command(self.wrap, a)
         self.many = a["schedule"] is None and a["scenario"] is None and (a["model"] is None or self.user_model)
         self.keep = a["keep"]
-        if self.keep and os.path.exists(self.keep) and os.listdir(self.keep):
-            raise BadInput("--keep %s: not empty (the recordings need a directory of their own)" % self.keep)
-        self.root = os.path.abspath(self.keep) if self.keep else tempfile.mkdtemp(prefix="ddpsim_torch-",
-                                                                                  dir=_scratch())
+        if self.keep:
+            _check_keep(self.keep)
+        else:
+            _sweep_stale()
+        self.root = os.path.abspath(self.keep) if self.keep else tempfile.mkdtemp(
+            prefix="ddpsim_torch-%d-" % os.getpid(), dir=_scratch())
         try:
             self._prepare()
         except BaseException:
@@ -183,6 +186,9 @@ class Plan:
         self.header = self._header(skipped)
 
     def _check_model(self):
+        if self.a["scenario"] and self.a["model"] is not None and not self.user_model:
+            raise BadInput("--scenario %s chooses ddpsim's model itself: give it without --model %s (a model of "
+                           "your own, MODULE:FUNC, runs the scenario's ops)" % (self.a["scenario"], self.model))
         if self.user_model:
             loading.load(self.model, "--model")
             if self.data is None:
@@ -309,6 +315,59 @@ def backward_past_armed_forward(ops):
                 return True
             armed = False
     return False
+
+
+def _check_keep(keep):
+    """--keep DIR: as every output path of ddpsim's, only its last component is created, in a directory that
+    exists; an existing one must be an empty directory."""
+    if os.path.exists(keep):
+        if not os.path.isdir(keep):
+            raise BadInput("--keep %s: exists and is not a directory" % keep)
+        if os.listdir(keep):
+            raise BadInput("--keep %s: not empty (the recordings need a directory of their own)" % keep)
+        return
+    parent = os.path.dirname(os.path.abspath(keep))
+    if not os.path.isdir(parent):
+        raise BadInput("--keep %s: %s is not a directory that exists (only the last component is created)" % (
+            keep, parent))
+
+
+def _pid_of(name, prefix):
+    """The pid in a name made as prefix + '<pid>-...', or None."""
+    if not name.startswith(prefix):
+        return None
+    head = name[len(prefix):].split("-", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's: not ours to judge
+    return True
+
+
+def _sweep_stale():
+    """The recordings and rendezvous stores of runs whose launcher was killed (SIGKILL leaves them: nothing of
+    the process runs to remove them) carry its pid in their names: removed at the next start, and said."""
+    removed = []
+    for where, prefix in ((_scratch() or tempfile.gettempdir(), "ddpsim_torch-"),
+                          (tempfile.gettempdir(), "ddpsim_torch-store-")):
+        try:
+            names = os.listdir(where)
+        except OSError:
+            continue
+        for name in names:
+            pid = _pid_of(name, prefix)
+            if pid is not None and pid != os.getpid() and not _alive(pid):
+                shutil.rmtree(os.path.join(where, name), ignore_errors=True)
+                removed.append(os.path.join(where, name))
+    if removed:
+        sys.stderr.write("ddpsim_torch: removed %d leftover%s of runs whose launcher was killed: %s\n" % (
+            len(removed), "" if len(removed) == 1 else "s", ", ".join(removed)))
 
 
 def _scratch():

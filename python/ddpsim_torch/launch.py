@@ -6,6 +6,7 @@ others make no progress is a deadlock, named; no progress at all for
 this returns, whatever happened."""
 import os
 import queue
+import signal
 import tempfile
 import time
 
@@ -82,7 +83,7 @@ def _run_from(cfg, nranks, timeout, job_names, first, timing):
         progress[r * rank_mod.ROW + rank_mod.OP] = rank_mod.STARTING
     errors = ctx.Queue()
     barrier = ctx.Barrier(nranks)
-    with tempfile.TemporaryDirectory(prefix="ddpsim_torch-store-") as store_dir:
+    with tempfile.TemporaryDirectory(prefix="ddpsim_torch-store-%d-" % os.getpid()) as store_dir:
         cfg = dict(cfg, store=os.path.join(store_dir, "store"), timeout=timeout, first_job=first)
         procs = [ctx.Process(target=rank_mod.main, args=(r, nranks, cfg, progress, errors, barrier), daemon=True)
                  for r in range(nranks)]
@@ -95,13 +96,44 @@ def _run_from(cfg, nranks, timeout, job_names, first, timing):
             return min(int(progress[r * rank_mod.ROW + rank_mod.JOB]) for r in range(nranks)), e
         finally:
             for p in procs:
-                if p.is_alive():
-                    p.kill()
+                _end_group(p)
             for p in procs:
                 p.join()
             errors.close()
             for key, col in (("shadow_s", rank_mod.SHADOW_S), ("record_s", rank_mod.RECORD_S)):
                 timing[key] += max(progress[r * rank_mod.ROW + col] for r in range(nranks))
+
+
+def _end_group(p):
+    """Kill rank p and everything its code started: each rank leads its own process group (_spawned.py), so a
+    --wrap that forked leaves nothing running after the verdict."""
+    if p.pid is None:
+        return
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except OSError:
+        pass  # no such group (yet, or any more): the rank alone
+    if p.is_alive():
+        p.kill()
+
+
+def _first_dead(procs, r, wait_s=0.5):
+    """A rank other than r that died (exit code not 0) by now, waiting up to wait_s for one to be noticed: when
+    rank r reports an error, a peer's death is most often its cause ("Connection closed by peer"). None when
+    every other rank lives or finished."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        for q, p in enumerate(procs):
+            if q != r and p.exitcode not in (None, 0):
+                return q
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.02)
+
+
+def _how(code):
+    return "was killed by signal %d (%s)" % (-code, signal.Signals(-code).name) if code < 0 else \
+        "exited with code %d" % code
 
 
 def _runnable(pid):
@@ -144,12 +176,16 @@ def _supervise(procs, progress, errors, timeout, ops_of, job_names):
     while True:
         try:
             kind, r, message = errors.get(timeout=0.05)
+            dead = _first_dead(procs, r) if kind == "fault" else None
             for p in procs:
                 p.kill()  # the others may wait in a collective for the rank that failed
             if kind == "bad":
                 raise BadInput(message)
             if kind == "unsupported":
                 raise Unsupported(message)
+            if dead is not None:  # the cause first, then what it did to the rank that spoke
+                raise Fault("rank %d %s in %s; then rank %d failed: %s" % (
+                    dead, _how(procs[dead].exitcode), _where(progress, dead, ops_of), r, message))
             raise Fault("rank %d failed: %s" % (r, message))
         except queue.Empty:
             pass
@@ -170,11 +206,13 @@ def _supervise(procs, progress, errors, timeout, ops_of, job_names):
                         raise BadInput(message)
                     if kind == "unsupported":
                         raise Unsupported(message)
+                    if r2 != r:  # r died first: its peer's error is the consequence
+                        raise Fault("rank %d %s in %s; then rank %d failed: %s" % (
+                            r, _how(c), _where(progress, r, ops_of), r2, message))
                     raise Fault("rank %d failed: %s" % (r2, message))
                 except queue.Empty:
                     pass
-                how = "was killed by signal %d" % -c if c < 0 else "exited with code %d" % c
-                raise Fault("rank %d %s in %s" % (r, how, _where(progress, r, ops_of)))
+                raise Fault("rank %d %s in %s" % (r, _how(c), _where(progress, r, ops_of)))
         if any(progress[r * rank_mod.ROW + rank_mod.OP] == rank_mod.STARTING for r in range(n)):
             # Starting a rank (a Python, torch, the rendezvous) is not an op: the watchdog starts after it.
             if now - started > max(STARTUP_S, timeout):

@@ -6,12 +6,10 @@ a shadow copy of the module without DDP, with the same parameters and the
 same batch. The semantics are not here: `ddpsim check` replays the C
 reference on what this records."""
 import copy
-import ctypes
 import datetime
 import hashlib
 import inspect
 import os
-import signal
 import time
 import traceback
 
@@ -29,15 +27,6 @@ STARTING = -2.0  # OP before the rank has joined the process group
 
 # The keyword arguments of DistributedDataParallel a wrap function may take, from the run's options.
 DDP_KWARGS = ("find_unused_parameters", "bucket_cap_mb", "gradient_as_bucket_view", "static_graph")
-
-
-def _die_with_parent():
-    """Linux: the kernel kills this rank when the launcher dies, however it dies (no rank left behind)."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
 
 
 def wrap_kwargs(wrap, ddp):
@@ -288,7 +277,6 @@ def _report(errors, message, code):
 def main(rank, nranks, cfg, progress, errors, barrier):
     """The rank process: every job in turn, a barrier (not a collective) between jobs; an error goes to the
     launcher as ("bad" | "fault", rank, message) and the rank exits non-zero."""
-    _die_with_parent()
     torch.set_num_threads(cfg["threads"])
     r = Rank(rank, nranks, cfg, progress)
     try:

@@ -13,7 +13,11 @@ find_unused_parameters does: a gradient in the syncing backward itself
 before 2.4, any gradient since zero_grad from 2.4 (PR #124193).
 """
 import contextlib
+import os
 import re
+import signal
+import subprocess
+import sys
 import time
 
 import torch
@@ -285,3 +289,32 @@ class _JoinDividesByRunning(nn.parallel.DistributedDataParallel):
 
 def ddp_join_divides_by_running(module, **ddp_options):
     return _JoinDividesByRunning(module, **ddp_options)
+
+
+class DiesOnRank1(nn.parallel.DistributedDataParallel):
+    """Real DDP whose rank 1 is killed (SIGKILL) at its third forward: its peers' next allreduce fails
+    ("Connection closed by peer"), and the report must name rank 1's death first, then its consequence."""
+
+    def forward(self, *args, **kwargs):
+        self.forwards = getattr(self, "forwards", 0) + 1
+        if dist.get_rank() == 1 and self.forwards == 3:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().forward(*args, **kwargs)
+
+
+def dies_on_rank1(module):
+    return DiesOnRank1(module)
+
+
+def forks_a_child(module, **ddp_options):
+    """Real DDP, whose wrap() starts a child process that would outlive the run (a framework's helper, a data
+    loader worker) and writes its pid to $DDPSIM_TEST_CHILD_PIDS: the launcher must end it with the rank."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    with open(os.environ["DDPSIM_TEST_CHILD_PIDS"], "a") as f:
+        f.write("%d\n" % child.pid)
+    return nn.parallel.DistributedDataParallel(module, **ddp_options)
+
+
+def slow_forever_wrap(module, **ddp_options):
+    """A wrap() that never returns (sleeping): a run to interrupt while its ranks are up."""
+    time.sleep(3600)
