@@ -404,6 +404,7 @@ static const opt_spec specs[] = {
 const opt_command options_command = {
     .name = "",
     .usage = "[OPTIONS]\n       ddpsim selfcheck [OPTIONS]   the collectives self-check\n"
+             "       ddpsim check DIR [OPTIONS]   replay the reference on a recorded run (see ddpsim check --help)\n"
              "       ddpsim bench allreduce|model|run|battery [OPTIONS]   benchmarks (see ddpsim bench --help)",
     .about = "\nRuns N rank processes over shared memory. Each trains the model through the\n"
              "schedule with a reference DDP (PyTorch's semantics) and with the implementation\n"

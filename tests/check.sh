@@ -102,6 +102,12 @@ fifo() {
 fifo manifest.json
 fifo init/0.weight.npy
 fifo "$(cd "$tmp/g" && find rank0 -name '*.npy' | LC_ALL=C sort | head -1)"
+# A symbolic link is followed wherever it leads (README: recordings may share a file), to a regular file only.
+fresh; mv "$tmp/b/init/0.weight.npy" "$tmp/shared-init.npy" && ln -s "$tmp/shared-init.npy" "$tmp/b/init/0.weight.npy"
+expect 0 "verdict: PASS" "an init file linked from outside the recording is read" -- check "$tmp/b" -q
+fresh; mkfifo "$tmp/a-fifo"; rm "$tmp/b/init/0.weight.npy" && ln -s "$tmp/a-fifo" "$tmp/b/init/0.weight.npy"
+expect_cmd 2 "init/0.weight.npy is a FIFO, not a regular file" "... but a link to a FIFO is refused" -- timeout 120 "$DDPSIM" check "$tmp/b"
+rm -f "$tmp/a-fifo" "$tmp/shared-init.npy"
 # A local gradient in pieces (reentrant checkpointing): each piece is added on its own, so the pieces are used,
 # not the file of their sum; a lone piece or a mis-shaped one is bad input.
 d0="$tmp/b/rank0/micro0"
@@ -132,6 +138,18 @@ expect 2 "rank1/micro2/used.json: parameter '4.bias' was not used by the forward
     "a syncing backward's used.json leaving out a parameter, without find_unused" -- check "$tmp/b"
 fresh; printf '[%s]\n' "$all" >"$tmp/b/rank1/micro0/used.json"; rm "$tmp/b/rank1/micro0/4.bias.npy"
 expect 1 "verdict: FAIL" "... inside no_sync it is judged, not refused" -- check "$tmp/b"
+# A name names the recording's files and reaches the terminal: one with a newline, or "..", is refused, and printed
+# escaped (the newline reached the terminal raw).
+fresh; manifest 's/"0.weight"/"0.w\\neight"/'
+expect 2 'name "0.w\\u000aeight" is empty' "a parameter name with a newline: refused, printed escaped" -- check "$tmp/b"
+fresh; manifest 's/"0.weight"/".."/'
+expect 2 'name ".." is empty' "a parameter named ..: refused" -- check "$tmp/b"
+# A message names its file once (an uneven repetition's error named the manifest twice).
+rm -rf "$tmp/u"
+"$DDPSIM" --ranks 2 --scenario uneven --impl bucketed --record "$tmp/u" -q >/dev/null 2>&1
+sed 's/"counts": \[\([0-9]*\), /"counts": [/' "$tmp/u/manifest.json" >"$tmp/u/m" && mv "$tmp/u/m" "$tmp/u/manifest.json"
+expect 2 "uneven\[0\].counts has 1 entries for 2 ranks" "a bad uneven repetition names the manifest" -- check "$tmp/u"
+if [ "$(grep -o "manifest.json" "$err" | wc -l)" -eq 1 ]; then ok "... once"; else bad "... more than once"; fi
 fresh; manifest 's/"ranks": 3/"ranks": 4/'
 expect 2 "rank3" "more ranks than recorded" -- check "$tmp/b"
 fresh; manifest 's/"ddpsim-record"/"ddpsim-dump"/'

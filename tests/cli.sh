@@ -39,6 +39,7 @@ expect 0 "^# verdict: PASS" "quiet" -- --ranks 2 --quiet
 expect 0 "verdict: PASS" "schedule from a file" -- --schedule "@$sched_file"
 expect 0 "after no_sync fwd, bwd outside" "golden inputs" -- --ranks 3 --model mlp:4-8-3 --batch 2 --inputs "$golden" --schedule "2*(nosync{fwd bwd} grab) fwd bwd grab enter fwd exit bwd grab"
 expect 0 "--find-unused" "help lists the options" -- --help
+expect 0 "ddpsim check DIR \[OPTIONS\]" "help's usage lines name ddpsim check" -- --help
 expect 0 "ddpsim " "version" -- --version
 # --world mpi as this build allows: without MPI a usage error saying how to build it (tests/mpi.sh runs it with).
 case $("$DDPSIM" --version 2>&1) in

@@ -178,6 +178,11 @@ static void test_errors(void)
         {"nosync fwd", "expected '{' after 'nosync'"},
         {"100000*(100000*(grab))", "more than 10000000 ops"},
         {"fwdbwd", "expected an op"},
+        /* The token quoted is cut before a UTF-8 character, not inside it (12 bytes would end in the middle of
+         * the sixth 2-byte e-acute), and a control character is named, not printed. */
+        {"fwd x\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9",
+         "(found 'x\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9')"},
+        {"fwd \x1b[31m", "(found the control character 0x1b)"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         sched s;

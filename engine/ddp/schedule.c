@@ -33,11 +33,20 @@ static ddp_status fail_at(const parser *ps, const char *at, const char *what)
 {
     int line, col;
     ddp_text_position(ps->text, at, &line, &col);
+    /* The token quoted: up to 12 bytes, never a control character (printed raw it would reach the terminal),
+     * cut before a UTF-8 character, not inside one. */
     int n = 0;
-    while (at[n] && !isspace((unsigned char)at[n]) && n < 12)
+    const unsigned char *u = (const unsigned char *)at;
+    while (u[n] && !isspace(u[n]) && u[n] >= 0x20 && u[n] != 0x7f && n < 12)
         n++;
+    if (u[n] >= 0x80)
+        while (n > 0 && (u[n] & 0xc0) == 0x80) /* at[n] continues a character: leave that character out */
+            n--;
     if (!*at)
         return ddp_error(DDP_ERR_INVALID, "schedule line %d, column %d: %s (found the end)", line, col, what);
+    if (n == 0 && (u[0] < 0x20 || u[0] == 0x7f))
+        return ddp_error(DDP_ERR_INVALID, "schedule line %d, column %d: %s (found the control character 0x%02x)", line,
+                         col, what, u[0]);
     return ddp_error(DDP_ERR_INVALID, "schedule line %d, column %d: %s (found '%.*s')", line, col, what, n, at);
 }
 

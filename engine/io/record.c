@@ -46,6 +46,17 @@ static ddp_status whole(const char *path, const char *what, const json_value *v,
     return DDP_OK;
 }
 
+/* A parameter's name names its files (NAME.npy): one plain component, printable. */
+static int usable_name(const char *s)
+{
+    if (!s[0] || strlen(s) >= MODEL_NAME_LEN || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
+        return 0;
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++)
+        if (*c == '/' || *c < 0x20 || *c == 0x7f)
+            return 0;
+    return 1;
+}
+
 /*
  * The "params" (required, at least one) or the "buffers" (optional) of the
  * manifest into names and decls from index `first` on (buffers follow the
@@ -66,9 +77,22 @@ static ddp_status read_decls(const char *path, const json_value *root, record_ru
         const json_value *e = &params->items[j], *name, *shape;
         DDP_CHECK(json_need(path, e, "name", JSON_STRING, &name));
         DDP_CHECK(json_need(path, e, "shape", JSON_ARRAY, &shape));
-        if (!name->string[0] || strlen(name->string) >= MODEL_NAME_LEN || strchr(name->string, '/'))
-            return ddp_error(DDP_ERR_INVALID, "%s: %s %zu's name \"%s\" is empty, has a '/' or is longer than %d",
-                             path, what, j, name->string, MODEL_NAME_LEN - 1);
+        if (!usable_name(name->string)) {
+            /* Printed as JSON writes it: a newline or an escape sequence in it must not reach the terminal raw. */
+            char *quoted = NULL;
+            size_t qlen = 0;
+            FILE *q = open_memstream(&quoted, &qlen);
+            if (q) {
+                jsonw_string(q, name->string);
+                fclose(q);
+            }
+            ddp_status bad = ddp_error(DDP_ERR_INVALID,
+                                       "%s: %s %zu's name %s is empty, \".\" or \"..\", holds a '/' or a control "
+                                       "character, or is longer than %d: it names files of the recording",
+                                       path, what, j, quoted ? quoted : "(unprintable)", MODEL_NAME_LEN - 1);
+            free(quoted);
+            return bad;
+        }
         for (size_t k = 0; k < i; k++)
             if (strcmp(r->names[k], name->string) == 0)
                 return ddp_error(DDP_ERR_INVALID, "%s: \"%s\" is named twice", path, name->string);
@@ -173,16 +197,17 @@ static ddp_status read_ops(const char *path, const json_value *root, record_run 
     sched_uneven *uneven = NULL;
     size_t njoins = 0, nuneven = 0;
     ddp_status s = read_uneven(path, root, r->nranks, &joins, &njoins, &uneven, &nuneven);
-    if (s == DDP_OK)
+    if (s == DDP_OK) { /* read_uneven's messages name the file already; the schedule's do not */
         s = sched_from_ops(list, ops->n, uneven, nuneven, joins, njoins, &r->schedule);
-    if (s == DDP_OK && (s = sched_resolve(&r->schedule, r->nranks, NULL)) != DDP_OK)
-        sched_free(&r->schedule);
+        if (s == DDP_OK && (s = sched_resolve(&r->schedule, r->nranks, NULL)) != DDP_OK)
+            sched_free(&r->schedule);
+        if (s != DDP_OK)
+            s = ddp_error_prefix(s, path);
+    }
     free(list);
     free(joins);
     free(uneven);
-    if (s != DDP_OK)
-        return ddp_error_prefix(s, path);
-    return DDP_OK;
+    return s;
 }
 
 static ddp_status read_options(const char *path, const json_value *root, record_run *r)
