@@ -81,20 +81,23 @@ int machine_address_space_fits(size_t bytes)
     return 1;
 }
 
-size_t machine_address_space_limit(void)
+/* A resource's soft limit in its units; 0: none (or unknown). */
+static size_t soft_limit(int resource)
 {
     struct rlimit rl;
-    if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+    if (getrlimit(resource, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
         return 0;
     return (size_t)rl.rlim_cur;
 }
 
+size_t machine_address_space_limit(void)
+{
+    return soft_limit(RLIMIT_AS);
+}
+
 size_t machine_file_size_limit(void)
 {
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_FSIZE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
-        return 0;
-    return (size_t)rl.rlim_cur;
+    return soft_limit(RLIMIT_FSIZE);
 }
 
 size_t machine_address_space_used(void)
