@@ -61,9 +61,8 @@ typedef struct bstate {
     int next_launch;
     int launch[MAXP];  /* launch order: 0, 1, ... or, under chaos, a permutation shared by every rank */
     uint64_t nsync;
-    int join, divide_initial; /* join_enter ran (it stays on after the block, as in PyTorch 1.13) */
+    impl_join join;           /* join (impl.h) */
     int div;                  /* what the next sync divides by */
-    int shadowed;             /* forwards shadowed in this join block: 0 makes this rank a last joiner */
     /* the communication thread */
     pthread_t thread;
     int thread_started;
@@ -274,8 +273,8 @@ static int b_forward_begin(void *state, int no_sync_active)
 {
     bstate *s = state;
     const ddpsim_services *svc = s->svc;
-    int nrunning = svc->world_size, any = 0, src = 0;
-    if (s->join && impl_join_announce(svc, 1, !no_sync_active, &nrunning, &any, &src))
+    int nrunning, any, src;
+    if (impl_join_forward(svc, &s->join, !no_sync_active, &nrunning, &any, &src))
         return -1;
     /* distributed.py forward, _check_sync_bufs_pre_fwd: the buffers before the forward when the forward before
      * it ran outside no_sync (require_forward_param_sync), with broadcast_buffers; from rank 0, or under join
@@ -283,7 +282,7 @@ static int b_forward_begin(void *state, int no_sync_active)
     if (sync_buffers(s, src))
         return -1;
     s->fwd_param_sync = !no_sync_active;
-    s->div = s->join && !s->divide_initial ? nrunning : svc->world_size;
+    s->div = s->join.on && !s->join.divide_initial ? nrunning : svc->world_size;
     if (!no_sync_active && !s->armed) {
         s->armed = 1;
         plan_launch(s);
@@ -418,9 +417,7 @@ static int b_zero_grad(void *state)
 static int b_join_enter(void *state, int divide_by_initial_world_size)
 {
     bstate *s = state;
-    s->join = 1;
-    s->divide_initial = divide_by_initial_world_size;
-    s->shadowed = 0;
+    impl_join_enter(&s->join, divide_by_initial_world_size);
     return 0;
 }
 
@@ -429,9 +426,8 @@ static int b_join_shadow(void *state)
 {
     bstate *s = state;
     const ddpsim_services *svc = s->svc;
-    int nrunning, any, src;
-    s->shadowed++;
-    if (impl_join_announce(svc, 0, 0, &nrunning, &any, &src) || sync_buffers(s, src))
+    int any, src;
+    if (impl_join_shadow(svc, &s->join, &any, &src) || sync_buffers(s, src))
         return -1;
     s->fwd_param_sync = any;
     if (!any)
@@ -456,9 +452,7 @@ static int b_join_shadow(void *state)
 static int b_join_exit(void *state)
 {
     bstate *s = state;
-    int rc = impl_join_final_sync(s->svc, s->shadowed, 1);
-    s->shadowed = 0;
-    return rc;
+    return impl_join_exit(s->svc, &s->join, 1);
 }
 
 const ddpsim_impl_ops impl_bucketed_ops = {

@@ -139,7 +139,7 @@ typedef struct mutant {
     unsigned window;       /* tail-window-dropped: the first window's length (0 until the first sync) */
     int rebind_pending;    /* rebuild-drops-accumulation: the next backward overwrites */
     int reduce_at_step;    /* boundary-false-in-backward: a window waits for the step to be reduced */
-    int join, divide_initial, shadowed; /* join (ddpsim_impl.h), as bucketed.c keeps it */
+    impl_join join;        /* join (impl.h), as bucketed.c keeps it */
     int div;               /* what the next sync divides by: n, or under join the ranks running */
 } mutant;
 
@@ -347,10 +347,10 @@ static void destroy_mutant(void *state)
 static int m_forward_begin(void *state, int no_sync_active)
 {
     mutant *m = state;
-    int nrunning = m->n, any, src = 0;
-    if (m->join && impl_join_announce(m->svc, 1, !no_sync_active, &nrunning, &any, &src))
+    int nrunning, any, src;
+    if (impl_join_forward(m->svc, &m->join, !no_sync_active, &nrunning, &any, &src))
         return -1;
-    m->div = m->join && (!m->divide_initial || m->bug == BUG_JOIN_DIVIDES_BY_RUNNING) ? nrunning : m->n;
+    m->div = m->join.on && (!m->join.divide_initial || m->bug == BUG_JOIN_DIVIDES_BY_RUNNING) ? nrunning : m->n;
     /* distributed.py forward: the buffers when the forward before ran outside no_sync (broadcast_buffers) */
     if (m->fwd_param_sync && m->svc->broadcast_buffers && m->bug != BUG_NO_BUFFER_BROADCAST &&
         broadcast_buffers(m, src))
@@ -525,9 +525,7 @@ static int m_optimizer_step(void *state, int *owned)
 static int m_join_enter(void *state, int divide_by_initial_world_size)
 {
     mutant *m = state;
-    m->join = 1;
-    m->divide_initial = divide_by_initial_world_size;
-    m->shadowed = 0;
+    impl_join_enter(&m->join, divide_by_initial_world_size);
     return 0;
 }
 
@@ -536,9 +534,8 @@ static int m_join_shadow(void *state)
 {
     mutant *m = state;
     const ddpsim_services *svc = m->svc;
-    int nrunning, any, src;
-    m->shadowed++;
-    if (impl_join_announce(svc, 0, 0, &nrunning, &any, &src) ||
+    int any, src;
+    if (impl_join_shadow(svc, &m->join, &any, &src) ||
         (m->fwd_param_sync && svc->broadcast_buffers && broadcast_buffers(m, src)))
         return -1;
     m->fwd_param_sync = any;
@@ -556,9 +553,7 @@ static int m_join_shadow(void *state)
 static int m_join_exit(void *state)
 {
     mutant *m = state;
-    int rc = impl_join_final_sync(m->svc, m->shadowed, m->bug != BUG_JOIN_FINAL_SYNC_SKIPS_BUFFERS);
-    m->shadowed = 0;
-    return rc;
+    return impl_join_exit(m->svc, &m->join, m->bug != BUG_JOIN_FINAL_SYNC_SKIPS_BUFFERS);
 }
 
 #define AS_CREATE(id, name, mechanism, source, bitwise_only)                                                    \

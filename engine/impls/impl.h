@@ -85,10 +85,28 @@ ddp_status impl_reduce(void *env, float *buf, size_t count, int avg);
 int impl_join_announce(const ddpsim_services *svc, int running, int syncs, int *nrunning, int *any, int *highest);
 
 /*
- * The built-ins' join_exit (distributed.py _sync_final_model): a rank that shadowed nothing in the block is a
- * last joiner; every rank takes the parameters (and with buffers the buffers) of the highest of them.
+ * The built-ins' join (PyTorch 1.13's Join with DDP's _DDPJoinHook), one state for all of them. join_enter
+ * turns it on (it stays on after the block, as in PyTorch 1.13); a forward under it announces this rank
+ * running, a shadowed forward announces it out; join_exit is the final sync.
  */
-int impl_join_final_sync(const ddpsim_services *svc, int shadowed, int buffers);
+typedef struct impl_join {
+    int on, divide_initial;
+    int shadowed;   /* forwards shadowed in this join block: 0 makes this rank a last joiner */
+} impl_join;
+void impl_join_enter(impl_join *j, int divide_by_initial_world_size);
+/*
+ * A forward of this rank (syncs: outside no_sync): under join the announcement, then *nrunning, *any and *src
+ * (the rank whose buffers the forward takes: 0, or under join the highest running); outside join the world, 1
+ * when it syncs, rank 0. Non-zero when the collective failed.
+ */
+int impl_join_forward(const ddpsim_services *svc, const impl_join *j, int syncs, int *nrunning, int *any, int *src);
+/* A peer's forward shadowed by this rank (ddpsim_impl.h join_shadow): whether the peers sync, and from where. */
+int impl_join_shadow(const ddpsim_services *svc, impl_join *j, int *any, int *src);
+/*
+ * join_exit (distributed.py _sync_final_model): a rank that shadowed nothing in the block is a last joiner;
+ * every rank takes the parameters (and with buffers the buffers) of the highest of them.
+ */
+int impl_join_exit(const ddpsim_services *svc, impl_join *j, int buffers);
 
 /* Fill views (model_nparams entries) and svc for the implementation's replica m. */
 void impl_services_init(ddpsim_services *svc, ddpsim_param_view *views, impl_env *env);

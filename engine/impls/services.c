@@ -109,9 +109,33 @@ int impl_join_announce(const ddpsim_services *svc, int running, int syncs, int *
     return rc;
 }
 
-int impl_join_final_sync(const ddpsim_services *svc, int shadowed, int buffers)
+void impl_join_enter(impl_join *j, int divide_by_initial_world_size)
+{
+    j->on = 1;
+    j->divide_initial = divide_by_initial_world_size;
+    j->shadowed = 0;
+}
+
+int impl_join_forward(const ddpsim_services *svc, const impl_join *j, int syncs, int *nrunning, int *any, int *src)
+{
+    *nrunning = svc->world_size;
+    *any = syncs;
+    *src = 0;
+    return j->on ? impl_join_announce(svc, 1, syncs, nrunning, any, src) : 0;
+}
+
+int impl_join_shadow(const ddpsim_services *svc, impl_join *j, int *any, int *src)
+{
+    int nrunning;
+    j->shadowed++;
+    return impl_join_announce(svc, 0, 0, &nrunning, any, src);
+}
+
+int impl_join_exit(const ddpsim_services *svc, impl_join *j, int buffers)
 {
     int nlast, any, src;
+    int shadowed = j->shadowed;
+    j->shadowed = 0;
     if (impl_join_announce(svc, shadowed == 0, 0, &nlast, &any, &src))
         return -1;
     for (int p = 0; p < svc->nparams; p++)
