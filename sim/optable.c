@@ -303,7 +303,7 @@ int opt_dispatch(const char *parent, const opt_subcommand *table, int argc, char
     if (argc >= 2)
         for (const opt_subcommand *t = table; t->name; t++)
             if (strcmp(argv[1], t->name) == 0)
-                return t->main(argc - 1, argv + 1);
+                return t->run(argc - 1, argv + 1);
     if (no_match_ok)
         return OPT_RUN;
     int asked_help = argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0);

@@ -90,11 +90,11 @@ int opt_parse(const opt_command *cmd, int argc, char **argv, void *opts);
 /* The --help text: usage, about, every option with its default, epilog. */
 void opt_help(const opt_command *cmd, FILE *out);
 
-/* A subcommand: its name, what it does, and its main (argv[0] is the name). */
+/* A subcommand: its name, what it does, and the function that runs it (argv[0] is the name). */
 typedef struct opt_subcommand {
     const char *name;
     const char *summary;
-    int (*main)(int argc, char **argv);
+    int (*run)(int argc, char **argv);
 } opt_subcommand;
 
 /*

@@ -15,11 +15,7 @@
 #include "units.h"
 #include "world.h"
 
-#define DEFAULT_RANKS 2
-#define DEFAULT_BATCH 4
-#define DEFAULT_TIMEOUT_S 60.0
 #define MIN_TIMEOUT_S 1.0
-#define DEFAULT_LR 0.1
 #define MAX_SCHEDULE_FILE ((size_t)1 << 20)
 #define MAX_SEEDS 1000000
 
@@ -99,15 +95,8 @@ static void init(void *o)
 {
     ddpsim_options *opt = o;
     verify_config *run = &opt->run;
-    run->nranks = DEFAULT_RANKS;
-    run->impl = "reference";
-    run->model_spec = MODEL_DEFAULT_SPEC;
-    run->batch = DEFAULT_BATCH;
-    run->seed = 1;
-    run->timeout_s = DEFAULT_TIMEOUT_S;
-    run->ddp = (ddp_config){.algo = COLL_ORDERED, .bucket_cap = DDP_DEFAULT_BUCKET_CAP,
-                            .first_bucket_cap = DDP_DEFAULT_FIRST_BUCKET_CAP, .lr = DEFAULT_LR};
-    opt->lr = DEFAULT_LR;
+    verify_config_defaults(run);
+    opt->lr = run->ddp.lr;
     opt->schedule_arg = SCHED_DEFAULT;
     opt->nccl_op = -1; /* not given: sum */
     opt->out = stdout;

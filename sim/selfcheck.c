@@ -16,7 +16,6 @@
 #include "world.h"
 
 #define DEFAULT_RANKS 2
-#define DEFAULT_TIMEOUT_S 60.0
 #define DEFAULT_COUNT 100003 /* a prime: slices and ring chunks never divide it evenly */
 #define DEFAULT_ITERS 5
 
@@ -36,7 +35,7 @@ static void init(void *o)
 {
     *(selfcheck_options *)o = (selfcheck_options){
         .ranks = DEFAULT_RANKS,
-        .timeout_s = DEFAULT_TIMEOUT_S,
+        .timeout_s = WORLD_DEFAULT_TIMEOUT_S,
         .algo = -1,
         .count = DEFAULT_COUNT,
         .iters = DEFAULT_ITERS,

@@ -63,6 +63,54 @@ same "decided at backward" -- --ranks 3 --scenario nosync-edges --impl decide-at
 same "a tiny tensor summed" -- --ranks 3 --scenario tiny-tensor --impl skip-average-tiny-tensor
 same "zero_grad(set_to_none=True)" -- --ranks 3 --scenario zero-and-step --impl bucketed --zero-grad none
 same "a step's parameters" -- --ranks 2 --schedule "fwd bwd grab step" --impl bucketed --lr 0.5
+# The recording says which reduction order the reference used (manifest.h: ddp.algo); before it did, a run with
+# --algo ring replayed bitwise under the ordered sum failed at its first sync by 1 ulp.
+same "a run with --algo ring" -- --ranks 3 --scenario classic --impl bucketed --algo ring
+
+# The two drivers of the ops (ops.h) cannot drift: every scenario of the battery, live and replayed, gives the
+# same records check by check and rank by rank (tests/same_records.py), for a correct implementation and for a
+# bug of each kind (to its first failing check).
+# records NAME -- LIVE-ARGS
+records() {
+    what=$1
+    shift 2
+    rm -rf "$tmp/d"
+    "$DDPSIM" "$@" --record "$tmp/d" --json "$tmp/live.json" -q >"$tmp/live" 2>&1
+    live=$?
+    if [ "$live" -gt 1 ]; then
+        bad "$what: the live run gave no verdict (exit $live)"
+        sed 's/^/  live: /' "$tmp/live"
+        return
+    fi
+    "$DDPSIM" check "$tmp/d" --tolerance bitwise --json "$tmp/check.json" -q >"$out" 2>"$err"
+    if msg=$(/usr/bin/env python3 "$(dirname "$0")/same_records.py" "$tmp/live.json" "$tmp/check.json" 2>&1); then
+        ok "$what: $msg"
+    else
+        bad "$what: $msg"
+    fi
+}
+for sc in $("$DDPSIM" --scenarios | awk '/^[a-z]/ {print $1}'); do
+    records "records of scenario $sc, bucketed, live and replayed" -- --ranks 3 --scenario "$sc" --impl bucketed
+done
+for impl in sync-on-exit last-microbatch-only sum-not-average overwrite-not-accumulate no-zero-after-step; do
+    records "records of $impl, live and replayed" -- --ranks 3 --scenario classic --impl "$impl"
+done
+records "records of no-buffer-broadcast, live and replayed" -- --ranks 3 --scenario buffers --impl no-buffer-broadcast
+records "records of join-divides-by-running, live and replayed" -- --ranks 3 --scenario uneven --impl join-divides-by-running
+records "records at 4 ranks under join" -- --ranks 4 --scenario uneven --impl bucketed
+# ... and the comparison fires: a replay of another run (another seed) differs in its first record.
+rm -rf "$tmp/d"
+"$DDPSIM" --ranks 3 --scenario classic --impl bucketed --json "$tmp/live.json" -q >/dev/null 2>&1
+"$DDPSIM" --ranks 3 --scenario classic --impl bucketed --seed 9 --record "$tmp/d" -q >/dev/null 2>&1
+"$DDPSIM" check "$tmp/d" --json "$tmp/check.json" -q >/dev/null 2>&1
+if msg=$(/usr/bin/env python3 "$(dirname "$0")/same_records.py" "$tmp/live.json" "$tmp/check.json" 2>&1); then
+    bad "same_records.py found nothing between two different runs: $msg"
+else
+    case $msg in
+    "grab 0 rank 0: "*digest*) ok "the records' comparison fires on another run's replay ($(echo "$msg" | cut -c1-60)...)" ;;
+    *) bad "same_records.py on two different runs: '$msg'" ;;
+    esac
+fi
 
 # The two catalogued bugs whose recordings differ from the live run by design (doc/REFERENCE.md).
 rm -rf "$tmp/r"
@@ -154,8 +202,12 @@ fresh; manifest 's/"ranks": 3/"ranks": 4/'
 expect 2 "rank3" "more ranks than recorded" -- check "$tmp/b"
 fresh; manifest 's/"ddpsim-record"/"ddpsim-dump"/'
 expect 2 "expected \"ddpsim-record\"" "the wrong format" -- check "$tmp/b"
-fresh; manifest 's/"version": 1/"version": 7/'
+fresh; manifest 's/"version": 2/"version": 7/'
 expect 2 "version 7" "a later version" -- check "$tmp/b"
+fresh; manifest 's/"version": 2/"version": 1/; s/, "algo": "ordered"//'
+expect 0 "verdict: PASS" "a version-1 recording (no ddp.algo) is still read" -- check "$tmp/b"
+fresh; manifest 's/"algo": "ordered"/"algo": "shuffled"/'
+expect 2 "ddp.algo is not an algorithm" "an unknown ddp.algo" -- check "$tmp/b"
 fresh; manifest 's/"grab"/"jump"/'
 expect 2 "is not one of fwd" "an unknown op" -- check "$tmp/b"
 fresh; manifest 's/"enter"/"grab"/'

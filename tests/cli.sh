@@ -353,8 +353,19 @@ cp -r "$tmpi/g" "$tmpi/x" && rm "$tmpi/x/rank1/batch3.x.npy"
 expect 2 "rank1/batch3.x.npy" "a missing batch is refused before the run" -- --ranks 3 --model mlp:4-8-3 --batch 2 \
     --schedule "4*(fwd bwd grab)" --inputs "$tmpi/x"
 expect 0 "verdict: PASS" "a dump made with --bucket-view" -- --bucket-view --ranks 3 --dump "$tmpi/d" --schedule "fwd bwd grab"
-expect 2 "gradient_as_bucket_view=true, this run does not give --bucket-view" "inputs replayed with other options" -- \
-    --ranks 3 --inputs "$tmpi/d" --schedule "fwd bwd grab"
+expect 2 "the dump was made with ddp.gradient_as_bucket_view true, this run has false (--bucket-view)" \
+    "inputs replayed with other options" -- --ranks 3 --inputs "$tmpi/d" --schedule "fwd bwd grab"
+# Every option the manifest records is compared (manifest.h), static_graph and broadcast_buffers among them; a
+# version-2 manifest (before broadcast_buffers was written) is still read, and compared on what it says.
+expect 0 "verdict: PASS" "a dump made with --static-graph" -- --static-graph --ranks 3 --dump "$tmpi/sg" --schedule "fwd bwd grab"
+expect 2 "ddp.static_graph true, this run has false (--static-graph)" "... read without it" -- \
+    --ranks 3 --inputs "$tmpi/sg" --schedule "fwd bwd grab"
+expect 0 "verdict: PASS" "a dump made with --broadcast-buffers off" -- --broadcast-buffers off --ranks 3 --dump "$tmpi/bb" \
+    --schedule "fwd bwd grab"
+expect 2 "ddp.broadcast_buffers false, this run has true (--broadcast-buffers)" "... read without it" -- \
+    --ranks 3 --inputs "$tmpi/bb" --schedule "fwd bwd grab"
+sed -i 's/"version": 3/"version": 2/; s/, "broadcast_buffers": false//' "$tmpi/bb/manifest.json"
+expect 0 "verdict: PASS" "... and as version 2, which did not record it" -- --ranks 3 --inputs "$tmpi/bb" --schedule "fwd bwd grab"
 expect 2 "holds an earlier ddpsim dump; give --force" "--dump over an earlier dump" -- --ranks 3 --dump "$tmpi/d" --schedule "fwd bwd grab"
 expect 0 "verdict: PASS" "--dump --force replaces it" -- --ranks 2 --dump "$tmpi/d" --force --schedule "fwd bwd grab"
 if [ ! -e "$tmpi/d/rank2" ] && [ -f "$tmpi/d/rank1/batch0.x.npy" ]; then ok "no stale file of the earlier dump is left"; else bad "no stale file of the earlier dump is left"; fi

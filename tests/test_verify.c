@@ -14,7 +14,9 @@
 #include "dump.h"
 #include "golden_bound.h"
 #include "impl.h"
+#include "json.h"
 #include "judge.h"
+#include "manifest.h"
 #include "model.h"
 #include "npy.h"
 #include "testutil.h"
@@ -235,8 +237,7 @@ static void test_manifest(void)
     CU_ASSERT_EQUAL_FATAL(sched_parse("enter fwd exit bwd grab step", &s), DDP_OK);
     char *dir = make_tmpdir();
     const char *impls[] = {"reference"};
-    ddp_config ddp = {.algo = COLL_ORDERED, .bucket_cap = DDP_DEFAULT_BUCKET_CAP,
-                      .first_bucket_cap = DDP_DEFAULT_FIRST_BUCKET_CAP, .lr = 0.1f};
+    ddp_config ddp = ddp_config_default();
     dump_manifest_info info = {2, 7, "mlp:4-8-3", 2, &ddp, "enter fwd exit bwd grab step", &s, impls, 1};
     CU_ASSERT_EQUAL(dump_write_manifest(dir, &info), DDP_OK);
     char path[256];
@@ -248,7 +249,7 @@ static void test_manifest(void)
     text[n] = '\0';
     fclose(f);
     static const char *const want[] = {
-        "\"format\": \"ddpsim-dump\"", "\"version\": 2", "\"ranks\": 2", "\"seed\": 7",
+        "\"format\": \"ddpsim-dump\"", "\"version\": 3", "\"ranks\": 2", "\"seed\": 7",
         ("\"layers\": [{\"type\": \"linear\", \"in\": 4, \"out\": 8}, {\"type\": \"relu\"}, " /* one string */
          "{\"type\": \"linear\", \"in\": 8, \"out\": 3}]"),
         "\"loss\": \"mse\"", "{\"name\": \"0.weight\", \"shape\": [8, 4]}", "{\"name\": \"2.bias\", \"shape\": [3]}",
@@ -256,7 +257,7 @@ static void test_manifest(void)
         "{\"op\": \"grab\", \"grab\": 0}", "{\"op\": \"step\", \"lr\": 0.1}", "\"impls\": [\"reference\"]",
         ("\"ddp\": {\"bucket_cap\": 26214400, \"first_bucket_cap\": 1048576, \"find_unused_parameters\": false, "
          "\"find_unused_rule\": \"window\", \"gradient_as_bucket_view\": false, \"algo\": \"ordered\", \"comm_hook\": \"none\", "
-         "\"static_graph\": false}"),
+         "\"static_graph\": false, \"broadcast_buffers\": true}"),
         "\"zero_grad\": \"fill_zeros\"", "\"optimizer\": {\"type\": \"sgd\", \"lr\": 0.1}"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         if (!strstr(text, want[i]))
@@ -265,6 +266,77 @@ static void test_manifest(void)
     }
     sched_free(&s);
     remove_tree(dir);
+}
+
+/*
+ * The manifests' codec (manifest.h): a config with every field away from its default written and read back is
+ * the same config, every field said; a config that differs from another in any one field is refused naming that
+ * field and its option; a field the file does not say is not compared.
+ */
+static void test_manifest_codec(void)
+{
+    ddp_config d = ddp_config_default();
+    d.algo = COLL_RING;
+    d.bucket_cap = 1234;
+    d.first_bucket_cap = 567;
+    d.find_unused = d.bucket_view = d.set_to_none = d.find_unused_syncing_backward = d.static_graph = 1;
+    d.no_broadcast_buffers = 1;
+    d.comm_hook = DDP_HOOK_BF16;
+    d.lr = 0.25f;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "{\"x\": 0");
+    manifest_write_ddp(f, &d);
+    fprintf(f, "}");
+    fclose(f);
+    json_value *root = NULL;
+    CU_ASSERT_EQUAL_FATAL(json_parse(text, &root), DDP_OK);
+    ddp_config back;
+    manifest_ddp_fields said;
+    CU_ASSERT_EQUAL(manifest_read_ddp("m", root, &back, &said), DDP_OK);
+    CU_ASSERT_EQUAL(said, MF_ALL);
+    CU_ASSERT_EQUAL(manifest_ddp_compare("m", "dump", &back, &d, MF_ALL), DDP_OK); /* every field, read back */
+    static const char *const named[MF_NFIELDS] = {
+        "ddp.bucket_cap", "ddp.first_bucket_cap", "ddp.find_unused_parameters", "ddp.find_unused_rule",
+        "ddp.gradient_as_bucket_view", "ddp.algo", "ddp.comm_hook", "ddp.static_graph", "ddp.broadcast_buffers",
+        "zero_grad", "optimizer.lr"};
+    for (int k = 0; k < MF_NFIELDS; k++) {
+        ddp_config run = d;
+        switch ((manifest_ddp_field)k) {
+        case MF_BUCKET_CAP: run.bucket_cap++; break;
+        case MF_FIRST_BUCKET_CAP: run.first_bucket_cap++; break;
+        case MF_FIND_UNUSED: run.find_unused = 0; break;
+        case MF_FIND_UNUSED_RULE: run.find_unused_syncing_backward = 0; break;
+        case MF_BUCKET_VIEW: run.bucket_view = 0; break;
+        case MF_ALGO: run.algo = COLL_ORDERED; break;
+        case MF_COMM_HOOK: run.comm_hook = DDP_HOOK_FP16; break;
+        case MF_STATIC_GRAPH: run.static_graph = 0; break;
+        case MF_BROADCAST_BUFFERS: run.no_broadcast_buffers = 0; break;
+        case MF_ZERO_GRAD: run.set_to_none = 0; break;
+        case MF_LR: run.lr = 0.5f; break;
+        case MF_NFIELDS: break;
+        }
+        CU_ASSERT_EQUAL(manifest_ddp_compare("m", "dump", &back, &run, MF_ALL), DDP_ERR_INVALID);
+        if (!strstr(ddp_error_text(), named[k]))
+            fprintf(stderr, "  field %s: %s\n", named[k], ddp_error_text());
+        CU_ASSERT_PTR_NOT_NULL(strstr(ddp_error_text(), named[k]));
+        CU_ASSERT_EQUAL(manifest_ddp_compare("m", "dump", &back, &run, MF_ALL & ~(1u << k)), DDP_OK);
+    }
+    json_free(root);
+    free(text);
+    /* Nothing said: the defaults, nothing to compare; a wrong type is named. */
+    CU_ASSERT_EQUAL_FATAL(json_parse("{\"ddp\": {\"static_graph\": 1}}", &root), DDP_OK);
+    CU_ASSERT_EQUAL(manifest_read_ddp("m", root, &back, &said), DDP_ERR_INVALID);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ddp_error_text(), "ddp.static_graph must be true or false"));
+    json_free(root);
+    CU_ASSERT_EQUAL_FATAL(json_parse("{}", &root), DDP_OK);
+    CU_ASSERT_EQUAL(manifest_read_ddp("m", root, &back, &said), DDP_OK);
+    CU_ASSERT_EQUAL(said, 0u);
+    ddp_config def = ddp_config_default();
+    CU_ASSERT_EQUAL(manifest_ddp_compare("m", "dump", &back, &def, MF_ALL), DDP_OK);
+    json_free(root);
 }
 
 /* The reference against itself, with all its sanity checks, over models, algorithms and buckets. */
@@ -564,6 +636,7 @@ int main(void)
         {"the reference reproduces PyTorch DDP's gradients (golden run)", test_reproduces_pytorch},
         {"a dump read back as inputs gives the same bits", test_dump_round_trip},
         {"manifest.json", test_manifest},
+        {"the manifests' codec: every field round-trips, and a difference in any one is named", test_manifest_codec},
         {"every model family, algorithm and bucket layout passes its sanity checks", test_families_and_algorithms},
         {"bad configurations are usage errors", test_bad_configs},
         {"each sanity check fires on a broken reference, and the verdict says so first", test_sanity_checks_fire},

@@ -21,24 +21,30 @@ void jsonw_string(FILE *f, const char *s)
 }
 
 /* The shortest text that reads back as x, as a double or (as_float) as a float: 0.1, not 0.10000000000000001. */
-static void shortest(FILE *f, double x, int as_float)
+static void shortest_text(double x, int as_float, char *buf, size_t len)
 {
-    if (isnan(x)) {
-        fputs("\"nan\"", f);
+    if (isnan(x) || isinf(x)) {
+        snprintf(buf, len, "%s", isnan(x) ? "\"nan\"" : x > 0 ? "\"inf\"" : "\"-inf\"");
         return;
     }
-    if (isinf(x)) {
-        fputs(x > 0 ? "\"inf\"" : "\"-inf\"", f);
-        return;
-    }
-    char buf[32];
     for (int digits = 1; digits <= 17; digits++) {
-        snprintf(buf, sizeof buf, "%.*g", digits, x);
+        snprintf(buf, len, "%.*g", digits, x);
         double back = strtod(buf, NULL);
         if (as_float ? (float)back == (float)x : back == x)
             break;
     }
+}
+
+static void shortest(FILE *f, double x, int as_float)
+{
+    char buf[32];
+    shortest_text(x, as_float, buf, sizeof buf);
     fputs(buf, f);
+}
+
+void jsonw_float_text(float x, char *buf, size_t len)
+{
+    shortest_text(x, 1, buf, len);
 }
 
 void jsonw_number(FILE *f, double x)

@@ -154,6 +154,12 @@ static ddp_status allreduce(ddp_ref *d, float *buf, size_t count, coll_algo algo
     return coll_allreduce(d->wr, buf, count, COLL_FLOAT, COLL_SUM, algo);
 }
 
+ddp_config ddp_config_default(void)
+{
+    return (ddp_config){.algo = COLL_ORDERED, .bucket_cap = DDP_DEFAULT_BUCKET_CAP,
+                        .first_bucket_cap = DDP_DEFAULT_FIRST_BUCKET_CAP, .lr = DDP_DEFAULT_LR};
+}
+
 const char *ddp_find_unused_rule_name(const ddp_config *cfg)
 {
     return cfg->find_unused_syncing_backward ? "syncing-backward" : "window";
@@ -480,18 +486,33 @@ ddp_status ddp_ref_backward_end(ddp_ref *d)
 }
 
 /* AccumulateGrad, then the reducer's hook: each parameter the moment backward completes it. */
+typedef struct ready_ctx {
+    ddp_ref *d;
+    model_ready_fn after;
+    void *ctx;
+} ready_ctx;
+
+/* A gradient completed: AccumulateGrad into .grad first, then DDP's autograd hook, then the caller's. */
 static void own_ready(void *ctx, int p)
 {
-    ddp_ref *d = ctx;
-    model_accumulate(d->m, d->m, p);
-    ddp_ref_grad_ready(d, p);
+    ready_ctx *r = ctx;
+    model_accumulate(r->d->m, r->d->m, p);
+    ddp_ref_grad_ready(r->d, p);
+    if (r->after)
+        r->after(r->ctx, p);
+}
+
+void ddp_ref_backward_local(ddp_ref *d, model_ready_fn after, void *ctx)
+{
+    ready_ctx r = {d, after, ctx};
+    model_backward_local(d->m, own_ready, &r);
 }
 
 ddp_status ddp_ref_backward(ddp_ref *d)
 {
     if (!d->fwd_pending)
         return ddp_error(DDP_ERR_INVALID, "backward without a forward");
-    model_backward_local(d->m, own_ready, d);
+    ddp_ref_backward_local(d, NULL, NULL);
     return ddp_ref_backward_end(d);
 }
 

@@ -78,6 +78,13 @@ typedef struct ddp_config {
     int no_broadcast_buffers; /* broadcast_buffers=False (0: PyTorch's default, True) */
 } ddp_config;
 
+/* optimizer lr when none is given: ddpsim's (PyTorch's SGD has no default). */
+#define DDP_DEFAULT_LR 0.1f
+
+/* PyTorch DDP's constructor defaults (bucket caps 25 MiB and 1 MiB, broadcast_buffers=True, no hook, the ordered
+ * reference allreduce), zero_grad filling zeros, SGD with DDP_DEFAULT_LR: the one place they are written. */
+ddp_config ddp_config_default(void);
+
 typedef struct ddp_ref ddp_ref;
 
 /* Build the reference over m (not owned) on this rank. No communication yet. */
@@ -109,6 +116,9 @@ ddp_status ddp_ref_backward(ddp_ref *d);      /* DDP_ERR_INVALID without a forwa
 ddp_status ddp_ref_forward_begin(ddp_ref *d);
 void ddp_ref_forward_end(ddp_ref *d); /* after the model's forward: the arming forward's used parameters */
 void ddp_ref_grad_ready(ddp_ref *d, int param);
+/* The model's local backward with the reference's hooks: each completed gradient accumulated into .grad, then
+ * grad_ready, then after(ctx, param) (NULL: nothing) for a caller that follows the backward (ddpsim's checks). */
+void ddp_ref_backward_local(ddp_ref *d, model_ready_fn after, void *ctx);
 ddp_status ddp_ref_backward_end(ddp_ref *d);  /* DDP_ERR_INVALID without a forward */
 void ddp_ref_zero_grad(ddp_ref *d);
 void ddp_ref_step(ddp_ref *d);

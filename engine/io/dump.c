@@ -4,6 +4,7 @@
 #include "config.h" /* first: _GNU_SOURCE (AC_USE_SYSTEM_EXTENSIONS) for nftw */
 
 #include "dump.h"
+#include "manifest.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -22,7 +23,7 @@
 #include "npy.h"
 
 #define DUMP_MAX_MANIFEST ((size_t)64 << 20)
-#define DUMP_MANIFEST_VERSION 2 /* 2: the ddp options, zero_grad and the optimizer */
+#define DUMP_MANIFEST_VERSION 3 /* 2: the ddp options, zero_grad and the optimizer; 3: every option (manifest.h) */
 
 ddp_status dump_mkdirs(const char *path)
 {
@@ -159,33 +160,6 @@ ddp_status dump_prepare(const char *dir, int nranks, const char *const *impls, i
     return DDP_OK;
 }
 
-void dump_write_params_json(FILE *f, const model *m)
-{
-    fprintf(f, "[");
-    for (int i = 0; i < model_nparams(m); i++) {
-        const model_param *p = model_param_at(m, i);
-        fprintf(f, "%s\n  {\"name\": ", i ? "," : "");
-        jsonw_string(f, p->name);
-        fprintf(f, ", \"shape\": [");
-        for (int k = 0; k < p->ndim; k++)
-            fprintf(f, "%s%d", k ? ", " : "", p->shape[k]);
-        fprintf(f, "]}");
-    }
-    fprintf(f, "\n ]");
-}
-
-void dump_write_buffers_json(FILE *f, const model *m)
-{
-    fprintf(f, "[");
-    for (int i = 0; i < model_nbuffers(m); i++) {
-        const model_buffer *b = model_buffer_at(m, i);
-        fprintf(f, "%s\n  {\"name\": ", i ? "," : "");
-        jsonw_string(f, b->name);
-        fprintf(f, ", \"shape\": [%zu]}", b->count);
-    }
-    fprintf(f, "\n ]");
-}
-
 ddp_status dump_write_buffer_tensors(const char *subdir, const model *m, const float *values)
 {
     char path[PATH_MAX];
@@ -215,6 +189,24 @@ ddp_status dump_write_tensors(const char *subdir, const model *m, const float *v
         DDP_CHECK(npy_write(path, NPY_F4, shape, p->ndim, values + p->offset));
     }
     return DDP_OK;
+}
+
+ddp_status dump_write_rank_tensors(const char *dir, const char *side, int rank, const char *what, const model *m,
+                                   const float *values)
+{
+    char sub[PATH_MAX];
+    if (snprintf(sub, sizeof sub, "%s/%s/rank%d/%s", dir, side, rank, what) >= (int)sizeof sub)
+        return ddp_error(DDP_ERR_INVALID, "path too long: %s/%s/rank%d/%s", dir, side, rank, what);
+    DDP_CHECK(dump_mkdirs(sub));
+    return dump_write_tensors(sub, m, values);
+}
+
+ddp_status dump_write_init(const char *dir, const model *m, int with_buffers)
+{
+    char sub[PATH_MAX];
+    snprintf(sub, sizeof sub, "%s/init", dir);
+    DDP_CHECK(dump_write_tensors(sub, m, model_weights(m)));
+    return with_buffers ? dump_write_buffer_tensors(sub, m, model_buffers(m)) : DDP_OK;
 }
 
 /* The x/y arrays of a batch: what they are and their shapes. */
@@ -295,36 +287,6 @@ ddp_status dump_read_batch(const char *dir, int rank, uint64_t b, const model *m
     return DDP_OK;
 }
 
-void dump_write_uneven_json(FILE *f, const sched *s, int nranks)
-{
-    if (s->njoins) {
-        fprintf(f, ",\n \"joins\": [");
-        for (size_t k = 0; k < s->njoins; k++)
-            fprintf(f, "%s{\"enter\": %zu, \"exit\": %zu, \"divide_by_initial_world_size\": %s}", k ? ", " : "",
-                    s->joins[k].enter_op, s->joins[k].exit_op,
-                    s->joins[k].divide_by_initial_world_size ? "true" : "false");
-        fprintf(f, "]");
-    }
-    if (!s->nuneven)
-        return;
-    uint32_t *counts = malloc(s->nuneven * (size_t)nranks * sizeof *counts);
-    if (!counts || sched_resolve(s, nranks, counts) != DDP_OK) {
-        free(counts);
-        return; /* checked before: cannot happen */
-    }
-    fprintf(f, ",\n \"uneven\": [");
-    for (size_t k = 0; k < s->nuneven; k++) {
-        const sched_uneven *u = &s->uneven[k];
-        fprintf(f, "%s{\"first\": %zu, \"body\": %zu, \"iterations\": %u, \"counts\": [", k ? ", " : "",
-                u->first_op, u->body_ops, u->iterations);
-        for (int r = 0; r < nranks; r++)
-            fprintf(f, "%s%u", r ? ", " : "", counts[k * (size_t)nranks + (size_t)r]);
-        fprintf(f, "]}");
-    }
-    fprintf(f, "]");
-    free(counts);
-}
-
 ddp_status dump_write_manifest(const char *dir, const dump_manifest_info *info)
 {
     model *m = NULL;
@@ -348,19 +310,11 @@ ddp_status dump_write_manifest(const char *dir, const dump_manifest_info *info)
     fprintf(f, ", \"layers\": %s, \"loss\": ", layers);
     jsonw_string(f, model_loss_name(m));
     fprintf(f, "},\n \"params\": ");
-    dump_write_params_json(f, m);
+    manifest_write_params(f, m);
     const ddp_config *d = info->ddp;
-    fprintf(f, ",\n \"find_unused_parameters\": %s,\n", d->find_unused ? "true" : "false");
-    fprintf(f, " \"ddp\": {\"bucket_cap\": %zu, \"first_bucket_cap\": %zu, \"find_unused_parameters\": %s, "
-               "\"find_unused_rule\": \"%s\", \"gradient_as_bucket_view\": %s, \"algo\": \"%s\", \"comm_hook\": \"%s\", "
-               "\"static_graph\": %s},\n",
-            d->bucket_cap, d->first_bucket_cap, d->find_unused ? "true" : "false", ddp_find_unused_rule_name(d),
-            d->bucket_view ? "true" : "false", coll_algo_name(d->algo), ddp_comm_hook_name(d->comm_hook),
-            d->static_graph ? "true" : "false");
-    fprintf(f, " \"zero_grad\": \"%s\",\n \"optimizer\": {\"type\": \"sgd\", \"lr\": ",
-            d->set_to_none ? "set_to_none" : "fill_zeros");
-    jsonw_float(f, d->lr);
-    fprintf(f, "},\n \"schedule\": ");
+    fprintf(f, ",\n \"find_unused_parameters\": %s", d->find_unused ? "true" : "false"); /* also where version 1 had it */
+    manifest_write_ddp(f, d);
+    fprintf(f, ",\n \"schedule\": ");
     jsonw_string(f, info->schedule_text);
     fprintf(f, ",\n \"batch\": %d,\n \"lr\": ", info->batch);
     jsonw_float(f, d->lr);
@@ -389,7 +343,7 @@ ddp_status dump_write_manifest(const char *dir, const dump_manifest_info *info)
         }
     }
     fprintf(f, "\n ]");
-    dump_write_uneven_json(f, info->schedule, info->nranks);
+    manifest_write_uneven(f, info->schedule, info->nranks);
     fprintf(f, ",\n \"impls\": [");
     for (int i = 0; i < info->nimpls; i++) {
         fprintf(f, "%s", i ? ", " : "");
@@ -414,20 +368,6 @@ static ddp_status check_int(const char *path, const json_value *v, const char *k
         return CONFLICT("%s: \"%s\" is %g, not a whole number", path, key, x->number);
     if (x->number != want)
         return CONFLICT("%s: the dump was made with %s %.0f, this run has %s %.0f", path, key, x->number, opt, want);
-    return DDP_OK;
-}
-
-/* An optional boolean member equal to want. */
-static ddp_status check_bool(const char *path, const json_value *v, const char *key, int want, const char *opt)
-{
-    const json_value *x = json_get(v, key);
-    if (!x)
-        return DDP_OK;
-    if (x->type != JSON_BOOL)
-        return CONFLICT("%s: \"%s\" is %s, expected a boolean", path, key, json_type_name(x->type));
-    if (x->boolean != want)
-        return CONFLICT("%s: the dump was made with %s=%s, this run %s %s", path, key, x->boolean ? "true" : "false",
-                        want ? "gives" : "does not give", opt);
     return DDP_OK;
 }
 
@@ -461,61 +401,34 @@ static ddp_status check_params(const char *path, const json_value *root, const m
     return DDP_OK;
 }
 
-/* Version 2's record of what changes bits. */
-static ddp_status check_ddp_section(const char *path, const json_value *root, const dump_manifest_info *run)
-{
-    const json_value *ddp, *algo, *zero;
-    DDP_CHECK(json_need(path, root, "ddp", JSON_OBJECT, &ddp));
-    DDP_CHECK(check_int(path, ddp, "bucket_cap", (double)run->ddp->bucket_cap, "--bucket-cap"));
-    DDP_CHECK(check_int(path, ddp, "first_bucket_cap", (double)run->ddp->first_bucket_cap, "--first-bucket-cap"));
-    DDP_CHECK(check_bool(path, ddp, "gradient_as_bucket_view", run->ddp->bucket_view, "--bucket-view"));
-    DDP_CHECK(check_bool(path, ddp, "find_unused_parameters", run->ddp->find_unused, "--find-unused"));
-    const json_value *rule = json_get(ddp, "find_unused_rule"); /* written since the rule became selectable */
-    if (rule && (rule->type != JSON_STRING || strcmp(rule->string, ddp_find_unused_rule_name(run->ddp)) != 0))
-        return CONFLICT("%s: the dump's find_unused_rule is %s%s%s, this run's is \"%s\" (--find-unused-rule)", path,
-                        rule->type == JSON_STRING ? "\"" : "", rule->type == JSON_STRING ? rule->string : "not a string",
-                        rule->type == JSON_STRING ? "\"" : "", ddp_find_unused_rule_name(run->ddp));
-    const json_value *hook = json_get(ddp, "comm_hook"); /* written since the hooks; absent means none */
-    const char *hook_name = hook && hook->type == JSON_STRING ? hook->string : hook ? "not a string" : "none";
-    if (strcmp(hook_name, ddp_comm_hook_name(run->ddp->comm_hook)) != 0)
-        return CONFLICT("%s: the dump's comm_hook is %s, this run's is %s (--comm-hook)", path, hook_name,
-                        ddp_comm_hook_name(run->ddp->comm_hook));
-    DDP_CHECK(json_need(path, ddp, "algo", JSON_STRING, &algo));
-    if (strcmp(algo->string, coll_algo_name(run->ddp->algo)) != 0)
-        return CONFLICT("%s: the dump was made with --algo %s, this run has --algo %s", path, algo->string,
-                        coll_algo_name(run->ddp->algo));
-    DDP_CHECK(json_need(path, root, "zero_grad", JSON_STRING, &zero));
-    const char *want = run->ddp->set_to_none ? "set_to_none" : "fill_zeros";
-    if (strcmp(zero->string, want) != 0)
-        return CONFLICT("%s: the dump's zero_grad is \"%s\", this run's is \"%s\" (--zero-grad %s)", path, zero->string,
-                        want, run->ddp->set_to_none ? "none" : "zeros");
-    return DDP_OK;
-}
-
 static ddp_status check_root(const char *path, const json_value *root, const dump_manifest_info *run, const model *m)
 {
-    const json_value *format, *version, *lr;
+    const json_value *format, *version;
     if (root->type != JSON_OBJECT)
         return CONFLICT("%s: the manifest is %s, expected an object", path, json_type_name(root->type));
     DDP_CHECK(json_need(path, root, "format", JSON_STRING, &format));
     if (strcmp(format->string, "ddpsim-dump") != 0)
         return CONFLICT("%s: format \"%s\", expected \"ddpsim-dump\"", path, format->string);
     DDP_CHECK(json_need(path, root, "version", JSON_NUMBER, &version));
-    if (version->number != 1 && version->number != 2)
-        return CONFLICT("%s: manifest version %g; this ddpsim reads 1 and 2", path, version->number);
+    if (version->number != 1 && version->number != 2 && version->number != DUMP_MANIFEST_VERSION)
+        return CONFLICT("%s: manifest version %g; this ddpsim reads 1 to %d", path, version->number,
+                        DUMP_MANIFEST_VERSION);
     DDP_CHECK(check_int(path, root, "ranks", run->nranks, "--ranks"));
     DDP_CHECK(check_int(path, root, "batch", run->batch, "--batch"));
     DDP_CHECK(check_params(path, root, m));
-    DDP_CHECK(check_bool(path, root, "find_unused_parameters", run->ddp->find_unused, "--find-unused"));
-    /* The learning rate: version 2 keeps it with the optimizer, version 1 at the top. */
-    const json_value *opt = json_get(root, "optimizer");
-    lr = json_get(opt ? opt : root, "lr");
-    if (lr && (lr->type != JSON_NUMBER || (float)lr->number != run->ddp->lr))
-        return CONFLICT("%s: the dump was made with lr %g, this run has --lr %g", path,
-                        lr->type == JSON_NUMBER ? lr->number : NAN, (double)run->ddp->lr);
-    if (version->number >= 2)
-        DDP_CHECK(check_ddp_section(path, root, run));
-    return DDP_OK;
+    /* What changes bits, read with the recordings' codec and compared field by field: each one the file says
+     * (version 1, as PyTorch scripts write it: find_unused_parameters and lr; version 2 the "ddp" section without
+     * broadcast_buffers; version 3 all). Version 2 always wrote "algo" and "zero_grad": they are required there. */
+    ddp_config file;
+    manifest_ddp_fields said;
+    DDP_CHECK(manifest_read_ddp(path, root, &file, &said));
+    if (version->number >= 2) {
+        const json_value *ddp, *x;
+        DDP_CHECK(json_need(path, root, "ddp", JSON_OBJECT, &ddp));
+        DDP_CHECK(json_need(path, ddp, "algo", JSON_STRING, &x));
+        DDP_CHECK(json_need(path, root, "zero_grad", JSON_STRING, &x));
+    }
+    return manifest_ddp_compare(path, "dump", &file, run->ddp, said);
 }
 
 ddp_status dump_check_manifest(const char *dir, const dump_manifest_info *run)

@@ -46,19 +46,23 @@ ddp_status dump_check_dir(const char *dir, int force);
  */
 ddp_status dump_prepare(const char *dir, int nranks, const char *const *impls, int nimpls, int force);
 
-/* The manifests' "params": [{"name": ..., "shape": [...]}, ...] of m, to f. */
-void dump_write_params_json(FILE *f, const model *m);
-
 /* p's shape as the .npy files have it (p->ndim entries count). */
 void dump_param_shape(const model_param *p, size_t shape[MODEL_MAX_NDIM]);
 
-/* The recordings' "buffers": [{"name": ..., "shape": [count]}, ...] of m, to f. */
-void dump_write_buffers_json(FILE *f, const model *m);
 /* Every buffer of m (values laid out as model_buffers) as <subdir>/<name>.npy, 1-D. */
 ddp_status dump_write_buffer_tensors(const char *subdir, const model *m, const float *values);
 
 /* Write every parameter (or every gradient) of m as <subdir>/<name>.npy. */
 ddp_status dump_write_tensors(const char *subdir, const model *m, const float *values);
+
+/*
+ * DIR/<side>/rank<r>/<what>/<param>.npy of every parameter (what: a check's values, record_values_name), the
+ * directory created: the layouts' per-rank values of one side (dump.h, record.h).
+ */
+ddp_status dump_write_rank_tensors(const char *dir, const char *side, int rank, const char *what, const model *m,
+                                   const float *values);
+/* DIR/init/: m's parameters as every rank starts from them, and with_buffers its buffers. */
+ddp_status dump_write_init(const char *dir, const model *m, int with_buffers);
 
 /* DIR/rank<r>/batch<b>.{x,y}.npy: floats for mlp/branchy, int32 tokens and targets for attn. */
 ddp_status dump_write_batch(const char *dir, int rank, uint64_t b, const model *m, const model_batch *batch);
@@ -70,14 +74,6 @@ ddp_status dump_read_init(const char *dir, model *m);
 /* Load DIR/rank<r>/batch<b>.{x,y}.npy into batch: shapes and dtypes checked against the model, floats finite,
  * tokens and targets in the vocabulary. */
 ddp_status dump_read_batch(const char *dir, int rank, uint64_t b, const model *m, model_batch *batch);
-
-/*
- * A schedule's join blocks and uneven repetitions, resolved at nranks, as manifests write them (nothing when
- * it has none): ,\n "joins": [{"enter": OP, "exit": OP, "divide_by_initial_world_size": bool}, ...],
- * "uneven": [{"first": OP, "body": N, "iterations": K, "counts": [rank 0's, ...]}, ...]. Only for a
- * schedule sched_resolve accepted at nranks.
- */
-void dump_write_uneven_json(FILE *f, const sched *s, int nranks);
 
 /* What a run is, as a manifest records it: everything needed to replay the dump elsewhere. */
 typedef struct dump_manifest_info {
@@ -93,22 +89,21 @@ typedef struct dump_manifest_info {
 } dump_manifest_info;
 
 /*
- * DIR/manifest.json, format "ddpsim-dump" version 2: ranks, seed, the model
+ * DIR/manifest.json, format "ddpsim-dump" version 3: ranks, seed, the model
  * (name, layers, loss, every parameter's name and shape), the batch, the
- * schedule and its ops, and what changes bits: "ddp" (bucket_cap,
- * first_bucket_cap, find_unused_parameters, gradient_as_bucket_view, algo),
- * "zero_grad" ("fill_zeros": zero_grad(set_to_none=False)) and "optimizer"
- * ({"type": "sgd", "lr": X}, p.add_(grad, alpha=-lr)).
+ * schedule and its ops, and what changes bits: every option of the ddp
+ * config, "zero_grad" and "optimizer" (manifest.h's codec).
  */
 ddp_status dump_write_manifest(const char *dir, const dump_manifest_info *info);
 
 /*
  * Check DIR/manifest.json against the run about to read DIR's inputs: the
  * format, the number of ranks, the batch, every parameter's name and shape,
- * and every option that changes bits the manifest records (version 1, as
- * PyTorch scripts write it: find_unused_parameters and lr; version 2 also
- * the "ddp" section and zero_grad). DDP_ERR_INVALID naming the field, the
- * dump's value and the run's.
+ * and every option that changes bits the manifest records, read with
+ * manifest.h's codec and compared field by field (version 1, as PyTorch
+ * scripts write it: find_unused_parameters and lr; version 2 the "ddp"
+ * section but broadcast_buffers; version 3 everything). DDP_ERR_INVALID
+ * naming the field, the dump's value and the run's.
  */
 ddp_status dump_check_manifest(const char *dir, const dump_manifest_info *run);
 

@@ -1,7 +1,8 @@
 /*
- * record.c - reading a recorded run (record.h).
+ * record.c - a recorded run (record.h): read and checked for `ddpsim check`, and written by `ddpsim --record`.
  */
 #include "record.h"
+#include "manifest.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -124,7 +125,7 @@ static ddp_status member_whole(const char *path, const json_value *obj, const ch
     return whole(path, key, v, 0, hi, out);
 }
 
-/* "joins" and "uneven" (dump.h dump_write_uneven_json), when present, into the schedule's blocks. */
+/* "joins" and "uneven" (manifest.h manifest_write_uneven), when present, into the schedule's blocks. */
 static ddp_status read_uneven(const char *path, const json_value *root, int nranks, sched_join **joins,
                               size_t *njoins, sched_uneven **uneven, size_t *nuneven)
 {
@@ -212,55 +213,8 @@ static ddp_status read_ops(const char *path, const json_value *root, record_run 
 
 static ddp_status read_options(const char *path, const json_value *root, record_run *r)
 {
-    r->ddp = (ddp_config){.algo = COLL_ORDERED, .bucket_cap = DDP_DEFAULT_BUCKET_CAP,
-                          .first_bucket_cap = DDP_DEFAULT_FIRST_BUCKET_CAP, .lr = 0.1f};
-    const json_value *ddp = json_get(root, "ddp"), *v;
-    if (ddp && ddp->type != JSON_OBJECT)
-        return ddp_error(DDP_ERR_INVALID, "%s: \"ddp\" is %s, expected an object", path, json_type_name(ddp->type));
-    double x;
-    if (ddp && (v = json_get(ddp, "bucket_cap"))) {
-        DDP_CHECK(whole(path, "ddp.bucket_cap", v, 1, 1099511627776.0, &x));
-        r->ddp.bucket_cap = (size_t)x;
-    }
-    if (ddp && (v = json_get(ddp, "first_bucket_cap"))) {
-        DDP_CHECK(whole(path, "ddp.first_bucket_cap", v, 1, 1099511627776.0, &x));
-        r->ddp.first_bucket_cap = (size_t)x;
-    }
-    static const char *const flags[] = {"find_unused_parameters", "gradient_as_bucket_view", "static_graph",
-                                        "broadcast_buffers"};
-    int broadcast_buffers = 1;
-    int *dst[] = {&r->ddp.find_unused, &r->ddp.bucket_view, &r->ddp.static_graph, &broadcast_buffers};
-    for (int i = 0; ddp && i < 4; i++)
-        if ((v = json_get(ddp, flags[i]))) {
-            if (v->type != JSON_BOOL)
-                return ddp_error(DDP_ERR_INVALID, "%s: ddp.%s must be true or false", path, flags[i]);
-            *dst[i] = v->boolean;
-        }
-    r->ddp.no_broadcast_buffers = !broadcast_buffers;
-    if (ddp && (v = json_get(ddp, "find_unused_rule"))) {
-        if (v->type != JSON_STRING || (strcmp(v->string, "window") != 0 && strcmp(v->string, "syncing-backward") != 0))
-            return ddp_error(DDP_ERR_INVALID, "%s: ddp.find_unused_rule must be \"window\" or \"syncing-backward\"", path);
-        r->ddp.find_unused_syncing_backward = strcmp(v->string, "syncing-backward") == 0;
-    }
-    if (ddp && (v = json_get(ddp, "comm_hook"))) { /* absent: none (recordings before the hooks) */
-        if (v->type != JSON_STRING || ddp_comm_hook_parse(v->string, &r->ddp.comm_hook) != DDP_OK)
-            return ddp_error(DDP_ERR_INVALID, "%s: ddp.comm_hook must be \"none\", \"allreduce\", \"fp16\" or \"bf16\"",
-                             path);
-    }
-    if ((v = json_get(root, "zero_grad"))) {
-        if (v->type != JSON_STRING || (strcmp(v->string, "fill_zeros") != 0 && strcmp(v->string, "set_to_none") != 0))
-            return ddp_error(DDP_ERR_INVALID, "%s: \"zero_grad\" must be \"fill_zeros\" or \"set_to_none\"", path);
-        r->ddp.set_to_none = strcmp(v->string, "set_to_none") == 0;
-    }
-    const json_value *opt = json_get(root, "optimizer");
-    if (opt && (v = json_get(opt, "lr"))) {
-        if (v->type != JSON_NUMBER || !isfinite(v->number) || fabs(v->number) > 1e6)
-            return ddp_error(DDP_ERR_INVALID, "%s: optimizer.lr must be a finite number", path);
-        r->ddp.lr = (float)v->number;
-    }
-    if (opt && (v = json_get(opt, "type")) && (v->type != JSON_STRING || strcmp(v->string, "sgd") != 0))
-        return ddp_error(DDP_ERR_INVALID, "%s: optimizer.type: only \"sgd\" (p = p - lr * grad) is checked", path);
-    return DDP_OK;
+    manifest_ddp_fields said;
+    return manifest_read_ddp(path, root, &r->ddp, &said); /* what a recording leaves out is PyTorch's default */
 }
 
 static void param_shape(const record_run *r, int p, size_t shape[MODEL_MAX_NDIM])
@@ -455,8 +409,10 @@ ddp_status record_open(const char *dir, record_run *out)
     s = json_need(path, root, "format", JSON_STRING, &v);
     if (s == DDP_OK && strcmp(v->string, "ddpsim-record") != 0)
         s = ddp_error(DDP_ERR_INVALID, "%s: format \"%s\", expected \"ddpsim-record\" (a recorded run)", path, v->string);
-    if (s == DDP_OK && (s = json_need(path, root, "version", JSON_NUMBER, &v)) == DDP_OK && v->number != 1)
-        s = ddp_error(DDP_ERR_INVALID, "%s: version %g; this ddpsim reads version 1", path, v->number);
+    if (s == DDP_OK && (s = json_need(path, root, "version", JSON_NUMBER, &v)) == DDP_OK && v->number != 1 &&
+        v->number != RECORD_VERSION)
+        s = ddp_error(DDP_ERR_INVALID, "%s: version %g; this ddpsim reads versions 1 and %d", path, v->number,
+                      RECORD_VERSION);
     if (s == DDP_OK && (s = json_need(path, root, "ranks", JSON_NUMBER, &v)) == DDP_OK &&
         (s = whole(path, "\"ranks\"", v, 1, 256, &x)) == DDP_OK)
         out->nranks = (int)x;
@@ -503,7 +459,8 @@ ddp_status record_write_manifest(const char *dir, const record_info *info)
         return ddp_error(DDP_ERR_SYSTEM, "cannot create %s", path);
     const model *m = info->layout;
     const ddp_config *d = info->ddp;
-    fprintf(f, "{\"format\": \"ddpsim-record\", \"version\": 1, \"ranks\": %d,\n \"impl\": ", info->nranks);
+    fprintf(f, "{\"format\": \"ddpsim-record\", \"version\": %d, \"ranks\": %d,\n \"impl\": ", RECORD_VERSION,
+            info->nranks);
     jsonw_string(f, info->impl);
     fprintf(f, ", \"recorded_by\": ");
     jsonw_string(f, info->recorded_by);
@@ -513,27 +470,37 @@ ddp_status record_write_manifest(const char *dir, const record_info *info)
     fprintf(f, ", \"math\": ");
     jsonw_string(f, model_math(math, sizeof math));
     fprintf(f, ",\n \"params\": ");
-    dump_write_params_json(f, m);
+    manifest_write_params(f, m);
     if (model_nbuffers(m)) {
         fprintf(f, ",\n \"buffers\": ");
-        dump_write_buffers_json(f, m);
+        manifest_write_buffers(f, m);
     }
-    fprintf(f, ",\n \"ddp\": {\"bucket_cap\": %zu, \"first_bucket_cap\": %zu, \"find_unused_parameters\": %s, "
-               "\"gradient_as_bucket_view\": %s, \"find_unused_rule\": \"%s\", \"comm_hook\": \"%s\", \"static_graph\": %s, "
-               "\"broadcast_buffers\": %s},\n",
-            d->bucket_cap, d->first_bucket_cap, d->find_unused ? "true" : "false", d->bucket_view ? "true" : "false",
-            ddp_find_unused_rule_name(d), ddp_comm_hook_name(d->comm_hook), d->static_graph ? "true" : "false",
-            d->no_broadcast_buffers ? "false" : "true");
-    fprintf(f, " \"zero_grad\": \"%s\",\n \"optimizer\": {\"type\": \"sgd\", \"lr\": ",
-            d->set_to_none ? "set_to_none" : "fill_zeros");
-    jsonw_float(f, d->lr);
-    fprintf(f, "},\n \"ops\": [");
+    manifest_write_ddp(f, d);
+    fprintf(f, ",\n \"ops\": [");
     for (size_t i = 0; i < info->schedule->nops; i++)
         fprintf(f, "%s\"%s\"", i ? ", " : "", sched_op_name(info->schedule->ops[i]));
     fprintf(f, "]");
-    dump_write_uneven_json(f, info->schedule, info->nranks);
+    manifest_write_uneven(f, info->schedule, info->nranks);
     fprintf(f, "}\n");
     return file_close_written(f, path);
+}
+
+const char *record_values_name(record_values kind, uint64_t k, char *buf, size_t len)
+{
+    switch (kind) {
+    case RECORD_GRAB: snprintf(buf, len, "grab%llu", (unsigned long long)k); break;
+    case RECORD_STEP: snprintf(buf, len, "step%llu", (unsigned long long)k); break;
+    case RECORD_END: snprintf(buf, len, "end"); break;
+    }
+    return buf;
+}
+
+ddp_status record_write_forward_buffers(const char *dir, int rank, uint64_t k, const char *which, const model *m)
+{
+    char sub[PATH_MAX];
+    snprintf(sub, sizeof sub, "%s/rank%d/fwd%llu/%s", dir, rank, (unsigned long long)k, which);
+    DDP_CHECK(dump_mkdirs(sub));
+    return dump_write_buffer_tensors(sub, m, model_buffers(m));
 }
 
 ddp_status record_write_micro(const char *dir, int rank, uint64_t micro, const model *m, const float *local,

@@ -21,15 +21,11 @@
  *
  * manifest.json:
  *
- *   {"format": "ddpsim-record", "version": 1, "ranks": N, "impl": "NAME",
+ *   {"format": "ddpsim-record", "version": 2, "ranks": N, "impl": "NAME",
  *    "recorded_by": "...", "model": "...",
  *    "params": [{"name": "0.weight", "shape": [64, 32]}, ...],
  *    "buffers": [{"name": "bn.running_mean", "shape": [32]}, ...],
- *    "ddp": {"bucket_cap": B, "first_bucket_cap": B, "find_unused_parameters": bool,
- *            "gradient_as_bucket_view": bool, "find_unused_rule": "window" | "syncing-backward",
- *            "broadcast_buffers": bool},
- *    "zero_grad": "fill_zeros" | "set_to_none",
- *    "optimizer": {"type": "sgd", "lr": X},
+ *    "ddp": {...}, "zero_grad": "...", "optimizer": {"type": "sgd", "lr": X}   (manifest.h)
  *    "ops": ["fwd", "bwd", "enter", "exit", "grab", "zero", "step", "join_enter", "join_exit", ...],
  *    "joins": [{"enter": OP, "exit": OP, "divide_by_initial_world_size": bool}, ...],
  *    "uneven": [{"first": OP, "body": N, "iterations": K, "counts": [rank 0's, ...]}, ...]}
@@ -57,6 +53,8 @@
 #include "status.h"
 
 #define RECORD_NAME_LEN 128
+/* 2: "ddp" has every option (manifest.h), "algo" among them; version 1 (without "algo") is read as well */
+#define RECORD_VERSION 2
 
 typedef struct record_run {
     char dir[PATH_MAX];
@@ -90,6 +88,10 @@ ddp_status record_read(const record_run *r, const char *what, int param, float *
 int record_npieces(const record_run *r, const char *what, int param);
 ddp_status record_read_piece(const record_run *r, const char *what, int param, int k, float *dst);
 
+/* The values of a check, as the layout names their directory: grab<k>, step<k> or end. */
+typedef enum record_values { RECORD_GRAB, RECORD_STEP, RECORD_END } record_values;
+const char *record_values_name(record_values kind, uint64_t k, char *buf, size_t len);
+
 /* Which parameters got a gradient in rank's micro-step m (used[p] = 0 or 1). */
 ddp_status record_used(const record_run *r, int rank, uint64_t micro, unsigned char *used);
 
@@ -109,5 +111,7 @@ ddp_status record_write_manifest(const char *dir, const record_info *info);
  * pieces (<param>.part<k>.npy) when it came in two or more (model_npieces). */
 ddp_status record_write_micro(const char *dir, int rank, uint64_t micro, const model *m, const float *local,
                               const unsigned char *used);
+/* DIR/rank<r>/fwd<k>/<which>/<buffer>.npy: m's buffers as rank's forward k began ("seen") or ended ("after"). */
+ddp_status record_write_forward_buffers(const char *dir, int rank, uint64_t k, const char *which, const model *m);
 
 #endif

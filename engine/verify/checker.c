@@ -204,3 +204,8 @@ const char *checker_first_name(const model *layout, const verify_record *rec)
     return rec->first_buffer ? model_buffer_at(layout, rec->first_param)->name
                              : model_param_at(layout, rec->first_param)->name;
 }
+
+int checker_rebases(const tolerance *tol, const verify_record *rec)
+{
+    return tol->kind != TOL_BITWISE && rec->ndiff == 0 && rec->nonfinite == 0;
+}

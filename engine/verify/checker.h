@@ -45,6 +45,13 @@ int checker_compare(const tolerance *tol, const model *layout, const float *expe
  */
 void checker_compare_buffers(const model *layout, const float *expected, const float *actual, verify_record *rec);
 
+/*
+ * Whether the parameters a check just passed are put into the implementation's replica before the next op: under
+ * a tolerance that is not bitwise the drift it allowed (reported as the check's difference) would otherwise grow
+ * step by step and feed every later gradient, which the tolerance does not account for.
+ */
+int checker_rebases(const tolerance *tol, const verify_record *rec);
+
 /* The name of the tensor of rec's first failing element: a parameter's or, with first_buffer, a buffer's. */
 const char *checker_first_name(const model *layout, const verify_record *rec);
 

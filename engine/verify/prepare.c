@@ -16,6 +16,21 @@
 #include "impl.h"
 #include "record.h"
 
+const char *verify_dump_name(const verify_config *cfg, char *buf, size_t len)
+{
+    /* A plugin is named by its table, not its path; nothing but the built-in reference writes "reference". */
+    const char *n = cfg->impl_ops->name ? cfg->impl_ops->name : "impl";
+    if (cfg->impl_ops == &impl_reference_ops) {
+        snprintf(buf, len, "reference");
+        return buf;
+    }
+    snprintf(buf, len, "%s%s", strcmp(n, "reference") == 0 ? "impl-" : "", n);
+    for (char *q = buf; *q; q++)
+        if (*q == '/' || (*q == '.' && q == buf))
+            *q = '_';
+    return buf;
+}
+
 static ddp_status write_dump_manifest(const verify_config *cfg, const char *dir, const char *const *impls,
                                       int nimpls)
 {

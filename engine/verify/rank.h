@@ -1,8 +1,9 @@
 /*
  * rank.h - what one rank of a verification run holds (internal to
  * engine/verify): its reference replica and DDP, the implementation under
- * test with its replica and services, the reference's own check, and
- * the chaos, fault and trace state. rank.c drives it through the schedule.
+ * test with its replica and services, and the chaos, fault and trace
+ * state; rank.c is the implementation's side of the ops (ops.h) for a live
+ * plugin.
  */
 #ifndef DDPSIM_RANK_H
 #define DDPSIM_RANK_H
@@ -10,14 +11,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "agreement.h"
-#include "budget.h"
 #include "chaos.h"
 #include "ddp_ref.h"
 #include "events.h"
 #include "impl.h"
 #include "model.h"
-#include "refcheck.h"
+#include "ops.h"
 #include "trace.h"
 #include "verify.h"
 
@@ -42,20 +41,12 @@ typedef struct rank_ctx {
     const verify_config *cfg;
     world_rank *wr;
     int rank, n;
+    verify_ops v;         /* the ops' semantics and the checks (ops.h): the reference is v.m, v.ddp */
     ref_side ref;
     impl_side impl;
-    model_batch batch;
-    uint64_t next_batch, pending_batch;
-    ref_check refcheck;   /* the reference's own check (refcheck.h) */
-    agreement_state agreement; /* the implementation's ranks agree (agreement.h) */
-    order_budget budget;  /* --tolerance order: every gradient element's proven bound (budget.h) */
-    float *param_allow;   /* ... and the parameters' after a step */
-    int last_was_synced_bwd;
-    int bwd_since_zero;   /* a backward ran since the start or the last zero_grad */
-    void *user;           /* the shared user area: the records' stream (stream.h) and the rank areas */
+    uint64_t next_batch;
     nccl_figures *nccl_fig; /* this rank's, in the shared segment */
     verify_rank_figures *fig; /* this rank's, in the shared segment */
-    verify_agreement *agree;  /* this rank's, in the shared segment */
     int *refused;             /* this rank's verify_rank_area.refused */
     chaos_rank chaos;
     uint64_t nbwd;        /* backwards so far */
@@ -63,19 +54,11 @@ typedef struct rank_ctx {
     int shared;           /* the implementation's parameters equal the reference's: one forward and backward serve both */
     ready_queue events;   /* this backward's ready events for the implementation */
     ddp_status bwd_status; /* the first failure inside this backward's callbacks */
+    uint64_t bwd_t0, bwd_comm0; /* when this backward began, and the collectives' time by then */
+    uint64_t fwd_t0;      /* when this forward began */
     trace_writer trace;
-    size_t op;            /* the op being executed */
-    size_t next_grab;     /* grabs so far: the index of the next one */
-    uint64_t nsteps;      /* steps so far */
-    size_t next_check;    /* checks so far (sched_checks) */
     size_t next_ready;    /* replay: next recorded ready event of this rank */
-    /* uneven inputs (schedule.h) */
-    uint32_t *counts;     /* sched_resolve's: every rank's count of every uneven repetition */
-    unsigned char *active; /* [n]: which ranks run the op at hand */
-    int nactive, highest; /* how many, and the highest of them */
-    int in_join;          /* inside a join block */
-    int peer_depth;       /* no_sync depth of the ranks still running (what a joined rank shadows by) */
-    int uneven_window;    /* some rank ran out since the last zero_grad every rank ran (verify_record.uneven) */
+    char name[64];        /* the implementation's directory in dumps and recordings (verify_dump_name) */
 } rank_ctx;
 
 /* What each rank writes into the shared user area besides its records. */

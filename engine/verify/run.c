@@ -23,19 +23,18 @@
 #include "rank.h"
 #include "stream.h"
 
-const char *verify_dump_name(const verify_config *cfg, char *buf, size_t len)
+void verify_config_defaults(verify_config *cfg)
 {
-    /* A plugin is named by its table, not its path; nothing but the built-in reference writes "reference". */
-    const char *n = cfg->impl_ops->name ? cfg->impl_ops->name : "impl";
-    if (cfg->impl_ops == &impl_reference_ops) {
-        snprintf(buf, len, "reference");
-        return buf;
-    }
-    snprintf(buf, len, "%s%s", strcmp(n, "reference") == 0 ? "impl-" : "", n);
-    for (char *q = buf; *q; q++)
-        if (*q == '/' || (*q == '.' && q == buf))
-            *q = '_';
-    return buf;
+    memset(cfg, 0, sizeof *cfg);
+    cfg->nranks = VERIFY_DEFAULT_RANKS;
+    cfg->impl = "reference";
+    cfg->impl_ops = &impl_reference_ops;
+    cfg->model_spec = MODEL_DEFAULT_SPEC;
+    cfg->batch = VERIFY_DEFAULT_BATCH;
+    cfg->seed = 1;
+    cfg->timeout_s = WORLD_DEFAULT_TIMEOUT_S;
+    cfg->ddp = ddp_config_default();
+    cfg->tol.kind = TOL_BITWISE;
 }
 
 /*

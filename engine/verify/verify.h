@@ -91,6 +91,17 @@ typedef struct verify_config {
                              * system calls per collective, so only the benchmarks that report it ask */
 } verify_config;
 
+#define VERIFY_DEFAULT_RANKS 2
+#define VERIFY_DEFAULT_BATCH 4
+
+/*
+ * The run `ddpsim` makes with no option, the one place its defaults are
+ * written: VERIFY_DEFAULT_RANKS ranks, the built-in reference, the default
+ * model at VERIFY_DEFAULT_BATCH, seed 1, bitwise, ddp_config_default(),
+ * WORLD_DEFAULT_TIMEOUT_S; no schedule (the caller parses one).
+ */
+void verify_config_defaults(verify_config *cfg);
+
 
 /* What rank r found at check k (sched_checks: the gradients at a grab, the parameters after a step or at the end). */
 typedef struct verify_record {

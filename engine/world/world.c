@@ -181,7 +181,7 @@ void world_copy_label(char *dst, const char *src)
     dst[i] = '\0';
 }
 
-_Noreturn static void rank_process(world *w, int r, world_rank_main main, void *arg, pid_t parent)
+_Noreturn static void rank_process(world *w, int r, world_rank_main rank_main, void *arg, pid_t parent)
 {
     /* Signals first: the terminal's SIGINT goes to the whole process group and
      * is the supervisor's to handle; everything else gets its default action. */
@@ -211,7 +211,7 @@ _Noreturn static void rank_process(world *w, int r, world_rank_main main, void *
         .st = &w->ranks[r],
         .jitter_key = rng_key(rng_key(w->cfg.jitter_seed, 0x6a697474 /* "jitt" */), (uint64_t)r),
     };
-    ddp_status s = main(&wr, arg);
+    ddp_status s = rank_main(&wr, arg);
     atomic_store_explicit(&wr.st->exiting, 1, memory_order_release);
     if (s == DDP_ERR_ABORTED)
         _exit(RANK_EXIT_ABORTED); /* the supervisor is stopping the world: not this rank's failure */
@@ -743,7 +743,7 @@ static ddp_status supervise(world *w, const sigset_t *watched, int live)
     return DDP_OK;
 }
 
-ddp_status world_run(world *w, world_rank_main main, void *arg)
+ddp_status world_run(world *w, world_rank_main rank_main, void *arg)
 {
     reset_segment(w);
     sigset_t watched, saved;
@@ -761,7 +761,7 @@ ddp_status world_run(world *w, world_rank_main main, void *arg)
     if (w->remote) { /* an MPI world: this process forks its one rank and supervises it with its peers */
         pid_t pid = fork();
         if (pid == 0)
-            rank_process(w, w->local_rank, main, arg, parent);
+            rank_process(w, w->local_rank, rank_main, arg, parent);
         if (pid < 0)
             s = ddp_error(DDP_ERR_SYSTEM, "fork of rank %d: %s", w->local_rank, strerror(errno));
         else
@@ -774,7 +774,7 @@ ddp_status world_run(world *w, world_rank_main main, void *arg)
     for (int r = 0; r < w->cfg.nranks; r++) {
         pid_t pid = fork();
         if (pid == 0)
-            rank_process(w, r, main, arg, parent);
+            rank_process(w, r, rank_main, arg, parent);
         if (pid < 0) {
             s = ddp_error(DDP_ERR_SYSTEM, "fork of rank %d: %s", r, strerror(errno));
             stop_all(w, &live);

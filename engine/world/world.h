@@ -26,6 +26,8 @@
 
 #define WORLD_MAX_RANKS 256
 #define WORLD_DEFAULT_SLOT_BYTES ((size_t)1 << 20)
+/* The watchdog's limit when none is given (--timeout): no rank progressed for this long. */
+#define WORLD_DEFAULT_TIMEOUT_S 60.0
 #define WORLD_LABEL_LEN 32
 #define WORLD_ERROR_LEN 512
 
@@ -91,14 +93,14 @@ size_t world_segment_bytes(const world_config *cfg);
 ddp_status world_create(const world_config *cfg, world **out);
 
 /*
- * Run main(wr, arg) on every rank and supervise until all return or one
+ * Run rank_main(wr, arg) on every rank and supervise until all return or one
  * fails. Returns DDP_OK when every rank returned DDP_OK; DDP_ERR_RANK_FAILED
  * when one failed or died (the others are stopped); DDP_ERR_TIMEOUT when no
  * rank progressed for timeout_s; DDP_ERR_INTERRUPTED on SIGINT/SIGTERM
  * (world_interrupt_signal() says which). Every rank process is reaped
  * before it returns. A world can run several times.
  */
-ddp_status world_run(world *w, world_rank_main main, void *arg);
+ddp_status world_run(world *w, world_rank_main rank_main, void *arg);
 
 /* Outcome of rank r in the last world_run. */
 const world_rank_outcome *world_outcome(const world *w, int r);

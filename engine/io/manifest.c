@@ -1,0 +1,230 @@
+/*
+ * manifest.c - the manifests' shared members, one codec (manifest.h).
+ */
+#include "manifest.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jsonw.h"
+
+/* How each field is named in a manifest and on the command line. */
+static const struct {
+    const char *key, *option;
+} fields[MF_NFIELDS] = {
+    [MF_BUCKET_CAP] = {"ddp.bucket_cap", "--bucket-cap"},
+    [MF_FIRST_BUCKET_CAP] = {"ddp.first_bucket_cap", "--first-bucket-cap"},
+    [MF_FIND_UNUSED] = {"ddp.find_unused_parameters", "--find-unused"},
+    [MF_FIND_UNUSED_RULE] = {"ddp.find_unused_rule", "--find-unused-rule"},
+    [MF_BUCKET_VIEW] = {"ddp.gradient_as_bucket_view", "--bucket-view"},
+    [MF_ALGO] = {"ddp.algo", "--algo"},
+    [MF_COMM_HOOK] = {"ddp.comm_hook", "--comm-hook"},
+    [MF_STATIC_GRAPH] = {"ddp.static_graph", "--static-graph"},
+    [MF_BROADCAST_BUFFERS] = {"ddp.broadcast_buffers", "--broadcast-buffers"},
+    [MF_ZERO_GRAD] = {"zero_grad", "--zero-grad"},
+    [MF_LR] = {"optimizer.lr", "--lr"},
+};
+
+static const char *tf(int b)
+{
+    return b ? "true" : "false";
+}
+
+/* A field's value of d as the manifest writes it (JSON text). */
+static void field_text(const ddp_config *d, manifest_ddp_field f, char *buf, size_t len)
+{
+    switch (f) {
+    case MF_BUCKET_CAP: snprintf(buf, len, "%zu", d->bucket_cap); break;
+    case MF_FIRST_BUCKET_CAP: snprintf(buf, len, "%zu", d->first_bucket_cap); break;
+    case MF_FIND_UNUSED: snprintf(buf, len, "%s", tf(d->find_unused)); break;
+    case MF_FIND_UNUSED_RULE: snprintf(buf, len, "\"%s\"", ddp_find_unused_rule_name(d)); break;
+    case MF_BUCKET_VIEW: snprintf(buf, len, "%s", tf(d->bucket_view)); break;
+    case MF_ALGO: snprintf(buf, len, "\"%s\"", coll_algo_name(d->algo)); break;
+    case MF_COMM_HOOK: snprintf(buf, len, "\"%s\"", ddp_comm_hook_name(d->comm_hook)); break;
+    case MF_STATIC_GRAPH: snprintf(buf, len, "%s", tf(d->static_graph)); break;
+    case MF_BROADCAST_BUFFERS: snprintf(buf, len, "%s", tf(!d->no_broadcast_buffers)); break;
+    case MF_ZERO_GRAD: snprintf(buf, len, "\"%s\"", d->set_to_none ? "set_to_none" : "fill_zeros"); break;
+    case MF_LR: jsonw_float_text(d->lr, buf, len); break;
+    case MF_NFIELDS: buf[0] = '\0'; break;
+    }
+}
+
+void manifest_write_ddp(FILE *f, const ddp_config *d)
+{
+    char v[64];
+    fprintf(f, ",\n \"ddp\": {");
+    for (int k = MF_BUCKET_CAP; k <= MF_BROADCAST_BUFFERS; k++) {
+        field_text(d, (manifest_ddp_field)k, v, sizeof v);
+        fprintf(f, "%s\"%s\": %s", k ? ", " : "", fields[k].key + strlen("ddp."), v);
+    }
+    field_text(d, MF_ZERO_GRAD, v, sizeof v);
+    fprintf(f, "},\n \"zero_grad\": %s,\n \"optimizer\": {\"type\": \"sgd\", \"lr\": ", v);
+    field_text(d, MF_LR, v, sizeof v);
+    fprintf(f, "%s}", v);
+}
+
+static ddp_status need_bool(const char *path, const json_value *v, manifest_ddp_field f, int *dst)
+{
+    if (v->type != JSON_BOOL)
+        return ddp_error(DDP_ERR_INVALID, "%s: %s must be true or false", path, fields[f].key);
+    *dst = v->boolean;
+    return DDP_OK;
+}
+
+static ddp_status need_cap(const char *path, const json_value *v, manifest_ddp_field f, size_t *dst)
+{
+    if (v->type != JSON_NUMBER || v->number != floor(v->number) || v->number < 1 || v->number > 1099511627776.0)
+        return ddp_error(DDP_ERR_INVALID, "%s: %s must be a whole number in 1..1099511627776", path, fields[f].key);
+    *dst = (size_t)v->number;
+    return DDP_OK;
+}
+
+/* One member of "ddp" (or the two outside it) into out. */
+static ddp_status read_field(const char *path, const json_value *v, manifest_ddp_field f, ddp_config *out)
+{
+    int b = 0;
+    switch (f) {
+    case MF_BUCKET_CAP: return need_cap(path, v, f, &out->bucket_cap);
+    case MF_FIRST_BUCKET_CAP: return need_cap(path, v, f, &out->first_bucket_cap);
+    case MF_FIND_UNUSED: return need_bool(path, v, f, &out->find_unused);
+    case MF_BUCKET_VIEW: return need_bool(path, v, f, &out->bucket_view);
+    case MF_STATIC_GRAPH: return need_bool(path, v, f, &out->static_graph);
+    case MF_BROADCAST_BUFFERS:
+        DDP_CHECK(need_bool(path, v, f, &b));
+        out->no_broadcast_buffers = !b;
+        return DDP_OK;
+    case MF_FIND_UNUSED_RULE:
+        if (v->type != JSON_STRING || (strcmp(v->string, "window") != 0 && strcmp(v->string, "syncing-backward") != 0))
+            return ddp_error(DDP_ERR_INVALID, "%s: %s must be \"window\" or \"syncing-backward\"", path, fields[f].key);
+        out->find_unused_syncing_backward = strcmp(v->string, "syncing-backward") == 0;
+        return DDP_OK;
+    case MF_ALGO:
+        if (v->type != JSON_STRING || coll_algo_parse(v->string, &out->algo) != DDP_OK)
+            return ddp_error(DDP_ERR_INVALID, "%s: %s is not an algorithm of this ddpsim (see --algo)", path,
+                             fields[f].key);
+        return DDP_OK;
+    case MF_COMM_HOOK:
+        if (v->type != JSON_STRING || ddp_comm_hook_parse(v->string, &out->comm_hook) != DDP_OK)
+            return ddp_error(DDP_ERR_INVALID, "%s: %s must be \"none\", \"allreduce\", \"fp16\" or \"bf16\"", path,
+                             fields[f].key);
+        return DDP_OK;
+    case MF_ZERO_GRAD:
+        if (v->type != JSON_STRING || (strcmp(v->string, "fill_zeros") != 0 && strcmp(v->string, "set_to_none") != 0))
+            return ddp_error(DDP_ERR_INVALID, "%s: \"zero_grad\" must be \"fill_zeros\" or \"set_to_none\"", path);
+        out->set_to_none = strcmp(v->string, "set_to_none") == 0;
+        return DDP_OK;
+    case MF_LR:
+        if (v->type != JSON_NUMBER || !isfinite(v->number) || fabs(v->number) > 1e6)
+            return ddp_error(DDP_ERR_INVALID, "%s: optimizer.lr must be a finite number", path);
+        out->lr = (float)v->number;
+        return DDP_OK;
+    case MF_NFIELDS: break;
+    }
+    return DDP_OK;
+}
+
+ddp_status manifest_read_ddp(const char *path, const json_value *root, ddp_config *out, manifest_ddp_fields *read)
+{
+    *out = ddp_config_default();
+    *read = 0;
+    const json_value *ddp = json_get(root, "ddp"), *opt = json_get(root, "optimizer"), *v;
+    if (ddp && ddp->type != JSON_OBJECT)
+        return ddp_error(DDP_ERR_INVALID, "%s: \"ddp\" is %s, expected an object", path, json_type_name(ddp->type));
+    if (opt && opt->type != JSON_OBJECT)
+        return ddp_error(DDP_ERR_INVALID, "%s: \"optimizer\" is %s, expected an object", path,
+                         json_type_name(opt->type));
+    for (int k = MF_BUCKET_CAP; ddp && k <= MF_BROADCAST_BUFFERS; k++)
+        if ((v = json_get(ddp, fields[k].key + strlen("ddp.")))) {
+            DDP_CHECK(read_field(path, v, (manifest_ddp_field)k, out));
+            *read |= 1u << k;
+        }
+    if ((v = json_get(root, "zero_grad"))) {
+        DDP_CHECK(read_field(path, v, MF_ZERO_GRAD, out));
+        *read |= 1u << MF_ZERO_GRAD;
+    }
+    if ((v = opt ? json_get(opt, "lr") : NULL) || (v = json_get(root, "lr"))) { /* version 1 dumps: at the top */
+        DDP_CHECK(read_field(path, v, MF_LR, out));
+        *read |= 1u << MF_LR;
+    }
+    if (!(*read & (1u << MF_FIND_UNUSED)) && (v = json_get(root, "find_unused_parameters"))) {
+        DDP_CHECK(read_field(path, v, MF_FIND_UNUSED, out));
+        *read |= 1u << MF_FIND_UNUSED;
+    }
+    if (opt && (v = json_get(opt, "type")) && (v->type != JSON_STRING || strcmp(v->string, "sgd") != 0))
+        return ddp_error(DDP_ERR_INVALID, "%s: optimizer.type: only \"sgd\" (p = p - lr * grad) is checked", path);
+    return DDP_OK;
+}
+
+ddp_status manifest_ddp_compare(const char *path, const char *what, const ddp_config *file, const ddp_config *run,
+                                manifest_ddp_fields which)
+{
+    char a[64], b[64];
+    for (int k = 0; k < MF_NFIELDS; k++) {
+        if (!(which & (1u << k)))
+            continue;
+        field_text(file, (manifest_ddp_field)k, a, sizeof a);
+        field_text(run, (manifest_ddp_field)k, b, sizeof b);
+        if (strcmp(a, b) != 0)
+            return ddp_error(DDP_ERR_INVALID, "%s: the %s was made with %s %s, this run has %s (%s)", path, what,
+                             fields[k].key, a, b, fields[k].option);
+    }
+    return DDP_OK;
+}
+
+void manifest_write_params(FILE *f, const model *m)
+{
+    fprintf(f, "[");
+    for (int i = 0; i < model_nparams(m); i++) {
+        const model_param *p = model_param_at(m, i);
+        fprintf(f, "%s\n  {\"name\": ", i ? "," : "");
+        jsonw_string(f, p->name);
+        fprintf(f, ", \"shape\": [");
+        for (int k = 0; k < p->ndim; k++)
+            fprintf(f, "%s%d", k ? ", " : "", p->shape[k]);
+        fprintf(f, "]}");
+    }
+    fprintf(f, "\n ]");
+}
+
+void manifest_write_buffers(FILE *f, const model *m)
+{
+    fprintf(f, "[");
+    for (int i = 0; i < model_nbuffers(m); i++) {
+        const model_buffer *b = model_buffer_at(m, i);
+        fprintf(f, "%s\n  {\"name\": ", i ? "," : "");
+        jsonw_string(f, b->name);
+        fprintf(f, ", \"shape\": [%zu]}", b->count);
+    }
+    fprintf(f, "\n ]");
+}
+
+void manifest_write_uneven(FILE *f, const sched *s, int nranks)
+{
+    if (s->njoins) {
+        fprintf(f, ",\n \"joins\": [");
+        for (size_t k = 0; k < s->njoins; k++)
+            fprintf(f, "%s{\"enter\": %zu, \"exit\": %zu, \"divide_by_initial_world_size\": %s}", k ? ", " : "",
+                    s->joins[k].enter_op, s->joins[k].exit_op,
+                    s->joins[k].divide_by_initial_world_size ? "true" : "false");
+        fprintf(f, "]");
+    }
+    if (!s->nuneven)
+        return;
+    uint32_t *counts = malloc(s->nuneven * (size_t)nranks * sizeof *counts);
+    if (!counts || sched_resolve(s, nranks, counts) != DDP_OK) {
+        free(counts);
+        return; /* checked before: cannot happen */
+    }
+    fprintf(f, ",\n \"uneven\": [");
+    for (size_t k = 0; k < s->nuneven; k++) {
+        const sched_uneven *u = &s->uneven[k];
+        fprintf(f, "%s{\"first\": %zu, \"body\": %zu, \"iterations\": %u, \"counts\": [", k ? ", " : "",
+                u->first_op, u->body_ops, u->iterations);
+        for (int r = 0; r < nranks; r++)
+            fprintf(f, "%s%u", r ? ", " : "", counts[k * (size_t)nranks + (size_t)r]);
+        fprintf(f, "]}");
+    }
+    fprintf(f, "]");
+    free(counts);
+}

@@ -1,0 +1,74 @@
+/*
+ * manifest.h - what the manifests of dumps (dump.h) and recordings
+ * (record.h) share, written and read by one codec:
+ *
+ *   "params":  [{"name": "0.weight", "shape": [64, 32]}, ...]
+ *   "buffers": [{"name": "bn.running_mean", "shape": [32]}, ...]
+ *   "ddp": {"bucket_cap": B, "first_bucket_cap": B, "find_unused_parameters": bool,
+ *           "find_unused_rule": "window" | "syncing-backward", "gradient_as_bucket_view": bool,
+ *           "algo": "ordered" | ..., "comm_hook": "none" | "allreduce" | "fp16" | "bf16",
+ *           "static_graph": bool, "broadcast_buffers": bool},
+ *   "zero_grad": "fill_zeros" | "set_to_none",
+ *   "optimizer": {"type": "sgd", "lr": X},
+ *   "joins": [...], "uneven": [...]   (schedule.h's blocks, resolved: manifest_write_uneven)
+ *
+ * Every member of "ddp", "zero_grad" and "optimizer" may be left out: a
+ * reader takes ddp_config_default()'s value and says which it read
+ * (manifest_ddp_fields), so a check compares only what a file says.
+ */
+#ifndef DDPSIM_MANIFEST_H
+#define DDPSIM_MANIFEST_H
+
+#include <stdio.h>
+
+#include "ddp_ref.h"
+#include "json.h"
+#include "model.h"
+#include "schedule.h"
+#include "status.h"
+
+/* The options of a ddp_config a manifest records, one bit each in a manifest_ddp_fields mask. */
+typedef enum manifest_ddp_field {
+    MF_BUCKET_CAP,
+    MF_FIRST_BUCKET_CAP,
+    MF_FIND_UNUSED,
+    MF_FIND_UNUSED_RULE,
+    MF_BUCKET_VIEW,
+    MF_ALGO,
+    MF_COMM_HOOK,
+    MF_STATIC_GRAPH,
+    MF_BROADCAST_BUFFERS,
+    MF_ZERO_GRAD,
+    MF_LR,
+    MF_NFIELDS
+} manifest_ddp_field;
+typedef unsigned manifest_ddp_fields;
+#define MF_ALL ((1u << MF_NFIELDS) - 1)
+
+/* ,\n "ddp": {...every field...},\n "zero_grad": ...,\n "optimizer": {...} of d, to f. */
+void manifest_write_ddp(FILE *f, const ddp_config *d);
+/*
+ * The same from a manifest's root (path: for messages) into out, which starts as ddp_config_default(); *read
+ * says which fields the file gave. A top-level "find_unused_parameters" and "lr" (the dumps' version 1, as
+ * PyTorch scripts write it) count when the sections do not say. DDP_ERR_INVALID naming the member.
+ */
+ddp_status manifest_read_ddp(const char *path, const json_value *root, ddp_config *out, manifest_ddp_fields *read);
+/*
+ * The first field of `fields` in which what a file recorded differs from a run's: DDP_ERR_INVALID "PATH: the
+ * WHAT was made with NAME VALUE, this run has VALUE (OPTION)"; DDP_OK when they agree.
+ */
+ddp_status manifest_ddp_compare(const char *path, const char *what, const ddp_config *file, const ddp_config *run,
+                                manifest_ddp_fields fields);
+
+/* "params" of m ([{"name": ..., "shape": [...]}, ...]), to f. */
+void manifest_write_params(FILE *f, const model *m);
+/* "buffers" of m ([{"name": ..., "shape": [count]}, ...]), to f. */
+void manifest_write_buffers(FILE *f, const model *m);
+/*
+ * A schedule's join blocks and uneven repetitions, resolved at nranks (nothing when it has none): ,\n
+ * "joins": [{"enter": OP, "exit": OP, "divide_by_initial_world_size": bool}, ...], "uneven": [{"first": OP,
+ * "body": N, "iterations": K, "counts": [rank 0's, ...]}, ...]. Only for a schedule sched_resolve accepted.
+ */
+void manifest_write_uneven(FILE *f, const sched *s, int nranks);
+
+#endif

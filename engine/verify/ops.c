@@ -1,0 +1,327 @@
+/*
+ * ops.c - the semantics of every op of a verification, for live runs and
+ * replays alike (ops.h).
+ */
+#include "ops.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "checker.h"
+#include "coll.h"
+#include "stream.h"
+
+ddp_status verify_ops_init(verify_ops *v, const verify_ops_config *cfg, world_rank *wr, void *user)
+{
+    memset(v, 0, sizeof *v);
+    v->tol = cfg->tol;
+    v->schedule = cfg->schedule;
+    v->lr = cfg->lr;
+    v->comm_hook = cfg->comm_hook;
+    v->params_rule = cfg->params_rule;
+    v->sabotage = cfg->sabotage;
+    v->bounded = cfg->tol->kind == TOL_ORDER;
+    v->wr = wr;
+    v->rank = world_rank_id(wr);
+    v->n = world_size(wr);
+    v->user = user;
+    const sched *sc = cfg->schedule;
+    v->counts = malloc((sc->nuneven ? sc->nuneven : 1) * (size_t)v->n * sizeof *v->counts);
+    v->active = malloc((size_t)v->n);
+    if (!v->counts || !v->active)
+        return ddp_error(DDP_ERR_NOMEM, "the uneven counts of %d ranks", v->n);
+    DDP_CHECK(sched_resolve(sc, v->n, v->counts)); /* checked before any rank started: cannot fail here */
+    return agreement_init(&v->agreement, cfg->agree, v->n);
+}
+
+ddp_status verify_ops_attach(verify_ops *v, model *m, ddp_ref *ddp)
+{
+    v->m = m;
+    v->ddp = ddp;
+    size_t n = model_size(m);
+    DDP_CHECK(model_batch_alloc(m, &v->batch));
+    DDP_CHECK(refcheck_init(&v->refcheck, n, v->comm_hook));
+    /* The parameters' bound after a step: the order tolerance's, and a replay's every step (PARAMS_REPLAY). */
+    if (v->bounded || v->params_rule == PARAMS_REPLAY) {
+        DDP_CHECK(budget_init(&v->budget, n, v->n, v->comm_hook));
+        if (!(v->param_allow = malloc(n * sizeof *v->param_allow)))
+            return ddp_error(DDP_ERR_NOMEM, "the bound on the parameters: %zu floats", n);
+    }
+    return DDP_OK;
+}
+
+void verify_ops_free(verify_ops *v)
+{
+    model_batch_free(&v->batch);
+    refcheck_free(&v->refcheck);
+    agreement_free(&v->agreement);
+    budget_free(&v->budget);
+    free(v->param_allow);
+    free(v->counts);
+    free(v->active);
+    v->param_allow = NULL;
+    v->counts = NULL;
+    v->active = NULL;
+}
+
+ddp_status verify_checks_returned(ddp_status s)
+{
+    coll_set_caller(COLL_CALLER_REFERENCE);
+    return s;
+}
+
+/* This rank's record of the next check, cleared (in the records' ring: stream.h). */
+static verify_record *next_record(verify_ops *v)
+{
+    verify_record *rec = stream_next(v->wr, v->user, v->next_check++);
+    rec->uneven = v->uneven_window;
+    return rec;
+}
+
+void verify_ops_forward_buffers(verify_ops *v, const float *seen)
+{
+    checker_compare_buffers(v->m, model_buffers(v->m), seen, &v->buffers);
+}
+
+/* The buffer divergences of the forwards since the last check into this check's record (after its own). */
+static void merge_buffers(verify_ops *v, verify_record *rec)
+{
+    const verify_record *b = &v->buffers;
+    rec->ndiff += b->ndiff;
+    rec->nonfinite += b->nonfinite;
+    if (b->has_first && !rec->has_first) {
+        rec->has_first = 1;
+        rec->first_buffer = 1;
+        rec->first_param = b->first_param;
+        rec->first_index = b->first_index;
+        rec->first_expected = b->first_expected;
+        rec->first_actual = b->first_actual;
+        rec->first_ulp = b->first_ulp;
+    }
+    memset(&v->buffers, 0, sizeof v->buffers);
+}
+
+/* The buffers of a check: the implementation's as they are now, or those compared as the forwards went. */
+static void check_buffers(verify_ops *v, const float *actual, verify_record *rec)
+{
+    if (actual)
+        checker_compare_buffers(v->m, model_buffers(v->m), actual, rec);
+    merge_buffers(v, rec);
+}
+
+static ddp_status do_forward(verify_ops *v, const verify_side *s, void *ctx)
+{
+    if (s->batch)
+        DDP_CHECK(s->batch(ctx, &v->batch));
+    DDP_CHECK(ddp_ref_forward_begin(v->ddp));
+    if (s->forward_begin)
+        DDP_CHECK(s->forward_begin(ctx));
+    DDP_CHECK(model_forward(v->m, &v->batch, NULL));
+    ddp_ref_forward_end(v->ddp);
+    return s->forward_end ? s->forward_end(ctx) : DDP_OK;
+}
+
+/* The deliberately wrong references of ddpsim's own tests (verify_sabotage), before and after the sync. */
+static void sabotage_before_backward(verify_ops *v)
+{
+    if (v->sabotage == SABOTAGE_DROPS_MICROSTEPS && ddp_ref_pending_sync(v->ddp))
+        model_zero_grad(v->m);
+}
+
+static void sabotage_after_backward(verify_ops *v)
+{
+    if (v->sabotage == SABOTAGE_RANK_DISAGREES && v->rank == 1 && ddp_ref_last_synced(v->ddp)) {
+        uint32_t u;
+        memcpy(&u, model_grads(v->m), sizeof u);
+        u ^= 1;
+        memcpy(model_grads(v->m), &u, sizeof u);
+    }
+}
+
+/*
+ * A backward: the reference's local backward (the implementation's side
+ * hears of each gradient as it completes), the implementation ends its
+ * backward (draining its own reductions) before the reference syncs, so the
+ * two never interleave their collectives; the order tolerance's bound
+ * follows the accumulation and the sync (budget.h).
+ */
+static ddp_status do_backward(verify_ops *v, const verify_side *s, void *ctx)
+{
+    sabotage_before_backward(v);
+    if (s->backward_begin)
+        s->backward_begin(ctx);
+    ddp_ref_backward_local(v->ddp, s->grad_ready, ctx);
+    if (s->backward_end)
+        DDP_CHECK(s->backward_end(ctx));
+    int syncs = ddp_ref_pending_sync(v->ddp);
+    if (v->bounded) {
+        budget_accumulate(&v->budget, v->m, model_grads(v->m), model_used(v->m));
+        if (syncs)
+            budget_before_sync(&v->budget, model_grads(v->m));
+    }
+    DDP_CHECK(ddp_ref_backward_end(v->ddp));
+    if (v->bounded && syncs)
+        DDP_CHECK(AS_CHECKS(budget_after_sync(&v->budget, v->wr, v->m, ddp_ref_averaged_params(v->ddp),
+                                              ddp_ref_divisor(v->ddp))));
+    sabotage_after_backward(v);
+    v->last_synced = ddp_ref_last_synced(v->ddp);
+    v->bwd_since_zero = 1;
+    v->bwd_op = v->op;
+    refcheck_accumulate(&v->refcheck, v->m, v->last_synced, v->n);
+    return s->after_backward ? s->after_backward(ctx, v->last_synced) : DDP_OK;
+}
+
+static ddp_status do_grab(verify_ops *v, const verify_side *s, void *ctx)
+{
+    const float *actual, *buffers;
+    DDP_CHECK(s->values(ctx, RECORD_GRAB, v->grab++, &actual, &buffers));
+    verify_record *rec = next_record(v);
+    rec->synced = v->bwd_since_zero ? v->last_synced : -1;
+    checker_compare(v->tol, v->m, model_grads(v->m), actual, v->bounded ? v->budget.E : NULL,
+                    rec->synced == 1 ? ddp_ref_reduced_params(v->ddp) : NULL, rec);
+    check_buffers(v, buffers, rec);
+    /* The reference's own check sums every rank's local gradients since the last zero_grad: not while a rank that
+     * ran out of inputs holds gradients its peers' syncs did not take (uneven_window), every rank or none. */
+    if (rec->synced == 1 && !v->uneven_window)
+        DDP_CHECK(AS_CHECKS(refcheck_run(&v->refcheck, v->wr, v->m, ddp_ref_reduced_params(v->ddp), rec)));
+    if (s->grabbed)
+        DDP_CHECK(s->grabbed(ctx, rec, actual));
+    rec->done = 1;
+    return DDP_OK;
+}
+
+/* The parameters after a step or at the end (verify_params_rule). */
+static ddp_status do_params(verify_ops *v, const verify_side *s, void *ctx, int after_step)
+{
+    const float *actual, *buffers;
+    DDP_CHECK(s->values(ctx, after_step ? RECORD_STEP : RECORD_END, after_step ? v->step++ : 0, &actual, &buffers));
+    verify_record *rec = next_record(v);
+    rec->synced = -1;
+    float *w = model_weights(v->m);
+    tolerance tol = *v->tol;
+    const float *allow = NULL; /* at the end: nothing since the last (rebased) step */
+    int replay = v->params_rule == PARAMS_REPLAY;
+    if (replay)
+        tol.kind = after_step ? TOL_ORDER : TOL_BITWISE;
+    if (after_step && v->param_allow) {
+        budget_params(&v->budget, v->bounded, v->lr, model_grads(v->m), w, v->param_allow);
+        allow = v->param_allow;
+    }
+    checker_compare(&tol, v->m, w, actual, allow, NULL, rec);
+    check_buffers(v, buffers, rec);
+    rec->done = 1;
+    if (replay || checker_rebases(&tol, rec))
+        memcpy(w, actual, model_size(v->m) * sizeof *w);
+    return DDP_OK;
+}
+
+/*
+ * An op of an uneven repetition that this rank, having run out, does not run. Inside join it shadows its
+ * peers (ddp_ref.h): at their forward the reference's main_hook and the implementation's join_shadow, at
+ * their backward the reference's zeros and its part in the checks' collectives; a grab or a step it does not
+ * reach leaves a record that says so. Without join it has stopped (verify_ops_run).
+ */
+static ddp_status shadow_op(verify_ops *v, const verify_side *s, void *ctx, sched_op op)
+{
+    switch (op) {
+    case OP_FWD:
+        DDP_CHECK(ddp_ref_join_shadow_forward(v->ddp, v->peer_depth == 0));
+        return s->join_shadow ? s->join_shadow(ctx) : DDP_OK;
+    case OP_BWD:
+        DDP_CHECK(ddp_ref_join_shadow_backward(v->ddp));
+        if (!ddp_ref_join_shadow_synced(v->ddp))
+            return DDP_OK;
+        if (v->bounded)
+            DDP_CHECK(AS_CHECKS(budget_shadow_sync(&v->budget, v->wr)));
+        return s->shadow_synced ? s->shadow_synced(ctx) : DDP_OK;
+    case OP_GRAB:
+    case OP_STEP: {
+        verify_record *rec = next_record(v);
+        rec->synced = -1;
+        rec->joined = rec->done = 1;
+        v->grab += op == OP_GRAB;
+        v->step += op == OP_STEP;
+        return DDP_OK;
+    }
+    default: return DDP_OK;
+    }
+}
+
+static ddp_status run_op(verify_ops *v, const verify_side *s, void *ctx, sched_op op)
+{
+    const sched *sc = v->schedule;
+    switch (op) {
+    case OP_ENTER:
+        DDP_CHECK(ddp_ref_no_sync_enter(v->ddp));
+        return s->no_sync ? s->no_sync(ctx, 1) : DDP_OK;
+    case OP_EXIT:
+        DDP_CHECK(ddp_ref_no_sync_exit(v->ddp));
+        return s->no_sync ? s->no_sync(ctx, 0) : DDP_OK;
+    case OP_FWD: return do_forward(v, s, ctx);
+    case OP_BWD: return do_backward(v, s, ctx);
+    case OP_GRAB: return do_grab(v, s, ctx);
+    case OP_JOIN_ENTER: {
+        int divide = sc->joins[sched_join_of(sc, v->op)].divide_by_initial_world_size;
+        ddp_ref_join_enter(v->ddp, divide);
+        v->in_join = 1;
+        return s->join_enter ? s->join_enter(ctx, divide) : DDP_OK;
+    }
+    case OP_JOIN_EXIT: {
+        v->in_join = 0;
+        int last = sched_last_joiner(sc, v->counts, v->n, sched_join_of(sc, v->op));
+        DDP_CHECK(ddp_ref_join_exit(v->ddp, last));
+        return s->join_exit ? s->join_exit(ctx, last) : DDP_OK;
+    }
+    case OP_ZERO:
+        v->uneven_window &= v->nactive < v->n;
+        ddp_ref_zero_grad(v->ddp);
+        refcheck_zero(&v->refcheck);
+        budget_zero(&v->budget);
+        v->last_synced = v->bwd_since_zero = 0;
+        return s->zero_grad ? s->zero_grad(ctx) : DDP_OK;
+    case OP_STEP:
+        ddp_ref_step(v->ddp);
+        if (s->step)
+            DDP_CHECK(s->step(ctx));
+        return do_params(v, s, ctx, 1);
+    }
+    return ddp_error(DDP_ERR_INVALID, "unknown op %d", (int)op);
+}
+
+/* Who runs op i (v->active, v->nactive, v->highest), told to the reference: 1 when this rank does. */
+static int who_runs(verify_ops *v, const verify_side *s, void *ctx, size_t i)
+{
+    const sched *sc = v->schedule;
+    v->nactive = sched_participants(sc, v->counts, v->n, i, v->active, &v->highest);
+    ddp_ref_participants(v->ddp, v->nactive, v->highest);
+    if (v->nactive < v->n && (sc->ops[i] == OP_FWD || sc->ops[i] == OP_BWD))
+        v->uneven_window = 1;
+    if (s->participants)
+        s->participants(ctx);
+    return v->active[v->rank];
+}
+
+ddp_status verify_ops_run(verify_ops *v, const verify_side *s, void *ctx, int *ran_out)
+{
+    const sched *sc = v->schedule;
+    *ran_out = 0; /* outside join: this rank stopped where it ran out, and its peers will wait for it */
+    coll_set_caller(COLL_CALLER_REFERENCE);
+    for (size_t i = 0; i < sc->nops; i++) {
+        sched_op op = sc->ops[i];
+        world_set_op(v->wr, (int)i, sched_op_name(op));
+        v->op = i;
+        int mine = who_runs(v, s, ctx, i);
+        if (!mine && !v->in_join) {
+            *ran_out = 1;
+            return DDP_OK;
+        }
+        if (s->before_op)
+            DDP_CHECK(s->before_op(ctx, i, op));
+        DDP_CHECK(mine ? run_op(v, s, ctx, op) : shadow_op(v, s, ctx, op));
+        v->peer_depth += op == OP_ENTER ? 1 : op == OP_EXIT ? -1 : 0;
+        if (s->after_op)
+            DDP_CHECK(s->after_op(ctx, i));
+    }
+    world_set_op(v->wr, (int)sc->nops, "end");
+    return do_params(v, s, ctx, 0);
+}

@@ -1,0 +1,144 @@
+/*
+ * ops.h - what every op of a schedule means for a verification, written
+ * once (internal to engine/verify). Both ways of running one use it:
+ *
+ *   - a live run (rank.c): the implementation is a plugin, driven here op
+ *     by op beside the reference;
+ *   - a replay (check.c, `ddpsim check DIR`): the implementation's values
+ *     come from a recording, and the reference is replayed on the local
+ *     gradients it recorded.
+ *
+ * The reference's side of each op, its bookkeeping (syncs, the order
+ * tolerance's bound, the reference's own check, uneven inputs and join) and
+ * every check's comparison live here; a driver says only where the
+ * implementation's values come from and what its plugin is told, through a
+ * table of callbacks (verify_side). That is the whole difference between the
+ * two drivers, so a rule added here holds for both (tests/check.sh replays
+ * live runs and compares the records check by check).
+ */
+#ifndef DDPSIM_OPS_H
+#define DDPSIM_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agreement.h"
+#include "budget.h"
+#include "coll.h"
+#include "ddp_ref.h"
+#include "model.h"
+#include "record.h"
+#include "refcheck.h"
+#include "schedule.h"
+#include "verify.h"
+
+/*
+ * How the parameters are judged, the one place the drivers differ in rule:
+ *   PARAMS_LIVE   under the run's tolerance; a passing check that is not bitwise puts the reference's
+ *                 parameters into the implementation's replica (checker_rebases);
+ *   PARAMS_REPLAY each step alone: the reference's update of the recorded parameters within its own rounding
+ *                 (the recording's optimizer is not ddpsim's), then the reference takes the recorded ones; the
+ *                 end exactly.
+ */
+typedef enum verify_params_rule { PARAMS_LIVE, PARAMS_REPLAY } verify_params_rule;
+
+/*
+ * The implementation's side of a run. ctx is the driver's; any callback may
+ * be NULL (nothing to do there). They are called at these points of an op:
+ */
+typedef struct verify_side {
+    ddp_status (*before_op)(void *ctx, size_t i, sched_op op); /* op i, before anything of it */
+    ddp_status (*after_op)(void *ctx, size_t i);                /* ... after it ran or was shadowed */
+    void (*participants)(void *ctx);           /* who runs the op at hand is known (verify_ops.nactive ...) */
+    ddp_status (*no_sync)(void *ctx, int enter);
+    /* forward: the batch is filled (into verify_ops.batch), then forward_begin runs after the reference's
+     * forward_begin, forward_end after the reference's forward */
+    ddp_status (*batch)(void *ctx, model_batch *batch);
+    ddp_status (*forward_begin)(void *ctx);
+    ddp_status (*forward_end)(void *ctx);
+    /* backward: backward_begin, then the reference's local backward calling grad_ready after its own hook of
+     * each parameter, then backward_end before the reference syncs, after_backward once it has */
+    void (*backward_begin)(void *ctx);
+    void (*grad_ready)(void *ctx, int p);
+    ddp_status (*backward_end)(void *ctx);
+    ddp_status (*after_backward)(void *ctx, int synced);
+    ddp_status (*zero_grad)(void *ctx);
+    ddp_status (*step)(void *ctx); /* after the reference's step */
+    ddp_status (*join_enter)(void *ctx, int divide_by_initial_world_size);
+    ddp_status (*join_exit)(void *ctx, int last_joiner);
+    ddp_status (*join_shadow)(void *ctx);      /* a forward of the peers, shadowed by this rank */
+    ddp_status (*shadow_synced)(void *ctx);    /* a sync of the peers this rank contributed zeros to */
+    /* The implementation's values of check k of a kind (its gradients at a grab, its parameters after a step or
+     * at the end) and its buffers (NULL: compared as the forwards went, verify_ops_forward_buffers); required. */
+    ddp_status (*values)(void *ctx, record_values kind, uint64_t k, const float **actual, const float **buffers);
+    ddp_status (*grabbed)(void *ctx, verify_record *rec, const float *actual); /* after a grab's checks */
+} verify_side;
+
+typedef struct verify_ops {
+    const tolerance *tol;
+    const sched *schedule;
+    world_rank *wr;
+    int rank, n;
+    void *user;               /* the shared user area: the records' stream (stream.h) */
+    model *m;                 /* the reference's replica (not owned) */
+    ddp_ref *ddp;             /* its DDP (not owned) */
+    model_batch batch;
+    float lr;
+    ddp_comm_hook comm_hook;
+    verify_params_rule params_rule;
+    verify_sabotage sabotage; /* ddpsim's own tests: a deliberately wrong reference */
+    int bounded;              /* --tolerance order: the bound is carried (budget.h) */
+    order_budget budget;
+    float *param_allow;       /* the parameters' bound after a step */
+    ref_check refcheck;       /* the reference's own check (refcheck.h) */
+    agreement_state agreement; /* the implementation's ranks agree (agreement.h) */
+    verify_record buffers;    /* buffer divergences since the last check (replays), merged into its record */
+    size_t op;                /* the op at hand */
+    size_t bwd_op;            /* the op of the last backward: where its sync happened, for the report */
+    size_t next_check;        /* checks so far (sched_checks) */
+    uint64_t grab, step;      /* grabs and steps so far */
+    int last_synced;          /* the last backward synced, and none since zero_grad ... */
+    int bwd_since_zero;       /* ... a backward ran since the start or the last zero_grad */
+    /* uneven inputs (schedule.h) */
+    uint32_t *counts;         /* sched_resolve's: every rank's count of every uneven repetition */
+    unsigned char *active;    /* [n]: which ranks run the op at hand */
+    int nactive, highest;     /* how many, and the highest of them */
+    int in_join;              /* inside a join block */
+    int peer_depth;           /* no_sync depth of the ranks still running (what a joined rank shadows by) */
+    int uneven_window;        /* some rank ran out since the last zero_grad every rank ran (verify_record.uneven) */
+} verify_ops;
+
+/* What verify_ops_init needs besides the reference (m, ddp: built by the driver, not owned). */
+typedef struct verify_ops_config {
+    const tolerance *tol;
+    const sched *schedule;
+    float lr;
+    ddp_comm_hook comm_hook;
+    verify_params_rule params_rule;
+    verify_sabotage sabotage;
+    verify_agreement *agree; /* this rank's, in the shared segment */
+} verify_ops_config;
+
+/* The counts of the uneven inputs and the rank's checks' state; DDP_ERR_NOMEM. */
+ddp_status verify_ops_init(verify_ops *v, const verify_ops_config *cfg, world_rank *wr, void *user);
+/* The reference, once the driver built it: the sums and bounds sized by it. */
+ddp_status verify_ops_attach(verify_ops *v, model *m, ddp_ref *ddp);
+void verify_ops_free(verify_ops *v);
+
+/*
+ * Run the schedule on this rank, then (unless it ran out outside join, as
+ * *ran_out says) the final parameter check. Stops at the first failure.
+ */
+ddp_status verify_ops_run(verify_ops *v, const verify_side *side, void *ctx, int *ran_out);
+
+/*
+ * A collective of ddpsim's checks, made as the checks' (coll_set_caller: a mismatch names whose call it was),
+ * the rank's own thread back to the reference's after it.
+ */
+ddp_status verify_checks_returned(ddp_status s);
+#define AS_CHECKS(call) verify_checks_returned((coll_set_caller(COLL_CALLER_CHECKS), (call)))
+
+/* A replay's forward: the recorded buffers the module saw (`seen`) against what the reference's rule gives. */
+void verify_ops_forward_buffers(verify_ops *v, const float *seen);
+
+#endif

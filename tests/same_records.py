@@ -1,0 +1,36 @@
+#!/usr/bin/env python3
+"""same_records.py LIVE.json CHECK.json - the records of a live run and of its
+recording replayed by `ddpsim check` are the same, check by check and rank by
+rank (every field of --json's "checks": synced, the differences, the ulps,
+the digests of both sides), up to and including the first check that fails.
+After a failing check the two legitimately part: the live reference keeps its
+own parameters, the replay takes the recorded ones at every step (ops.h
+verify_params_rule). Prints the first difference and exits 1; exits 0 and
+prints how many records agreed otherwise."""
+import json
+import sys
+
+
+def main():
+    live, replay = (json.load(open(p)) for p in sys.argv[1:3])
+    a, b = live["checks"], replay["checks"]
+    if len(a) != len(b):
+        print(f"{len(a)} records live, {len(b)} replayed")
+        return 1
+    failed_at, agreed = None, 0
+    for x, y in zip(a, b):
+        if failed_at is not None and x["check"] != failed_at:
+            break
+        if x != y:
+            keys = sorted(k for k in x if x.get(k) != y.get(k))
+            print(f"{x['check']} rank {x['rank']}: "
+                  + ", ".join(f"{k} live {x.get(k)!r} replayed {y.get(k)!r}" for k in keys))
+            return 1
+        agreed += 1
+        if not x["match"] and failed_at is None:
+            failed_at = x["check"]
+    print(f"{agreed} records agree" + (f" (to the first failure, {failed_at})" if failed_at else ""))
+    return 0
+
+
+sys.exit(main())
