@@ -1,10 +1,12 @@
 /*
  * bench.c - the `ddpsim bench` subcommands (allreduce, model, run, battery): their
- * option tables and reports; the measuring is engine/bench's.
+ * option tables, their output (tables and JSON) and exit codes; the measuring
+ * is engine/bench's (bench_coll.h, bench_model.h, bench_run.h).
  */
 #include "bench.h"
 
 #include <cblas.h>
+#include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -14,6 +16,8 @@
 #include "battery.h"
 #include "bench_ddp.h"
 #include "bench_model.h"
+#include "bench_run.h"
+#include "dump.h"
 #include "cli.h"
 #include "clock.h"
 #include "impl.h"
@@ -251,6 +255,7 @@ typedef struct run_options {
     int ranks, iters, batch;
     opt_list models;
     const char *impl;
+    const char *json;
 } run_options;
 
 static void run_init(void *o)
@@ -266,6 +271,7 @@ static const opt_spec run_specs[] = {
     {"impl", 'I', "NAME|PATH", "the implementation under test", OPT_STRING, FR(impl), 0, 0, NULL, NULL},
     {"iters", 'i', "K", "runs per model; medians are reported", OPT_INT, FR(iters), 1, 1000, NULL, NULL},
     {"batch", 'b', "B", "samples per rank per micro-step", OPT_INT, FR(batch), 1, 4096, NULL, NULL},
+    {"json", 0, "FILE", "also write every model's figures as JSON", OPT_STRING, FR(json), 0, 0, NULL, NULL},
     {"help", 'h', NULL, "this help", OPT_HELP, 0, 0, 0, NULL, NULL},
     {NULL, 0, NULL, NULL, OPT_FLAG, 0, 0, 0, NULL, NULL},
 };
@@ -284,67 +290,51 @@ static const opt_command run_command = {
     .epilog = "Exit status: 0 measured, 2 bad usage, 3 runtime fault.\n",
 };
 
-/* One timed verification run of vc: its wall time, the share of it in collectives, the overlap, the rank spread. */
-typedef struct run_sample {
-    double wall_s, coll_share, hidden, cpu_spread;
-} run_sample;
-
-static ddp_status run_timed(const verify_config *vc, run_sample *out, int *code)
+/* `ddpsim bench run --json FILE`: every model's figures, as the table has them. */
+static int write_run_json(const char *path, const run_options *ro, const char *const *models, int nmodels,
+                          const bench_run_result *res, const double *plain_ms, double share_cores)
 {
-    verify_result res;
-    ddp_status st = verify_run(vc, &res);
-    if (st != DDP_OK) {
-        *code = cli_fault_exit(res.w, st);
-        if (st == DDP_ERR_INVALID && !res.w)
-            *code = DDPSIM_EXIT_USAGE;
-        verify_result_free(&res);
-        return st;
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    fprintf(f, "{\"ranks\": %d, \"batch\": %d, \"iters\": %d, \"impl\": ", ro->ranks, ro->batch, ro->iters);
+    jsonw_string(f, ro->impl);
+    fprintf(f, ", \"schedule\": ");
+    jsonw_string(f, SCHED_DEFAULT);
+    fprintf(f, ", \"share_cores\": ");
+    jsonw_number(f, share_cores);
+    fprintf(f, ", \"models\": [");
+    for (int k = 0; k < nmodels; k++) {
+        const bench_run_result *r = &res[k];
+        fprintf(f, "%s\n  {\"model\": ", k ? "," : "");
+        jsonw_string(f, models[k]);
+        fprintf(f, ", \"params\": %zu, \"steps\": %zu, \"run_ms\": ", r->params, r->steps);
+        const double v[] = {r->run_s * 1e3, r->step_ms, r->ddp_ms, plain_ms[k], r->coll_share, r->hidden,
+                            r->cpu_spread};
+        const char *const names[] = {"run_ms", "step_ms", "ddp_ms", "plain_ms", "in_collectives", "comm_hidden",
+                                     "cpu_max"};
+        for (int i = 0; i < 7; i++) {
+            if (i)
+                fprintf(f, ", \"%s\": ", names[i]);
+            jsonw_number(f, v[i]);
+        }
+        /* A margin lost in the noise has no ratio: null, as the table's "-". */
+        fprintf(f, ", \"x_verify\": ");
+        if (r->x_verify > 0)
+            jsonw_number(f, r->x_verify);
+        else
+            fprintf(f, "null");
+        fprintf(f, ", \"x_ddp\": ");
+        if (r->ddp_ms > 0 && plain_ms[k] > 0)
+            jsonw_number(f, r->ddp_ms / plain_ms[k] / share_cores);
+        else
+            fprintf(f, "null");
+        fprintf(f, "}");
     }
-    double coll = 0, hid = 0, exposed = 0, cpu[WORLD_MAX_RANKS], most = 0;
-    for (int r = 0; r < res.nranks; r++) {
-        const world_rank_outcome *o = world_outcome(res.w, r);
-        coll += (double)o->coll_ns * 1e-9;
-        hid += (double)res.figures[r].impl_comm_hidden_ns;
-        exposed += (double)res.figures[r].impl_comm_exposed_ns;
-        cpu[r] = verify_rank_cpu_ops_s(&res, r);
-        most = cpu[r] > most ? cpu[r] : most;
-    }
-    out->wall_s = res.wall_s;
-    out->coll_share = coll / res.nranks / res.wall_s;
-    out->hidden = hid + exposed > 0 ? hid / (hid + exposed) : 0;
-    double typical = stats_median(cpu, (size_t)res.nranks);
-    out->cpu_spread = typical > 0 ? most / typical : 0;
-    verify_result_free(&res);
-    return DDP_OK;
+    fprintf(f, "\n]}\n");
+    return fclose(f) == 0 ? 0 : -1;
 }
 
-/* One timed unverified run (bench_ddp.h): its wall time. */
-static ddp_status ddp_timed(const bench_ddp_config *dc, double *wall_s, int *code)
-{
-    uint64_t digest;
-    ddp_status st = bench_ddp_run(dc, wall_s, &digest);
-    if (st != DDP_OK)
-        *code = cli_fault_exit(NULL, st);
-    return st;
-}
-
-static size_t count_backwards(const sched *s)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < s->nops; i++)
-        n += s->ops[i] == OP_BWD;
-    return n;
-}
-
-/*
- * A verified micro-step's cost is measured at the margin: the default
- * schedule and the same three times over, run taking turns; the difference
- * of their medians over the difference of their backwards is the time of a
- * micro-step in a running verification, without what a run pays once (fork,
- * the replicas' creation and broadcast, the first touch of every buffer,
- * PyTorch's first-iteration bucket), which the whole run's time per step
- * also shows.
- */
 static int bench_run_main(int argc, char **argv)
 {
     static const char *const run_models[] = {MODEL_DEFAULT_SPEC, "branchy", "attn", "mlp:256-1024-1024-256"};
@@ -354,22 +344,24 @@ static int bench_run_main(int argc, char **argv)
         return rc;
     const char *const *models = ro.models.n ? ro.models.items : run_models;
     int nmodels = ro.models.n ? ro.models.n : (int)(sizeof run_models / sizeof run_models[0]);
+    if (ro.json && dump_check_parent(ro.json) != DDP_OK)
+        return cli_usage_error(run_command.name, "--json", ddp_error_text());
     const char *implname = ro.impl;
     long ranks = ro.ranks, iters = ro.iters;
     impl_handle h;
     if (impl_open(implname, &h) != DDP_OK)
         return cli_usage_error(run_command.name, "--impl", ddp_error_text());
-    sched s, s3;
+    bench_run_result res[BENCH_MAX_MODELS];
+    double plain_ms[BENCH_MAX_MODELS];
+    sched s;
     if (sched_parse(SCHED_DEFAULT, &s) != DDP_OK) {
         impl_close(&h);
         return DDPSIM_EXIT_FAULT;
     }
-    if (sched_parse("3*( " SCHED_DEFAULT " )", &s3) != DDP_OK) {
-        sched_free(&s);
-        impl_close(&h);
-        return DDPSIM_EXIT_FAULT;
-    }
-    size_t steps = count_backwards(&s), steps3 = count_backwards(&s3);
+    size_t steps = 0;
+    for (size_t i = 0; i < s.nops; i++)
+        steps += s.ops[i] == OP_BWD;
+    sched_free(&s);
     printf("# ddpsim bench run: the default schedule (%zu micro-steps of forward + backward), %ld ranks, batch %d, "
            "%s under test\n", steps, ranks, ro.batch, implname);
     printf("# a micro-step runs the reference and the implementation on every rank (one forward and backward serve\n"
@@ -383,7 +375,7 @@ static int bench_run_main(int argc, char **argv)
            "# plain_ms: the model's forward + backward alone on one rank, same batch (ddpsim bench model);\n"
            "# x_plain: step_ms over it. %ld ranks share %ld core%s here, so a micro-step with no verification\n"
            "# at all would show x_plain = %.2f (ranks / min(ranks, cores)); x_core divides that out\n",
-           steps3 - steps, ranks, cores, cores == 1 ? "" : "s", share_cores);
+           2 * steps, ranks, cores, cores == 1 ? "" : "s", share_cores);
     printf("# ddp_ms: an unverified DDP micro-step at the margin, the same way: the reference's replica alone on\n"
            "# every rank, nothing compared or checked (what the training costs with no verifier); x_ddp: ddp_ms\n"
            "# over plain_ms with the cores divided out, the floor under x_core (a verified micro-step runs the\n"
@@ -393,71 +385,42 @@ static int bench_run_main(int argc, char **argv)
            "cpu_max", "ddp_ms", "x_ddp", "x_verify");
     fflush(stdout);
     int code = DDPSIM_EXIT_PASS;
-    for (int k = 0; k < nmodels && code == DDPSIM_EXIT_PASS; k++) {
+    int k;
+    for (k = 0; k < nmodels && code == DDPSIM_EXIT_PASS; k++) {
         verify_config vc;
-        memset(&vc, 0, sizeof vc);
+        verify_config_defaults(&vc);
         vc.nranks = (int)ranks;
         vc.model_spec = models[k];
         vc.batch = ro.batch;
-        vc.seed = 1;
-        vc.ddp = (ddp_config){.algo = COLL_ORDERED, .bucket_cap = DDP_DEFAULT_BUCKET_CAP,
-                              .first_bucket_cap = DDP_DEFAULT_FIRST_BUCKET_CAP,
-                              .find_unused = strncmp(models[k], "branchy", 7) == 0, .lr = 0.1f};
-        vc.tol.kind = TOL_BITWISE;
+        vc.ddp.find_unused = strncmp(models[k], "branchy", 7) == 0;
         vc.impl = implname;
         vc.impl_ops = h.ops;
         vc.timeout_s = 600;
         vc.rank_cpu = 1;
-        bench_ddp_config dc = {.model_spec = models[k], .nranks = (int)ranks, .batch = ro.batch, .seed = vc.seed,
-                               .ddp = vc.ddp};
-        double wall[1000], wall3[1000], share[1000], hidden[1000], spread[1000], dwall[1000], dwall3[1000];
-        for (long it = 0; it < iters && code == DDPSIM_EXIT_PASS; it++) {
-            run_sample once, thrice;
-            vc.schedule = &s;
-            if (run_timed(&vc, &once, &code) != DDP_OK)
-                break;
-            vc.schedule = &s3;
-            if (run_timed(&vc, &thrice, &code) != DDP_OK)
-                break;
-            /* The unverified run takes its turn in the same round, so a noisy moment hits both. */
-            dc.schedule = &s;
-            if (ddp_timed(&dc, &dwall[it], &code) != DDP_OK)
-                break;
-            dc.schedule = &s3;
-            if (ddp_timed(&dc, &dwall3[it], &code) != DDP_OK)
-                break;
-            wall[it] = once.wall_s;
-            wall3[it] = thrice.wall_s;
-            share[it] = thrice.coll_share;
-            hidden[it] = thrice.hidden;
-            spread[it] = thrice.cpu_spread;
-        }
-        if (code != DDPSIM_EXIT_PASS)
+        verify_result failed;
+        ddp_status st = bench_run_measure(&vc, (int)iters, &res[k], &failed);
+        if (st != DDP_OK) {
+            code = cli_fault_exit(failed.w, st);
+            if (st == DDP_ERR_INVALID && !failed.w)
+                code = DDPSIM_EXIT_USAGE;
+            verify_result_free(&failed);
             break;
-        size_t params = 0;
-        model *m = NULL;
-        if (model_create_layout(models[k], ro.batch, &m) == DDP_OK)
-            params = model_size(m);
-        double w = stats_median(wall, (size_t)iters), w3 = stats_median(wall3, (size_t)iters);
-        double sh = stats_median(share, (size_t)iters), hd = stats_median(hidden, (size_t)iters),
-               sp = stats_median(spread, (size_t)iters);
-        double step_ms = (w3 - w) * 1e3 / (double)(steps3 - steps);
-        double ddp_ms = (stats_median(dwall3, (size_t)iters) - stats_median(dwall, (size_t)iters)) * 1e3 /
-                        (double)(steps3 - steps);
+        }
+        const bench_run_result *r = &res[k];
         bench_model_result plain;
-        double plain_ms =
+        plain_ms[k] =
             bench_model_run(models[k], ro.batch, 1, (int)iters, 0, &plain) == DDP_OK ? plain.model_us * 1e-3 : 0;
-        double xp = plain_ms > 0 ? step_ms / plain_ms : 0;
+        double xp = plain_ms[k] > 0 ? r->step_ms / plain_ms[k] : 0;
         /* A margin lost in the noise (a model too small for its runs to differ) has no ratio: "-". */
         char xd[16] = "-", xv[16] = "-";
-        if (ddp_ms > 0 && plain_ms > 0)
-            snprintf(xd, sizeof xd, "%.2f", ddp_ms / plain_ms / share_cores);
-        if (ddp_ms > 0 && step_ms > 0)
-            snprintf(xv, sizeof xv, "%.2f", step_ms / ddp_ms);
+        if (r->ddp_ms > 0 && plain_ms[k] > 0)
+            snprintf(xd, sizeof xd, "%.2f", r->ddp_ms / plain_ms[k] / share_cores);
+        if (r->x_verify > 0)
+            snprintf(xv, sizeof xv, "%.2f", r->x_verify);
         printf(" %-26s %11zu %10.2f %11.3f %9.3f %9.0f %13.0f%% %10.0f%% %9.3f %8.2f %7.2f %8.2fx %9.3f %7s %8s\n",
-               m ? model_spec(m) : models[k], params, w * 1e3, w * 1e3 / (double)steps, step_ms,
-               step_ms > 0 ? 1e3 / step_ms : 0, sh * 100, hd * 100, plain_ms, xp, xp / share_cores, sp, ddp_ms, xd, xv);
-        model_destroy(m);
+               models[k], r->params, r->run_s * 1e3, r->run_s * 1e3 / (double)r->steps, r->step_ms,
+               r->step_ms > 0 ? 1e3 / r->step_ms : 0, r->coll_share * 100, r->hidden * 100, plain_ms[k], xp,
+               xp / share_cores, r->cpu_spread, r->ddp_ms, xd, xv);
         fflush(stdout);
     }
     printf("# in_collectives: the average rank's time inside collectives (reducing and waiting), of the run\n");
@@ -465,9 +428,12 @@ static int bench_run_main(int argc, char **argv)
            "# backward was still computing (overlapped) rather than waited for in backward_end\n");
     printf("# cpu_max: the busiest rank's CPU time outside collectives over the schedule's ops, over the median rank's\n"
            "# (1.00: no straggler)\n");
-    sched_free(&s3);
-    sched_free(&s);
     impl_close(&h);
+    if (code == DDPSIM_EXIT_PASS && ro.json &&
+        write_run_json(ro.json, &ro, models, nmodels, res, plain_ms, share_cores) != 0) {
+        fprintf(stderr, "ddpsim bench run: cannot write --json %s: %s\n", ro.json, strerror(errno));
+        return DDPSIM_EXIT_USAGE;
+    }
     return code;
 }
 
@@ -580,74 +546,48 @@ static int bench_battery_main(int argc, char **argv)
     if (impl_open(ro.impl, &h) != DDP_OK)
         return cli_usage_error(battery_command.name, "--impl", ddp_error_text());
     verify_config vc;
-    memset(&vc, 0, sizeof vc);
+    verify_config_defaults(&vc);
     vc.nranks = ro.ranks;
-    vc.model_spec = MODEL_DEFAULT_SPEC;
-    vc.batch = 4;
-    vc.seed = 1;
-    vc.ddp = (ddp_config){.algo = COLL_ORDERED, .bucket_cap = DDP_DEFAULT_BUCKET_CAP,
-                          .first_bucket_cap = DDP_DEFAULT_FIRST_BUCKET_CAP, .lr = 0.1f};
-    vc.tol.kind = TOL_BITWISE;
     vc.impl = ro.impl;
     vc.impl_ops = h.ops;
     vc.timeout_s = 600;
     vc.rank_cpu = 1;
-    battery_given none = {0};
-    int n = battery_count();
-    double total[1000], classic[1000], each[64][1000];
-    /* each rank's CPU time outside collectives over the battery's ops and in its setups, per repetition */
-    static double rank_cpu[WORLD_MAX_RANKS][1000], rank_setup[WORLD_MAX_RANKS][1000];
-    printf("# ddpsim bench battery: %d scenarios at %d ranks, %s under test; medians of %d repetitions\n", n,
-           ro.ranks, ro.impl, ro.iters);
+    printf("# ddpsim bench battery: %d scenarios at %d ranks, %s under test; medians of %d repetitions\n",
+           battery_count(), ro.ranks, ro.impl, ro.iters);
     fflush(stdout);
-    for (int it = 0; it < ro.iters; it++) {
-        battery_outcome o;
-        double t0 = clock_now_s();
-        battery_run_one(&vc, &none, battery_at(0), &o); /* the baseline: classic alone */
-        classic[it] = clock_now_s() - t0;
-        if (battery_failed(&o)) {
-            fprintf(stderr, "ddpsim: bench battery: classic did not pass: %s\n", o.first);
-            impl_close(&h);
-            return DDPSIM_EXIT_FAULT;
-        }
-        t0 = clock_now_s();
-        for (int k = 0; k < n && k < 64; k++) {
-            double s0 = clock_now_s();
-            battery_run_one(&vc, &none, battery_at(k), &o);
-            each[k][it] = clock_now_s() - s0;
-            for (int r = 0; r < ro.ranks; r++) {
-                rank_cpu[r][it] = (k == 0 ? 0 : rank_cpu[r][it]) + o.rank_cpu_s[r];
-                rank_setup[r][it] = (k == 0 ? 0 : rank_setup[r][it]) + o.rank_setup_cpu_s[r];
-            }
-        }
-        total[it] = clock_now_s() - t0;
+    bench_battery_result r;
+    ddp_status st = bench_battery_measure(&vc, ro.iters, &r);
+    impl_close(&h);
+    if (st != DDP_OK) {
+        fprintf(stderr, "ddpsim: bench battery: %s\n", r.failed[0] ? r.failed : ddp_error_text());
+        bench_battery_free(&r);
+        return DDPSIM_EXIT_FAULT;
     }
     printf("#%-16s %10s\n", "scenario", "median_ms");
-    for (int k = 0; k < n && k < 64; k++)
-        printf(" %-16s %10.2f\n", battery_at(k)->name, stats_median(each[k], (size_t)ro.iters) * 1e3);
-    double tm = stats_median(total, (size_t)ro.iters), cm = stats_median(classic, (size_t)ro.iters);
-    printf("# battery: median %.3f s (budget 1 s at 4 ranks); classic alone: median %.3f s; ratio %.1f\n", tm, cm,
-           tm / cm);
+    for (int k = 0; k < r.nscenarios; k++)
+        printf(" %-16s %10.2f\n", battery_at(k)->name, r.scenario_s[k] * 1e3);
+    printf("# battery: median %.3f s (budget 1 s at 4 ranks); classic alone: median %.3f s; ratio %.1f\n", r.total_s,
+           r.classic_s, r.total_s / r.classic_s);
     /* Is any rank a straggler? Each rank's CPU time outside collectives over the battery's ops (its median over
      * the repetitions), against the median rank's; and the same of the setups, which every collective's wait
      * does not see: a rank that sets up late only starts late. */
-    double ops[WORLD_MAX_RANKS], setup[WORLD_MAX_RANKS];
     int most = 0, most_setup = 0;
-    for (int r = 0; r < ro.ranks; r++) {
-        ops[r] = stats_median(rank_cpu[r], (size_t)ro.iters);
-        setup[r] = stats_median(rank_setup[r], (size_t)ro.iters);
-        most = ops[r] > ops[most] ? r : most;
-        most_setup = setup[r] > setup[most_setup] ? r : most_setup;
+    double ops[WORLD_MAX_RANKS], setup[WORLD_MAX_RANKS];
+    for (int k = 0; k < r.nranks; k++) {
+        ops[k] = r.rank_ops_s[k];
+        setup[k] = r.rank_setup_s[k];
+        most = ops[k] > ops[most] ? k : most;
+        most_setup = setup[k] > setup[most_setup] ? k : most_setup;
     }
-    double most_s = ops[most], typical = stats_median(ops, (size_t)ro.ranks);
-    double most_setup_s = setup[most_setup], typical_setup = stats_median(setup, (size_t)ro.ranks);
+    double most_s = ops[most], typical = stats_median(ops, (size_t)r.nranks);
+    double most_setup_s = setup[most_setup], typical_setup = stats_median(setup, (size_t)r.nranks);
     printf("# ranks' CPU time outside collectives over the battery's ops: median rank %.1f ms, most rank %d %.1f ms "
            "(%.2fx the median); %.1f ms of wall time per rank\n",
-           typical * 1e3, most, most_s * 1e3, typical > 0 ? most_s / typical : 0, tm * 1e3 / ro.ranks);
+           typical * 1e3, most, most_s * 1e3, typical > 0 ? most_s / typical : 0, r.total_s * 1e3 / r.nranks);
     printf("# ... in their setups (both replicas built before the first op): median rank %.1f ms, most rank %d "
            "%.1f ms (%.2fx)\n",
            typical_setup * 1e3, most_setup, most_setup_s * 1e3, typical_setup > 0 ? most_setup_s / typical_setup : 0);
-    impl_close(&h);
+    bench_battery_free(&r);
     return DDPSIM_EXIT_PASS;
 }
 

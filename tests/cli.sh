@@ -421,6 +421,14 @@ expect 0 " 12288 " "bench allreduce exact, double" -- bench allreduce --ranks 2 
 expect 2 "expected one of float|double" "bench allreduce bad type" -- bench allreduce --type half
 expect 0 "x_ddp x_verify" "bench run, with the plain fwd+bwd and unverified DDP baselines" -- bench run --ranks 2 --model mlp:4-8-3 --model branchy --iters 1
 expect 2 "unknown implementation" "bench run with a bad impl" -- bench run --impl nothing
+tmpj=$(mktemp -d) || exit 99
+expect 0 "x_verify" "bench run --json" -- bench run --ranks 2 --model mlp:4-8-3 --model branchy --iters 1 --json "$tmpj/run.json"
+if [ "$(jfield "$tmpj/run.json" '([m["model"] for m in d["models"]], d["ranks"], d["iters"], sorted(d["models"][0]))' 2>&1)" = \
+    "(['mlp:4-8-3', 'branchy'], 2, 1, ['comm_hidden', 'cpu_max', 'ddp_ms', 'in_collectives', 'model', 'params', 'plain_ms', 'run_ms', 'step_ms', 'steps', 'x_ddp', 'x_verify'])" ]; then
+    ok "bench run --json: every model with every figure"; else bad "bench run --json: $(head -c 400 "$tmpj/run.json")"; fi
+expect 2 "creates only the last component of an output path" "bench run --json under a missing directory" -- \
+    bench run --ranks 2 --model mlp:4-8-3 --iters 1 --json "$tmpj/missing/run.json"
+rm -rf "$tmpj"
 expect 0 "x_portable" "bench model --portable-math: the portable kernels' cost beside OpenBLAS's, same run" -- \
     bench model --model mlp:4-8-3 --iters 1 --warmup 0 --portable-math
 expect 2 "up to at most 1G" "bench allreduce too large" -- bench allreduce --bytes 2G
