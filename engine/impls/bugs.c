@@ -8,7 +8,10 @@
  * All mutants share one simple DDP (reduce the whole gradient buffer in one
  * allreduce after the backward) that is correct but for the one bug its
  * name says, so what catches a mutant is its bug and nothing else: with the
- * ordered algorithm the shared part gives the reference's bits.
+ * ordered algorithm the shared part gives the reference's bits. The shared
+ * DDP asks each bug at fixed points (bug_hooks); a bug's behaviour is its
+ * own block below, in the catalogue's order, named hooks_<ID>: adding a bug
+ * is its row and its block, and the build fails without the block.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -115,9 +118,40 @@
 #define AS_ENUM(id, name, mechanism, source, bitwise_only) BUG_##id,
 typedef enum bug { BUGS(AS_ENUM) BUG_COUNT } bug;
 
-typedef struct mutant {
+typedef struct mutant mutant;
+
+/*
+ * Where a bug departs from the shared DDP. Every member may be left out (NULL or 0): the correct behaviour.
+ * The callbacks return 0, or -1 when a collective failed (the services hold the message).
+ */
+typedef struct bug_hooks {
+    int no_initial_broadcast;                   /* create: the parameters are not broadcast */
+    void (*forward)(mutant *m, int no_sync_active); /* after the forward decided (m->fwd_sync) */
+    int no_buffer_broadcast;                    /* a forward never broadcasts the buffers */
+    int divide_by_running;                      /* under join, a sync divides by the ranks still running */
+    int (*no_sync_exit)(mutant *m);
+    /* backward_end, after the forward's decision is read into *sync: change it, or take the backward over
+     * (return 1: done) */
+    int (*backward)(mutant *m, int *sync);
+    void (*not_syncing)(mutant *m);             /* a backward that does not sync */
+    int (*syncing)(mutant *m);                  /* a backward that syncs (NULL: reduce) */
+    /* inside reduce */
+    int (*skips_reduction)(mutant *m);          /* 1: this rank reduces nothing */
+    int used_from_last_step;                    /* find_unused: "used" from the last micro-step alone */
+    void (*before_scale)(mutant *m);
+    void (*scale)(mutant *m, float *g);         /* NULL: DDP's 1/N per parameter */
+    int (*allreduce)(mutant *m, float *g);      /* NULL: the whole buffer in one sum */
+    void (*after_reduce)(mutant *m);
+    void (*zero_grad)(mutant *m);
+    void (*step)(mutant *m);
+    int (*optimizer_step)(mutant *m, int *owned);
+    int join_shadows_no_sync;                   /* a joined rank shadows the peers' no_sync forwards too */
+    int final_sync_skips_buffers;               /* join's final sync leaves the buffers out */
+} bug_hooks;
+
+struct mutant {
     const ddpsim_services *svc;
-    bug bug;
+    const bug_hooks *h;    /* this mutant's bug */
     int n;
     int no_sync_depth;     /* nested no_sync contexts open */
     int armed;             /* a forward outside no_sync since the last syncing backward (PyTorch's arming) */
@@ -141,12 +175,14 @@ typedef struct mutant {
     int reduce_at_step;    /* boundary-false-in-backward: a window waits for the step to be reduced */
     impl_join join;        /* join (impl.h), as bucketed.c keeps it */
     int div;               /* what the next sync divides by: n, or under join the ranks running */
-} mutant;
+};
 
 static int m_error(mutant *m, const char *msg)
 {
     return m->svc->set_error(m->svc->env, msg);
 }
+
+/* ---- the shared DDP ---- */
 
 /* DDP's 1/N for one parameter: gradient_as_bucket_view divides once the grad is its bucket's view (ddp_ref.c). */
 static void scale_param(mutant *m, int p)
@@ -160,44 +196,27 @@ static void scale_param(mutant *m, int p)
 
 static void scale(mutant *m, float *g)
 {
-    const ddpsim_services *svc = m->svc;
-    switch (m->bug) {
-    case BUG_SUM_NOT_AVERAGE:
-    case BUG_POST_DIVIDE: return;
-    case BUG_DOUBLE_AVERAGE:
-        coll_mul_inv_n(g, g, svc->total_count, m->n);
-        coll_mul_inv_n(g, g, svc->total_count, m->n);
+    if (m->h->scale) {
+        m->h->scale(m, g);
         return;
-    case BUG_SKIP_AVERAGE_TINY_TENSOR:
-        for (int p = 0; p < svc->nparams; p++)
-            if (svc->params[p].count > 1)
-                scale_param(m, p);
-        return;
-    default:
-        for (int p = 0; p < svc->nparams; p++)
-            scale_param(m, p);
     }
+    for (int p = 0; p < m->svc->nparams; p++)
+        scale_param(m, p);
 }
 
-/* skip-none-grads: only the parameters whose .grad is defined go into the flat buffer that is summed. */
-static int reduce_defined_only(mutant *m)
+/* g -= g0 (what this backward alone added) or g += g0, over the whole buffer. */
+static void drop_g0(mutant *m)
 {
-    const ddpsim_services *svc = m->svc;
-    size_t n = 0;
-    for (int p = 0; p < svc->nparams; p++)
-        if (svc->grad_defined[p]) {
-            memcpy(m->kept + n, svc->params[p].grad, svc->params[p].count * sizeof(float));
-            n += svc->params[p].count;
-        }
-    if (svc->allreduce_sum(svc->env, m->kept, n))
-        return -1;
-    n = 0;
-    for (int p = 0; p < svc->nparams; p++)
-        if (svc->grad_defined[p]) {
-            memcpy(svc->params[p].grad, m->kept + n, svc->params[p].count * sizeof(float));
-            n += svc->params[p].count;
-        }
-    return 0;
+    float *g = m->svc->all_grads;
+    for (size_t i = 0; i < m->svc->total_count; i++)
+        g[i] -= m->g0[i];
+}
+
+static void add_g0(mutant *m)
+{
+    float *g = m->svc->all_grads;
+    for (size_t i = 0; i < m->svc->total_count; i++)
+        g[i] += m->g0[i];
 }
 
 /* SGD on the implementation's own parameters, p += -lr * g / divisor (what ddpsim's step does when divisor is 1). */
@@ -210,47 +229,18 @@ static void sgd(mutant *m, float divisor)
             svc->params[p].data[i] += neg_lr * (svc->params[p].grad[i] / divisor);
 }
 
-/*
- * first-hook-reduces: a parameter whose gradient came in pieces goes into the reduction as its first hook saw
- * it, .grad after the first piece's AccumulateGrad (the window's accumulation plus that piece); the later pieces,
- * whose hooks come after the reduction started, are added to the reduced value locally.
- */
-static void reduce_first_pieces_only(mutant *m)
-{
-    const ddpsim_services *svc = m->svc;
-    const model *replica = impl_env_of(svc)->m;
-    for (int p = 0; p < svc->nparams; p++) {
-        if (model_npieces(replica, p) < 2)
-            continue;
-        const float *first = model_piece(replica, p, 0), *g0 = m->g0 + (svc->params[p].grad - svc->all_grads);
-        for (size_t j = 0; j < svc->params[p].count; j++)
-            svc->params[p].grad[j] = g0[j] + first[j];
-    }
-}
-
-static void add_later_pieces(mutant *m)
-{
-    const ddpsim_services *svc = m->svc;
-    const model *replica = impl_env_of(svc)->m;
-    for (int p = 0; p < svc->nparams; p++)
-        for (int k = 1; k < model_npieces(replica, p); k++) {
-            const float *piece = model_piece(replica, p, k);
-            for (size_t j = 0; j < svc->params[p].count; j++)
-                svc->params[p].grad[j] += piece[j];
-        }
-}
-
 /* Average .grad across ranks, as DDP does, but for this mutant's bug. */
 static int reduce(mutant *m)
 {
     const ddpsim_services *svc = m->svc;
+    const bug_hooks *h = m->h;
     float *g = svc->all_grads;
-    if (m->bug == BUG_RANK_NEVER_SYNCS && svc->rank == 1)
+    if (h->skips_reduction && h->skips_reduction(m))
         return 0;
     float global_used[MODEL_MAX_PARAMS];
     if (svc->find_unused) {
         for (int p = 0; p < svc->nparams; p++)
-            global_used[p] = m->bug == BUG_UNUSED_LAST_STEP_ONLY ? (float)m->used_now[p] : m->window_used[p];
+            global_used[p] = h->used_from_last_step ? (float)m->used_now[p] : m->window_used[p];
         if (svc->allreduce_sum(svc->env, global_used, (size_t)svc->nparams))
             return -1;
         for (int p = 0; p < svc->nparams; p++)
@@ -260,27 +250,14 @@ static int reduce(mutant *m)
                 memset(svc->params[p].grad, 0, svc->params[p].count * sizeof(float));
             }
     }
-    if (m->bug == BUG_FIRST_HOOK_REDUCES)
-        reduce_first_pieces_only(m);
+    if (h->before_scale)
+        h->before_scale(m);
     scale(m, g);
-    if (m->bug == BUG_SKIP_NONE_GRADS) {
-        if (reduce_defined_only(m))
-            return -1;
-    } else if (m->bug == BUG_STALE_BUCKET && m->syncs > 0) {
-        /* the copy-in went to a view of a buffer no longer reduced: the old bucket is reduced again */
-        if (svc->allreduce_sum(svc->env, m->kept, svc->total_count))
-            return -1;
-        memcpy(g, m->kept, svc->total_count * sizeof(float));
-    } else if (svc->allreduce_sum(svc->env, g, svc->total_count)) {
+    if (h->allreduce ? h->allreduce(m, g) : svc->allreduce_sum(svc->env, g, svc->total_count))
         return -1;
-    }
-    if (m->bug == BUG_STALE_BUCKET && m->syncs == 0)
-        memcpy(m->kept, g, svc->total_count * sizeof(float));
     m->syncs++;
-    if (m->bug == BUG_POST_DIVIDE)
-        coll_div_n(g, g, svc->total_count, m->div);
-    if (m->bug == BUG_FIRST_HOOK_REDUCES)
-        add_later_pieces(m);
+    if (h->after_reduce)
+        h->after_reduce(m);
     for (int p = 0; p < svc->nparams; p++) {
         if (svc->find_unused && global_used[p] == 0.0f) {
             size_t off = (size_t)(svc->params[p].grad - g);
@@ -302,13 +279,13 @@ static int broadcast_buffers(mutant *m, int src)
     return svc->broadcast(svc->env, svc->all_buffers, svc->buffers_count * sizeof(float), src) ? -1 : 0;
 }
 
-static int create_mutant(const ddpsim_services *svc, void **state, bug b)
+static int create_mutant(const ddpsim_services *svc, void **state, const bug_hooks *h)
 {
     mutant *m = calloc(1, sizeof *m);
     if (!m)
         return svc->set_error(svc->env, "out of memory");
     m->svc = svc;
-    m->bug = b;
+    m->h = h;
     m->n = m->div = svc->world_size;
     *state = m;
     if (svc->comm_hook)
@@ -320,11 +297,10 @@ static int create_mutant(const ddpsim_services *svc, void **state, bug b)
     m->first = malloc(bytes);
     m->saved = malloc(bytes);
     m->kept = malloc(bytes);
-    *state = m;
     if (!m->g0 || !m->first || !m->saved || !m->kept)
         return m_error(m, "out of memory");
     m->fwd_param_sync = 1;
-    if (b == BUG_NO_INITIAL_BROADCAST)
+    if (h->no_initial_broadcast)
         return 0;
     for (int p = 0; p < svc->nparams; p++)
         if (svc->broadcast(svc->env, svc->params[p].data, svc->params[p].count * sizeof(float), 0))
@@ -350,20 +326,15 @@ static int m_forward_begin(void *state, int no_sync_active)
     int nrunning, any, src;
     if (impl_join_forward(m->svc, &m->join, !no_sync_active, &nrunning, &any, &src))
         return -1;
-    m->div = m->join.on && (!m->join.divide_initial || m->bug == BUG_JOIN_DIVIDES_BY_RUNNING) ? nrunning : m->n;
+    m->div = m->join.on && (!m->join.divide_initial || m->h->divide_by_running) ? nrunning : m->n;
     /* distributed.py forward: the buffers when the forward before ran outside no_sync (broadcast_buffers) */
-    if (m->fwd_param_sync && m->svc->broadcast_buffers && m->bug != BUG_NO_BUFFER_BROADCAST &&
-        broadcast_buffers(m, src))
+    if (m->fwd_param_sync && m->svc->broadcast_buffers && !m->h->no_buffer_broadcast && broadcast_buffers(m, src))
         return -1;
     m->fwd_param_sync = !no_sync_active;
     m->armed |= !no_sync_active; /* distributed.py forward: prepare_for_backward outside no_sync only */
     m->fwd_sync = m->armed;
-    if (m->bug == BUG_DISARM_IN_NO_SYNC)
-        m->fwd_sync = !no_sync_active; /* the latest forward decides alone */
-    else if (m->bug == BUG_SYNC_FIRST_NOT_LAST) {
-        m->fwd_sync = m->prev_armed; /* off by one: the previous micro-step's decision */
-        m->prev_armed = m->armed;
-    }
+    if (m->h->forward)
+        m->h->forward(m, no_sync_active);
     memcpy(m->g0, m->svc->all_grads, m->svc->total_count * sizeof(float));
     memset(m->used_now, 0, sizeof m->used_now);
     return 0;
@@ -379,7 +350,7 @@ static int m_exit(void *state)
 {
     mutant *m = state;
     m->no_sync_depth--;
-    return m->bug == BUG_SYNC_ON_EXIT ? reduce(m) : 0;
+    return m->h->no_sync_exit ? m->h->no_sync_exit(m) : 0;
 }
 
 static int m_ready(void *state, int p)
@@ -393,96 +364,23 @@ static int m_ready(void *state, int p)
 static int m_backward_end(void *state)
 {
     mutant *m = state;
-    const ddpsim_services *svc = m->svc;
-    float *g = svc->all_grads;
-    size_t n = svc->total_count;
+    const bug_hooks *h = m->h;
     int sync = m->fwd_sync;
     m->armed = 0; /* finalize_backward disarms (a backward that did not sync was not armed) */
     m->since_sync++;
-    if (m->bug == BUG_EVERY_BACKWARD_OVERWRITES || (m->bug == BUG_REBUILD_DROPS_ACCUMULATION && m->rebind_pending)) {
-        for (size_t i = 0; i < n; i++)
-            g[i] -= m->g0[i];
-        m->rebind_pending = 0;
-    }
-    if (m->bug == BUG_DECIDE_AT_BACKWARD)
-        sync = m->no_sync_depth == 0;
-    else if (m->bug == BUG_TAIL_WINDOW_DROPPED && m->window)
-        sync = m->since_sync >= m->window; /* DeepSpeed-style (micro_steps + 1) % gas */
-    else if (m->bug == BUG_EVERY_BACKWARD_A_BOUNDARY) {
-        for (size_t i = 0; i < n; i++)
-            g[i] -= m->g0[i];
-        return reduce(m);
-    } else if (m->bug == BUG_BOUNDARY_FALSE_IN_BACKWARD && sync) {
-        m->reduce_at_step = 1;
-        return 0;
-    }
-    else if (m->bug == BUG_SYNC_EVERY_MICROSTEP)
-        sync = 1;
-    else if (m->bug == BUG_NEVER_SYNC)
-        sync = 0;
-    if (m->bug == BUG_FIRST_MICROBATCH_ONLY && m->first_in_window) {
-        memcpy(m->first, g, n * sizeof(float));
-        m->first_in_window = 0;
+    if (h->backward) {
+        int rc = h->backward(m, &sync);
+        if (rc)
+            return rc < 0 ? -1 : 0;
     }
     if (!sync) {
-        if (m->bug == BUG_SELF_ADD_EACH_MICROSTEP)
-            for (size_t i = 0; i < n; i++)
-                g[i] += m->g0[i];
+        if (h->not_syncing)
+            h->not_syncing(m);
         return 0;
     }
-    if (m->bug == BUG_TAIL_WINDOW_DROPPED && !m->window)
-        m->window = m->since_sync;
+    int rc = h->syncing ? h->syncing(m) : reduce(m);
     m->since_sync = 0;
-    switch (m->bug) {
-    case BUG_REBUILD_DROPS_ACCUMULATION:
-        m->rebind_pending = m->syncs == 0; /* the buckets are rebuilt once, after the first sync */
-        return reduce(m);
-    case BUG_REDUCED_AGAIN: { /* avg(what is new since the last sync) + sum over ranks of what it reduced */
-        if (m->have_kept)
-            for (size_t i = 0; i < n; i++)
-                g[i] -= m->kept[i];
-        if (reduce(m))
-            return -1;
-        if (m->have_kept)
-            for (size_t i = 0; i < n; i++)
-                g[i] += (float)m->n * m->kept[i];
-        memcpy(m->kept, g, n * sizeof(float));
-        m->have_kept = 1;
-        return 0;
-    }
-    case BUG_SYNC_FLAG_STEPS:
-        if (reduce(m))
-            return -1;
-        sgd(m, 1.0f);
-        return 0;
-    case BUG_LAST_MICROBATCH_ONLY: /* g0 + avg(current) */
-        for (size_t i = 0; i < n; i++)
-            g[i] -= m->g0[i];
-        if (reduce(m))
-            return -1;
-        for (size_t i = 0; i < n; i++)
-            g[i] += m->g0[i];
-        return 0;
-    case BUG_PRIOR_NOT_CURRENT: { /* avg(g0) + current; the current part is parked in `first` */
-        for (size_t i = 0; i < n; i++) {
-            m->first[i] = g[i] - m->g0[i];
-            g[i] = m->g0[i];
-        }
-        if (reduce(m))
-            return -1;
-        for (size_t i = 0; i < n; i++)
-            g[i] += m->first[i];
-        return 0;
-    }
-    case BUG_OVERWRITE_NOT_ACCUMULATE:
-        for (size_t i = 0; i < n; i++)
-            g[i] -= m->g0[i];
-        return reduce(m);
-    case BUG_FIRST_MICROBATCH_ONLY:
-        memcpy(g, m->first, n * sizeof(float));
-        return reduce(m);
-    default: return reduce(m);
-    }
+    return rc;
 }
 
 /* zero with set_to_none ends every gradient_as_bucket_view alias, as in the reference (ddp_ref.c). */
@@ -491,8 +389,8 @@ static int m_zero_grad(void *state)
     mutant *m = state;
     if (m->svc->zero_to_none)
         memset(m->alias, 0, sizeof m->alias);
-    if (m->bug == BUG_NO_ZERO_AFTER_STEP && m->have_kept) /* the zero never happened */
-        memcpy(m->svc->all_grads, m->kept, m->svc->total_count * sizeof(float));
+    if (m->h->zero_grad)
+        m->h->zero_grad(m);
     m->have_kept = 0;
     return 0;
 }
@@ -500,10 +398,8 @@ static int m_zero_grad(void *state)
 static int m_step(void *state)
 {
     mutant *m = state;
-    if (m->bug == BUG_NO_ZERO_AFTER_STEP) {
-        memcpy(m->kept, m->svc->all_grads, m->svc->total_count * sizeof(float));
-        m->have_kept = 1;
-    }
+    if (m->h->step)
+        m->h->step(m);
     return 0;
 }
 
@@ -511,15 +407,7 @@ static int m_optimizer_step(void *state, int *owned)
 {
     mutant *m = state;
     *owned = 0;
-    if (m->bug == BUG_BOUNDARY_FALSE_IN_BACKWARD && m->reduce_at_step) {
-        m->reduce_at_step = 0;
-        return reduce(m);
-    }
-    if (m->bug == BUG_UNSCALE_NEVER_SCALED) {
-        sgd(m, 65536.0f);
-        *owned = 1;
-    }
-    return 0;
+    return m->h->optimizer_step ? m->h->optimizer_step(m, owned) : 0;
 }
 
 static int m_join_enter(void *state, int divide_by_initial_world_size)
@@ -539,7 +427,7 @@ static int m_join_shadow(void *state)
         (m->fwd_param_sync && svc->broadcast_buffers && broadcast_buffers(m, src)))
         return -1;
     m->fwd_param_sync = any;
-    if (!any && m->bug != BUG_JOIN_IGNORES_NO_SYNC)
+    if (!any && !m->h->join_shadows_no_sync)
         return 0;
     float *zeros = calloc(svc->total_count, sizeof *zeros);
     if (!zeros)
@@ -553,11 +441,373 @@ static int m_join_shadow(void *state)
 static int m_join_exit(void *state)
 {
     mutant *m = state;
-    return impl_join_exit(m->svc, &m->join, m->bug != BUG_JOIN_FINAL_SYNC_SKIPS_BUFFERS);
+    return impl_join_exit(m->svc, &m->join, !m->h->final_sync_skips_buffers);
 }
 
-#define AS_CREATE(id, name, mechanism, source, bitwise_only)                                                    \
-    static int create_##id(const ddpsim_services *svc, void **state) { return create_mutant(svc, state, BUG_##id); }
+/* ---- each bug's behaviour, in the catalogue's order ---- */
+
+/* sync-on-exit */
+static int sync_on_exit(mutant *m)
+{
+    return reduce(m);
+}
+static const bug_hooks hooks_SYNC_ON_EXIT = {.no_sync_exit = sync_on_exit};
+
+/* last-microbatch-only: g0 + avg(current) */
+static int last_microbatch_only(mutant *m)
+{
+    drop_g0(m);
+    if (reduce(m))
+        return -1;
+    add_g0(m);
+    return 0;
+}
+static const bug_hooks hooks_LAST_MICROBATCH_ONLY = {.syncing = last_microbatch_only};
+
+/* prior-not-current: avg(g0) + current; the current part is parked in `first` */
+static int prior_not_current(mutant *m)
+{
+    float *g = m->svc->all_grads;
+    size_t n = m->svc->total_count;
+    for (size_t i = 0; i < n; i++) {
+        m->first[i] = g[i] - m->g0[i];
+        g[i] = m->g0[i];
+    }
+    if (reduce(m))
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        g[i] += m->first[i];
+    return 0;
+}
+static const bug_hooks hooks_PRIOR_NOT_CURRENT = {.syncing = prior_not_current};
+
+/* sync-every-microstep */
+static int always_sync(mutant *m, int *sync)
+{
+    (void)m;
+    *sync = 1;
+    return 0;
+}
+static const bug_hooks hooks_SYNC_EVERY_MICROSTEP = {.backward = always_sync};
+
+/* never-sync */
+static int never_sync(mutant *m, int *sync)
+{
+    (void)m;
+    *sync = 0;
+    return 0;
+}
+static const bug_hooks hooks_NEVER_SYNC = {.backward = never_sync};
+
+/* decide-at-backward */
+static int decide_at_backward(mutant *m, int *sync)
+{
+    *sync = m->no_sync_depth == 0;
+    return 0;
+}
+static const bug_hooks hooks_DECIDE_AT_BACKWARD = {.backward = decide_at_backward};
+
+/* disarm-in-no-sync: the latest forward decides alone */
+static void disarm_in_no_sync(mutant *m, int no_sync_active)
+{
+    m->fwd_sync = !no_sync_active;
+}
+static const bug_hooks hooks_DISARM_IN_NO_SYNC = {.forward = disarm_in_no_sync};
+
+/* sync-first-not-last: off by one, the previous micro-step's decision */
+static void sync_first_not_last(mutant *m, int no_sync_active)
+{
+    (void)no_sync_active;
+    m->fwd_sync = m->prev_armed;
+    m->prev_armed = m->armed;
+}
+static const bug_hooks hooks_SYNC_FIRST_NOT_LAST = {.forward = sync_first_not_last};
+
+/* first-microbatch-only: the window's first accumulation is what is reduced */
+static int keep_first_microbatch(mutant *m, int *sync)
+{
+    (void)sync;
+    if (m->first_in_window) {
+        memcpy(m->first, m->svc->all_grads, m->svc->total_count * sizeof(float));
+        m->first_in_window = 0;
+    }
+    return 0;
+}
+static int reduce_first_microbatch(mutant *m)
+{
+    memcpy(m->svc->all_grads, m->first, m->svc->total_count * sizeof(float));
+    return reduce(m);
+}
+static const bug_hooks hooks_FIRST_MICROBATCH_ONLY = {.backward = keep_first_microbatch,
+                                                      .syncing = reduce_first_microbatch};
+
+/* overwrite-not-accumulate: the syncing backward's own gradient replaces the accumulation */
+static int overwrite_not_accumulate(mutant *m)
+{
+    drop_g0(m);
+    return reduce(m);
+}
+static const bug_hooks hooks_OVERWRITE_NOT_ACCUMULATE = {.syncing = overwrite_not_accumulate};
+
+/* sum-not-average */
+static void no_scaling(mutant *m, float *g)
+{
+    (void)m;
+    (void)g;
+}
+static const bug_hooks hooks_SUM_NOT_AVERAGE = {.scale = no_scaling};
+
+/* double-average */
+static void scale_twice(mutant *m, float *g)
+{
+    coll_mul_inv_n(g, g, m->svc->total_count, m->n);
+    coll_mul_inv_n(g, g, m->svc->total_count, m->n);
+}
+static const bug_hooks hooks_DOUBLE_AVERAGE = {.scale = scale_twice};
+
+/* post-divide: sum, then divide */
+static void divide_after_sum(mutant *m)
+{
+    float *g = m->svc->all_grads;
+    coll_div_n(g, g, m->svc->total_count, m->div);
+}
+static const bug_hooks hooks_POST_DIVIDE = {.scale = no_scaling, .after_reduce = divide_after_sum};
+
+/* unused-last-step-only */
+static const bug_hooks hooks_UNUSED_LAST_STEP_ONLY = {.used_from_last_step = 1};
+
+/* no-initial-broadcast */
+static const bug_hooks hooks_NO_INITIAL_BROADCAST = {.no_initial_broadcast = 1};
+
+/* rank-never-syncs: rank 1 skips every reduction */
+static int rank1_skips(mutant *m)
+{
+    return m->svc->rank == 1;
+}
+static const bug_hooks hooks_RANK_NEVER_SYNCS = {.skips_reduction = rank1_skips};
+
+/* skip-average-tiny-tensor: single-element tensors are summed, not averaged */
+static void scale_but_tiny(mutant *m, float *g)
+{
+    (void)g;
+    for (int p = 0; p < m->svc->nparams; p++)
+        if (m->svc->params[p].count > 1)
+            scale_param(m, p);
+}
+static const bug_hooks hooks_SKIP_AVERAGE_TINY_TENSOR = {.scale = scale_but_tiny};
+
+/* self-add-each-microstep: an unsynced backward adds the accumulation to itself */
+static const bug_hooks hooks_SELF_ADD_EACH_MICROSTEP = {.not_syncing = add_g0};
+
+/* tail-window-dropped: the engine's own count, the first window's length */
+static int count_window(mutant *m, int *sync)
+{
+    if (m->window)
+        *sync = m->since_sync >= m->window; /* DeepSpeed-style (micro_steps + 1) % gas */
+    return 0;
+}
+static int learn_window(mutant *m)
+{
+    if (!m->window)
+        m->window = m->since_sync;
+    return reduce(m);
+}
+static const bug_hooks hooks_TAIL_WINDOW_DROPPED = {.backward = count_window, .syncing = learn_window};
+
+/* reduced-again: avg(what is new since the last sync) + sum over ranks of what it reduced */
+static int reduce_again(mutant *m)
+{
+    float *g = m->svc->all_grads;
+    size_t n = m->svc->total_count;
+    if (m->have_kept)
+        for (size_t i = 0; i < n; i++)
+            g[i] -= m->kept[i];
+    if (reduce(m))
+        return -1;
+    if (m->have_kept)
+        for (size_t i = 0; i < n; i++)
+            g[i] += (float)m->n * m->kept[i];
+    memcpy(m->kept, g, n * sizeof(float));
+    m->have_kept = 1;
+    return 0;
+}
+static const bug_hooks hooks_REDUCED_AGAIN = {.syncing = reduce_again};
+
+/* skip-none-grads: only the parameters whose .grad is defined go into the flat buffer that is summed */
+static int reduce_defined_only(mutant *m, float *g)
+{
+    (void)g;
+    const ddpsim_services *svc = m->svc;
+    size_t n = 0;
+    for (int p = 0; p < svc->nparams; p++)
+        if (svc->grad_defined[p]) {
+            memcpy(m->kept + n, svc->params[p].grad, svc->params[p].count * sizeof(float));
+            n += svc->params[p].count;
+        }
+    if (svc->allreduce_sum(svc->env, m->kept, n))
+        return -1;
+    n = 0;
+    for (int p = 0; p < svc->nparams; p++)
+        if (svc->grad_defined[p]) {
+            memcpy(svc->params[p].grad, m->kept + n, svc->params[p].count * sizeof(float));
+            n += svc->params[p].count;
+        }
+    return 0;
+}
+static const bug_hooks hooks_SKIP_NONE_GRADS = {.allreduce = reduce_defined_only};
+
+/* rebuild-drops-accumulation: the buckets are rebuilt once, after the first sync, and the next backward overwrites */
+static int rebound_overwrites(mutant *m, int *sync)
+{
+    (void)sync;
+    if (m->rebind_pending) {
+        drop_g0(m);
+        m->rebind_pending = 0;
+    }
+    return 0;
+}
+static int rebuild_after_first(mutant *m)
+{
+    m->rebind_pending = m->syncs == 0;
+    return reduce(m);
+}
+static const bug_hooks hooks_REBUILD_DROPS_ACCUMULATION = {.backward = rebound_overwrites,
+                                                           .syncing = rebuild_after_first};
+
+/* stale-bucket: from the second sync on, the old bucket is reduced again */
+static int reduce_stale_bucket(mutant *m, float *g)
+{
+    const ddpsim_services *svc = m->svc;
+    size_t bytes = svc->total_count * sizeof(float);
+    if (m->syncs == 0) {
+        if (svc->allreduce_sum(svc->env, g, svc->total_count))
+            return -1;
+        memcpy(m->kept, g, bytes);
+        return 0;
+    }
+    if (svc->allreduce_sum(svc->env, m->kept, svc->total_count)) /* the copy-in went to a view no longer reduced */
+        return -1;
+    memcpy(g, m->kept, bytes);
+    return 0;
+}
+static const bug_hooks hooks_STALE_BUCKET = {.allreduce = reduce_stale_bucket};
+
+/* unscale-never-scaled: the optimizer divides by a loss scale backward never applied */
+static int unscale_step(mutant *m, int *owned)
+{
+    sgd(m, 65536.0f);
+    *owned = 1;
+    return 0;
+}
+static const bug_hooks hooks_UNSCALE_NEVER_SCALED = {.optimizer_step = unscale_step};
+
+/* no-zero-after-step: the zero after a step never happens */
+static void keep_stepped(mutant *m)
+{
+    memcpy(m->kept, m->svc->all_grads, m->svc->total_count * sizeof(float));
+    m->have_kept = 1;
+}
+static void zero_skipped(mutant *m)
+{
+    if (m->have_kept)
+        memcpy(m->svc->all_grads, m->kept, m->svc->total_count * sizeof(float));
+}
+static const bug_hooks hooks_NO_ZERO_AFTER_STEP = {.step = keep_stepped, .zero_grad = zero_skipped};
+
+/* boundary-false-in-backward: the window is reduced at the step, not by the syncing backward */
+static int defer_to_step(mutant *m, int *sync)
+{
+    if (!*sync)
+        return 0;
+    m->reduce_at_step = 1;
+    return 1;
+}
+static int reduce_at_step(mutant *m, int *owned)
+{
+    (void)owned;
+    if (!m->reduce_at_step)
+        return 0;
+    m->reduce_at_step = 0;
+    return reduce(m);
+}
+static const bug_hooks hooks_BOUNDARY_FALSE_IN_BACKWARD = {.backward = defer_to_step,
+                                                           .optimizer_step = reduce_at_step};
+
+/* every-backward-a-boundary: each backward reduces its own micro-batch and replaces the accumulation */
+static int every_backward_reduces(mutant *m, int *sync)
+{
+    (void)sync;
+    drop_g0(m);
+    return reduce(m) ? -1 : 1;
+}
+static const bug_hooks hooks_EVERY_BACKWARD_A_BOUNDARY = {.backward = every_backward_reduces};
+
+/* every-backward-overwrites: .grad is overwritten, never accumulated */
+static int overwrite_each(mutant *m, int *sync)
+{
+    (void)sync;
+    drop_g0(m);
+    return 0;
+}
+static const bug_hooks hooks_EVERY_BACKWARD_OVERWRITES = {.backward = overwrite_each};
+
+/* sync-flag-steps: the sync flag also gates the optimizer */
+static int reduce_and_step(mutant *m)
+{
+    if (reduce(m))
+        return -1;
+    sgd(m, 1.0f);
+    return 0;
+}
+static const bug_hooks hooks_SYNC_FLAG_STEPS = {.syncing = reduce_and_step};
+
+/* no-buffer-broadcast */
+static const bug_hooks hooks_NO_BUFFER_BROADCAST = {.no_buffer_broadcast = 1};
+
+/* join-ignores-no-sync */
+static const bug_hooks hooks_JOIN_IGNORES_NO_SYNC = {.join_shadows_no_sync = 1};
+
+/* join-divides-by-running */
+static const bug_hooks hooks_JOIN_DIVIDES_BY_RUNNING = {.divide_by_running = 1};
+
+/* join-final-sync-skips-buffers */
+static const bug_hooks hooks_JOIN_FINAL_SYNC_SKIPS_BUFFERS = {.final_sync_skips_buffers = 1};
+
+/*
+ * first-hook-reduces: a parameter whose gradient came in pieces goes into the reduction as its first hook saw
+ * it, .grad after the first piece's AccumulateGrad (the window's accumulation plus that piece); the later pieces,
+ * whose hooks come after the reduction started, are added to the reduced value locally.
+ */
+static void reduce_first_pieces_only(mutant *m)
+{
+    const ddpsim_services *svc = m->svc;
+    const model *replica = impl_env_of(svc)->m;
+    for (int p = 0; p < svc->nparams; p++) {
+        if (model_npieces(replica, p) < 2)
+            continue;
+        const float *first = model_piece(replica, p, 0), *g0 = m->g0 + (svc->params[p].grad - svc->all_grads);
+        for (size_t j = 0; j < svc->params[p].count; j++)
+            svc->params[p].grad[j] = g0[j] + first[j];
+    }
+}
+static void add_later_pieces(mutant *m)
+{
+    const ddpsim_services *svc = m->svc;
+    const model *replica = impl_env_of(svc)->m;
+    for (int p = 0; p < svc->nparams; p++)
+        for (int k = 1; k < model_npieces(replica, p); k++) {
+            const float *piece = model_piece(replica, p, k);
+            for (size_t j = 0; j < svc->params[p].count; j++)
+                svc->params[p].grad[j] += piece[j];
+        }
+}
+static const bug_hooks hooks_FIRST_HOOK_REDUCES = {.before_scale = reduce_first_pieces_only,
+                                                   .after_reduce = add_later_pieces};
+
+/* ---- the tables the registry reads ---- */
+
+#define AS_CREATE(id, name, mechanism, source, bitwise_only)                                                         \
+    static int create_##id(const ddpsim_services *svc, void **state) { return create_mutant(svc, state, &hooks_##id); }
 BUGS(AS_CREATE)
 
 #define AS_OPS(id, text, mechanism, source, bitwise_only)                                                            \
