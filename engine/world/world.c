@@ -16,6 +16,7 @@
  * once: ranks inherit the mapping through fork(), so the name exists only for
  * microseconds and nothing survives even a SIGKILL of the parent.
  */
+#include "config.h" /* DDPSIM_COVERAGE */
 #include "world.h"
 
 #include <errno.h>
@@ -181,6 +182,22 @@ void world_copy_label(char *dst, const char *src)
     dst[i] = '\0';
 }
 
+/*
+ * A coverage build (--enable-coverage): gcov writes its counts at exit(), which a rank never reaches (_exit:
+ * the parent's atexit handlers and buffers are not the rank's), so the rank writes them itself.
+ */
+#if DDPSIM_COVERAGE
+void __gcov_dump(void);
+static void flush_coverage(void)
+{
+    __gcov_dump();
+}
+#else
+static void flush_coverage(void)
+{
+}
+#endif
+
 _Noreturn static void rank_process(world *w, int r, world_rank_main rank_main, void *arg, pid_t parent)
 {
     /* Signals first: the terminal's SIGINT goes to the whole process group and
@@ -212,6 +229,7 @@ _Noreturn static void rank_process(world *w, int r, world_rank_main rank_main, v
         .jitter_key = rng_key(rng_key(w->cfg.jitter_seed, 0x6a697474 /* "jitt" */), (uint64_t)r),
     };
     ddp_status s = rank_main(&wr, arg);
+    flush_coverage(); /* before the supervisor can see this rank exiting and stop the world */
     atomic_store_explicit(&wr.st->exiting, 1, memory_order_release);
     if (s == DDP_ERR_ABORTED)
         _exit(RANK_EXIT_ABORTED); /* the supervisor is stopping the world: not this rank's failure */
