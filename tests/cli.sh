@@ -371,6 +371,15 @@ expect 0 "verdict: PASS" "--dump --force replaces it" -- --ranks 2 --dump "$tmpi
 if [ ! -e "$tmpi/d/rank2" ] && [ -f "$tmpi/d/rank1/batch0.x.npy" ]; then ok "no stale file of the earlier dump is left"; else bad "no stale file of the earlier dump is left"; fi
 mkdir -p "$tmpi/o" && echo notes >"$tmpi/o/notes.txt"
 # --prepare: a run's inputs alone, the layout --inputs reads back (branchy's branch with them).
+# --prepare says which backward syncs and which forward armed it (PyTorch's arming): a front end asks, it does not
+# work it out again. fwd nosync{fwd bwd}: the backward inside no_sync syncs, armed by forward 0.
+expect 0 "the inputs of 3 forwards" "--prepare of a re-armed schedule" -- --ranks 2 --schedule "fwd nosync{fwd bwd} fwd bwd" --prepare "$tmpi/arm"
+if grep -q '{"op": "backward", "syncs": true, "armed_by": 0}' "$tmpi/arm/manifest.json" &&
+    grep -q '{"op": "backward", "syncs": true, "armed_by": 2}' "$tmpi/arm/manifest.json"; then
+    ok "... its manifest names the arming forward of each syncing backward"
+else
+    bad "... its manifest: $(grep -o '{"op": "backward"[^}]*}' "$tmpi/arm/manifest.json" | tr '\n' ' ')"
+fi
 expect 0 "the inputs of 6 forwards on 3 ranks" "--prepare writes a run's inputs" -- --ranks 3 --scenario find-unused --prepare "$tmpi/p"
 if [ -f "$tmpi/p/rank2/batch5.branch.npy" ] && [ -f "$tmpi/p/init/unused.bias.npy" ] && grep -q '"op": "no_sync_enter"' "$tmpi/p/manifest.json" &&
     [ ! -e "$tmpi/p/reference" ]; then ok "--prepare: manifest, init, batches and branches, no gradients"; else bad "--prepare: manifest, init, batches and branches, no gradients"; fi

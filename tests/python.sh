@@ -89,6 +89,19 @@ expect 0 "verdict: PASS" "ddpsim check on the kept recording" -- check "$tmp/k/s
 sed "s/\"find_unused_rule\": \"$rule\"/\"find_unused_rule\": \"$other\"/" "$tmp/k/schedule/record/manifest.json" >"$tmp/m" &&
     cp "$tmp/m" "$tmp/k/schedule/record/manifest.json"
 expect 1 "parameter sometimes.weight" "... and under the other torch's find_unused rule it fails" -- check "$tmp/k/schedule/record"
+# The README's smallest wrapper, as printed there: it passes the classic scenario (bitwise at 2 ranks), and the
+# same wrapper syncing on no_sync's exit instead (thunder #1670) fails at the first grab.
+awk '/<!-- smallest-wrapper/ { on = 1; next } on && /^```python/ { code = 1; next } code && /^```/ { exit } code { print }' \
+    "$here/../README.md" >"$tmp/myddp.py"
+if grep -q "class MyDDP" "$tmp/myddp.py"; then ok "the README's smallest wrapper is found"; else bad "the README's smallest wrapper is not in README.md"; fi
+front 0 "verdict: PASS" "the README's smallest wrapper, 2 ranks" -- --ranks 2 --wrap "$tmp/myddp.py:MyDDP" --scenario classic
+# ... and over the battery at 3 ranks, what the README says: 16 of the 18 scenarios it can run pass; the verdict
+# names every scenario that did not, the FAULT beside the FAIL.
+front 1 "verdict: FAIL (16 of 18 scenarios pass; FAIL: buffers; FAULT: find-unused)" \
+    "the README's smallest wrapper over the battery, 3 ranks" -- --ranks 3 --wrap "$tmp/myddp.py:MyDDP"
+sed 's/            self.syncing = before/            self.syncing = before\n            if before: self._average()/' "$tmp/myddp.py" >"$tmp/myddp_exit.py"
+front 1 "first divergence: grab 0 (after no_sync fwd+bwd)" "... and with thunder's sync on exit it fails at the first grab" -- \
+    --ranks 2 --wrap "$tmp/myddp_exit.py:MyDDP" --scenario classic
 front 0 "verdict: PASS (18 of 18 scenarios; not run, the header says why: uneven, uneven-divide)" "a thunder-style functional wrapper (after PR #2255)" -- --ranks 3 --wrap "$W:hook_ddp"
 # Buffers: real DDP's broadcast_buffers is the reference's rule (the battery above, bitwise at 2 ranks, has the
 # buffers scenario); DDP with broadcast_buffers=False fails it, naming the buffer, live and from its recording.

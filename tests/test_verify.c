@@ -254,7 +254,7 @@ static void test_manifest(void)
          "{\"type\": \"linear\", \"in\": 8, \"out\": 3}]"),
         "\"loss\": \"mse\"", "{\"name\": \"0.weight\", \"shape\": [8, 4]}", "{\"name\": \"2.bias\", \"shape\": [3]}",
         "\"find_unused_parameters\": false", "{\"op\": \"no_sync_enter\"}", "{\"op\": \"forward\", \"batch\": 0}",
-        "{\"op\": \"grab\", \"grab\": 0}", "{\"op\": \"step\", \"lr\": 0.1}", "\"impls\": [\"reference\"]",
+        "{\"op\": \"grab\", \"grab\": 0}", "{\"op\": \"backward\", \"syncs\": false}", "{\"op\": \"step\", \"lr\": 0.1}", "\"impls\": [\"reference\"]",
         ("\"ddp\": {\"bucket_cap\": 26214400, \"first_bucket_cap\": 1048576, \"find_unused_parameters\": false, "
          "\"find_unused_rule\": \"window\", \"gradient_as_bucket_view\": false, \"algo\": \"ordered\", \"comm_hook\": \"none\", "
          "\"static_graph\": false, \"broadcast_buffers\": true}"),

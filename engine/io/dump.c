@@ -320,11 +320,19 @@ ddp_status dump_write_manifest(const char *dir, const dump_manifest_info *info)
     jsonw_float(f, d->lr);
     fprintf(f, ",\n \"producer\": \"ddpsim %s reference DDP\",\n \"ops\": [", PACKAGE_VERSION);
     size_t b = 0, k = 0;
+    sched_arming arming = {0}; /* which backward syncs, and which forward armed it: a front end asks, not recomputes */
     for (size_t i = 0; i < info->schedule->nops; i++) {
         fprintf(f, "%s\n  ", i ? "," : "");
+        size_t armed_by = arming.arming_forward;
+        int syncs = sched_arming_step(&arming, info->schedule->ops[i]);
         switch (info->schedule->ops[i]) {
         case OP_FWD: fprintf(f, "{\"op\": \"forward\", \"batch\": %zu}", b++); break;
-        case OP_BWD: fprintf(f, "{\"op\": \"backward\"}"); break;
+        case OP_BWD:
+            if (syncs)
+                fprintf(f, "{\"op\": \"backward\", \"syncs\": true, \"armed_by\": %zu}", armed_by);
+            else
+                fprintf(f, "{\"op\": \"backward\", \"syncs\": false}");
+            break;
         case OP_GRAB: fprintf(f, "{\"op\": \"grab\", \"grab\": %zu}", k++); break;
         case OP_ZERO: fprintf(f, "{\"op\": \"zero_grad\"}"); break;
         case OP_STEP:

@@ -91,8 +91,10 @@ typedef struct dump_manifest_info {
 /*
  * DIR/manifest.json, format "ddpsim-dump" version 3: ranks, seed, the model
  * (name, layers, loss, every parameter's name and shape), the batch, the
- * schedule and its ops, and what changes bits: every option of the ddp
- * config, "zero_grad" and "optimizer" (manifest.h's codec).
+ * schedule and its ops (each backward with whether it syncs and, when it
+ * does, "armed_by": the forward that armed the reducer), and what changes
+ * bits: every option of the ddp config, "zero_grad" and "optimizer"
+ * (manifest.h's codec).
  */
 ddp_status dump_write_manifest(const char *dir, const dump_manifest_info *info);
 

@@ -15,7 +15,6 @@ from .result import Result, battery_result
 
 __all__ = ["check"]
 
-DEFAULT_MODEL = "mlp:32-64-64-16"
 SCRATCH_MIN_FREE = 4 << 30  # bytes free in /dev/shm before a recording goes there
 
 
@@ -27,13 +26,13 @@ def _run_args(ranks, seed, batch, lr, model, schedule, scenario, find_unused, bu
             "--zero-grad", "none" if zero == "set_to_none" else "zeros"]
     if scenario:
         args += ["--scenario", scenario]
-    else:
-        if twins.is_ddpsim_spec(model):
-            args += ["--model", model, "--batch", str(batch)]
+    else:  # the defaults are ddpsim's: its model for a schedule, the classic scenario's schedule for a model
+        if model is None or twins.is_ddpsim_spec(model):
+            args += (["--model", model] if model else []) + ["--batch", str(batch)]
         else:
             args += ["--model", "mlp:1-1", "--batch", "1"]  # a user model: only the ops and options are used
-        args += ["--schedule", schedule or "2*( 2*( nosync{fwd bwd} grab ) fwd bwd grab step zero fwd bwd grab "
-                 "step zero )"]
+        if schedule:
+            args += ["--schedule", schedule]
     if find_unused:
         args.append("--find-unused")
     if bucket_view:
@@ -116,15 +115,15 @@ class Plan:
         self.root = None
         self.header, self.command = "", None
         self.binary = ddpsim.find(a["ddpsim_path"])
-        if not isinstance(a["ranks"], int) or not 1 <= a["ranks"] <= 64:
-            raise BadInput("--ranks %r: 1..64 ranks" % (a["ranks"],))
+        if not isinstance(a["ranks"], int) or a["ranks"] < 1:  # the most ranks: ddpsim --prepare says
+            raise BadInput("--ranks %r: at least 1" % (a["ranks"],))
         if not isinstance(a["threads"], int) or a["threads"] < 1:
             raise BadInput("--threads %r: at least 1" % (a["threads"],))
         self.wrap = loading.as_spec(a["wrap"], "--wrap")
         loading.load(self.wrap, "--wrap")  # importable and callable, before any rank starts
-        self.model = loading.as_spec(a["model"], "--model") or DEFAULT_MODEL
+        self.model = loading.as_spec(a["model"], "--model")  # None: ddpsim's choice (--prepare's manifest says)
         self.data, self.loss = loading.as_spec(a["data"], "--data"), loading.as_spec(a["loss"], "--loss")
-        self.user_model = not twins.is_ddpsim_spec(self.model)
+        self.user_model = self.model is not None and not twins.is_ddpsim_spec(self.model)
         self._check_model()
         if a["zero_grad"] not in (None, "zeros", "none"):
             raise BadInput("--zero-grad %s: zeros or none (default: this torch's zero_grad())" % a["zero_grad"])
@@ -175,7 +174,7 @@ class Plan:
             if self.user_model and any(j["ops"] == job["ops"] and j["ddp"] == job["ddp"] for j in self.jobs):
                 skipped.append(name)  # the same ops and options on the user's model: nothing new
                 continue
-            if self.user_model and self.many and a["find_unused"] and backward_past_armed_forward(job["ops"]):
+            if self.user_model and self.many and a["find_unused"] and job["rearms"]:
                 self.rearming.append(name)
                 continue
             self.jobs.append(job)
@@ -213,11 +212,11 @@ class Plan:
                                            "gradient_as_bucket_view")}
         ddp["comm_hook"] = prep["ddp"].get("comm_hook", "none")
         ddp["static_graph"] = bool(prep["ddp"].get("static_graph", False))
-        ddp["broadcast_buffers"] = True  # DDP's default, which a wrapper is called with (wrap_kwargs)
+        ddp["broadcast_buffers"] = bool(prep["ddp"].get("broadcast_buffers", True))  # as --prepare wrote it
         ddp["find_unused_rule"] = self.rule
         return {"name": name, "inputs": os.path.join(d, "inputs"), "record": os.path.join(d, "record"),
                 "model": self.model if self.user_model else prep["model"], "ops": prep["ops"], "ddp": ddp,
-                "joins": prep["joins"], "uneven": prep["uneven"],
+                "joins": prep["joins"], "uneven": prep["uneven"], "rearms": prep["rearms"],
                 "lr": prep["lr"], "zero_grad": self.zero, "seed": a["seed"], "data": self.data, "loss": self.loss}
 
     def finish(self, outcomes, timing=None):
@@ -297,26 +296,6 @@ class Plan:
         return "\n".join(lines) + "\n"
 
 
-def backward_past_armed_forward(ops):
-    """Whether a syncing backward runs through another forward than the one that armed the reducer (a forward
-    outside no_sync arms it, distributed.py forward; with find_unused_parameters, prepare_for_backward marks the
-    parameters that forward's graph does not reach, so the later forward must reach the same ones)."""
-    depth, armed, since_arm = 0, False, 0
-    for op in ops:
-        if op in ("enter", "exit"):
-            depth += 1 if op == "enter" else -1
-        elif op == "fwd":
-            if depth == 0:
-                armed, since_arm = True, 0
-            else:
-                since_arm += 1
-        elif op == "bwd":
-            if armed and since_arm:
-                return True
-            armed = False
-    return False
-
-
 def _check_keep(keep):
     """--keep DIR: as every output path of ddpsim's, only its last component is created, in a directory that
     exists; an existing one must be an empty directory."""
@@ -394,6 +373,7 @@ def _command(wrap, a):
     for flag, key, default in (("--model", "model", None), ("--data", "data", None), ("--loss", "loss", None),
                                ("--schedule", "schedule", None), ("--scenario", "scenario", None),
                                ("--seed", "seed", 1), ("--batch", "batch", 4), ("--lr", "lr", 0.1),
+                               ("--timeout", "timeout", 60.0), ("--threads", "threads", 1),
                                ("--tolerance", "tolerance", None), ("--bucket-cap", "bucket_cap", None),
                                ("--zero-grad", "zero_grad", None), ("--comm-hook", "comm_hook", "none")):
         value = a[key]

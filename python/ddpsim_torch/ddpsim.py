@@ -55,20 +55,24 @@ _OPS = {"no_sync_enter": "enter", "no_sync_exit": "exit", "forward": "fwd", "bac
 
 def prepare(binary, directory, run_args):
     """ddpsim --prepare DIR with the run's options: ddpsim checks them (exit 2 with its message) and writes the
-    manifest, init and batches. Returns the manifest's ops (schedule names), ddp options, lr and model, and the
-    schedule's join blocks and uneven repetitions (their counts resolved for the run's ranks)."""
+    manifest, init and batches. Returns the manifest's ops (schedule names), ddp options, lr and model, the
+    schedule's join blocks and uneven repetitions (their counts resolved for the run's ranks), and "rearms":
+    whether a syncing backward runs through a later forward than the one that armed it (ddpsim's arming)."""
     p = run(binary, list(run_args) + ["--prepare", directory, "--quiet"])
     if p.returncode != 0:
         raise BadInput(p.stderr.strip().split("\n")[0].replace("ddpsim: ", "", 1))
     with open(os.path.join(directory, "manifest.json")) as f:
         m = json.load(f)
-    ops = []
+    ops, forwards, rearms = [], 0, False
     for o in m["ops"]:
         if o["op"] not in _OPS:
             raise BadInput("ddpsim --prepare wrote an op this front end does not know: %s" % o["op"])
         ops.append(_OPS[o["op"]])
+        forwards += o["op"] == "forward"
+        # ddpsim says which backward syncs and which forward armed it (PyTorch's arming, schedule.c)
+        rearms = rearms or (o["op"] == "backward" and o.get("syncs", False) and o["armed_by"] != forwards - 1)
     return {"ops": ops, "ddp": m["ddp"], "lr": m["optimizer"]["lr"], "model": m["model"]["name"],
-            "joins": m.get("joins", []), "uneven": m.get("uneven", [])}
+            "joins": m.get("joins", []), "uneven": m.get("uneven", []), "rearms": rearms}
 
 
 def skipped_ops(uneven, rank):

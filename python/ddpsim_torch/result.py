@@ -68,7 +68,9 @@ def battery_result(results, header, left_out=()):
         rows.append("# verdict: PASS (%d of %d scenarios%s)\n" % (
             passed, len(results), "; not run, the header says why: " + ", ".join(left_out) if left_out else ""))
     else:
-        bad = [r.name for r in results if r.exit_code == code]
-        rows.append("# verdict: %s (%d of %d scenarios pass; %s: %s)\n" % (
-            VERDICTS[code], passed, len(results), VERDICTS[code], ", ".join(bad)))
+        # every scenario that did not pass, by its outcome, the worst first: a FAIL must not hide a FAULT
+        groups = ["%s: %s" % (VERDICTS[c], ", ".join(r.name for r in results if r.exit_code == c))
+                  for c in (2, 1, 3, 4) if c in codes]
+        rows.append("# verdict: %s (%d of %d scenarios pass; %s)\n" % (
+            VERDICTS[code], passed, len(results), "; ".join(groups)))
     return Result(code, "".join(rows), json=None, name="battery", scenarios=results)
