@@ -318,6 +318,12 @@ static int write_run_json(const char *path, const run_options *ro, const char *c
                 fprintf(f, ", \"%s\": ", names[i]);
             jsonw_number(f, v[i]);
         }
+        fprintf(f, ", \"costs\": {");
+        for (int c = 0; c < COST_N; c++) {
+            fprintf(f, "%s\"%s\": ", c ? ", " : "", verify_cost_name((verify_cost)c));
+            jsonw_number(f, r->cost_ms[c]);
+        }
+        fprintf(f, "}");
         /* A margin lost in the noise has no ratio: null, as the table's "-". */
         fprintf(f, ", \"x_verify\": ");
         if (r->x_verify > 0)
@@ -421,8 +427,19 @@ static int bench_run_main(int argc, char **argv)
                models[k], r->params, r->run_s * 1e3, r->run_s * 1e3 / (double)r->steps, r->step_ms,
                r->step_ms > 0 ? 1e3 / r->step_ms : 0, r->coll_share * 100, r->hidden * 100, plain_ms[k], xp,
                xp / share_cores, r->cpu_spread, r->ddp_ms, xd, xv);
+        printf("#   of step_ms, a rank's wall time in:");
+        for (int c = 0; c < COST_N; c++)
+            if (c != COST_OUTPUT && c != COST_BOUND)
+                printf(" %s %.3f", verify_cost_name((verify_cost)c), r->cost_ms[c]);
+        printf("\n");
         fflush(stdout);
     }
+    printf("# of step_ms, at the margin, the average rank's wall time (waiting in the checks' collectives included)\n"
+           "# in: impl_ms the implementation's callbacks (its own DDP: a second replica's reductions), shared_test_ms\n"
+           "# the test before each forward that one forward serves both sides, ref_sums_ms the exact sums of the\n"
+           "# reference's own check (each backward), ref_check_ms their reduction and comparison (each synced grab),\n"
+           "# agreement_ms the implementation's ranks' digests (each sync), compare_ms the grabs' and parameters'\n"
+           "# comparisons; the rest of step_ms is the two sides' accumulation and the reference's own DDP\n");
     printf("# in_collectives: the average rank's time inside collectives (reducing and waiting), of the run\n");
     printf("# comm_hidden: of the implementation's collective time during backwards, the share spent while the\n"
            "# backward was still computing (overlapped) rather than waited for in backward_end\n");

@@ -433,8 +433,12 @@ expect 2 "unknown implementation" "bench run with a bad impl" -- bench run --imp
 tmpj=$(mktemp -d) || exit 99
 expect 0 "x_verify" "bench run --json" -- bench run --ranks 2 --model mlp:4-8-3 --model branchy --iters 1 --json "$tmpj/run.json"
 if [ "$(jfield "$tmpj/run.json" '([m["model"] for m in d["models"]], d["ranks"], d["iters"], sorted(d["models"][0]))' 2>&1)" = \
-    "(['mlp:4-8-3', 'branchy'], 2, 1, ['comm_hidden', 'cpu_max', 'ddp_ms', 'in_collectives', 'model', 'params', 'plain_ms', 'run_ms', 'step_ms', 'steps', 'x_ddp', 'x_verify'])" ]; then
+    "(['mlp:4-8-3', 'branchy'], 2, 1, ['comm_hidden', 'costs', 'cpu_max', 'ddp_ms', 'in_collectives', 'model', 'params', 'plain_ms', 'run_ms', 'step_ms', 'steps', 'x_ddp', 'x_verify'])" ]; then
     ok "bench run --json: every model with every figure"; else bad "bench run --json: $(head -c 400 "$tmpj/run.json")"; fi
+# ... and where a verified micro-step goes, one figure per cost (verify_cost), each a number
+if [ "$(jfield "$tmpj/run.json" '(sorted(d["models"][0]["costs"]), all(isinstance(v, (int, float)) for m in d["models"] for v in m["costs"].values()))' 2>&1)" = \
+    "(['agreement_ms', 'bound_ms', 'compare_ms', 'impl_ms', 'output_ms', 'ref_check_ms', 'ref_sums_ms', 'shared_test_ms'], True)" ]; then
+    ok "bench run --json: the costs of a verified micro-step"; else bad "bench run --json costs: $(jfield "$tmpj/run.json" 'd["models"][0].get("costs")' 2>&1)"; fi
 expect 2 "creates only the last component of an output path" "bench run --json under a missing directory" -- \
     bench run --ranks 2 --model mlp:4-8-3 --iters 1 --json "$tmpj/missing/run.json"
 rm -rf "$tmpj"

@@ -18,6 +18,7 @@
 /* One timed verification run of vc: its wall time, the share of it in collectives, the overlap, the rank spread. */
 typedef struct run_sample {
     double wall_s, coll_share, hidden, cpu_spread;
+    double cost_s[COST_N]; /* the average rank's */
 } run_sample;
 
 static ddp_status run_timed(const verify_config *vc, run_sample *out, verify_result *failed)
@@ -29,6 +30,11 @@ static ddp_status run_timed(const verify_config *vc, run_sample *out, verify_res
         return st;
     }
     double coll = 0, hid = 0, exposed = 0, cpu[WORLD_MAX_RANKS], most = 0;
+    for (int k = 0; k < COST_N; k++) {
+        out->cost_s[k] = 0;
+        for (int r = 0; r < res.nranks; r++)
+            out->cost_s[k] += (double)res.figures[r].cost_ns[k] * 1e-9 / res.nranks;
+    }
     for (int r = 0; r < res.nranks; r++) {
         const world_rank_outcome *o = world_outcome(res.w, r);
         coll += (double)o->coll_ns * 1e-9;
@@ -55,7 +61,8 @@ static size_t count_backwards(const sched *s)
 }
 
 /* Every round's samples, one array per figure. */
-enum { S_WALL, S_WALL3, S_SHARE, S_HIDDEN, S_SPREAD, S_DDP, S_DDP3, S_NFIGS };
+enum { S_WALL, S_WALL3, S_SHARE, S_HIDDEN, S_SPREAD, S_DDP, S_DDP3, S_COST, S_COST3 = S_COST + COST_N,
+       S_NFIGS = S_COST3 + COST_N };
 
 ddp_status bench_run_measure(const verify_config *base, int iters, bench_run_result *out, verify_result *failed)
 {
@@ -94,6 +101,10 @@ ddp_status bench_run_measure(const verify_config *base, int iters, bench_run_res
         fig[S_SHARE * iters + it] = thrice.coll_share;
         fig[S_HIDDEN * iters + it] = thrice.hidden;
         fig[S_SPREAD * iters + it] = thrice.cpu_spread;
+        for (int k = 0; k < COST_N; k++) {
+            fig[(S_COST + k) * iters + it] = once.cost_s[k];
+            fig[(S_COST3 + k) * iters + it] = thrice.cost_s[k];
+        }
     }
     if (st == DDP_OK) {
         double med[S_NFIGS];
@@ -107,6 +118,8 @@ ddp_status bench_run_measure(const verify_config *base, int iters, bench_run_res
         out->coll_share = med[S_SHARE];
         out->hidden = med[S_HIDDEN];
         out->cpu_spread = med[S_SPREAD];
+        for (int k = 0; k < COST_N; k++)
+            out->cost_ms[k] = (med[S_COST3 + k] - med[S_COST + k]) * 1e3 / more;
         model *m = NULL;
         if (model_create_layout(vc.model_spec, vc.batch, &m) == DDP_OK)
             out->params = model_size(m);

@@ -32,6 +32,8 @@ typedef struct bench_run_result {
     double coll_share;      /* median share of the average rank's wall time inside collectives */
     double hidden;          /* median share of the implementation's collective time overlapped with backward */
     double cpu_spread;      /* median of the busiest rank's CPU time outside collectives over the median rank's */
+    double cost_ms[COST_N]; /* of a verified micro-step at the margin, the average rank's wall time in each check
+                             * and in the implementation's callbacks (verify_cost) */
 } bench_run_result;
 
 /*

@@ -138,8 +138,11 @@ static ddp_status rec_grabbed(void *ctx, verify_record *rec, const float *actual
     check_rank *c = ctx;
     if (rec->synced != 1 || c->v.uneven_window) /* every rank or none, as the reference's own check */
         return DDP_OK;
-    return AS_CHECKS(agreement_check(&c->v.agreement, c->wr, c->m, actual, ddp_ref_reduced_params(c->ddp),
-                                     c->v.bwd_op, NULL));
+    ddp_status st;
+    VERIFY_COSTED(&c->v, COST_AGREEMENT, st = AS_CHECKS(agreement_check(&c->v.agreement, c->wr, c->m, actual,
+                                                                        ddp_ref_reduced_params(c->ddp),
+                                                                        c->v.bwd_op, NULL)));
+    return st;
 }
 
 static const verify_side recorded_side = {
@@ -154,7 +157,7 @@ static ddp_status setup(check_rank *c, void *user)
     const record_run *rec = c->rec;
     verify_ops_config oc = {.tol = &c->cfg->tol, .schedule = &rec->schedule, .lr = rec->ddp.lr,
                             .comm_hook = rec->ddp.comm_hook, .params_rule = PARAMS_REPLAY,
-                            .agree = &c->area->agree};
+                            .agree = &c->area->agree, .cost_ns = c->area->fig.cost_ns};
     DDP_CHECK(verify_ops_init(&c->v, &oc, c->wr, user));
     c->src = (source_ctx){rec, c->rank};
     model_grad_source src = {src_used, src_grad, &c->src, src_npieces, src_piece};

@@ -20,6 +20,7 @@ ddp_status verify_ops_init(verify_ops *v, const verify_ops_config *cfg, world_ra
     v->comm_hook = cfg->comm_hook;
     v->params_rule = cfg->params_rule;
     v->sabotage = cfg->sabotage;
+    v->cost_ns = cfg->cost_ns;
     v->bounded = cfg->tol->kind == TOL_ORDER;
     v->wr = wr;
     v->rank = world_rank_id(wr);
@@ -154,20 +155,24 @@ static ddp_status do_backward(verify_ops *v, const verify_side *s, void *ctx)
     if (s->backward_end)
         DDP_CHECK(s->backward_end(ctx));
     int syncs = ddp_ref_pending_sync(v->ddp);
-    if (v->bounded) {
-        budget_accumulate(&v->budget, v->m, model_grads(v->m), model_used(v->m));
-        if (syncs)
-            budget_before_sync(&v->budget, model_grads(v->m));
-    }
+    if (v->bounded)
+        VERIFY_COSTED(v, COST_BOUND, {
+            budget_accumulate(&v->budget, v->m, model_grads(v->m), model_used(v->m));
+            if (syncs)
+                budget_before_sync(&v->budget, model_grads(v->m));
+        });
     DDP_CHECK(ddp_ref_backward_end(v->ddp));
+    ddp_status st = DDP_OK;
     if (v->bounded && syncs)
-        DDP_CHECK(AS_CHECKS(budget_after_sync(&v->budget, v->wr, v->m, ddp_ref_averaged_params(v->ddp),
-                                              ddp_ref_divisor(v->ddp))));
+        VERIFY_COSTED(v, COST_BOUND, st = AS_CHECKS(budget_after_sync(&v->budget, v->wr, v->m,
+                                                                      ddp_ref_averaged_params(v->ddp),
+                                                                      ddp_ref_divisor(v->ddp))));
+    DDP_CHECK(st);
     sabotage_after_backward(v);
     v->last_synced = ddp_ref_last_synced(v->ddp);
     v->bwd_since_zero = 1;
     v->bwd_op = v->op;
-    refcheck_accumulate(&v->refcheck, v->m, v->last_synced, v->n);
+    VERIFY_COSTED(v, COST_REF_SUMS, refcheck_accumulate(&v->refcheck, v->m, v->last_synced, v->n));
     return s->after_backward ? s->after_backward(ctx, v->last_synced) : DDP_OK;
 }
 
@@ -177,13 +182,18 @@ static ddp_status do_grab(verify_ops *v, const verify_side *s, void *ctx)
     DDP_CHECK(s->values(ctx, RECORD_GRAB, v->grab++, &actual, &buffers));
     verify_record *rec = next_record(v);
     rec->synced = v->bwd_since_zero ? v->last_synced : -1;
-    checker_compare(v->tol, v->m, model_grads(v->m), actual, v->bounded ? v->budget.E : NULL,
-                    rec->synced == 1 ? ddp_ref_reduced_params(v->ddp) : NULL, rec);
-    check_buffers(v, buffers, rec);
+    VERIFY_COSTED(v, COST_COMPARE, {
+        checker_compare(v->tol, v->m, model_grads(v->m), actual, v->bounded ? v->budget.E : NULL,
+                        rec->synced == 1 ? ddp_ref_reduced_params(v->ddp) : NULL, rec);
+        check_buffers(v, buffers, rec);
+    });
     /* The reference's own check sums every rank's local gradients since the last zero_grad: not while a rank that
      * ran out of inputs holds gradients its peers' syncs did not take (uneven_window), every rank or none. */
+    ddp_status st = DDP_OK;
     if (rec->synced == 1 && !v->uneven_window)
-        DDP_CHECK(AS_CHECKS(refcheck_run(&v->refcheck, v->wr, v->m, ddp_ref_reduced_params(v->ddp), rec)));
+        VERIFY_COSTED(v, COST_REF_CHECK,
+                      st = AS_CHECKS(refcheck_run(&v->refcheck, v->wr, v->m, ddp_ref_reduced_params(v->ddp), rec)));
+    DDP_CHECK(st);
     if (s->grabbed)
         DDP_CHECK(s->grabbed(ctx, rec, actual));
     rec->done = 1;
@@ -204,11 +214,14 @@ static ddp_status do_params(verify_ops *v, const verify_side *s, void *ctx, int 
     if (replay)
         tol.kind = after_step ? TOL_ORDER : TOL_BITWISE;
     if (after_step && v->param_allow) {
-        budget_params(&v->budget, v->bounded, v->lr, model_grads(v->m), w, v->param_allow);
+        VERIFY_COSTED(v, COST_BOUND, budget_params(&v->budget, v->bounded, v->lr, model_grads(v->m), w,
+                                                   v->param_allow));
         allow = v->param_allow;
     }
-    checker_compare(&tol, v->m, w, actual, allow, NULL, rec);
-    check_buffers(v, buffers, rec);
+    VERIFY_COSTED(v, COST_COMPARE, {
+        checker_compare(&tol, v->m, w, actual, allow, NULL, rec);
+        check_buffers(v, buffers, rec);
+    });
     rec->done = 1;
     if (replay || checker_rebases(&tol, rec))
         memcpy(w, actual, model_size(v->m) * sizeof *w);
@@ -231,8 +244,11 @@ static ddp_status shadow_op(verify_ops *v, const verify_side *s, void *ctx, sche
         DDP_CHECK(ddp_ref_join_shadow_backward(v->ddp));
         if (!ddp_ref_join_shadow_synced(v->ddp))
             return DDP_OK;
-        if (v->bounded)
-            DDP_CHECK(AS_CHECKS(budget_shadow_sync(&v->budget, v->wr)));
+        if (v->bounded) {
+            ddp_status st = DDP_OK;
+            VERIFY_COSTED(v, COST_BOUND, st = AS_CHECKS(budget_shadow_sync(&v->budget, v->wr)));
+            DDP_CHECK(st);
+        }
         return s->shadow_synced ? s->shadow_synced(ctx) : DDP_OK;
     case OP_GRAB:
     case OP_STEP: {

@@ -24,6 +24,7 @@
 
 #include "agreement.h"
 #include "budget.h"
+#include "clock.h"
 #include "coll.h"
 #include "ddp_ref.h"
 #include "model.h"
@@ -106,6 +107,7 @@ typedef struct verify_ops {
     int in_join;              /* inside a join block */
     int peer_depth;           /* no_sync depth of the ranks still running (what a joined rank shadows by) */
     int uneven_window;        /* some rank ran out since the last zero_grad every rank ran (verify_record.uneven) */
+    uint64_t *cost_ns;        /* [COST_N]: where the checks' time goes (verify_rank_figures.cost_ns), or NULL */
 } verify_ops;
 
 /* What verify_ops_init needs besides the reference (m, ddp: built by the driver, not owned). */
@@ -117,6 +119,7 @@ typedef struct verify_ops_config {
     verify_params_rule params_rule;
     verify_sabotage sabotage;
     verify_agreement *agree; /* this rank's, in the shared segment */
+    uint64_t *cost_ns;       /* [COST_N]: this rank's figures, or NULL */
 } verify_ops_config;
 
 /* The counts of the uneven inputs and the rank's checks' state; DDP_ERR_NOMEM. */
@@ -137,6 +140,15 @@ ddp_status verify_ops_run(verify_ops *v, const verify_side *side, void *ctx, int
  */
 ddp_status verify_checks_returned(ddp_status s);
 #define AS_CHECKS(call) verify_checks_returned((coll_set_caller(COLL_CALLER_CHECKS), (call)))
+
+/* Run stmt and add its wall time to v's cost k (verify_cost). */
+#define VERIFY_COSTED(v, k, stmt)                                                                                   \
+    do {                                                                                                             \
+        uint64_t costed_t0_ = clock_now_ns();                                                                        \
+        stmt;                                                                                                        \
+        if ((v)->cost_ns)                                                                                            \
+            (v)->cost_ns[k] += clock_now_ns() - costed_t0_;                                                          \
+    } while (0)
 
 /* A replay's forward: the recorded buffers the module saw (`seen`) against what the reference's rule gives. */
 void verify_ops_forward_buffers(verify_ops *v, const float *seen);

@@ -56,12 +56,19 @@ static ddp_status impl_failed(rank_ctx *c, const char *callback)
  * otherwise: a callback of the implementation runs as the implementation's,
  * ddpsim's checks as the checks' (coll_set_caller).
  */
+static void impl_calling(rank_ctx *c)
+{
+    coll_set_caller(COLL_CALLER_IMPL);
+    c->impl_t0 = clock_now_ns();
+}
+
 static ddp_status impl_returned(rank_ctx *c, int rc, const char *callback)
 {
+    c->fig->cost_ns[COST_IMPL] += clock_now_ns() - c->impl_t0; /* the implementation's own work */
     coll_set_caller(COLL_CALLER_REFERENCE);
     return rc == 0 ? DDP_OK : impl_failed(c, callback);
 }
-#define IMPL_CALL(c, call, name) impl_returned((c), (coll_set_caller(COLL_CALLER_IMPL), (call)), (name))
+#define IMPL_CALL(c, call, name) impl_returned((c), (impl_calling(c), (call)), (name))
 
 
 static ddp_status impl_create(rank_ctx *c)
@@ -215,8 +222,11 @@ static ddp_status live_forward_begin(void *ctx)
     impl_side *im = &c->impl;
     DDP_CHECK(IMPL_CALL(c, im->ops->forward_begin(im->state, im->no_sync > 0), "forward_begin"));
     size_t nbuf = model_buffers_size(im->m);
-    c->shared = memcmp(model_weights(c->v.m), model_weights(im->m), model_size(im->m) * sizeof(float)) == 0 &&
-                (nbuf == 0 || memcmp(model_buffers(c->v.m), model_buffers(im->m), nbuf * sizeof(float)) == 0);
+    VERIFY_COSTED(&c->v, COST_SHARED_TEST,
+                  c->shared = memcmp(model_weights(c->v.m), model_weights(im->m), model_size(im->m) * sizeof(float)) ==
+                                  0 &&
+                              (nbuf == 0 ||
+                               memcmp(model_buffers(c->v.m), model_buffers(im->m), nbuf * sizeof(float)) == 0));
     return record_buffers(c, "seen", 0);
 }
 
@@ -291,14 +301,18 @@ static ddp_status live_after_backward(void *ctx, int synced)
 {
     rank_ctx *c = ctx;
     mirror_defined(c);
+    ddp_status st = DDP_OK;
     if (c->cfg->record_dir) {
         const model *m = c->shared ? c->v.m : c->impl.m;
-        DDP_CHECK(record_write_micro(c->cfg->record_dir, c->rank, c->nbwd - 1, m, model_local_grads(m),
-                                     model_used(m)));
+        VERIFY_COSTED(&c->v, COST_OUTPUT, st = record_write_micro(c->cfg->record_dir, c->rank, c->nbwd - 1, m,
+                                                                  model_local_grads(m), model_used(m)));
+        DDP_CHECK(st);
     }
-    return synced ? AS_CHECKS(agreement_check(&c->v.agreement, c->wr, c->impl.m, model_grads(c->impl.m),
-                                              ddp_ref_reduced_params(c->v.ddp), c->v.op, c->v.active))
-                  : DDP_OK;
+    if (synced)
+        VERIFY_COSTED(&c->v, COST_AGREEMENT,
+                      st = AS_CHECKS(agreement_check(&c->v.agreement, c->wr, c->impl.m, model_grads(c->impl.m),
+                                                     ddp_ref_reduced_params(c->v.ddp), c->v.op, c->v.active)));
+    return st;
 }
 
 static ddp_status live_zero_grad(void *ctx)
@@ -347,8 +361,11 @@ static ddp_status live_join_shadow(void *ctx)
 static ddp_status live_shadow_synced(void *ctx)
 {
     rank_ctx *c = ctx;
-    return AS_CHECKS(agreement_check(&c->v.agreement, c->wr, c->impl.m, NULL, ddp_ref_reduced_params(c->v.ddp),
-                                     c->v.op, c->v.active));
+    ddp_status st;
+    VERIFY_COSTED(&c->v, COST_AGREEMENT,
+                  st = AS_CHECKS(agreement_check(&c->v.agreement, c->wr, c->impl.m, NULL,
+                                                 ddp_ref_reduced_params(c->v.ddp), c->v.op, c->v.active)));
+    return st;
 }
 
 /* The implementation's values of a check, and --dump's and --record's copies of them (dump.h, record.h). */
@@ -362,12 +379,17 @@ static ddp_status live_values(void *ctx, record_values kind, uint64_t k, const f
     record_values_name(kind, k, what, sizeof what);
     *actual = kind == RECORD_GRAB ? model_grads(im) : model_weights(im);
     *buffers = model_buffers(im);
-    if (kind == RECORD_GRAB && cfg->dump_dir) {
-        DDP_CHECK(dump_write_rank_tensors(cfg->dump_dir, "reference", c->rank, what, c->v.m, model_grads(c->v.m)));
-        if (cfg->impl_ops != &impl_reference_ops) /* else the same replica's gradients once more */
-            DDP_CHECK(dump_write_rank_tensors(cfg->dump_dir, c->name, c->rank, what, im, *actual));
-    }
-    return cfg->record_dir ? dump_write_rank_tensors(cfg->record_dir, c->name, c->rank, what, im, *actual) : DDP_OK;
+    ddp_status st = DDP_OK;
+    VERIFY_COSTED(&c->v, COST_OUTPUT, {
+        if (kind == RECORD_GRAB && cfg->dump_dir) {
+            st = dump_write_rank_tensors(cfg->dump_dir, "reference", c->rank, what, c->v.m, model_grads(c->v.m));
+            if (st == DDP_OK && cfg->impl_ops != &impl_reference_ops) /* else the same replica's once more */
+                st = dump_write_rank_tensors(cfg->dump_dir, c->name, c->rank, what, im, *actual);
+        }
+        if (st == DDP_OK && cfg->record_dir)
+            st = dump_write_rank_tensors(cfg->record_dir, c->name, c->rank, what, im, *actual);
+    });
+    return st;
 }
 
 static const verify_side live_side = {
@@ -397,7 +419,7 @@ static ddp_status rank_setup(rank_ctx *c, verify_rank_area *area)
     const verify_config *cfg = c->cfg;
     verify_ops_config oc = {.tol = &cfg->tol, .schedule = cfg->schedule, .lr = cfg->ddp.lr,
                             .comm_hook = cfg->ddp.comm_hook, .params_rule = PARAMS_LIVE,
-                            .sabotage = cfg->sabotage, .agree = &area->agree};
+                            .sabotage = cfg->sabotage, .agree = &area->agree, .cost_ns = c->fig->cost_ns};
     DDP_CHECK(verify_ops_init(&c->v, &oc, c->wr, world_rank_user_area(c->wr)));
     DDP_CHECK(trace_open(&c->trace, cfg->trace_path, c->rank, c->wr));
     if (cfg->replay && c->rank < cfg->replay->nranks)

@@ -56,6 +56,7 @@ typedef struct rank_ctx {
     ddp_status bwd_status; /* the first failure inside this backward's callbacks */
     uint64_t bwd_t0, bwd_comm0; /* when this backward began, and the collectives' time by then */
     uint64_t fwd_t0;      /* when this forward began */
+    uint64_t impl_t0;     /* when the implementation's callback at hand was called */
     trace_writer trace;
     size_t next_ready;    /* replay: next recorded ready event of this rank */
     char name[64];        /* the implementation's directory in dumps and recordings (verify_dump_name) */

@@ -23,6 +23,15 @@
 #include "rank.h"
 #include "stream.h"
 
+const char *verify_cost_name(verify_cost c)
+{
+    static const char *const names[COST_N] = {
+        [COST_IMPL] = "impl_ms", [COST_SHARED_TEST] = "shared_test_ms", [COST_REF_SUMS] = "ref_sums_ms",
+        [COST_REF_CHECK] = "ref_check_ms", [COST_AGREEMENT] = "agreement_ms", [COST_COMPARE] = "compare_ms",
+        [COST_BOUND] = "bound_ms", [COST_OUTPUT] = "output_ms"};
+    return c >= 0 && c < COST_N ? names[c] : "?";
+}
+
 void verify_config_defaults(verify_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);

@@ -150,8 +150,24 @@ typedef struct verify_agreement {
 } verify_agreement;
 
 /* What one rank measured of its own run. */
+/* Where a rank's time goes besides the model's math (verify_rank_figures.cost_ns): each check, and the
+ * implementation's own callbacks. Wall time, waiting in the check's collectives included. */
+typedef enum verify_cost {
+    COST_IMPL,        /* the implementation's callbacks: its own DDP (a second replica's reductions) */
+    COST_SHARED_TEST, /* each forward: are the implementation's parameters and buffers the reference's? */
+    COST_REF_SUMS,    /* each backward: the reference's own check, the exact sums of every local gradient */
+    COST_REF_CHECK,   /* each synced grab: those sums reduced across ranks and compared with the reference */
+    COST_AGREEMENT,   /* each sync: the implementation's ranks hash and compare their gradients */
+    COST_COMPARE,     /* each grab and parameter check: element by element, with the digests */
+    COST_BOUND,       /* --tolerance order: the bound carried through accumulations and syncs */
+    COST_OUTPUT,      /* --dump, --record, --trace: writing */
+    COST_N
+} verify_cost;
+const char *verify_cost_name(verify_cost c);
+
 typedef struct verify_rank_figures {
     uint64_t compute_ns;           /* forward and backward math */
+    uint64_t cost_ns[COST_N];      /* verify_cost */
     uint64_t impl_comm_hidden_ns;  /* the implementation's collectives while backward was still computing */
     uint64_t impl_comm_exposed_ns; /* ... and after it, until its backward_end returned */
     uint64_t cpu_ns;               /* the rank process's CPU time (clock_cpu_ns) before it tears down */
