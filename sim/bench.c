@@ -18,6 +18,7 @@
 #include "bench_model.h"
 #include "bench_run.h"
 #include "dump.h"
+#include "file.h"
 #include "cli.h"
 #include "clock.h"
 #include "impl.h"
@@ -291,12 +292,12 @@ static const opt_command run_command = {
 };
 
 /* `ddpsim bench run --json FILE`: every model's figures, as the table has them. */
-static int write_run_json(const char *path, const run_options *ro, const char *const *models, int nmodels,
-                          const bench_run_result *res, const double *plain_ms, double share_cores)
+static ddp_status write_run_json(const char *path, const run_options *ro, const char *const *models, int nmodels,
+                                 const bench_run_result *res, const double *plain_ms, double share_cores)
 {
     FILE *f = fopen(path, "w");
     if (!f)
-        return -1;
+        return ddp_error(DDP_ERR_SYSTEM, "cannot create %s: %s", path, strerror(errno));
     fprintf(f, "{\"ranks\": %d, \"batch\": %d, \"iters\": %d, \"impl\": ", ro->ranks, ro->batch, ro->iters);
     jsonw_string(f, ro->impl);
     fprintf(f, ", \"schedule\": ");
@@ -308,15 +309,16 @@ static int write_run_json(const char *path, const run_options *ro, const char *c
         const bench_run_result *r = &res[k];
         fprintf(f, "%s\n  {\"model\": ", k ? "," : "");
         jsonw_string(f, models[k]);
-        fprintf(f, ", \"params\": %zu, \"steps\": %zu, \"run_ms\": ", r->params, r->steps);
-        const double v[] = {r->run_s * 1e3, r->step_ms, r->ddp_ms, plain_ms[k], r->coll_share, r->hidden,
-                            r->cpu_spread};
-        const char *const names[] = {"run_ms", "step_ms", "ddp_ms", "plain_ms", "in_collectives", "comm_hidden",
-                                     "cpu_max"};
-        for (int i = 0; i < 7; i++) {
-            if (i)
-                fprintf(f, ", \"%s\": ", names[i]);
-            jsonw_number(f, v[i]);
+        fprintf(f, ", \"params\": %zu, \"steps\": %zu", r->params, r->steps);
+        const struct {
+            const char *name;
+            double value;
+        } figs[] = {{"run_ms", r->run_s * 1e3}, {"step_ms", r->step_ms},        {"ddp_ms", r->ddp_ms},
+                    {"plain_ms", plain_ms[k]},  {"in_collectives", r->coll_share}, {"comm_hidden", r->hidden},
+                    {"cpu_max", r->cpu_spread}};
+        for (size_t i = 0; i < sizeof figs / sizeof figs[0]; i++) {
+            fprintf(f, ", \"%s\": ", figs[i].name);
+            jsonw_number(f, figs[i].value);
         }
         fprintf(f, ", \"costs\": {");
         for (int c = 0; c < COST_N; c++) {
@@ -338,7 +340,7 @@ static int write_run_json(const char *path, const run_options *ro, const char *c
         fprintf(f, "}");
     }
     fprintf(f, "\n]}\n");
-    return fclose(f) == 0 ? 0 : -1;
+    return file_close_written(f, path);
 }
 
 static int bench_run_main(int argc, char **argv)
@@ -359,15 +361,7 @@ static int bench_run_main(int argc, char **argv)
         return cli_usage_error(run_command.name, "--impl", ddp_error_text());
     bench_run_result res[BENCH_MAX_MODELS];
     double plain_ms[BENCH_MAX_MODELS];
-    sched s;
-    if (sched_parse(SCHED_DEFAULT, &s) != DDP_OK) {
-        impl_close(&h);
-        return DDPSIM_EXIT_FAULT;
-    }
-    size_t steps = 0;
-    for (size_t i = 0; i < s.nops; i++)
-        steps += s.ops[i] == OP_BWD;
-    sched_free(&s);
+    size_t steps = bench_run_default_steps();
     printf("# ddpsim bench run: the default schedule (%zu micro-steps of forward + backward), %ld ranks, batch %d, "
            "%s under test\n", steps, ranks, ro.batch, implname);
     printf("# a micro-step runs the reference and the implementation on every rank (one forward and backward serve\n"
@@ -447,8 +441,8 @@ static int bench_run_main(int argc, char **argv)
            "# (1.00: no straggler)\n");
     impl_close(&h);
     if (code == DDPSIM_EXIT_PASS && ro.json &&
-        write_run_json(ro.json, &ro, models, nmodels, res, plain_ms, share_cores) != 0) {
-        fprintf(stderr, "ddpsim bench run: cannot write --json %s: %s\n", ro.json, strerror(errno));
+        write_run_json(ro.json, &ro, models, nmodels, res, plain_ms, share_cores) != DDP_OK) {
+        fprintf(stderr, "ddpsim bench run: --json: %s\n", ddp_error_text());
         return DDPSIM_EXIT_USAGE;
     }
     return code;

@@ -60,6 +60,16 @@ static size_t count_backwards(const sched *s)
     return n;
 }
 
+size_t bench_run_default_steps(void)
+{
+    sched s;
+    if (sched_parse(SCHED_DEFAULT, &s) != DDP_OK)
+        return 0; /* ddpsim's own default: it parses */
+    size_t n = count_backwards(&s);
+    sched_free(&s);
+    return n;
+}
+
 /* Every round's samples, one array per figure. */
 enum { S_WALL, S_WALL3, S_SHARE, S_HIDDEN, S_SPREAD, S_DDP, S_DDP3, S_COST, S_COST3 = S_COST + COST_N,
        S_NFIGS = S_COST3 + COST_N };

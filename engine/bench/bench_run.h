@@ -42,6 +42,8 @@ typedef struct bench_run_result {
  * caller's message (verify_result_free it); otherwise failed->w is NULL.
  */
 ddp_status bench_run_measure(const verify_config *vc, int iters, bench_run_result *out, verify_result *failed);
+/* The micro-steps (backwards) of the default schedule a measurement runs once, before its threefold copy. */
+size_t bench_run_default_steps(void);
 
 typedef struct bench_battery_result {
     int nscenarios;
