@@ -127,8 +127,11 @@ static void test_cpu_split(void)
     double setup_short, ops_short, setup_long, ops_long;
     cpu_of("fwd bwd grab", &setup_short, &ops_short);
     cpu_of("300*( fwd bwd grab step zero )", &setup_long, &ops_long);
-    /* 300 micro-steps cost more than one; the setup is the same work either way */
-    CU_ASSERT(ops_long > 20 * ops_short);
+    /* 300 micro-steps cost more than one; the setup is the same work either way. Empirical: 63-114 ms against
+     * 0.72-0.83 ms here (76x or more, three runs); the first micro-step's ops carry its page faults, which cost more
+     * on a loaded machine (the former 20x failed once, in a distcheck beside other tests), so 4x: still far above
+     * what a split that lost the ops (0) or gave them to the setup (ops about equal) would show. */
+    CU_ASSERT(ops_long > 4 * ops_short);
     CU_ASSERT(ops_long > setup_long);
 }
 
