@@ -141,6 +141,28 @@ static const opt_subcommand subcommands[] = {
     {NULL, NULL, NULL},
 };
 
+/*
+ * A run's description checked before anything runs. For the battery the
+ * description is the classic scenario's, and battery_main checks every
+ * scenario, classic too, giving each refused one's reason in its row: an
+ * option that refuses classic's own schedule (--static-graph under PyTorch
+ * 2.1's rule) refuses a row, and the options themselves are checked on a
+ * schedule no option refuses.
+ */
+static ddp_status check_run(const ddpsim_options *opt)
+{
+    ddp_status st = verify_check_config(&opt->run);
+    if (st == DDP_OK || !opt->battery)
+        return st;
+    sched plain;
+    verify_config c = opt->run;
+    DDP_CHECK(sched_parse("fwd bwd grab", &plain));
+    c.schedule = &plain;
+    st = verify_check_config(&c);
+    sched_free(&plain);
+    return st;
+}
+
 int main(int argc, char **argv)
 {
     blas_pool_restart_without(argv); /* before anything forks or exits: a stuck pool hangs both */
@@ -167,9 +189,8 @@ int main(int argc, char **argv)
         r = list_impls();
     } else if (r == OPT_RUN && opt.list_scenarios) {
         r = scenarios_list();
-    } else if (r == OPT_RUN && !opt.mutants && verify_check_config(&opt.run) != DDP_OK) {
-        /* The one validation of a run description, before anything runs: it names the option. (For the
-         * battery the description is the classic scenario's; battery_main checks every other one.) */
+    } else if (r == OPT_RUN && !opt.mutants && check_run(&opt) != DDP_OK) {
+        /* The one validation of a run description, before anything runs: it names the option. */
         r = cli_usage_error(NULL, NULL, ddp_error_text());
     } else if (r == OPT_RUN && opt.prepare_dir) {
         r = prepare_inputs(&opt);

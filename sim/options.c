@@ -341,8 +341,12 @@ static const opt_spec specs[] = {
      NULL},
     {"bucket-view", 0, NULL, "gradient_as_bucket_view=True: divide by N in place", OPT_FLAG, F(run.ddp.bucket_view), 0,
      0, NULL, NULL},
-    {"static-graph", 0, NULL, "static_graph=True: the same gradients; what PyTorch 1.13 cannot run with it\nis refused "
+    {"static-graph", 0, NULL, "static_graph=True: the same gradients; what PyTorch cannot run with it\nis refused "
      "(see man ddpsim)", OPT_FLAG, F(run.ddp.static_graph), 0, 0, NULL, NULL},
+    {"static-graph-rule", 0, "first-backward|first-iteration",
+     "with --static-graph, which backwards must be armed: the first one\n(PyTorch >= 2.1, PR #103487) or every one "
+     "through a forward of\nthe first iteration (PyTorch < 2.1)", OPT_CHOICE, F(run.ddp.static_graph_first_iteration),
+     0, 0, NULL, "first-backward"},
     {"comm-hook", 0, "none|allreduce|fp16|bf16",
      "DDP's built-in communication hook (register_comm_hook): allreduce_hook\n(divide by N, then sum), "
      "fp16_compress_hook or bf16_compress_hook\n(compress, divide, sum in the format, decompress)",

@@ -47,11 +47,12 @@ static const char *row_word(const battery_outcome *o)
 
 /*
  * Every scenario's configuration through verify_check_config before any
- * rank starts. A configuration that is wrong whatever the scenario (the
- * classic one fails too) is a usage error naming the option; one that only
- * a scenario's own options make impossible for this implementation (a
- * version-1 plugin and bucket_view with --zero-grad none) is not run, and
- * its row says why.
+ * rank starts. A configuration that is wrong whatever the scenario is a
+ * usage error naming the option, found before (main.c check_run); one that
+ * only a scenario's own schedule or options make impossible for this
+ * implementation (a version-1 plugin and bucket_view with --zero-grad none;
+ * --static-graph and a schedule whose first backward is in no_sync) is not
+ * run, and its row says why.
  */
 static int check_all(const ddpsim_options *opt, battery_outcome *out)
 {
@@ -65,11 +66,6 @@ static int check_all(const ddpsim_options *opt, battery_outcome *out)
         }
         if (st == DDP_OK)
             continue;
-        if (i == 0) {
-            char msg[700];
-            snprintf(msg, sizeof msg, "scenario %s: %s", battery_at(i)->name, ddp_error_text());
-            return cli_usage_error(NULL, NULL, msg);
-        }
         out[i].status = st;
         out[i].refused = 1;
         snprintf(out[i].first, sizeof out[i].first, "not possible here: %.230s", ddp_error_text());

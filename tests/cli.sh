@@ -125,12 +125,18 @@ sed 's/"comm_hook": "fp16"/"comm_hook": "none"/' "$tmph/r/manifest.json" >"$tmph
 expect 1 "verdict: FAIL" "... and the same recording judged without the hook fails" -- check "$tmph/r"
 rm -rf "$tmph"
 
-# static_graph: the same gradients; what torch 1.13 cannot run with it is refused (python.sh checks that on torch).
-expect 0 "verdict: PASS (10 of 20 scenarios, 69 grabs x 3 ranks, bitwise; not run here, each row says why: window-2, window-5, buckets, odd-sizes, find-unused, tail-window, buffers, ends-in-window, uneven, uneven-divide)" "--static-graph: the battery, less what 1.13 cannot run" -- --ranks 3 --static-graph --impl bucketed
-expect 2 "op 4 (bwd) is a backward no sync armed, through a forward between the first and the second syncing forward" "--static-graph: a no_sync micro-step after the first sync" -- --static-graph --schedule "fwd bwd nosync{fwd bwd} grab"
-expect 0 "verdict: PASS" "--static-graph: the same micro-step after the second sync runs" -- --static-graph --schedule "fwd bwd fwd bwd nosync{fwd bwd} grab"
+# static_graph: the same gradients; what the torch of --static-graph-rule cannot run with it is refused (python.sh
+# checks both rules on real torch: 1.13 and 2.x).
+expect 0 "verdict: PASS (10 of 20 scenarios, 69 grabs x 3 ranks, bitwise; not run here, each row says why: window-2, window-5, buckets, odd-sizes, find-unused, tail-window, buffers, ends-in-window, uneven, uneven-divide)" "--static-graph: the battery, less what torch < 2.1 cannot run" -- --ranks 3 --static-graph --static-graph-rule first-iteration --impl bucketed
+expect 0 "verdict: PASS (6 of 20 scenarios, 34 grabs x 3 ranks, bitwise; not run here, each row says why: classic, window-2, window-5, nosync-edges, zero-and-step, buckets, odd-sizes, bucket-view, find-unused, attention, tiny-tensor, tail-window, uneven, uneven-divide)" "--static-graph: the battery, less what torch 2.1+ cannot run" -- --ranks 3 --static-graph --impl bucketed
+expect 2 "op 4 (bwd) is a backward no sync armed, through a forward between the first and the second syncing forward" "--static-graph, torch < 2.1: a no_sync micro-step after the first sync" -- --static-graph --static-graph-rule first-iteration --schedule "fwd bwd nosync{fwd bwd} grab"
+expect 0 "verdict: PASS" "... which torch 2.1+ runs" -- --static-graph --schedule "fwd bwd nosync{fwd bwd} grab"
+expect 0 "verdict: PASS" "--static-graph: the same micro-step after the second sync runs" -- --static-graph --static-graph-rule first-iteration --schedule "fwd bwd fwd bwd nosync{fwd bwd} grab"
+expect 2 "op 2 (bwd), the first backward, is one no sync armed" "--static-graph, torch 2.1+: a first backward in no_sync" -- --static-graph --schedule "nosync{fwd bwd} fwd bwd grab"
+expect 0 "verdict: PASS" "... which torch < 2.1 runs" -- --static-graph --static-graph-rule first-iteration --schedule "nosync{fwd bwd} fwd bwd grab"
+expect 2 "static-graph-rule" "an unknown --static-graph-rule" -- --static-graph --static-graph-rule sometimes --scenario tied
 expect 2 "static_graph requires the same graph every iteration" "--static-graph with branchy" -- --static-graph --model branchy --find-unused --schedule "fwd bwd grab fwd bwd grab"
-expect 2 "not with --algo ring" "--static-graph with ring" -- --static-graph --algo ring --scenario classic
+expect 2 "not with --algo ring" "--static-graph with ring" -- --static-graph --algo ring --schedule "fwd bwd grab"
 
 # Buffers (--model bn): PyTorch 1.13's broadcast_buffers rule, compared bitwise and named when they differ.
 bplug=${PLUGIN_DIR:-$(dirname "$0")/plugin}

@@ -24,7 +24,7 @@ dumps() {
     dir=$1
     shift
     mkdir -p "$dir"
-    for spec in mlp:32-64-64-16 mlp:13-7-5 attn bn "branchy --find-unused" "tied --static-graph"; do
+    for spec in mlp:32-64-64-16 mlp:13-7-5 attn bn "branchy --find-unused" "tied --static-graph --static-graph-rule first-iteration"; do
         name=$(echo "$spec" | tr ' :' '__')
         # shellcheck disable=SC2086 # spec carries the model's own options
         "$DDPSIM" --ranks 2 --model $spec --schedule "$sched" --dump "$dir/$name" -q "$@" >"$out" 2>"$err" || return 1

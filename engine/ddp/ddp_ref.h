@@ -75,6 +75,9 @@ typedef struct ddp_config {
     float lr;
     ddp_comm_hook comm_hook; /* register_comm_hook with one of PyTorch's built-in hooks (comm_hook.h) */
     int static_graph;        /* static_graph=True: the same gradients; schedules and models it cannot run refused */
+    int static_graph_first_iteration; /* PyTorch < 2.1: static_graph's delayed allreduce is queued by every
+                                       * backward through a forward of the first iteration (before PR #103487),
+                                       * not once, by the first backward */
     int no_broadcast_buffers; /* broadcast_buffers=False (0: PyTorch's default, True) */
 } ddp_config;
 

@@ -155,16 +155,25 @@ void sched_free(sched *s);
 ssize_t sched_step_conflict(const sched *s, int set_to_none);
 
 /*
- * static_graph=True in PyTorch 1.13: the op of the first backward that
- * DDP cannot run, or -1. Until the second forward outside no_sync, every
- * forward (no_sync's too) wraps its outputs in _DDPSink, whose backward
- * queues the reducer's delayed allreduce of the first iteration
- * (distributed.py forward, "static_graph and num_iterations == 1"); in a
- * backward the reducer is not armed for (a no_sync micro-step after the
- * first syncing forward) that trips reducer.cpp's
- * "expect_autograd_hooks_ INTERNAL ASSERT". Observed on real 1.13 DDP.
+ * static_graph=True: the op of the first backward that DDP cannot run, or
+ * -1. DDP wraps a forward's outputs in _DDPSink, whose backward queues the
+ * reducer's delayed allreduce of the first iteration; in a backward the
+ * reducer is not armed for (a no_sync micro-step) that trips reducer.cpp's
+ * "expect_autograd_hooks_ INTERNAL ASSERT". Which backwards queue it
+ * depends on the torch:
+ *  - first_iteration (PyTorch < 2.1): every forward (no_sync's too) until
+ *    the second one outside no_sync wraps its outputs, and each backward
+ *    through one queues it (distributed.py forward, "static_graph and
+ *    num_iterations == 1"): an unarmed backward through a forward taken
+ *    after the first syncing forward fails. Observed on real 1.13 DDP.
+ *  - else (PyTorch 2.1 on, PR #103487 "multiple forward support for static
+ *    graph"): the first backward through a sink queues it, once
+ *    (_static_graph_delay_allreduce_enqueued), and every forward before it
+ *    has one: the schedule's first backward must be armed. Observed on
+ *    real 2.15 DDP.
+ * tests/python/static_graph_check.py checks both on the torch it runs on.
  */
-ssize_t sched_static_graph_conflict(const sched *s);
+ssize_t sched_static_graph_conflict(const sched *s, int first_iteration);
 
 #define SCHED_LABEL_LEN 48
 

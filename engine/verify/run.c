@@ -159,21 +159,27 @@ static ddp_status check_faults(const verify_config *cfg)
  * static_graph=True changes no gradient that ddpsim models (the first
  * iteration's allreduce is delayed to the end of its backward; the unused
  * parameters are the first iteration's): the reference is the same. What
- * 1.13 cannot run is refused with its reason: the schedules of
- * sched_static_graph_conflict, a model whose used parameters change
- * (branchy), and ring, whose bits follow a bucket rebuild whose timing under
- * static_graph ddpsim does not model.
+ * the torch of --static-graph-rule cannot run is refused with its reason:
+ * the schedules of sched_static_graph_conflict, a model whose used
+ * parameters change (branchy), and ring, whose bits follow a bucket rebuild
+ * whose timing under static_graph ddpsim does not model.
  */
 static ddp_status check_static_graph(const verify_config *cfg, int branchy)
 {
     if (!cfg->ddp.static_graph)
         return DDP_OK;
-    ssize_t op = sched_static_graph_conflict(cfg->schedule);
-    if (op >= 0)
+    int first_iteration = cfg->ddp.static_graph_first_iteration;
+    ssize_t op = sched_static_graph_conflict(cfg->schedule, first_iteration);
+    if (op >= 0 && first_iteration)
         return ddp_error(DDP_ERR_INVALID, "--static-graph: op %zd (bwd) is a backward no sync armed, through a forward "
-                                          "between the first and the second syncing forward: PyTorch 1.13's DDP fails "
-                                          "there (the first iteration's delayed allreduce: expect_autograd_hooks_ "
+                                          "between the first and the second syncing forward: PyTorch < 2.1's DDP "
+                                          "fails there (the first iteration's delayed allreduce: expect_autograd_hooks_ "
                                           "INTERNAL ASSERT, reducer.cpp)", op);
+    if (op >= 0)
+        return ddp_error(DDP_ERR_INVALID, "--static-graph: op %zd (bwd), the first backward, is one no sync armed: "
+                                          "PyTorch 2.1+'s DDP fails there (it queues the delayed allreduce of the "
+                                          "first iteration: expect_autograd_hooks_ INTERNAL ASSERT, reducer.cpp; PR "
+                                          "#103487); --static-graph-rule first-iteration is PyTorch < 2.1's rule", op);
     if (branchy)
         return ddp_error(DDP_ERR_INVALID, "--static-graph: branchy uses different parameters in different "
                                           "iterations, and static_graph requires the same graph every iteration");
