@@ -43,7 +43,8 @@ def _run_args(ranks, seed, batch, lr, model, schedule, scenario, find_unused, bu
         args += ["--comm-hook", comm_hook]
     if static_graph:
         args.append("--static-graph")
-    return args
+    # This torch's rule, for a scenario that brings static_graph itself (tied) too.
+    return args + ["--static-graph-rule", semantics.static_graph_rule()]
 
 
 def check(wrap, ranks=2, model=None, data=None, loss=None, schedule=None, scenario=None, seed=1, batch=4, lr=0.1,
@@ -161,8 +162,10 @@ class Plan:
             try:
                 job = self._job(name)
             except BadInput as e:
-                if not self.many or name == names[0]:
-                    raise  # a single run, or the first scenario: the options are wrong, not the scenario
+                if not self.many:
+                    raise  # a single run: the options are wrong for it
+                if name == names[0]:
+                    self._check_options()  # wrong whatever the scenario: said as bad input, as ddpsim does
                 self.impossible.append((name, str(e)))  # as ddpsim's own battery: not run, the reason said
                 continue
             if self.user_model and job["ddp"]["static_graph"] and not a["static_graph"]:
@@ -183,6 +186,16 @@ class Plan:
                     "jobs": self.jobs, "first_job": 0,
                     "recorded_by": "ddpsim_torch %s, torch %s (gloo)" % (_version(), torch.__version__)}
         self.header = self._header(skipped)
+
+    def _check_options(self):
+        """The options alone, on a schedule no option refuses (as ddpsim's main.c check_run): BadInput when they
+        are wrong whatever the scenario (a scenario's own schedule may be what an option refuses: --static-graph
+        and a first backward in no_sync on torch 2.1+)."""
+        a = self.a
+        with tempfile.TemporaryDirectory(dir=self.root) as d:
+            ddpsim.prepare(self.binary, os.path.join(d, "inputs"), _run_args(
+                a["ranks"], a["seed"], a["batch"], a["lr"], self.model, "fwd bwd grab", None, a["find_unused"],
+                a["bucket_view"], a["bucket_cap"], self.zero, a["comm_hook"], a["static_graph"]))
 
     def _check_model(self):
         if self.a["scenario"] and self.a["model"] is not None and not self.user_model:
@@ -270,7 +283,8 @@ class Plan:
         lines = ["# ddpsim_torch %s (%s): torch %s, %d ranks on gloo, wrap %s" % (
             _version(), ddpsim.version(self.binary), torch.__version__, a["ranks"], self.wrap)]
         lines.append("# semantics of torch %d.%d: %s" % (
-            semantics.torch_version() + (semantics.describe(self.rule, self.zero),)))
+            semantics.torch_version() + (semantics.describe(
+                self.rule, self.zero, semantics.static_graph_rule() if a["static_graph"] else None),)))
         what = ("the scenario battery (%d scenarios)" % len(self.jobs)) if self.many else (
             "scenario %s" % a["scenario"] if a["scenario"] else "schedule %s" % (a["schedule"] or "classic"))
         if self.user_model:

@@ -147,7 +147,7 @@ class Tied(nn.Module):
     def forward(self, x):
         import torch.utils.checkpoint as cp
         # reentrant checkpointing drops the parameters' gradients unless an input requires grad
-        h = cp.checkpoint(self._encode, x.detach().requires_grad_(True))
+        h = cp.checkpoint(self._encode, x.detach().requires_grad_(True), use_reentrant=True)
         return F.linear(h, self.enc.weight.t(), self.dec_bias)
 
 

@@ -71,7 +71,7 @@ class TwiceEncoded(nn.Module):
     def forward(self, x, aux):
         import torch.utils.checkpoint as cp
         main = self.head(self.enc(x))
-        second = cp.checkpoint(self.enc, aux)
+        second = cp.checkpoint(self.enc, aux, use_reentrant=True)
         return main + second.mean(dim=1, keepdim=True)
 
 

@@ -122,6 +122,15 @@ def ddp_fp16_hook(module, **ddp_options):
     return ddp
 
 
+def ddp_bf16_hook(module, **ddp_options):
+    """PyTorch's DDP with bf16_compress_hook registered by the wrapper itself (torch 2.x from PyPI takes it on gloo;
+    the reference must be told: --comm-hook bf16)."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    ddp = nn.parallel.DistributedDataParallel(module, **ddp_options)
+    ddp.register_comm_hook(None, default_hooks.bf16_compress_hook)
+    return ddp
+
+
 def hook_ddp(module):
     return HookDDP(module)
 
@@ -318,3 +327,15 @@ def forks_a_child(module, **ddp_options):
 def slow_forever_wrap(module, **ddp_options):
     """A wrap() that never returns (sleeping): a run to interrupt while its ranks are up."""
     time.sleep(3600)
+
+
+def compiled_ddp(module, **ddp_options):
+    """torch.compile over PyTorch's DDP (torch 2.x): dynamo's DDPOptimizer splits the graph at bucket boundaries
+    so each bucket's allreduce can start inside the compiled backward (torch/_dynamo/backends/distributed.py)."""
+    return torch.compile(nn.parallel.DistributedDataParallel(module, **ddp_options))
+
+
+def compiled_ddp_eager(module, **ddp_options):
+    """The same through dynamo and AOTAutograd with eager kernels (backend="aot_eager"): the graph capture and
+    DDPOptimizer's split without inductor's generated code."""
+    return torch.compile(nn.parallel.DistributedDataParallel(module, **ddp_options), backend="aot_eager")
