@@ -1,0 +1,103 @@
+#!/bin/sh
+# frameworks.sh - the frameworks people drive DDP through, each through its own API, checked by the Python front
+# end (python3 -m ddpsim_torch --wrap) under the torch 2.x environments `make venv` makes (tests/venv.sh):
+#  - Hugging Face Accelerate 1.15 (torch 2.15): accelerator.no_sync passes the battery; accelerator.accumulate
+#    with gradient_accumulation_steps=4 syncs every 4th micro-step as a window of 4 should; told 3 while the
+#    trainer accumulates 4 (a bug planted through the public API) it fails, named;
+#  - lightning-thunder 0.2.6 (torch 2.9; the newest release, without PR #2255): thunder.distributed.ddp fails at
+#    the first grab after a no_sync window, the sync-on-exit of thunder issue #1670, and plain torch DDP, run
+#    beside it without ddpsim (tests/python/frameworks/compare_with_ddp.py), shows the same difference there;
+#  - Lightning Fabric 2.6.6, DeepSpeed 0.19.8 (ZeRO stage 0) and fairscale 0.4.13 (ShardedDataParallel), below.
+# The adapters of tests/python/frameworks/ only translate the interface. Skips (77) without the environments.
+DDPSIM=${DDPSIM:-./sim/ddpsim}
+. "$(dirname "$0")/testlib.sh"
+here=$(cd "$(dirname "$0")" && pwd)
+for v in "${TORCH2_PYTHON:-}" "${THUNDER_PYTHON:-}"; do
+    if [ -z "$v" ] || ! [ -x "$v" ]; then
+        echo "SKIP: no framework environment (${v:-TORCH2_PYTHON or THUNDER_PYTHON unset}): run 'make venv' first"
+        exit 77
+    fi
+done
+PYTHONPATH=$here/../python${PYTHONPATH:+:$PYTHONPATH}
+DDPSIM=$(cd "$(dirname "$DDPSIM")" && pwd)/$(basename "$DDPSIM")
+DDPSIM_TORCH_SCRATCH=$(mktemp -d) || exit 99
+export PYTHONPATH DDPSIM DDPSIM_TORCH_SCRATCH
+trap 'rm -rf "$out" "$err" "$DDPSIM_TORCH_SCRATCH"' EXIT
+F=$here/python/frameworks
+# under PYTHON CODE PATTERN DESCRIPTION -- ARGS: PYTHON -m ddpsim_torch ARGS
+under() {
+    py=$1 code=$2 pattern=$3 what=$4
+    shift 5
+    expect_cmd "$code" "$pattern" "$what" -- "$py" -m ddpsim_torch "$@"
+}
+for py in "$TORCH2_PYTHON" "$THUNDER_PYTHON"; do
+    echo "environment $py: $("$py" -c 'import torch; print("torch", torch.__version__)')"
+done
+
+# Accelerate: its DDP is torch's, and its no_sync is DDP's: the battery passes (join is Accelerate's
+# join_uneven_inputs, which takes no divide_by_initial_world_size: the adapter leaves it out, and the uneven
+# scenarios say so).
+A=$F/accelerate_ddp.py
+"$TORCH2_PYTHON" -c 'import accelerate; print("accelerate", accelerate.__version__)'
+under "$TORCH2_PYTHON" 0 "verdict: PASS (18 of 18 scenarios; not run, the header says why: uneven, uneven-divide)" \
+    "accelerate: accelerator.no_sync passes the battery, 3 ranks" -- --ranks 3 --wrap "$A:no_sync"
+grep -q "# ddpsim_torch .*: torch 2.15" "$out" "$err" && ok "... the header names the torch" || bad "... the header names the torch"
+S="3*( 3*( nosync{fwd bwd} grab ) fwd bwd grab step zero )"
+under "$TORCH2_PYTHON" 0 "verdict: PASS (12 grabs and 4 parameter checks x 3 ranks match, order)" \
+    "accelerate: accelerator.accumulate, gradient_accumulation_steps=4, windows of 4" -- --ranks 3 --wrap "$A:accumulate_4" --schedule "$S"
+under "$TORCH2_PYTHON" 1 "first divergence: grab 2 (after no_sync fwd+bwd (3 acc)), rank 0, parameter 0.weight" \
+    "accelerate: told 3 accumulation steps while the trainer accumulates 4 (planted)" -- --ranks 3 --wrap "$A:accumulate_3" --schedule "$S"
+expect_cmd 0 "grab 1: max |no_sync - torch DDP| = 0$" "accelerate: the same gradients as torch DDP, without ddpsim" -- \
+    "$TORCH2_PYTHON" "$F/compare_with_ddp.py" "$A:no_sync"
+
+# thunder 0.2.6: the bug ddpsim began with, in the release people install.
+T=$F/thunder_ddp.py
+"$THUNDER_PYTHON" -c 'import thunder; print("lightning-thunder", thunder.__version__)' 2>/dev/null
+under "$THUNDER_PYTHON" 1 "first divergence: grab 0 (after no_sync fwd+bwd), rank 0, parameter 0.weight" \
+    "thunder 0.2.6: thunder.distributed.ddp syncs on no_sync's exit, 2 ranks" -- --ranks 2 --wrap "$T:ddp" --scenario classic
+under "$THUNDER_PYTHON" 0 "verdict: PASS" "thunder 0.2.6: ten syncing micro-steps in a row pass (no no_sync)" -- \
+    --ranks 2 --wrap "$T:ddp" --scenario window-1
+expect_cmd 0 "grab 0: max |ddp - torch DDP| = [0-9.]*[1-9]" \
+    "thunder 0.2.6 differs from torch DDP after the no_sync micro-step, without ddpsim" -- \
+    "$THUNDER_PYTHON" "$F/compare_with_ddp.py" "$T:ddp"
+grep "max |" "$out"
+
+# Lightning Fabric's DDP strategy: fabric.no_backward_sync passes the battery; the flag inverted through the
+# public API (planted) syncs inside the window and fails at its first grab.
+L=$F/fabric_ddp.py
+"$TORCH2_PYTHON" -c 'import lightning; print("lightning", lightning.__version__)'
+under "$TORCH2_PYTHON" 0 "verdict: PASS (18 of 18 scenarios; not run, the header says why: uneven, uneven-divide)" \
+    "fabric: no_backward_sync passes the battery, 3 ranks" -- --ranks 3 --wrap "$L:no_backward_sync"
+under "$TORCH2_PYTHON" 1 "first divergence: grab 0 (after no_sync fwd+bwd), rank 0, parameter 0.weight" \
+    "fabric: no_backward_sync(enabled=...) inverted (planted)" -- --ranks 3 --wrap "$L:enabled_inverted" --scenario classic
+
+# DeepSpeed 0.19.8, ZeRO stage 0, on its CPU accelerator with gloo (built from source with no CUDA op): the sync
+# runs in engine.backward (ddpsim_backward). It decides at the backward, not at the forward as DDP: a forward
+# inside no_sync whose backward runs outside it syncs (DDP does not), shown without ddpsim too; nested no_sync
+# is refused (engine.py: "no_sync context manager reentry is unsupported"); buffers are not broadcast before a
+# forward. gradient_accumulation_steps=4 in its config while the schedule's windows sync (planted): engine.backward
+# divides the loss by 4, and the first grab is a quarter of DDP's.
+D=$F/deepspeed_ddp.py
+"$TORCH2_PYTHON" -c 'import deepspeed; print("deepspeed", deepspeed.__version__)' 2>/dev/null
+under "$TORCH2_PYTHON" 1 "verdict: FAIL (15 of 18 scenarios pass; FAIL: nosync-edges, buffers; FAULT: arming)" \
+    "deepspeed ZeRO-0: the battery, 3 ranks" -- --ranks 3 --wrap "$D:zero0"
+under "$TORCH2_PYTHON" 0 "verdict: PASS (8 grabs and 5 parameter checks x 2 ranks match, bitwise)" \
+    "deepspeed ZeRO-0: classic, 2 ranks, bitwise" -- --ranks 2 --wrap "$D:zero0" --scenario classic
+under "$TORCH2_PYTHON" 1 "first divergence: grab 0 (after no_sync fwd, bwd outside), rank 0, parameter 0.weight" \
+    "deepspeed ZeRO-0: a no_sync forward's backward outside no_sync syncs" -- --ranks 3 --wrap "$D:zero0" --scenario nosync-edges
+expect_cmd 0 "grab 0: max |zero0 - torch DDP| = [0-9.]*[1-9]" \
+    "... and differs from torch DDP there, without ddpsim" -- "$TORCH2_PYTHON" "$F/compare_with_ddp.py" "$D:zero0" "nosync{fwd} bwd grab fwd bwd grab"
+grep "max |" "$out"
+under "$TORCH2_PYTHON" 1 "first divergence: grab 0 (after no_sync fwd+bwd), rank 0, parameter 0.weight, element 0: expected 0.00142035296, actual 0.000355088239" \
+    "deepspeed ZeRO-0 told 4 accumulation steps (planted): the loss divided by 4" -- --ranks 3 --wrap "$D:zero0_accumulates_4" --schedule "$S"
+
+# fairscale 0.4.13's ShardedDataParallel with OSS: it runs, and each gradient is reduced to its owner only, so a
+# non-owner's .grad is not DDP's: every scenario fails at its first sync, at a parameter rank 0 does not own. The
+# no_sync micro-step itself is DDP's (each rank's local gradient), as plain torch DDP shows.
+Z=$F/fairscale_sdp.py
+under "$TORCH2_PYTHON" 1 "first divergence: grab 2 (after fwd+bwd (3 acc)), rank 0, parameter 2.weight" \
+    "fairscale ShardedDataParallel: rank 0's .grad of a parameter it does not own" -- --ranks 3 --wrap "$Z:sharded" --scenario classic
+expect_cmd 0 "grab 0: max |sharded - torch DDP| = 0$" "... the no_sync micro-step as torch DDP's, without ddpsim" -- \
+    "$TORCH2_PYTHON" "$F/compare_with_ddp.py" "$Z:sharded"
+grep "max |" "$out"
+finish
