@@ -674,12 +674,10 @@ ssize_t sched_static_graph_conflict(const sched *s, int first_iteration)
 {
     sched_arming a = {0};
     for (size_t i = 0; i < s->nops; i++) {
-        if (s->ops[i] == OP_BWD) {
-            if (!a.armed && (first_iteration ? a.forward_iteration == 1 : 1))
-                return (ssize_t)i;
-            if (!first_iteration)
-                return -1; /* the first backward queued the delayed allreduce, and no later one does */
-        }
+        if (s->ops[i] == OP_BWD && !first_iteration)
+            return a.armed ? -1 : (ssize_t)i; /* only the first backward queues the delayed allreduce */
+        if (s->ops[i] == OP_BWD && !a.armed && a.forward_iteration == 1)
+            return (ssize_t)i;
         sched_arming_step(&a, s->ops[i]);
     }
     return -1;
