@@ -80,6 +80,17 @@ static void header(const ddpsim_options *opt, const record_run *rec, const model
             d->find_unused ? ")" : "", d->bucket_view ? "yes" : "no", d->set_to_none ? "set_to_none" : "fills zeros", (double)d->lr,
             d->comm_hook ? ", comm hook " : "", d->comm_hook ? ddp_comm_hook_name(d->comm_hook) : "",
             tol_format(&opt->run.tol, tol, sizeof tol));
+    if (rec->held_at) {
+        fprintf(opt->out, "# gradients sharded (grad_shards): each rank's own elements are checked, of %zu:",
+                model_size(m));
+        for (int r = 0; r < rec->nranks; r++) {
+            size_t held = 0;
+            for (size_t i = rec->held_at[r]; i < rec->held_at[r + 1]; i++)
+                held += rec->held[i].count;
+            fprintf(opt->out, "%s rank %d %zu", r ? "," : "", r, held);
+        }
+        fprintf(opt->out, "\n");
+    }
     fprintf(opt->out, "# replay: %s\n", opt->command);
 }
 
@@ -122,6 +133,7 @@ int check_main(int argc, char **argv)
     opt.run.model_spec = rec.model[0] ? rec.model : "recorded";
     opt.run.schedule = &rec.schedule;
     opt.run.ddp = rec.ddp;
+    opt.sharded = rec.held_at != NULL;
     if (tol_parse(co.tolerance ? co.tolerance : rec.nranks <= 2 ? "bitwise" : "order", &opt.run.tol) != DDP_OK) {
         record_close(&rec);
         return cli_usage_error("check", "--tolerance", ddp_error_text());

@@ -53,6 +53,7 @@ typedef struct ddpsim_options {
     char *command;           /* owned: the command line, quoted, to print and to replay */
     opt_given seen;          /* which options were on the command line */
     const model *layout;     /* the parameters' names for the report, when the run has no model spec (ddpsim check) */
+    int sharded;             /* ddpsim check of a recording with grad_shards: each rank's held slices are checked */
 } ddpsim_options;
 
 extern const opt_command options_command;

@@ -137,7 +137,10 @@ static void print_first(const ddpsim_options *opt, const judgement *s)
         return;
     }
     model *m = layout_get(opt);
-    if (f->has_first)
+    if (f->has_first && f->first_none)
+        fprintf(opt->out, "# first divergence: %s (%s), rank %d, parameter %s: %s\n", where, ck->label,
+                s->first_rank, checker_first_name(m, f), verify_none_text(f->first_none));
+    else if (f->has_first)
         fprintf(opt->out, "# first divergence: %s (%s), rank %d, %s %s, element %llu: expected %.9g, actual %.9g, "
                "%u ulp\n",
                where, ck->label, s->first_rank, f->first_buffer ? "buffer" : "parameter", checker_first_name(m, f), (unsigned long long)f->first_index,
@@ -396,6 +399,8 @@ static int write_json(const ddpsim_options *opt, const verify_result *res, const
                 s->first_rank);
         jsonw_string(f, checker_first_name(m, fr));
         fprintf(f, ", \"buffer\": %s", fr->first_buffer ? "true" : "false");
+        if (fr->first_none)
+            fprintf(f, ", \"grad_none\": \"%s\"", fr->first_none == VERIFY_NONE_ACTUAL ? "actual" : "expected");
         fprintf(f, ", \"index\": %llu, \"expected\": ", (unsigned long long)fr->first_index);
         jsonw_number(f, fr->first_expected);
         fprintf(f, ", \"actual\": ");
@@ -487,7 +492,10 @@ static void print_sanity(const ddpsim_options *opt, const verify_result *res, co
                      "worst %.2g of the proven rounding bound)\n",
                 s->global_failed ? "FAIL" : "ok", s->global_checked, s->global_worst);
     if (res->nranks > 1) {
-        if (s->agreement_syncs == 0)
+        if (opt->sharded)
+            fprintf(out, "# agreement: not checked: the ranks hold shards of the gradients, each compared with DDP's "
+                         "same elements\n");
+        else if (s->agreement_syncs == 0)
             fprintf(out, "# agreement: the implementation's ranks hold the same bits after every syncing backward: not "
                          "checked (no syncing backward)\n");
         else

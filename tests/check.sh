@@ -202,10 +202,12 @@ fresh; manifest 's/"ranks": 3/"ranks": 4/'
 expect 2 "rank3" "more ranks than recorded" -- check "$tmp/b"
 fresh; manifest 's/"ddpsim-record"/"ddpsim-dump"/'
 expect 2 "expected \"ddpsim-record\"" "the wrong format" -- check "$tmp/b"
-fresh; manifest 's/"version": 2/"version": 7/'
+fresh; manifest 's/"version": 3/"version": 7/'
 expect 2 "version 7" "a later version" -- check "$tmp/b"
-fresh; manifest 's/"version": 2/"version": 1/; s/, "algo": "ordered"//'
+fresh; manifest 's/"version": 3/"version": 1/; s/, "algo": "ordered"//'
 expect 0 "verdict: PASS" "a version-1 recording (no ddp.algo) is still read" -- check "$tmp/b"
+fresh; manifest 's/"version": 3/"version": 2/'; rm -f "$tmp"/b/bucketed/rank*/grab*/none.json
+expect 0 "verdict: PASS" "a version-2 recording (no none.json) is still read" -- check "$tmp/b"
 fresh; manifest 's/"algo": "ordered"/"algo": "shuffled"/'
 expect 2 "ddp.algo is not an algorithm" "an unknown ddp.algo" -- check "$tmp/b"
 fresh; manifest 's/"grab"/"jump"/'
@@ -238,6 +240,64 @@ fi
 fresh
 printf '\377\377\377\177' | dd of="$tmp/b/bucketed/rank2/grab1/4.bias.npy" bs=1 seek=128 conv=notrunc 2>/dev/null
 expect 1 "grab 1 (after no_sync fwd+bwd (2 acc)), rank 2, parameter 4.bias, element 0: expected" "the implementation's NaN is a FAIL" -- check "$tmp/b"
+
+# Sharded gradients (record.h "grad_shards"): each rank's own slices are checked, nothing else of its .grad is
+# read (tests/shard_record.py gives rank r the r-th contiguous slice of every tensor, and writes 1e30 over the
+# rest at every grab), and a wrong element a rank holds fails there. Bad layouts are refused before any rank runs.
+if /usr/bin/python3 -c "import numpy" 2>/dev/null; then
+    shard() { /usr/bin/python3 "$(dirname "$0")/shard_record.py" "$@"; }
+    rm -rf "$tmp/s" "$tmp/s0"
+    "$DDPSIM" --ranks 3 --scenario find-unused --impl bucketed --record "$tmp/s0" -q >/dev/null 2>&1
+    cp -r "$tmp/s0" "$tmp/s" && shard "$tmp/s"
+    expect 0 "gradients sharded (grad_shards): each rank's own elements are checked, of 348: rank 0 121, rank 1 121, rank 2 106" \
+        "sharded: scratch outside each rank's slices is not read" -- check "$tmp/s"
+    expect 0 "agreement: not checked: the ranks hold shards" "... nor the ranks' agreement" -- check "$tmp/s"
+    shard "$tmp/s" 2 3 trunk.weight
+    expect 1 "grab 3 (after no_sync fwd+bwd), rank 2, parameter trunk.weight, element 86: expected" \
+        "... an element a rank holds, wrong, fails there" -- check "$tmp/s"
+    rm -rf "$tmp/s" && cp -r "$tmp/s0" "$tmp/s" && shard "$tmp/s"
+    /usr/bin/python3 -c "import numpy as n, sys; p = sys.argv[1]; a = n.load(p); a.reshape(-1)[0] = n.nan; n.save(p, a)" \
+        "$tmp/s/bucketed/rank1/grab0/trunk.weight.npy"
+    expect 0 "verdict: PASS" "... a NaN outside its slices is not read either" -- check "$tmp/s"
+    # A catalogued bug, sharded: still caught, on a rank's own elements.
+    rm -rf "$tmp/s" && "$DDPSIM" --ranks 3 --scenario classic --impl sync-on-exit --record "$tmp/s" -q >/dev/null 2>&1
+    shard "$tmp/s"
+    expect 1 "first divergence: grab 0 (after no_sync fwd+bwd), rank 0, parameter 0.weight" \
+        "sharded: a catalogued bug (sync-on-exit) still fails" -- check "$tmp/s"
+    layout() { # layout PYTHON-EXPR-ON-m: edit the sharded manifest of $tmp/s0
+        rm -rf "$tmp/s" && cp -r "$tmp/s0" "$tmp/s" && shard "$tmp/s"
+        /usr/bin/python3 -c "import json, sys; p = sys.argv[1]; m = json.load(open(p)); $1; json.dump(m, open(p, 'w'))" \
+            "$tmp/s/manifest.json"
+    }
+    layout 'm["grad_shards"][1]["trunk.weight"] = [[0, 10], [5, 10]]'
+    expect 2 '"grad_shards"\[1\]: trunk.weight.s ranges overlap at element 5' "a rank's ranges that overlap" -- check "$tmp/s"
+    layout 'm["grad_shards"][2]["trunk.weight"] = [[86, 900]]'
+    expect 2 '"grad_shards"\[2\].trunk.weight\[0\].s count must be a whole number in 1..42' "a range past the end" -- check "$tmp/s"
+    layout 'm["grad_shards"][0]["nope"] = [[0, 1]]'
+    expect 2 '"grad_shards"\[0\] names "nope", not a parameter' "an unknown parameter" -- check "$tmp/s"
+    layout 'm["grad_shards"][1]["trunk.weight"] = [[86, 1]]'
+    expect 2 "element 43 of trunk.weight is held by no rank" "an element no rank holds" -- check "$tmp/s"
+    layout 'm["grad_shards"].pop()'
+    expect 2 '"grad_shards" must be an array of 3 objects' "not one object per rank" -- check "$tmp/s"
+    layout 'm["grad_shards"][0]["trunk.weight"] = [[0, "x"]]'
+    expect 2 "count must be a whole number" "a range that is no number" -- check "$tmp/s"
+else
+    echo "SKIP: sharded recordings (no numpy to write them)"
+fi
+
+# None: a grab's none.json says whose .grad was None; DDP's None-ness is part of its semantics (find_unused leaves
+# a parameter no rank used as it was, zero_grad(set_to_none) makes every .grad None), and a None .grad reads as
+# zeros, so only this tells a wrapper that writes zeros from one that leaves None.
+rm -rf "$tmp/n0" && "$DDPSIM" --ranks 2 --scenario find-unused --impl bucketed --record "$tmp/n0" -q >/dev/null 2>&1
+if grep -q '"unused.weight"' "$tmp/n0/bucketed/rank0/grab0/none.json"; then ok "--record writes none.json"; else bad "--record writes no none.json"; fi
+rm -rf "$tmp/n" && cp -r "$tmp/n0" "$tmp/n" && echo '["unused.bias"]' >"$tmp/n/bucketed/rank1/grab3/none.json"
+expect 1 "grab 3 (after no_sync fwd+bwd), rank 1, parameter unused.weight: its .grad holds a tensor, where DDP's is None" \
+    "a tensor where DDP's .grad is None fails" -- check "$tmp/n"
+expect 1 '"grad_none": "expected"' "... said in --json" -- check "$tmp/n" --json -
+echo '["unused.weight", "unused.bias", "trunk.bias"]' >"$tmp/n/bucketed/rank1/grab3/none.json"
+expect 1 "rank 1, parameter trunk.bias: its .grad is None, where DDP's holds a tensor" "None where DDP's holds a tensor fails" -- check "$tmp/n"
+echo '["trunk.bias", 3]' >"$tmp/n/bucketed/rank1/grab3/none.json"
+expect 2 "grab3/none.json: item 1 is not the name of a parameter" "a bad none.json is refused" -- check "$tmp/n"
 
 # --record's own errors.
 expect 2 "belongs to a single run" "the battery with --record" -- --record "$tmp/x"

@@ -250,18 +250,18 @@ static ddp_status check_files(const record_run *r, const char *what, const unsig
     return DDP_OK;
 }
 
-ddp_status record_used(const record_run *r, int rank, uint64_t micro, unsigned char *used)
+/* path: a JSON array of parameter names, into flags (flags[p] = 1 for each named). */
+static ddp_status read_name_list(const record_run *r, const char *path, unsigned char *flags)
 {
-    char path[RECORD_PATH_LEN], *text;
+    char *text;
     size_t len;
-    snprintf(path, sizeof path, "%s/rank%d/micro%llu/used.json", r->dir, rank, (unsigned long long)micro);
     DDP_CHECK(file_read_regular(path, RECORD_MAX_USED, &text, &len));
     json_value *v = NULL;
     ddp_status s = json_parse(text, &v);
     free(text);
     if (s != DDP_OK)
         return ddp_error_prefix(s, path);
-    memset(used, 0, (size_t)r->nparams);
+    memset(flags, 0, (size_t)r->nparams);
     if (v->type != JSON_ARRAY)
         s = ddp_error(DDP_ERR_INVALID, "%s: expected an array of parameter names", path);
     for (size_t i = 0; s == DDP_OK && i < v->n; i++) {
@@ -272,10 +272,29 @@ ddp_status record_used(const record_run *r, int rank, uint64_t micro, unsigned c
         if (found < 0)
             s = ddp_error(DDP_ERR_INVALID, "%s: item %zu is not the name of a parameter of the manifest", path, i);
         else
-            used[found] = 1;
+            flags[found] = 1;
     }
     json_free(v);
     return s;
+}
+
+ddp_status record_used(const record_run *r, int rank, uint64_t micro, unsigned char *used)
+{
+    char path[RECORD_PATH_LEN];
+    snprintf(path, sizeof path, "%s/rank%d/micro%llu/used.json", r->dir, rank, (unsigned long long)micro);
+    return read_name_list(r, path, used);
+}
+
+ddp_status record_grad_none(const record_run *r, const char *what, unsigned char *none, int *known)
+{
+    char path[RECORD_PATH_LEN];
+    snprintf(path, sizeof path, "%s/%s/none.json", r->dir, what);
+    *known = access(path, F_OK) == 0;
+    if (!*known) {
+        memset(none, 0, (size_t)r->nparams);
+        return DDP_OK;
+    }
+    return read_name_list(r, path, none);
 }
 
 ddp_status record_read(const record_run *r, const char *what, int param, float *dst, int finite_only)
@@ -347,10 +366,13 @@ static ddp_status check_rank_files(const record_run *r, int rank, const uint32_t
             snprintf(what, wlen, "rank%d/micro%llu", rank, (unsigned long long)micro++);
             DDP_CHECK(check_files(r, what, used, 0, np));
             break;
-        case OP_GRAB:
+        case OP_GRAB: {
             snprintf(what, wlen, "%s/rank%d/grab%llu", r->impl, rank, (unsigned long long)grab++);
             DDP_CHECK(check_files(r, what, NULL, 0, np));
+            int known;
+            DDP_CHECK(record_grad_none(r, what, used, &known)); /* a none.json that is there must be right */
             break;
+        }
         case OP_STEP:
             snprintf(what, wlen, "%s/rank%d/step%llu", r->impl, rank, (unsigned long long)step++);
             DDP_CHECK(check_files(r, what, NULL, 0, np));
@@ -379,6 +401,107 @@ static ddp_status check_all(const record_run *r)
     return s;
 }
 
+
+static int held_order(const void *a, const void *b)
+{
+    const record_held *x = a, *y = b;
+    if (x->param != y->param)
+        return x->param < y->param ? -1 : 1;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* One rank's object of "grad_shards" appended to r->held (room made by the caller), sorted, checked. */
+static ddp_status read_rank_held(const char *path, const json_value *obj, int rank, record_run *r, size_t *n,
+                                 unsigned char *covered_by_any, size_t *offsets)
+{
+    if (obj->type != JSON_OBJECT)
+        return ddp_error(DDP_ERR_INVALID, "%s: \"grad_shards\"[%d] is %s, expected an object of parameter names",
+                         path, rank, json_type_name(obj->type));
+    size_t first = *n;
+    for (size_t k = 0; k < obj->n; k++) {
+        const json_value *m = &obj->items[k];
+        int p = -1;
+        for (int q = 0; q < r->nparams && p < 0; q++)
+            if (strcmp(r->names[q], m->key) == 0)
+                p = q;
+        if (p < 0)
+            return ddp_error(DDP_ERR_INVALID, "%s: \"grad_shards\"[%d] names \"%s\", not a parameter of the manifest",
+                             path, rank, m->key);
+        size_t count = 1;
+        for (int d = 0; d < r->decls[p].ndim; d++)
+            count *= (size_t)r->decls[p].shape[d];
+        if (m->type != JSON_ARRAY)
+            return ddp_error(DDP_ERR_INVALID, "%s: \"grad_shards\"[%d].%s is %s, expected [[START, COUNT], ...]",
+                             path, rank, m->key, json_type_name(m->type));
+        for (size_t j = 0; j < m->n; j++) {
+            const json_value *e = &m->items[j];
+            double a, c;
+            if (e->type != JSON_ARRAY || e->n != 2)
+                return ddp_error(DDP_ERR_INVALID, "%s: \"grad_shards\"[%d].%s[%zu] is not [START, COUNT]", path,
+                                 rank, m->key, j);
+            char what[MODEL_NAME_LEN + 64];
+            snprintf(what, sizeof what, "\"grad_shards\"[%d].%s[%zu]'s start", rank, m->key, j);
+            DDP_CHECK(whole(path, what, &e->items[0], 0, (double)count - 1, &a));
+            snprintf(what, sizeof what, "\"grad_shards\"[%d].%s[%zu]'s count", rank, m->key, j);
+            DDP_CHECK(whole(path, what, &e->items[1], 1, (double)count - a, &c));
+            r->held[(*n)++] = (record_held){p, (size_t)a, (size_t)c};
+        }
+    }
+    qsort(r->held + first, *n - first, sizeof *r->held, held_order);
+    for (size_t i = first; i < *n; i++) {
+        const record_held *h = &r->held[i];
+        if (i > first && h[-1].param == h->param && h[-1].start + h[-1].count > h->start)
+            return ddp_error(DDP_ERR_INVALID, "%s: \"grad_shards\"[%d]: %s's ranges overlap at element %zu", path,
+                             rank, r->names[h->param], h->start);
+        memset(covered_by_any + offsets[h->param] + h->start, 1, h->count);
+    }
+    return DDP_OK;
+}
+
+/* "grad_shards" (record.h), when present: which elements of each .grad each rank holds. */
+static ddp_status read_held(const char *path, const json_value *root, record_run *r)
+{
+    const json_value *g = json_get(root, "grad_shards");
+    if (!g)
+        return DDP_OK;
+    if (g->type != JSON_ARRAY || g->n != (size_t)r->nranks)
+        return ddp_error(DDP_ERR_INVALID, "%s: \"grad_shards\" must be an array of %d objects, one per rank", path,
+                         r->nranks);
+    size_t total = 0, ranges = 0, offsets[MODEL_MAX_PARAMS + 1];
+    for (int p = 0; p < r->nparams; p++) {
+        size_t count = 1;
+        for (int d = 0; d < r->decls[p].ndim; d++)
+            count *= (size_t)r->decls[p].shape[d];
+        offsets[p] = total;
+        total += count;
+    }
+    offsets[r->nparams] = total;
+    for (size_t k = 0; k < g->n; k++)
+        for (size_t j = 0; g->items[k].type == JSON_OBJECT && j < g->items[k].n; j++)
+            ranges += g->items[k].items[j].type == JSON_ARRAY ? g->items[k].items[j].n : 0;
+    unsigned char *covered = calloc(total ? total : 1, 1);
+    r->held = malloc((ranges ? ranges : 1) * sizeof *r->held);
+    r->held_at = malloc(((size_t)r->nranks + 1) * sizeof *r->held_at);
+    if (!covered || !r->held || !r->held_at) {
+        free(covered);
+        return ddp_error(DDP_ERR_NOMEM, "%s: \"grad_shards\": %zu ranges", path, ranges);
+    }
+    size_t n = 0;
+    ddp_status s = DDP_OK;
+    for (int rank = 0; s == DDP_OK && rank < r->nranks; rank++) {
+        r->held_at[rank] = n;
+        s = read_rank_held(path, &g->items[rank], rank, r, &n, covered, offsets);
+    }
+    r->held_at[r->nranks] = n;
+    for (int p = 0; s == DDP_OK && p < r->nparams; p++) {
+        const unsigned char *hole = memchr(covered + offsets[p], 0, offsets[p + 1] - offsets[p]);
+        if (hole)
+            s = ddp_error(DDP_ERR_INVALID, "%s: \"grad_shards\": element %zu of %s is held by no rank, so no check "
+                                           "would read it", path, (size_t)(hole - covered - offsets[p]), r->names[p]);
+    }
+    free(covered);
+    return s;
+}
 
 /* rank<digits>: the name of a rank's own directory, which an implementation's cannot take. */
 static int is_rank_dir(const char *name)
@@ -409,9 +532,9 @@ ddp_status record_open(const char *dir, record_run *out)
     s = json_need(path, root, "format", JSON_STRING, &v);
     if (s == DDP_OK && strcmp(v->string, "ddpsim-record") != 0)
         s = ddp_error(DDP_ERR_INVALID, "%s: format \"%s\", expected \"ddpsim-record\" (a recorded run)", path, v->string);
-    if (s == DDP_OK && (s = json_need(path, root, "version", JSON_NUMBER, &v)) == DDP_OK && v->number != 1 &&
-        v->number != RECORD_VERSION)
-        s = ddp_error(DDP_ERR_INVALID, "%s: version %g; this ddpsim reads versions 1 and %d", path, v->number,
+    if (s == DDP_OK && (s = json_need(path, root, "version", JSON_NUMBER, &v)) == DDP_OK && (v->number < 1 ||
+        v->number > RECORD_VERSION || v->number != floor(v->number)))
+        s = ddp_error(DDP_ERR_INVALID, "%s: version %g; this ddpsim reads versions 1 to %d", path, v->number,
                       RECORD_VERSION);
     if (s == DDP_OK && (s = json_need(path, root, "ranks", JSON_NUMBER, &v)) == DDP_OK &&
         (s = whole(path, "\"ranks\"", v, 1, 256, &x)) == DDP_OK)
@@ -433,6 +556,8 @@ ddp_status record_open(const char *dir, record_run *out)
         s = read_options(path, root, out);
     if (s == DDP_OK)
         s = read_ops(path, root, out);
+    if (s == DDP_OK)
+        s = read_held(path, root, out);
     ssize_t clash = s == DDP_OK ? sched_step_conflict(&out->schedule, out->ddp.set_to_none) : -1;
     if (clash >= 0)
         s = ddp_error(DDP_ERR_INVALID, "%s: op %zd (step) comes between a forward and its backward while gradients "
@@ -448,6 +573,10 @@ ddp_status record_open(const char *dir, record_run *out)
 void record_close(record_run *r)
 {
     sched_free(&r->schedule);
+    free(r->held);
+    free(r->held_at);
+    r->held = NULL;
+    r->held_at = NULL;
 }
 
 ddp_status record_write_manifest(const char *dir, const record_info *info)
@@ -503,6 +632,30 @@ ddp_status record_write_forward_buffers(const char *dir, int rank, uint64_t k, c
     return dump_write_buffer_tensors(sub, m, model_buffers(m));
 }
 
+/* path: the names of m's parameters p with flags[p] == want, as a JSON array. */
+static ddp_status write_name_list(const char *path, const model *m, const unsigned char *flags, int want)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return ddp_error(DDP_ERR_SYSTEM, "cannot create %s", path);
+    fprintf(f, "[");
+    for (int p = 0, k = 0; p < model_nparams(m); p++)
+        if ((flags[p] != 0) == want) {
+            fprintf(f, "%s", k++ ? ", " : "");
+            jsonw_string(f, model_param_at(m, p)->name);
+        }
+    fprintf(f, "]\n");
+    return file_close_written(f, path);
+}
+
+ddp_status record_write_grad_none(const char *dir, const char *side, int rank, const char *what, const model *m,
+                                  const unsigned char *defined)
+{
+    char path[RECORD_PATH_LEN];
+    snprintf(path, sizeof path, "%s/%s/rank%d/%s/none.json", dir, side, rank, what);
+    return write_name_list(path, m, defined, 0);
+}
+
 ddp_status record_write_micro(const char *dir, int rank, uint64_t micro, const model *m, const float *local,
                               const unsigned char *used)
 {
@@ -510,17 +663,7 @@ ddp_status record_write_micro(const char *dir, int rank, uint64_t micro, const m
     snprintf(sub, sizeof sub, "%s/rank%d/micro%llu", dir, rank, (unsigned long long)micro);
     DDP_CHECK(dump_mkdirs(sub));
     snprintf(path, sizeof path, "%s/used.json", sub);
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return ddp_error(DDP_ERR_SYSTEM, "cannot create %s", path);
-    fprintf(f, "[");
-    for (int p = 0, k = 0; p < model_nparams(m); p++)
-        if (used[p]) {
-            fprintf(f, "%s", k++ ? ", " : "");
-            jsonw_string(f, model_param_at(m, p)->name);
-        }
-    fprintf(f, "]\n");
-    DDP_CHECK(file_close_written(f, path));
+    DDP_CHECK(write_name_list(path, m, used, 1));
     for (int p = 0; p < model_nparams(m); p++) {
         if (!used[p])
             continue;

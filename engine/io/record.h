@@ -12,6 +12,8 @@
  *                                            as a plain copy of the model computes it)
  *   DIR/<impl>/rank<r>/grab<k>/<param>.npy   the implementation's .grad at grab k (a None
  *                                            .grad written as zeros)
+ *   DIR/<impl>/rank<r>/grab<k>/none.json     ["<param>", ...]: whose .grad was None there
+ *                                            (may be left out: then None is not checked)
  *   DIR/<impl>/rank<r>/step<s>/<param>.npy   its parameters after step s
  *   DIR/<impl>/rank<r>/end/<param>.npy       its parameters at the end
  *   DIR/init/<buffer>.npy                    with "buffers": the buffers every rank started from
@@ -28,7 +30,8 @@
  *    "ddp": {...}, "zero_grad": "...", "optimizer": {"type": "sgd", "lr": X}   (manifest.h)
  *    "ops": ["fwd", "bwd", "enter", "exit", "grab", "zero", "step", "join_enter", "join_exit", ...],
  *    "joins": [{"enter": OP, "exit": OP, "divide_by_initial_world_size": bool}, ...],
- *    "uneven": [{"first": OP, "body": N, "iterations": K, "counts": [rank 0's, ...]}, ...]}
+ *    "uneven": [{"first": OP, "body": N, "iterations": K, "counts": [rank 0's, ...]}, ...],
+ *    "grad_shards": [{"<param>": [[START, COUNT], ...], ...}, ... one object per rank]}
  *
  * "joins" and "uneven" (uneven inputs, schedule.h) may be left out. A rank
  * has files only for the ops it ran: none for the grabs and steps past its
@@ -40,6 +43,17 @@
  * out (defaults: PyTorch's, and lr 0.1); the rest is required. "buffers"
  * may be left out (nothing checked of the buffers); an integer buffer such
  * as num_batches_tracked is written as float32.
+ *
+ * "grad_shards" (sharded data parallelism: ZeRO, FSDP, fairscale's OSS)
+ * says which elements of each .grad a rank holds: rank r's object maps a
+ * parameter to the element ranges (flat, C order) of its gradient that the
+ * rank owns; a parameter its object does not name, it holds nothing of.
+ * Only what a rank holds is compared at a grab (what it does not own is
+ * never read: scratch, stale or None by design), each range against the
+ * same elements of DDP's gradient; every element must be held by some rank
+ * (else it could go unchecked: refused), a rank's ranges may not overlap.
+ * Left out: every rank holds every element. The parameters after a step
+ * and at the end are compared whole on every rank either way.
  */
 #ifndef DDPSIM_RECORD_H
 #define DDPSIM_RECORD_H
@@ -53,8 +67,15 @@
 #include "status.h"
 
 #define RECORD_NAME_LEN 128
-/* 2: "ddp" has every option (manifest.h), "algo" among them; version 1 (without "algo") is read as well */
-#define RECORD_VERSION 2
+/* 3: "grad_shards" and a grab's none.json; 2: "ddp" has every option (manifest.h), "algo" among them; versions 1
+ * (without "algo") and 2 are read as well */
+#define RECORD_VERSION 3
+
+/* A slice of a parameter's gradient that a rank holds (grad_shards): elements [start, start + count). */
+typedef struct record_held {
+    int param;
+    size_t start, count;
+} record_held;
 
 typedef struct record_run {
     char dir[PATH_MAX];
@@ -66,6 +87,9 @@ typedef struct record_run {
     sched schedule;
     ddp_config ddp;          /* find_unused, bucket_view, caps, set_to_none, find_unused_rule, lr */
     char impl[RECORD_NAME_LEN], recorded_by[RECORD_NAME_LEN], model[RECORD_NAME_LEN];
+    /* grad_shards: rank r holds held[held_at[r] .. held_at[r + 1]); held_at NULL when every rank holds all */
+    record_held *held;
+    size_t *held_at;
 } record_run;
 
 /*
@@ -92,6 +116,12 @@ ddp_status record_read_piece(const record_run *r, const char *what, int param, i
 typedef enum record_values { RECORD_GRAB, RECORD_STEP, RECORD_END } record_values;
 const char *record_values_name(record_values kind, uint64_t k, char *buf, size_t len);
 
+/*
+ * What/none.json, when the recording has it: none[p] = 1 for each parameter
+ * whose .grad was None there, and *known = 1; *known = 0 without the file.
+ */
+ddp_status record_grad_none(const record_run *r, const char *what, unsigned char *none, int *known);
+
 /* Which parameters got a gradient in rank's micro-step m (used[p] = 0 or 1). */
 ddp_status record_used(const record_run *r, int rank, uint64_t micro, unsigned char *used);
 
@@ -111,6 +141,9 @@ ddp_status record_write_manifest(const char *dir, const record_info *info);
  * pieces (<param>.part<k>.npy) when it came in two or more (model_npieces). */
 ddp_status record_write_micro(const char *dir, int rank, uint64_t micro, const model *m, const float *local,
                               const unsigned char *used);
+/* DIR/<side>/rank<r>/<what>/none.json (the directory exists): the parameters whose .grad is None (defined[p] 0). */
+ddp_status record_write_grad_none(const char *dir, const char *side, int rank, const char *what, const model *m,
+                                  const unsigned char *defined);
 /* DIR/rank<r>/fwd<k>/<which>/<buffer>.npy: m's buffers as rank's forward k began ("seen") or ended ("after"). */
 ddp_status record_write_forward_buffers(const char *dir, int rank, uint64_t k, const char *which, const model *m);
 

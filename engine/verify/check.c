@@ -59,6 +59,8 @@ typedef struct check_rank {
     model *m;
     ddp_ref *ddp;
     float *actual;          /* the recorded values of the check at hand */
+    held_mask held;         /* what this rank holds of the gradients, when the recording says (grad_shards) */
+    unsigned char none[MODEL_MAX_PARAMS]; /* which .grad were None at the grab at hand (none.json) */
     float *seen;            /* the buffers the implementation's module held as a forward began */
     uint64_t nfwd;
     verify_rank_area *area;
@@ -132,11 +134,28 @@ static ddp_status rec_values(void *ctx, record_values kind, uint64_t k, const fl
     return DDP_OK;
 }
 
-/* A recording has the implementation's gradients at grabs only: its ranks' agreement is checked there. */
+/* The recorded grab's none.json, when it has one. */
+static ddp_status rec_grad_none(void *ctx, uint64_t k, const unsigned char **none)
+{
+    check_rank *c = ctx;
+    char what[32], rel[PATH_MAX];
+    record_values_name(RECORD_GRAB, k, what, sizeof what);
+    snprintf(rel, sizeof rel, "%s/rank%d/%s", c->rec->impl, c->rank, what);
+    int known;
+    DDP_CHECK(bad_record(c, record_grad_none(c->rec, rel, c->none, &known)));
+    *none = known ? c->none : NULL;
+    return DDP_OK;
+}
+
+/*
+ * A recording has the implementation's gradients at grabs only: its ranks' agreement is checked there. Not
+ * when the ranks hold shards: each holds different elements (the rest scratch), and each held element is
+ * compared with DDP's instead.
+ */
 static ddp_status rec_grabbed(void *ctx, verify_record *rec, const float *actual)
 {
     check_rank *c = ctx;
-    if (rec->synced != 1 || c->v.uneven_window) /* every rank or none, as the reference's own check */
+    if (rec->synced != 1 || c->v.uneven_window || c->rec->held_at) /* every rank or none, as the reference's */
         return DDP_OK;
     ddp_status st;
     VERIFY_COSTED(&c->v, COST_AGREEMENT, st = AS_CHECKS(agreement_check(&c->v.agreement, c->wr, c->m, actual,
@@ -150,7 +169,22 @@ static const verify_side recorded_side = {
     .backward_end = rec_backward_end,
     .values = rec_values,
     .grabbed = rec_grabbed,
+    .grad_none = rec_grad_none,
 };
+
+/* This rank's slices of grad_shards as a mask over the reference's layout. */
+static ddp_status setup_held(check_rank *c)
+{
+    const record_run *rec = c->rec;
+    if (!rec->held_at)
+        return DDP_OK;
+    DDP_CHECK(held_mask_init(&c->held, c->m));
+    for (size_t i = rec->held_at[c->rank]; i < rec->held_at[c->rank + 1]; i++)
+        held_mask_add(&c->held, c->m, rec->held[i].param, rec->held[i].start, rec->held[i].count);
+    held_mask_finish(&c->held, c->m);
+    c->v.held = &c->held;
+    return DDP_OK;
+}
 
 static ddp_status setup(check_rank *c, void *user)
 {
@@ -175,6 +209,7 @@ static ddp_status setup(check_rank *c, void *user)
     size_t n = model_size(c->m);
     if (!(c->actual = malloc(n * sizeof *c->actual)))
         return ddp_error(DDP_ERR_NOMEM, "the check's buffers: %zu floats", n);
+    DDP_CHECK(setup_held(c));
     return verify_ops_attach(&c->v, c->m, c->ddp);
 }
 
@@ -205,6 +240,7 @@ static ddp_status check_rank_main(world_rank *wr, void *arg)
     verify_ops_free(&c.v);
     free(c.actual);
     free(c.seen);
+    held_mask_free(&c.held);
     ddp_ref_destroy(c.ddp);
     model_destroy(c.m);
     world_publish(wr, c.area, sizeof *c.area); /* its figures and agreement, for the parent's side */

@@ -6,6 +6,7 @@
 #include "hash.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Elements of x that are NaN or infinite, and that are not zero (a loop the compiler vectorizes). */
@@ -22,7 +23,7 @@ static size_t count_nonfinite(const float *x, size_t n, uint64_t *nonzero)
 
 /* One tensor, element by element, into rec (accumulated locally: rec may live in shared memory). */
 static void compare_tensor(const tolerance *tol, verify_record *rec, int p, const float *e, const float *a,
-                           const float *allow, size_t count)
+                           const float *allow, size_t count, size_t base)
 {
     float tensor_max = 0; /* the largest finite |expected| of this tensor, for ulp-of-max */
     if (tol->kind == TOL_ULP_OF_MAX)
@@ -55,7 +56,7 @@ static void compare_tensor(const tolerance *tol, verify_record *rec, int p, cons
             if (!rec->has_first) {
                 rec->has_first = 1;
                 rec->first_param = p;
-                rec->first_index = j;
+                rec->first_index = base + j;
                 rec->first_expected = ev;
                 rec->first_actual = av;
                 rec->first_ulp = ulp;
@@ -92,37 +93,159 @@ static int every_param(const model *layout, const unsigned char *which)
  * non-zero elements, feed the reference's digest, all while the block is
  * in cache. A tensor that differs goes through the element loop after.
  */
-int checker_compare(const tolerance *tol, const model *layout, const float *e, const float *a, const float *allow,
-                    const unsigned char *reduced, verify_record *rec)
+/* Elements [0, count) of one tensor: the fused pass, then the element loop if they differ; 1 when identical. */
+static int compare_run(const tolerance *tol, verify_record *rec, int p, const float *ep, const float *ap,
+                       const float *allow, size_t count, size_t base, hash_stream *digest)
+{
+    uint64_t nz = 0;
+    size_t bad = 0;
+    int same = 1;
+    for (size_t b = 0; b < count; b += SCAN_BLOCK) {
+        size_t len = count - b < SCAN_BLOCK ? count - b : SCAN_BLOCK;
+        same = same && memcmp(ep + b, ap + b, len * sizeof(float)) == 0;
+        bad += count_nonfinite(ep + b, len, &nz);
+        if (digest)
+            hash_stream_add(digest, ep + b, len);
+    }
+    if (same && bad == 0) {
+        rec->nonzero += nz;
+        rec->ulp_hist[0] += count;
+        return 1;
+    }
+    compare_tensor(tol, rec, p, ep, ap, allow, count, base);
+    return 0;
+}
+
+/* The runs of held elements of parameter p: compared (digest NULL) or, with digest, hashed from v. */
+static int held_runs(const tolerance *tol, verify_record *rec, const model_param *par, int p, const held_mask *held,
+                     const float *e, const float *a, const float *allow, hash_stream *digest, const float *v)
+{
+    int identical = 1;
+    const unsigned char *mine = held->elem + par->offset;
+    for (size_t j = 0; j < par->count;) {
+        if (!mine[j]) {
+            j++;
+            continue;
+        }
+        size_t k = j;
+        while (k < par->count && mine[k])
+            k++;
+        if (digest)
+            hash_stream_add(digest, v + par->offset + j, k - j);
+        else
+            identical &= compare_run(tol, rec, p, e + par->offset + j, a + par->offset + j,
+                                     allow ? allow + par->offset + j : NULL, k - j, j, NULL);
+        j = k;
+    }
+    return identical;
+}
+
+/* The digest of v's held elements, parameter by parameter. */
+static uint64_t hash_held(const model *layout, const float *v, const held_mask *held)
+{
+    hash_stream digest;
+    hash_stream_begin(&digest, HASH_INIT);
+    for (int p = 0; p < model_nparams(layout); p++) {
+        const model_param *par = model_param_at(layout, p);
+        if (held->param[p] == HELD_ALL)
+            hash_stream_add(&digest, v + par->offset, par->count);
+        else if (held->param[p] == HELD_SOME)
+            held_runs(NULL, NULL, par, p, held, NULL, NULL, NULL, &digest, v);
+    }
+    return hash_stream_end(&digest);
+}
+
+/*
+ * A tensor with the same bits on both sides and nothing non-finite in it
+ * matches under every tolerance with distance 0, so the normal case is one
+ * pass a block at a time: compare the bits, count the non-finite and
+ * non-zero elements, feed the reference's digest, all while the block is
+ * in cache. A tensor that differs goes through the element loop after.
+ */
+int checker_compare_held(const tolerance *tol, const model *layout, const float *e, const float *a,
+                         const float *allow, const unsigned char *reduced, const held_mask *held, verify_record *rec)
 {
     int identical = 1;
     hash_stream digest;
     hash_stream_begin(&digest, HASH_INIT);
     for (int p = 0; p < model_nparams(layout); p++) {
         const model_param *par = model_param_at(layout, p);
-        const float *ep = e + par->offset, *ap = a + par->offset;
-        uint64_t nz = 0;
-        size_t bad = 0;
-        int same = 1;
-        for (size_t b = 0; b < par->count; b += SCAN_BLOCK) {
-            size_t len = par->count - b < SCAN_BLOCK ? par->count - b : SCAN_BLOCK;
-            same = same && memcmp(ep + b, ap + b, len * sizeof(float)) == 0;
-            bad += count_nonfinite(ep + b, len, &nz);
-            hash_stream_add(&digest, ep + b, len);
+        int state = held ? held->param[p] : HELD_ALL;
+        if (state == HELD_ALL) {
+            identical &= compare_run(tol, rec, p, e + par->offset, a + par->offset,
+                                     allow ? allow + par->offset : NULL, par->count, 0, &digest);
+            continue;
         }
-        if (same && bad == 0) {
-            rec->nonzero += nz;
-            rec->ulp_hist[0] += par->count;
-        } else {
-            compare_tensor(tol, rec, p, ep, ap, allow ? allow + par->offset : NULL, par->count);
-            identical = 0;
-        }
+        hash_stream_add(&digest, e + par->offset, par->count);
+        if (state == HELD_SOME)
+            identical &= held_runs(tol, rec, par, p, held, e, a, allow, NULL, NULL);
     }
     rec->ref_hash = hash_stream_end(&digest);
-    rec->impl_hash = identical ? rec->ref_hash : checker_hash(layout, a, NULL);
+    if (held)
+        rec->impl_hash = hash_held(layout, a, held);
+    else
+        rec->impl_hash = identical ? rec->ref_hash : checker_hash(layout, a, NULL);
     if (reduced)
         rec->ref_sync_hash = every_param(layout, reduced) ? rec->ref_hash : checker_hash(layout, e, reduced);
     return identical;
+}
+
+int checker_compare(const tolerance *tol, const model *layout, const float *e, const float *a, const float *allow,
+                    const unsigned char *reduced, verify_record *rec)
+{
+    return checker_compare_held(tol, layout, e, a, allow, reduced, NULL, rec);
+}
+
+void checker_compare_none(const model *layout, const unsigned char *ref_defined, const unsigned char *impl_none,
+                          const held_mask *held, verify_record *rec)
+{
+    for (int p = 0; p < model_nparams(layout); p++) {
+        if ((held && held->param[p] == HELD_NONE) || (ref_defined[p] != 0) != (impl_none[p] != 0))
+            continue;
+        rec->ndiff++;
+        if (!rec->has_first) {
+            rec->has_first = 1;
+            rec->first_param = p;
+            rec->first_index = 0;
+            rec->first_none = impl_none[p] ? VERIFY_NONE_ACTUAL : VERIFY_NONE_EXPECTED;
+            rec->first_expected = rec->first_actual = 0;
+            rec->first_ulp = 0;
+        }
+    }
+}
+
+ddp_status held_mask_init(held_mask *h, const model *layout)
+{
+    h->elem = calloc(model_size(layout) ? model_size(layout) : 1, 1);
+    h->param = calloc((size_t)model_nparams(layout), 1);
+    if (!h->elem || !h->param) {
+        held_mask_free(h);
+        return ddp_error(DDP_ERR_NOMEM, "what a rank holds: %zu elements", model_size(layout));
+    }
+    return DDP_OK;
+}
+
+void held_mask_add(held_mask *h, const model *layout, int p, size_t start, size_t count)
+{
+    memset(h->elem + model_param_at(layout, p)->offset + start, 1, count);
+}
+
+void held_mask_finish(held_mask *h, const model *layout)
+{
+    for (int p = 0; p < model_nparams(layout); p++) {
+        const model_param *par = model_param_at(layout, p);
+        size_t n = 0;
+        for (size_t j = 0; j < par->count; j++)
+            n += h->elem[par->offset + j] != 0;
+        h->param[p] = n == 0 ? HELD_NONE : n == par->count ? HELD_ALL : HELD_SOME;
+    }
+}
+
+void held_mask_free(held_mask *h)
+{
+    free(h->elem);
+    free(h->param);
+    h->elem = h->param = NULL;
 }
 
 void checker_global(const model *ref, const unsigned char *reduced, const double *S, const float *M, uint64_t depth,

@@ -14,6 +14,7 @@
 #include <stddef.h>
 
 #include "model.h"
+#include "status.h"
 #include "tolerance.h"
 #include "verify.h"
 
@@ -32,6 +33,47 @@
  */
 int checker_compare(const tolerance *tol, const model *layout, const float *expected, const float *actual,
                     const float *allow, const unsigned char *reduced, verify_record *rec);
+
+/*
+ * What one rank holds of the gradients under sharded data parallelism
+ * (ZeRO, FSDP, fairscale's OSS: record.h "grad_shards"): elem[j] != 0 for
+ * each element of the layout's gradient buffer the rank owns, param[p]
+ * HELD_NONE, HELD_SOME or HELD_ALL of parameter p's. What a rank does not
+ * hold is never read.
+ */
+enum { HELD_NONE, HELD_SOME, HELD_ALL };
+typedef struct held_mask {
+    unsigned char *elem;
+    unsigned char *param;
+} held_mask;
+
+/* Nothing held yet (each param HELD_NONE); held_mask_add then held_mask_finish. */
+ddp_status held_mask_init(held_mask *h, const model *layout);
+/* Elements [start, start + count) of parameter p (in range: the caller checked). */
+void held_mask_add(held_mask *h, const model *layout, int p, size_t start, size_t count);
+void held_mask_finish(held_mask *h, const model *layout);
+void held_mask_free(held_mask *h);
+
+/*
+ * checker_compare over what `held` holds (NULL: everything): the elements
+ * it does not hold are neither compared nor counted, nor in impl_hash (a
+ * digest of the held elements alone); ref_hash stays the whole reference's.
+ */
+int checker_compare_held(const tolerance *tol, const model *layout, const float *expected, const float *actual,
+                         const float *allow, const unsigned char *reduced, const held_mask *held, verify_record *rec);
+
+/*
+ * Whether each parameter's .grad is None, the implementation's (impl_none[p]
+ * = 1: None) against the reference's (ref_defined[p] = 0: None), for the
+ * parameters `held` holds any of (NULL: all): each that differs counts as
+ * one element outside the tolerance, and the first goes to rec (first_none:
+ * VERIFY_NONE_ACTUAL or VERIFY_NONE_EXPECTED, index 0) unless an element
+ * already failed there. A None .grad reads as zeros in the values, so a
+ * wrapper that writes zeros where DDP leaves None (or the reverse) passes
+ * every value and fails here.
+ */
+void checker_compare_none(const model *layout, const unsigned char *ref_defined, const unsigned char *impl_none,
+                          const held_mask *held, verify_record *rec);
 
 /*
  * The implementation's buffers (model_buffers) against the reference's,

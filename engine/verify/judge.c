@@ -181,6 +181,10 @@ const char *judge_summary(const judgement *j, const model *layout, char *buf, si
         sched_check_name(j->first_where, where, sizeof where);
         if (!f->done)
             snprintf(buf, len, "%s, rank %d: never reached", where, j->first_rank);
+        else if (f->has_first && f->first_none)
+            snprintf(buf, len, "%s, rank %d, %s: .grad %s", where, j->first_rank,
+                     layout ? checker_first_name(layout, f) : param_name(NULL, f->first_param, pn, sizeof pn),
+                     f->first_none == VERIFY_NONE_ACTUAL ? "None" : "not None");
         else if (f->has_first)
             snprintf(buf, len, "%s, rank %d, %s%s[%llu]", where, j->first_rank, f->first_buffer ? "buffer " : "",
                      layout ? checker_first_name(layout, f) : param_name(NULL, f->first_param, pn, sizeof pn),

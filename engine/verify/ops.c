@@ -183,10 +183,15 @@ static ddp_status do_grab(verify_ops *v, const verify_side *s, void *ctx)
     verify_record *rec = next_record(v);
     rec->synced = v->bwd_since_zero ? v->last_synced : -1;
     VERIFY_COSTED(v, COST_COMPARE, {
-        checker_compare(v->tol, v->m, model_grads(v->m), actual, v->bounded ? v->budget.E : NULL,
-                        rec->synced == 1 ? ddp_ref_reduced_params(v->ddp) : NULL, rec);
+        checker_compare_held(v->tol, v->m, model_grads(v->m), actual, v->bounded ? v->budget.E : NULL,
+                             rec->synced == 1 ? ddp_ref_reduced_params(v->ddp) : NULL, v->held, rec);
         check_buffers(v, buffers, rec);
     });
+    const unsigned char *none = NULL;
+    if (s->grad_none)
+        DDP_CHECK(s->grad_none(ctx, v->grab - 1, &none));
+    if (none)
+        checker_compare_none(v->m, model_grad_defined(v->m), none, v->held, rec);
     /* The reference's own check sums every rank's local gradients since the last zero_grad: not while a rank that
      * ran out of inputs holds gradients its peers' syncs did not take (uneven_window), every rank or none. */
     ddp_status st = DDP_OK;

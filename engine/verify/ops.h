@@ -24,6 +24,7 @@
 
 #include "agreement.h"
 #include "budget.h"
+#include "checker.h"
 #include "clock.h"
 #include "coll.h"
 #include "ddp_ref.h"
@@ -73,6 +74,8 @@ typedef struct verify_side {
      * at the end) and its buffers (NULL: compared as the forwards went, verify_ops_forward_buffers); required. */
     ddp_status (*values)(void *ctx, record_values kind, uint64_t k, const float **actual, const float **buffers);
     ddp_status (*grabbed)(void *ctx, verify_record *rec, const float *actual); /* after a grab's checks */
+    /* Which .grad were None at grab k (none[p] = 1; *none = NULL: not known, None is not checked). */
+    ddp_status (*grad_none)(void *ctx, uint64_t k, const unsigned char **none);
 } verify_side;
 
 typedef struct verify_ops {
@@ -94,6 +97,7 @@ typedef struct verify_ops {
     ref_check refcheck;       /* the reference's own check (refcheck.h) */
     agreement_state agreement; /* the implementation's ranks agree (agreement.h) */
     verify_record buffers;    /* buffer divergences since the last check (replays), merged into its record */
+    const held_mask *held;    /* what this rank holds of the gradients (sharded DP), NULL: all (the driver's) */
     size_t op;                /* the op at hand */
     size_t bwd_op;            /* the op of the last backward: where its sync happened, for the report */
     size_t next_check;        /* checks so far (sched_checks) */

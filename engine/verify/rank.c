@@ -388,6 +388,8 @@ static ddp_status live_values(void *ctx, record_values kind, uint64_t k, const f
         }
         if (st == DDP_OK && cfg->record_dir)
             st = dump_write_rank_tensors(cfg->record_dir, c->name, c->rank, what, im, *actual);
+        if (st == DDP_OK && cfg->record_dir && kind == RECORD_GRAB)
+            st = record_write_grad_none(cfg->record_dir, c->name, c->rank, what, im, model_grad_defined(im));
     });
     return st;
 }

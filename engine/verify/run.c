@@ -23,6 +23,12 @@
 #include "rank.h"
 #include "stream.h"
 
+const char *verify_none_text(int first_none)
+{
+    return first_none == VERIFY_NONE_ACTUAL ? "its .grad is None, where DDP's holds a tensor"
+                                            : "its .grad holds a tensor, where DDP's is None";
+}
+
 const char *verify_cost_name(verify_cost c)
 {
     static const char *const names[COST_N] = {

@@ -103,6 +103,11 @@ typedef struct verify_config {
 void verify_config_defaults(verify_config *cfg);
 
 
+/* verify_record.first_none: the implementation's .grad is None where DDP's holds a tensor, or the reverse. */
+enum { VERIFY_NONE_NO = 0, VERIFY_NONE_ACTUAL, VERIFY_NONE_EXPECTED };
+/* ... as a report says it: "`.grad` is None, DDP's holds a tensor", ... */
+const char *verify_none_text(int first_none);
+
 /* What rank r found at check k (sched_checks: the gradients at a grab, the parameters after a step or at the end). */
 typedef struct verify_record {
     int done;
@@ -119,6 +124,7 @@ typedef struct verify_record {
     int has_first;          /* the first differing element: */
     int first_param;        /* ... of this parameter, or with first_buffer of this buffer (model_buffer_at) */
     int first_buffer;
+    int first_none;         /* the first difference is whether the .grad is None: VERIFY_NONE_ACTUAL, _EXPECTED */
     uint64_t first_index;
     float first_expected, first_actual;
     uint32_t first_ulp;
