@@ -281,6 +281,17 @@ if /usr/bin/python3 -c "import numpy" 2>/dev/null; then
     expect 2 '"grad_shards" must be an array of 3 objects' "not one object per rank" -- check "$tmp/s"
     layout 'm["grad_shards"][0]["trunk.weight"] = [[0, "x"]]'
     expect 2 "count must be a whole number" "a range that is no number" -- check "$tmp/s"
+    # ... said grab by grab (held.json), for a layout that changes: the same checks, and the ranks that reached
+    # a grab must hold every element of it between them.
+    rm -rf "$tmp/s" && cp -r "$tmp/s0" "$tmp/s" && shard "$tmp/s" --per-grab
+    expect 0 "verdict: PASS" "sharded grab by grab (held.json): scratch is not read" -- check "$tmp/s"
+    shard "$tmp/s" 1 4 trunk.weight
+    expect 1 "grab 4 (after no_sync fwd+bwd (2 acc)), rank 1, parameter trunk.weight, element 43: expected" \
+        "... and a held element, wrong, fails" -- check "$tmp/s"
+    echo '{"trunk.weight": [[0, 43]]}' >"$tmp/s/bucketed/rank1/grab2/held.json"
+    expect 2 "grab 2: element 43 of trunk.weight is held by no rank" "... a grab's hole is refused" -- check "$tmp/s"
+    echo '{"trunk.weight": [[0, 43]], "x": []}' >"$tmp/s/bucketed/rank1/grab2/held.json"
+    expect 2 'grab2/held.json: held.json names "x"' "... a bad held.json too" -- check "$tmp/s"
 else
     echo "SKIP: sharded recordings (no numpy to write them)"
 fi

@@ -4,6 +4,7 @@
                                       (ceil(count / N) elements, the last slice shorter or empty, as FSDP pads),
                                       declared as "grad_shards"; what a rank does not hold is overwritten with
                                       1e30 at every grab (scratch: ddpsim must not read it)
+  shard_record.py DIR --per-grab      the same, said in each grab's held.json instead of the manifest
   shard_record.py DIR RANK GRAB PARAM bump the first element rank RANK holds of PARAM at grab GRAB by 1
 """
 import glob
@@ -33,12 +34,17 @@ def main():
         a.reshape(-1)[start] += 1
         np.save(path, a)
         return
-    m["grad_shards"] = [{name: [list(slices(c, n)[r])] for name, c in counts.items() if slices(c, n)[r][1]}
-                        for r in range(n)]
-    with open(os.path.join(d, "manifest.json"), "w") as f:
-        json.dump(m, f)
+    held = [{name: [list(slices(c, n)[r])] for name, c in counts.items() if slices(c, n)[r][1]} for r in range(n)]
+    per_grab = sys.argv[2:] == ["--per-grab"]
+    if not per_grab:
+        m["grad_shards"] = held
+        with open(os.path.join(d, "manifest.json"), "w") as f:
+            json.dump(m, f)
     for r in range(n):
         for g in glob.glob(os.path.join(d, m["impl"], "rank%d" % r, "grab*")):
+            if per_grab:
+                with open(os.path.join(g, "held.json"), "w") as f:
+                    json.dump(held[r], f)
             for name, c in counts.items():
                 path = os.path.join(g, name + ".npy")
                 a = np.load(path)

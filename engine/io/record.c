@@ -385,6 +385,8 @@ static ddp_status check_rank_files(const record_run *r, int rank, const uint32_t
     return DDP_OK;
 }
 
+static ddp_status check_grab_cover(const record_run *r);
+
 /* Every file the schedule will read, for every rank, headers only. */
 static ddp_status check_all(const record_run *r)
 {
@@ -398,7 +400,7 @@ static ddp_status check_all(const record_run *r)
     for (int rank = 0; s == DDP_OK && rank < r->nranks; rank++)
         s = check_rank_files(r, rank, counts, used, what, sizeof what);
     free(counts);
-    return s;
+    return s == DDP_OK ? check_grab_cover(r) : s;
 }
 
 
@@ -410,50 +412,119 @@ static int held_order(const void *a, const void *b)
     return x->start < y->start ? -1 : x->start > y->start;
 }
 
-/* One rank's object of "grad_shards" appended to r->held (room made by the caller), sorted, checked. */
-static ddp_status read_rank_held(const char *path, const json_value *obj, int rank, record_run *r, size_t *n,
-                                 unsigned char *covered_by_any, size_t *offsets)
+static size_t decl_count(const record_run *r, int p)
 {
+    size_t count = 1;
+    for (int d = 0; d < r->decls[p].ndim; d++)
+        count *= (size_t)r->decls[p].shape[d];
+    return count;
+}
+
+/*
+ * A JSON object {param: [[START, COUNT], ...]} (a rank's "grad_shards"
+ * entry, or a grab's held.json) into *out (malloc'd, sorted by parameter
+ * and start): the names the manifest's, the ranges inside their tensor, a
+ * parameter's ranges not overlapping. `where` names the object in messages.
+ */
+static ddp_status parse_held(const char *path, const char *where, const json_value *obj, const record_run *r,
+                             record_held **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
     if (obj->type != JSON_OBJECT)
-        return ddp_error(DDP_ERR_INVALID, "%s: \"grad_shards\"[%d] is %s, expected an object of parameter names",
-                         path, rank, json_type_name(obj->type));
-    size_t first = *n;
-    for (size_t k = 0; k < obj->n; k++) {
-        const json_value *m = &obj->items[k];
+        return ddp_error(DDP_ERR_INVALID, "%s: %s is %s, expected an object of parameter names", path, where,
+                         json_type_name(obj->type));
+    size_t ranges = 0;
+    for (size_t k = 0; k < obj->n; k++)
+        ranges += obj->items[k].type == JSON_ARRAY ? obj->items[k].n : 0;
+    record_held *h = malloc((ranges ? ranges : 1) * sizeof *h);
+    if (!h)
+        return ddp_error(DDP_ERR_NOMEM, "%s: %zu ranges", path, ranges);
+    ddp_status s = DDP_OK;
+    size_t m = 0;
+    for (size_t k = 0; s == DDP_OK && k < obj->n; k++) {
+        const json_value *e = &obj->items[k];
         int p = -1;
         for (int q = 0; q < r->nparams && p < 0; q++)
-            if (strcmp(r->names[q], m->key) == 0)
+            if (strcmp(r->names[q], e->key) == 0)
                 p = q;
-        if (p < 0)
-            return ddp_error(DDP_ERR_INVALID, "%s: \"grad_shards\"[%d] names \"%s\", not a parameter of the manifest",
-                             path, rank, m->key);
-        size_t count = 1;
-        for (int d = 0; d < r->decls[p].ndim; d++)
-            count *= (size_t)r->decls[p].shape[d];
-        if (m->type != JSON_ARRAY)
-            return ddp_error(DDP_ERR_INVALID, "%s: \"grad_shards\"[%d].%s is %s, expected [[START, COUNT], ...]",
-                             path, rank, m->key, json_type_name(m->type));
-        for (size_t j = 0; j < m->n; j++) {
-            const json_value *e = &m->items[j];
-            double a, c;
-            if (e->type != JSON_ARRAY || e->n != 2)
-                return ddp_error(DDP_ERR_INVALID, "%s: \"grad_shards\"[%d].%s[%zu] is not [START, COUNT]", path,
-                                 rank, m->key, j);
-            char what[MODEL_NAME_LEN + 64];
-            snprintf(what, sizeof what, "\"grad_shards\"[%d].%s[%zu]'s start", rank, m->key, j);
-            DDP_CHECK(whole(path, what, &e->items[0], 0, (double)count - 1, &a));
-            snprintf(what, sizeof what, "\"grad_shards\"[%d].%s[%zu]'s count", rank, m->key, j);
-            DDP_CHECK(whole(path, what, &e->items[1], 1, (double)count - a, &c));
-            r->held[(*n)++] = (record_held){p, (size_t)a, (size_t)c};
+        if (p < 0) {
+            s = ddp_error(DDP_ERR_INVALID, "%s: %s names \"%s\", not a parameter of the manifest", path, where, e->key);
+            break;
+        }
+        if (e->type != JSON_ARRAY) {
+            s = ddp_error(DDP_ERR_INVALID, "%s: %s.%s is %s, expected [[START, COUNT], ...]", path, where, e->key,
+                          json_type_name(e->type));
+            break;
+        }
+        size_t count = decl_count(r, p);
+        for (size_t j = 0; s == DDP_OK && j < e->n; j++) {
+            const json_value *x = &e->items[j];
+            double a = 0, c = 0;
+            char what[MODEL_NAME_LEN + 96];
+            if (x->type != JSON_ARRAY || x->n != 2) {
+                s = ddp_error(DDP_ERR_INVALID, "%s: %s.%s[%zu] is not [START, COUNT]", path, where, e->key, j);
+                break;
+            }
+            snprintf(what, sizeof what, "%s.%s[%zu]'s start", where, e->key, j);
+            s = whole(path, what, &x->items[0], 0, (double)count - 1, &a);
+            snprintf(what, sizeof what, "%s.%s[%zu]'s count", where, e->key, j);
+            if (s == DDP_OK)
+                s = whole(path, what, &x->items[1], 1, (double)count - a, &c);
+            if (s == DDP_OK)
+                h[m++] = (record_held){p, (size_t)a, (size_t)c};
         }
     }
-    qsort(r->held + first, *n - first, sizeof *r->held, held_order);
-    for (size_t i = first; i < *n; i++) {
-        const record_held *h = &r->held[i];
-        if (i > first && h[-1].param == h->param && h[-1].start + h[-1].count > h->start)
-            return ddp_error(DDP_ERR_INVALID, "%s: \"grad_shards\"[%d]: %s's ranges overlap at element %zu", path,
-                             rank, r->names[h->param], h->start);
-        memset(covered_by_any + offsets[h->param] + h->start, 1, h->count);
+    if (s == DDP_OK) {
+        qsort(h, m, sizeof *h, held_order);
+        for (size_t i = 1; i < m && s == DDP_OK; i++)
+            if (h[i - 1].param == h[i].param && h[i - 1].start + h[i - 1].count > h[i].start)
+                s = ddp_error(DDP_ERR_INVALID, "%s: %s: %s's ranges overlap at element %zu", path, where,
+                              r->names[h[i].param], h[i].start);
+    }
+    if (s != DDP_OK) {
+        free(h);
+        return s;
+    }
+    *out = h;
+    *n = m;
+    return DDP_OK;
+}
+
+/* Which elements some rank holds, flat over the parameters in order (offsets[p]: parameter p's first). */
+typedef struct held_cover {
+    unsigned char *covered;
+    size_t offsets[MODEL_MAX_PARAMS + 1];
+} held_cover;
+
+static ddp_status cover_init(held_cover *c, const record_run *r)
+{
+    size_t total = 0;
+    for (int p = 0; p < r->nparams; p++) {
+        c->offsets[p] = total;
+        total += decl_count(r, p);
+    }
+    c->offsets[r->nparams] = total;
+    if (!(c->covered = calloc(total ? total : 1, 1)))
+        return ddp_error(DDP_ERR_NOMEM, "which elements are held: %zu", total);
+    return DDP_OK;
+}
+
+static void cover_add(held_cover *c, const record_held *h, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        memset(c->covered + c->offsets[h[i].param] + h[i].start, 1, h[i].count);
+}
+
+/* Every element held by some rank, else no check would read it. */
+static ddp_status cover_check(held_cover *c, const record_run *r, const char *path, const char *where)
+{
+    for (int p = 0; p < r->nparams; p++) {
+        const unsigned char *hole = memchr(c->covered + c->offsets[p], 0, c->offsets[p + 1] - c->offsets[p]);
+        if (hole)
+            return ddp_error(DDP_ERR_INVALID, "%s: %s: element %zu of %s is held by no rank, so no check would "
+                                              "read it", path, where, (size_t)(hole - c->covered - c->offsets[p]),
+                             r->names[p]);
     }
     return DDP_OK;
 }
@@ -467,39 +538,104 @@ static ddp_status read_held(const char *path, const json_value *root, record_run
     if (g->type != JSON_ARRAY || g->n != (size_t)r->nranks)
         return ddp_error(DDP_ERR_INVALID, "%s: \"grad_shards\" must be an array of %d objects, one per rank", path,
                          r->nranks);
-    size_t total = 0, ranges = 0, offsets[MODEL_MAX_PARAMS + 1];
-    for (int p = 0; p < r->nparams; p++) {
-        size_t count = 1;
-        for (int d = 0; d < r->decls[p].ndim; d++)
-            count *= (size_t)r->decls[p].shape[d];
-        offsets[p] = total;
-        total += count;
-    }
-    offsets[r->nparams] = total;
-    for (size_t k = 0; k < g->n; k++)
-        for (size_t j = 0; g->items[k].type == JSON_OBJECT && j < g->items[k].n; j++)
-            ranges += g->items[k].items[j].type == JSON_ARRAY ? g->items[k].items[j].n : 0;
-    unsigned char *covered = calloc(total ? total : 1, 1);
-    r->held = malloc((ranges ? ranges : 1) * sizeof *r->held);
-    r->held_at = malloc(((size_t)r->nranks + 1) * sizeof *r->held_at);
-    if (!covered || !r->held || !r->held_at) {
-        free(covered);
-        return ddp_error(DDP_ERR_NOMEM, "%s: \"grad_shards\": %zu ranges", path, ranges);
-    }
-    size_t n = 0;
+    held_cover c;
+    DDP_CHECK(cover_init(&c, r));
     ddp_status s = DDP_OK;
+    size_t n = 0;
+    if (!(r->held_at = malloc(((size_t)r->nranks + 1) * sizeof *r->held_at)))
+        s = ddp_error(DDP_ERR_NOMEM, "%s: \"grad_shards\"", path);
     for (int rank = 0; s == DDP_OK && rank < r->nranks; rank++) {
+        char where[48];
+        snprintf(where, sizeof where, "\"grad_shards\"[%d]", rank);
+        record_held *h, *grown;
+        size_t m;
         r->held_at[rank] = n;
-        s = read_rank_held(path, &g->items[rank], rank, r, &n, covered, offsets);
+        if ((s = parse_held(path, where, &g->items[rank], r, &h, &m)) != DDP_OK)
+            break;
+        if (!(grown = realloc(r->held, (n + m + 1) * sizeof *grown))) {
+            free(h);
+            s = ddp_error(DDP_ERR_NOMEM, "%s: \"grad_shards\"", path);
+            break;
+        }
+        r->held = grown;
+        memcpy(r->held + n, h, m * sizeof *h);
+        n += m;
+        cover_add(&c, h, m);
+        free(h);
     }
-    r->held_at[r->nranks] = n;
-    for (int p = 0; s == DDP_OK && p < r->nparams; p++) {
-        const unsigned char *hole = memchr(covered + offsets[p], 0, offsets[p + 1] - offsets[p]);
-        if (hole)
-            s = ddp_error(DDP_ERR_INVALID, "%s: \"grad_shards\": element %zu of %s is held by no rank, so no check "
-                                           "would read it", path, (size_t)(hole - covered - offsets[p]), r->names[p]);
+    if (s == DDP_OK) {
+        r->held_at[r->nranks] = n;
+        s = cover_check(&c, r, path, "\"grad_shards\"");
     }
-    free(covered);
+    free(c.covered);
+    return s;
+}
+
+ddp_status record_grab_held(const record_run *r, int rank, uint64_t grab, record_held **out, size_t *n, int *known)
+{
+    char path[RECORD_PATH_LEN], *text;
+    size_t len;
+    snprintf(path, sizeof path, "%s/%s/rank%d/grab%llu/held.json", r->dir, r->impl, rank, (unsigned long long)grab);
+    *out = NULL;
+    *n = 0;
+    *known = access(path, F_OK) == 0;
+    if (!*known)
+        return DDP_OK;
+    DDP_CHECK(file_read_regular(path, RECORD_MAX_MANIFEST, &text, &len));
+    json_value *v = NULL;
+    ddp_status s = json_parse(text, &v);
+    free(text);
+    if (s != DDP_OK)
+        return ddp_error_prefix(s, path);
+    s = parse_held(path, "held.json", v, r, out, n);
+    json_free(v);
+    return s;
+}
+
+/*
+ * At every grab, what the ranks that reached it hold (their held.json, else grad_shards, else everything) must
+ * cover every element. Only when the recording says what ranks hold somewhere.
+ */
+static ddp_status check_grab_cover(const record_run *r)
+{
+    char dir[RECORD_PATH_LEN], where[48];
+    int any = r->held_at != NULL;
+    for (uint64_t k = 0; !any && k < r->schedule.ngrabs; k++)
+        for (int rank = 0; !any && rank < r->nranks; rank++) {
+            snprintf(dir, sizeof dir, "%s/%s/rank%d/grab%llu/held.json", r->dir, r->impl, rank, (unsigned long long)k);
+            any = access(dir, F_OK) == 0;
+        }
+    if (!any)
+        return DDP_OK;
+    held_cover c;
+    DDP_CHECK(cover_init(&c, r));
+    ddp_status s = DDP_OK;
+    for (uint64_t k = 0; s == DDP_OK && k < r->schedule.ngrabs; k++) {
+        memset(c.covered, 0, c.offsets[r->nparams]);
+        int reached = 0;
+        for (int rank = 0; s == DDP_OK && rank < r->nranks; rank++) {
+            snprintf(dir, sizeof dir, "%s/%s/rank%d/grab%llu", r->dir, r->impl, rank, (unsigned long long)k);
+            if (access(dir, F_OK) != 0)
+                continue; /* a rank that ran out before this grab */
+            reached = 1;
+            record_held *h;
+            size_t n;
+            int known;
+            if ((s = record_grab_held(r, rank, k, &h, &n, &known)) != DDP_OK)
+                break;
+            if (known)
+                cover_add(&c, h, n);
+            else if (r->held_at)
+                cover_add(&c, r->held + r->held_at[rank], r->held_at[rank + 1] - r->held_at[rank]);
+            else
+                memset(c.covered, 1, c.offsets[r->nparams]);
+            free(h);
+        }
+        snprintf(where, sizeof where, "grab %llu", (unsigned long long)k);
+        if (s == DDP_OK && reached)
+            s = cover_check(&c, r, r->dir, where);
+    }
+    free(c.covered);
     return s;
 }
 

@@ -14,6 +14,8 @@
  *                                            .grad written as zeros)
  *   DIR/<impl>/rank<r>/grab<k>/none.json     ["<param>", ...]: whose .grad was None there
  *                                            (may be left out: then None is not checked)
+ *   DIR/<impl>/rank<r>/grab<k>/held.json     {"<param>": [[START, COUNT], ...]}: what rank r
+ *                                            held at grab k (may be left out: below)
  *   DIR/<impl>/rank<r>/step<s>/<param>.npy   its parameters after step s
  *   DIR/<impl>/rank<r>/end/<param>.npy       its parameters at the end
  *   DIR/init/<buffer>.npy                    with "buffers": the buffers every rank started from
@@ -52,8 +54,12 @@
  * never read: scratch, stale or None by design), each range against the
  * same elements of DDP's gradient; every element must be held by some rank
  * (else it could go unchecked: refused), a rank's ranges may not overlap.
- * Left out: every rank holds every element. The parameters after a step
- * and at the end are compared whole on every rank either way.
+ * Left out: every rank holds every element. A grab's held.json (the same
+ * object as a rank's entry) says what the rank held there instead, for a
+ * layout that changes (FSDP2 keeps the whole local sum while gradient sync
+ * is off, a shard after a sync); the ranks that reached a grab must hold
+ * every element between them. The parameters after a step and at the end
+ * are compared whole on every rank either way.
  */
 #ifndef DDPSIM_RECORD_H
 #define DDPSIM_RECORD_H
@@ -121,6 +127,9 @@ const char *record_values_name(record_values kind, uint64_t k, char *buf, size_t
  * whose .grad was None there, and *known = 1; *known = 0 without the file.
  */
 ddp_status record_grad_none(const record_run *r, const char *what, unsigned char *none, int *known);
+
+/* Rank's held.json at grab k into *out (malloc'd, sorted; the caller frees), *known = 1; *known = 0 without one. */
+ddp_status record_grab_held(const record_run *r, int rank, uint64_t grab, record_held **out, size_t *n, int *known);
 
 /* Which parameters got a gradient in rank's micro-step m (used[p] = 0 or 1). */
 ddp_status record_used(const record_run *r, int rank, uint64_t micro, unsigned char *used);

@@ -60,6 +60,7 @@ typedef struct check_rank {
     ddp_ref *ddp;
     float *actual;          /* the recorded values of the check at hand */
     held_mask held;         /* what this rank holds of the gradients, when the recording says (grad_shards) */
+    held_mask grab_held;    /* ... at the grab at hand, when its held.json says */
     unsigned char none[MODEL_MAX_PARAMS]; /* which .grad were None at the grab at hand (none.json) */
     float *seen;            /* the buffers the implementation's module held as a forward began */
     uint64_t nfwd;
@@ -134,8 +135,8 @@ static ddp_status rec_values(void *ctx, record_values kind, uint64_t k, const fl
     return DDP_OK;
 }
 
-/* The recorded grab's none.json, when it has one. */
-static ddp_status rec_grad_none(void *ctx, uint64_t k, const unsigned char **none)
+/* The recorded grab's none.json and held.json, when it has them. */
+static ddp_status rec_grab_layout(void *ctx, uint64_t k, const unsigned char **none, const held_mask **held)
 {
     check_rank *c = ctx;
     char what[32], rel[PATH_MAX];
@@ -144,6 +145,21 @@ static ddp_status rec_grad_none(void *ctx, uint64_t k, const unsigned char **non
     int known;
     DDP_CHECK(bad_record(c, record_grad_none(c->rec, rel, c->none, &known)));
     *none = known ? c->none : NULL;
+    record_held *h;
+    size_t n;
+    DDP_CHECK(bad_record(c, record_grab_held(c->rec, c->rank, k, &h, &n, &known)));
+    if (known) {
+        ddp_status s = c->grab_held.elem ? DDP_OK : held_mask_init(&c->grab_held, c->m);
+        if (s == DDP_OK) {
+            held_mask_clear(&c->grab_held, c->m);
+            for (size_t i = 0; i < n; i++)
+                held_mask_add(&c->grab_held, c->m, h[i].param, h[i].start, h[i].count);
+            held_mask_finish(&c->grab_held, c->m);
+            *held = &c->grab_held;
+        }
+        free(h);
+        DDP_CHECK(s);
+    }
     return DDP_OK;
 }
 
@@ -152,10 +168,10 @@ static ddp_status rec_grad_none(void *ctx, uint64_t k, const unsigned char **non
  * when the ranks hold shards: each holds different elements (the rest scratch), and each held element is
  * compared with DDP's instead.
  */
-static ddp_status rec_grabbed(void *ctx, verify_record *rec, const float *actual)
+static ddp_status rec_grabbed(void *ctx, verify_record *rec, const float *actual, const held_mask *held)
 {
     check_rank *c = ctx;
-    if (rec->synced != 1 || c->v.uneven_window || c->rec->held_at) /* every rank or none, as the reference's */
+    if (rec->synced != 1 || c->v.uneven_window || held) /* every rank or none, as the reference's own check */
         return DDP_OK;
     ddp_status st;
     VERIFY_COSTED(&c->v, COST_AGREEMENT, st = AS_CHECKS(agreement_check(&c->v.agreement, c->wr, c->m, actual,
@@ -169,7 +185,7 @@ static const verify_side recorded_side = {
     .backward_end = rec_backward_end,
     .values = rec_values,
     .grabbed = rec_grabbed,
-    .grad_none = rec_grad_none,
+    .grab_layout = rec_grab_layout,
 };
 
 /* This rank's slices of grad_shards as a mask over the reference's layout. */
@@ -241,6 +257,7 @@ static ddp_status check_rank_main(world_rank *wr, void *arg)
     free(c.actual);
     free(c.seen);
     held_mask_free(&c.held);
+    held_mask_free(&c.grab_held);
     ddp_ref_destroy(c.ddp);
     model_destroy(c.m);
     world_publish(wr, c.area, sizeof *c.area); /* its figures and agreement, for the parent's side */

@@ -225,6 +225,12 @@ ddp_status held_mask_init(held_mask *h, const model *layout)
     return DDP_OK;
 }
 
+void held_mask_clear(held_mask *h, const model *layout)
+{
+    memset(h->elem, 0, model_size(layout));
+    memset(h->param, HELD_NONE, (size_t)model_nparams(layout));
+}
+
 void held_mask_add(held_mask *h, const model *layout, int p, size_t start, size_t count)
 {
     memset(h->elem + model_param_at(layout, p)->offset + start, 1, count);

@@ -49,6 +49,7 @@ typedef struct held_mask {
 
 /* Nothing held yet (each param HELD_NONE); held_mask_add then held_mask_finish. */
 ddp_status held_mask_init(held_mask *h, const model *layout);
+void held_mask_clear(held_mask *h, const model *layout); /* nothing held again */
 /* Elements [start, start + count) of parameter p (in range: the caller checked). */
 void held_mask_add(held_mask *h, const model *layout, int p, size_t start, size_t count);
 void held_mask_finish(held_mask *h, const model *layout);
@@ -68,7 +69,8 @@ int checker_compare_held(const tolerance *tol, const model *layout, const float 
  * parameters `held` holds any of (NULL: all): each that differs counts as
  * one element outside the tolerance, and the first goes to rec (first_none:
  * VERIFY_NONE_ACTUAL or VERIFY_NONE_EXPECTED, index 0) unless an element
- * already failed there. A None .grad reads as zeros in the values, so a
+ * already failed there (ops.c calls this before the values: it explains
+ * the zeros a None reads as). A None .grad reads as zeros in the values, so a
  * wrapper that writes zeros where DDP leaves None (or the reverse) passes
  * every value and fails here.
  */

@@ -182,16 +182,18 @@ static ddp_status do_grab(verify_ops *v, const verify_side *s, void *ctx)
     DDP_CHECK(s->values(ctx, RECORD_GRAB, v->grab++, &actual, &buffers));
     verify_record *rec = next_record(v);
     rec->synced = v->bwd_since_zero ? v->last_synced : -1;
+    /* A .grad that is None where DDP's is not (or the reverse) first: it explains the zeros it reads as. */
+    const unsigned char *none = NULL;
+    const held_mask *held = v->held;
+    if (s->grab_layout)
+        DDP_CHECK(s->grab_layout(ctx, v->grab - 1, &none, &held));
+    if (none)
+        checker_compare_none(v->m, model_grad_defined(v->m), none, held, rec);
     VERIFY_COSTED(v, COST_COMPARE, {
         checker_compare_held(v->tol, v->m, model_grads(v->m), actual, v->bounded ? v->budget.E : NULL,
-                             rec->synced == 1 ? ddp_ref_reduced_params(v->ddp) : NULL, v->held, rec);
+                             rec->synced == 1 ? ddp_ref_reduced_params(v->ddp) : NULL, held, rec);
         check_buffers(v, buffers, rec);
     });
-    const unsigned char *none = NULL;
-    if (s->grad_none)
-        DDP_CHECK(s->grad_none(ctx, v->grab - 1, &none));
-    if (none)
-        checker_compare_none(v->m, model_grad_defined(v->m), none, v->held, rec);
     /* The reference's own check sums every rank's local gradients since the last zero_grad: not while a rank that
      * ran out of inputs holds gradients its peers' syncs did not take (uneven_window), every rank or none. */
     ddp_status st = DDP_OK;
@@ -200,7 +202,7 @@ static ddp_status do_grab(verify_ops *v, const verify_side *s, void *ctx)
                       st = AS_CHECKS(refcheck_run(&v->refcheck, v->wr, v->m, ddp_ref_reduced_params(v->ddp), rec)));
     DDP_CHECK(st);
     if (s->grabbed)
-        DDP_CHECK(s->grabbed(ctx, rec, actual));
+        DDP_CHECK(s->grabbed(ctx, rec, actual, held));
     rec->done = 1;
     return DDP_OK;
 }

@@ -73,9 +73,11 @@ typedef struct verify_side {
     /* The implementation's values of check k of a kind (its gradients at a grab, its parameters after a step or
      * at the end) and its buffers (NULL: compared as the forwards went, verify_ops_forward_buffers); required. */
     ddp_status (*values)(void *ctx, record_values kind, uint64_t k, const float **actual, const float **buffers);
-    ddp_status (*grabbed)(void *ctx, verify_record *rec, const float *actual); /* after a grab's checks */
-    /* Which .grad were None at grab k (none[p] = 1; *none = NULL: not known, None is not checked). */
-    ddp_status (*grad_none)(void *ctx, uint64_t k, const unsigned char **none);
+    /* after a grab's checks (held: what this rank held there, NULL: everything) */
+    ddp_status (*grabbed)(void *ctx, verify_record *rec, const float *actual, const held_mask *held);
+    /* Grab k's layout: which .grad were None (none[p] = 1; *none NULL: not known, None is not checked) and what
+     * this rank held (*held: verify_ops.held when called; NULL: everything). */
+    ddp_status (*grab_layout)(void *ctx, uint64_t k, const unsigned char **none, const held_mask **held);
 } verify_side;
 
 typedef struct verify_ops {
@@ -97,7 +99,8 @@ typedef struct verify_ops {
     ref_check refcheck;       /* the reference's own check (refcheck.h) */
     agreement_state agreement; /* the implementation's ranks agree (agreement.h) */
     verify_record buffers;    /* buffer divergences since the last check (replays), merged into its record */
-    const held_mask *held;    /* what this rank holds of the gradients (sharded DP), NULL: all (the driver's) */
+    const held_mask *held;    /* what this rank holds of the gradients (sharded DP), NULL: all (the driver's), unless
+                               * a grab's layout says otherwise (verify_side.grab_layout) */
     size_t op;                /* the op at hand */
     size_t bwd_op;            /* the op of the last backward: where its sync happened, for the report */
     size_t next_check;        /* checks so far (sched_checks) */
