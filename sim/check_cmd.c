@@ -91,6 +91,9 @@ static void header(const ddpsim_options *opt, const record_run *rec, const model
         }
         fprintf(opt->out, "\n");
     }
+    if (rec->held_by_grab)
+        fprintf(opt->out, "# gradients sharded (held.json): at each grab each rank's own elements are checked, as "
+                          "it said there\n");
     fprintf(opt->out, "# replay: %s\n", opt->command);
 }
 
@@ -133,7 +136,7 @@ int check_main(int argc, char **argv)
     opt.run.model_spec = rec.model[0] ? rec.model : "recorded";
     opt.run.schedule = &rec.schedule;
     opt.run.ddp = rec.ddp;
-    opt.sharded = rec.held_at != NULL;
+    opt.sharded = rec.held_at != NULL || rec.held_by_grab;
     if (tol_parse(co.tolerance ? co.tolerance : rec.nranks <= 2 ? "bitwise" : "order", &opt.run.tol) != DDP_OK) {
         record_close(&rec);
         return cli_usage_error("check", "--tolerance", ddp_error_text());

@@ -121,6 +121,44 @@ front 2 "without join(): the wrapped module must be Joinable" "join{...} alone w
     --ranks 2 --wrap "$W:hook_ddp" --scenario uneven
 front 3 "deadlock: rank 2 finished the schedule while ranks 0, 1 wait" "uneven inputs without join: real DDP waits forever, a named deadlock" -- \
     --ranks 3 --wrap "$DDP" --schedule 'fwd bwd grab step zero [3, -1:1]*( fwd bwd grab step zero )'
+# Sharded wrappers (tests/python/sharded.py: each gradient reduced to its owner, fairscale-style, the owner steps
+# and broadcasts) say what each rank holds (ddpsim_grad_shards) and bring their optimizer: the owners' .grad and
+# the parameters after every step are checked, a non-owner's .grad is not read. Undeclared, the non-owner's None
+# fails; each planted bug fails where its mechanism shows (an owner's element).
+SH=$here/python/sharded.py
+front 0 "verdict: PASS" "a sharded wrapper with its own optimizer, 3 ranks" -- --ranks 3 --wrap "$SH:sharded" --scenario classic
+front 0 "verdict: PASS" "... 2 ranks, bitwise, windows of 2" -- --ranks 2 --wrap "$SH:sharded" --scenario window-2
+front 1 "grab 2 (after fwd+bwd (3 acc)), rank 0, parameter 0.weight: its .grad is None, where DDP's holds a tensor" \
+    "... the same, undeclared: a non-owner's None .grad fails" -- --ranks 3 --wrap "$SH:sharded_undeclared" --scenario classic
+front 1 "first divergence: grab 0 (after no_sync fwd+bwd), rank 0, parameter 2.weight" \
+    "every backward a boundary, only the last micro-batch kept (open-instruct PR #1498): fails" -- \
+    --ranks 3 --wrap "$SH:sharded_every_backward" --scenario classic
+front 1 "first divergence: grab 2 (after fwd+bwd (3 acc)), rank 2, parameter 4.bias" \
+    "the remainder bucket never reduced (DeepSpeed #4879): fails at its owner" -- \
+    --ranks 3 --wrap "$SH:sharded_remainder_unreduced" --scenario classic
+# None: a wrapper writing zeros where DDP leaves None (a parameter no rank used) fails, and says so.
+front 1 "rank 0, parameter unused.weight: its .grad holds a tensor, where DDP's is None" "zeros where DDP's .grad is None" -- \
+    --ranks 2 --wrap "$SH:zeros_for_none" --scenario find-unused --find-unused
+# The user's optimizer: torch's ZeroRedundancyOptimizer beside DDP passes where every rank steps on synced
+# gradients, and differs where DDP's SGD steps each replica on its own (a step inside a window): ZeRO gives every
+# rank the owner's update instead. Its join hook steps once per shadowed forward (zero_redundancy_optimizer.py
+# _ZeROJoinHook), so with a rank out of inputs the owner's shard on that rank never moves.
+front 0 "verdict: PASS" "DDP with ZeroRedundancyOptimizer, 2 ranks, bitwise" -- --ranks 2 --wrap "$SH:zero_optimizer" --scenario classic
+front 1 "first divergence: step 1 (parameters after step), rank 0, parameter 0.weight" \
+    "... a step on unsynced gradients: the owner's update, not each rank's" -- --ranks 2 --wrap "$SH:zero_optimizer" --scenario ends-in-window
+front 1 "first divergence: step 2 (parameters after step), rank 0, parameter 0.weight" \
+    "... under join the joined rank's shard does not move" -- --ranks 2 --wrap "$SH:zero_optimizer" --scenario uneven-divide
+# --find-unused-rule: a wrapper following the other torch's rule is checked against it on this torch.
+other_rule=$("$py" -c 'from ddpsim_torch import semantics; print("syncing-backward" if semantics.find_unused_rule() == "window" else "window")')
+front 1 "parameter sometimes.weight" "a wrapper of the other find_unused rule fails under this torch's" -- --ranks 3 \
+    --wrap "$W:other_rule_ddp" --model "$M:build" --data "$M:batch" --find-unused --schedule "2*( 2*( nosync{fwd bwd} grab ) fwd bwd grab step zero )"
+front 0 "verdict: PASS" "... and passes with --find-unused-rule $other_rule" -- --ranks 3 --find-unused-rule "$other_rule" \
+    --wrap "$W:other_rule_ddp" --model "$M:build" --data "$M:batch" --find-unused --schedule "2*( 2*( nosync{fwd bwd} grab ) fwd bwd grab step zero )"
+front 2 "--find-unused-rule" "an unknown rule" -- --wrap "$DDP" --find-unused-rule sometimes --scenario classic
+front 2 "returned a tuple; it must be (module, optimizer)" "a wrap that returns a bad tuple" -- --wrap "$SH:bad_tuple" --scenario classic
+front 2 "ddpsim_grad_shards() names 'nope'" "a shard of a parameter the model does not have" -- --wrap "$SH:names_nope" --scenario classic
+front 2 "element 0 of 4.bias is held by no rank" "a layout that leaves an element unchecked" -- --ranks 2 --wrap "$SH:holds_too_little" --scenario classic
+
 # Communication hooks, against torch's own (default_hooks.py): DDP with fp16_compress_hook matches the reference's
 # float16 arithmetic bitwise at 2 ranks over the whole battery and within the order bound at 3; allreduce_hook too;
 # a wrapper that registers fp16_compress_hook itself fails when the reference is not told (order tolerance).

@@ -385,10 +385,10 @@ static ddp_status check_rank_files(const record_run *r, int rank, const uint32_t
     return DDP_OK;
 }
 
-static ddp_status check_grab_cover(const record_run *r);
+static ddp_status check_grab_cover(record_run *r);
 
 /* Every file the schedule will read, for every rank, headers only. */
-static ddp_status check_all(const record_run *r)
+static ddp_status check_all(record_run *r)
 {
     char what[PATH_MAX];
     unsigned char used[MODEL_MAX_PARAMS];
@@ -596,16 +596,15 @@ ddp_status record_grab_held(const record_run *r, int rank, uint64_t grab, record
  * At every grab, what the ranks that reached it hold (their held.json, else grad_shards, else everything) must
  * cover every element. Only when the recording says what ranks hold somewhere.
  */
-static ddp_status check_grab_cover(const record_run *r)
+static ddp_status check_grab_cover(record_run *r)
 {
     char dir[RECORD_PATH_LEN], where[48];
-    int any = r->held_at != NULL;
-    for (uint64_t k = 0; !any && k < r->schedule.ngrabs; k++)
-        for (int rank = 0; !any && rank < r->nranks; rank++) {
+    for (uint64_t k = 0; !r->held_by_grab && k < r->schedule.ngrabs; k++)
+        for (int rank = 0; !r->held_by_grab && rank < r->nranks; rank++) {
             snprintf(dir, sizeof dir, "%s/%s/rank%d/grab%llu/held.json", r->dir, r->impl, rank, (unsigned long long)k);
-            any = access(dir, F_OK) == 0;
+            r->held_by_grab = access(dir, F_OK) == 0;
         }
-    if (!any)
+    if (!r->held_at && !r->held_by_grab)
         return DDP_OK;
     held_cover c;
     DDP_CHECK(cover_init(&c, r));

@@ -96,6 +96,7 @@ typedef struct record_run {
     /* grad_shards: rank r holds held[held_at[r] .. held_at[r + 1]); held_at NULL when every rank holds all */
     record_held *held;
     size_t *held_at;
+    int held_by_grab;        /* some grab's held.json says what a rank held there */
 } record_run;
 
 /*

@@ -49,7 +49,7 @@ def _run_args(ranks, seed, batch, lr, model, schedule, scenario, find_unused, bu
 
 def check(wrap, ranks=2, model=None, data=None, loss=None, schedule=None, scenario=None, seed=1, batch=4, lr=0.1,
           tolerance=None, timeout=60.0, find_unused=False, bucket_view=False, bucket_cap=None, zero_grad=None,
-          threads=1, keep=None, ddpsim_path=None, comm_hook="none", static_graph=False):
+          threads=1, keep=None, ddpsim_path=None, comm_hook="none", static_graph=False, find_unused_rule=None):
     """Check the DDP wrapper `wrap` against ddpsim's reference DDP; returns a Result (never raises for the
     verdict: bad input is Result.exit_code 2, a fault 3).
 
@@ -67,11 +67,18 @@ def check(wrap, ranks=2, model=None, data=None, loss=None, schedule=None, scenar
       wrapper that has register_comm_hook (a DDP); a wrapper without it is taken to do the same itself.
     static_graph: DDP's static_graph=True (passed to a wrap function that takes it); the scenarios torch 1.13
       cannot run with it are left out of the battery, and the header says why.
+    find_unused_rule: which parameters find_unused syncs: 'window' (used anywhere in the window, PyTorch
+      >= 2.4) or 'syncing-backward' (< 2.4); None: this torch's DDP's (a wrapper of its own may follow the
+      other rule on any torch).
+    wrap may return (module, optimizer): the wrapper's own optimizer (ZeroRedundancyOptimizer, OSS, ZeRO)
+      steps and zeroes instead of ddpsim's SGD; its parameters must be SGD's with lr (checked after every
+      step). A wrapped module with ddpsim_grad_shards() (a sharded one) says which elements of each .grad this
+      rank holds: only those are compared (README, "Check a sharded implementation").
     keep: a directory to keep the recordings in (default: a temporary one, removed)."""
     args = dict(wrap=wrap, ranks=ranks, model=model, data=data, loss=loss, schedule=schedule, scenario=scenario,
                 seed=seed, batch=batch, lr=lr, tolerance=tolerance, timeout=timeout, find_unused=find_unused,
                 bucket_view=bucket_view, bucket_cap=bucket_cap, zero_grad=zero_grad, threads=threads, keep=keep,
-                comm_hook=comm_hook, static_graph=static_graph,
+                comm_hook=comm_hook, static_graph=static_graph, find_unused_rule=find_unused_rule,
                 ddpsim_path=ddpsim_path)
     plan = None
     try:
@@ -134,7 +141,10 @@ class Plan:
             raise BadInput("--comm-hook bf16: torch %s's DDP takes bf16_compress_hook only when built with CUDA 11+ "
                            "and NCCL 2.10+ (distributed.py _check_comm_hook), so not on gloo here; ddpsim's own "
                            "reference models it: ddpsim --comm-hook bf16" % torch.__version__)
-        self.rule = semantics.find_unused_rule()
+        if a.get("find_unused_rule") not in (None, "window", "syncing-backward"):
+            raise BadInput("--find-unused-rule %s: window or syncing-backward (default: this torch's, %s)" % (
+                a["find_unused_rule"], semantics.find_unused_rule()))
+        self.rule = a.get("find_unused_rule") or semantics.find_unused_rule()
         self.zero = semantics.zero_grad_default() if a["zero_grad"] is None else (
             "set_to_none" if a["zero_grad"] == "none" else "fill_zeros")
         self.command = _command(self.wrap, a)
@@ -389,8 +399,9 @@ def _command(wrap, a):
                                ("--seed", "seed", 1), ("--batch", "batch", 4), ("--lr", "lr", 0.1),
                                ("--timeout", "timeout", 60.0), ("--threads", "threads", 1),
                                ("--tolerance", "tolerance", None), ("--bucket-cap", "bucket_cap", None),
-                               ("--zero-grad", "zero_grad", None), ("--comm-hook", "comm_hook", "none")):
-        value = a[key]
+                               ("--zero-grad", "zero_grad", None), ("--comm-hook", "comm_hook", "none"),
+                               ("--find-unused-rule", "find_unused_rule", None)):
+        value = a.get(key, default)
         if key in ("model", "data", "loss"):
             value = loading.as_spec(value, "--" + key)
         if value is not None and value != default:

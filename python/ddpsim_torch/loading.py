@@ -30,6 +30,9 @@ def _module_from_file(path):
     name = "ddpsim_user_" + os.path.splitext(os.path.basename(path))[0].replace("-", "_")
     if name in sys.modules:
         return sys.modules[name]
+    here = os.path.dirname(os.path.abspath(path))
+    if here not in sys.path:  # its own imports of the modules beside it work, as when Python runs the file
+        sys.path.append(here)
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None:
         raise BadInput("%s: not a Python file that can be loaded" % path)

@@ -102,6 +102,95 @@ def map_params(module, names, wrapped):
     return out
 
 
+def join_context(wrapped, optimizer, divide_by_initial_world_size):
+    """The module's join(); with the wrapper's own optimizer when that is Joinable too (ZeroRedundancyOptimizer:
+    its step broadcasts, so a rank that ran out must shadow it), Join over both, as PyTorch's documentation of
+    uneven inputs with ZeroRedundancyOptimizer does (torch/distributed/algorithms/join.py)."""
+    from torch.distributed.algorithms.join import Join, Joinable
+    if optimizer is not None and isinstance(optimizer, Joinable) and isinstance(wrapped, Joinable):
+        return Join([wrapped, optimizer], divide_by_initial_world_size=divide_by_initial_world_size)
+    return wrapped.join(divide_by_initial_world_size=divide_by_initial_world_size)
+
+
+def _is_dtensor(t):
+    return t is not None and type(t).__name__ == "DTensor" and hasattr(t, "to_local")
+
+
+def full(t):
+    """A tensor whole: a DTensor (FSDP2's sharded parameter) gathered from every rank (a collective: every rank
+    calls this at the same op), anything else as it is."""
+    return t.full_tensor() if _is_dtensor(t) else t
+
+
+def _runs(index):
+    """Flat element indices, sorted, as [[start, count], ...]."""
+    out = []
+    for i in index.tolist():
+        if out and out[-1][0] + out[-1][1] == i:
+            out[-1][1] += 1
+        else:
+            out.append([i, 1])
+    return out
+
+
+def _local_part(g):
+    """A DTensor gradient as what this rank holds of it: the full-shape tensor with its local shard in place
+    (zeros elsewhere, never read) and the flat element ranges of that shard."""
+    from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+    shape, offset = compute_local_shape_and_global_offset(g.shape, g.device_mesh, g.placements)
+    local = g.to_local()
+    whole = torch.zeros(g.shape, dtype=local.dtype)
+    region = tuple(slice(o, o + n) for o, n in zip(offset, shape))
+    if local.numel() == 0:
+        return whole, []
+    whole[region] = local.detach().to("cpu")
+    index = torch.arange(whole.numel()).reshape(g.shape)[region].reshape(-1)
+    return whole, _runs(index)
+
+
+def grab_values(wrapped, names, params):
+    """What this rank holds of every .grad at a grab: (values, held). values[i] is parameter i's gradient as a
+    full-shape tensor (or None); held maps a parameter to the flat element ranges this rank holds of it, or is
+    None when it holds every element of every one (record.h held.json). The gradient is the wrapper's
+    ddpsim_grads() {name: tensor or None} where it has one (FSDP2's adapter gives the unsharded local sum while
+    gradient sync is off), else .grad; a DTensor holds its local shard; a wrapper's ddpsim_grad_shards()
+    {name: True or [(start, count), ...]} says what it holds of each, the parameters it leaves out none."""
+    own = getattr(wrapped, "ddpsim_grads", None)
+    grads = own() if callable(own) else {}
+    values, held, partial = [], {}, False
+    for name, p in zip(names, params):
+        g = grads[name] if name in grads else p.grad
+        if _is_dtensor(g):
+            g, ranges = _local_part(g)
+            partial = partial or sum(c for _, c in ranges) != g.numel()
+        else:
+            ranges = [[0, p.numel()]]
+        values.append(g)
+        held[name] = ranges
+    said = getattr(wrapped, "ddpsim_grad_shards", None)
+    if callable(said):
+        held, partial = _said_shards(said(), {n: p.numel() for n, p in zip(names, params)}), True
+    return values, ({n: r for n, r in held.items() if r} if partial else None)
+
+
+def _said_shards(said, counts):
+    if not isinstance(said, dict):
+        raise BadInput("ddpsim_grad_shards() returned a %s: it must be a dict {parameter name: True or "
+                       "[(start, count), ...]}" % type(said).__name__)
+    held = {}
+    for name, ranges in said.items():
+        if name not in counts:
+            raise BadInput("ddpsim_grad_shards() names %r, not a parameter of the model (%s)" %
+                           (name, ", ".join(list(counts)[:4]) + (", ..." if len(counts) > 4 else "")))
+        if ranges is True:
+            ranges = [(0, counts[name])]
+        try:
+            held[name] = [[int(a), int(c)] for a, c in ranges if int(c) > 0]
+        except (TypeError, ValueError):
+            raise BadInput("ddpsim_grad_shards()[%r] is %r: True or [(start, count), ...]" % (name, ranges))
+    return held
+
+
 class Rank:
     def __init__(self, rank, nranks, cfg, progress):
         self.rank, self.nranks, self.cfg, self.progress = rank, nranks, cfg, progress
@@ -135,8 +224,15 @@ class Rank:
         return module, batch, loss
 
     def wrap(self, module, job):
+        """The wrapped module, and the wrapper's own optimizer when wrap returned (module, optimizer)."""
         fn = loading.load(self.cfg["wrap"], "--wrap")
         wrapped = fn(module, **wrap_kwargs(fn, job["ddp"]))
+        optimizer = None
+        if isinstance(wrapped, tuple):
+            if len(wrapped) != 2 or not callable(getattr(wrapped[1], "step", None)):
+                raise BadInput("--wrap %s returned a tuple; it must be (module, optimizer), the optimizer with "
+                               "step() and zero_grad()" % self.cfg["wrap"])
+            wrapped, optimizer = wrapped
         if wrapped is None:
             raise BadInput("--wrap %s returned None; it must return the wrapped module" % self.cfg["wrap"])
         if not callable(getattr(wrapped, "no_sync", None)):
@@ -147,7 +243,7 @@ class Rank:
             raise BadInput("--wrap %s returned a %s that cannot be called as the module" %
                            (self.cfg["wrap"], type(wrapped).__name__))
         register_comm_hook(wrapped, job["ddp"].get("comm_hook", "none"))
-        return wrapped
+        return wrapped, optimizer
 
     def run_job(self, j, job):
         self.mark(j, -1)
@@ -178,21 +274,27 @@ class Rank:
         buffers = list(module.named_buffers())
         if self.rank == 0:
             record.write_tensors(os.path.join(root, "init"), named + buffers)
-            record.write_manifest(root, self.nranks, impl, self.cfg["recorded_by"], job["model"], named,
-                                  job["ddp"], job["zero_grad"], job["lr"], job["ops"], buffers,
-                                  job.get("joins", ()), job.get("uneven", ()))
-        rec = record.Recorder(root, self.rank, impl)
+        rec = record.Recorder(root, self.rank, impl, [p.shape for _, p in named])
         if buffers:
             # What the module held as its forward began, after any broadcast of the wrapper's (DDP's comes in
             # its own forward, before it calls the module), and as it ended: ddpsim check replays
             # broadcast_buffers on them. Hooked after the shadow was copied, so only this module records.
             module.register_forward_pre_hook(lambda m, i: rec.buffers("seen", list(m.named_buffers())))
             module.register_forward_hook(lambda m, i, o: rec.buffers("after", list(m.named_buffers())))
-        wrapped = self.wrap(module, job)
+        wrapped, optimizer = self.wrap(module, job)
         params = map_params(module, names, wrapped)
-        optimizer = torch.optim.SGD(params, lr=job["lr"])
+        if self.rank == 0:
+            record.write_manifest(root, self.nranks, impl, self.cfg["recorded_by"], job["model"], named,
+                                  job["ddp"], job["zero_grad"], job["lr"], job["ops"], buffers,
+                                  job.get("joins", ()), job.get("uneven", ()))
+        own_optimizer = optimizer is not None
+        if optimizer is None:
+            optimizer = torch.optim.SGD(params, lr=job["lr"])
         # A wrapper that synchronizes in its own backward call (DeepSpeed's engine.backward) says so.
         backward = getattr(wrapped, "ddpsim_backward", None) or (lambda loss: loss.backward())
+        # ... and one whose zero_grad is the module's (fairscale's ShardedDataParallel resets its reduction state
+        # there, and its documentation zeroes through the model) says so too.
+        zero_grad = getattr(wrapped, "ddpsim_zero_grad", None) or optimizer.zero_grad
         contexts, pending, nfwd = [], None, 0
         set_to_none = job["zero_grad"] == "set_to_none"
         skipped = ddpsim.skipped_ops(job.get("uneven", ()), self.rank)
@@ -215,14 +317,15 @@ class Rank:
                     raise Unsupported("the schedule has join{...}, and --wrap %s returned a %s without join(): "
                                       "the wrapped module must be Joinable, as DistributedDataParallel is" %
                                       (self.cfg["wrap"], type(wrapped).__name__))
-                joined = wrapped.join(divide_by_initial_world_size=joins[i]["divide_by_initial_world_size"])
+                joined = join_context(wrapped, own_optimizer and optimizer,
+                                      joins[i]["divide_by_initial_world_size"])
                 joined.__enter__()
             elif op == "join_exit":
                 joined.__exit__(None, None, None)  # the shadowing, then every rank takes the last joiner's model
                 joined = None
                 with torch.no_grad():
                     for s, p in zip(shadow_params, params):
-                        s.copy_(p)
+                        s.copy_(full(p))
                     for (_, s), (_, b) in zip(shadow.named_buffers(), module.named_buffers()):
                         s.copy_(b)
             elif op == "enter":
@@ -250,22 +353,23 @@ class Rank:
                 self.progress[self.row + RECORD_S] += time.monotonic() - t2
             elif op == "grab":
                 t1 = time.monotonic()
-                rec.grads(names, params)
+                rec.grads(names, *grab_values(wrapped, names, params))
                 self.progress[self.row + RECORD_S] += time.monotonic() - t1
             elif op == "zero":
-                optimizer.zero_grad(set_to_none=set_to_none)
+                zero_grad(set_to_none=set_to_none)
             elif op == "step":
                 optimizer.step()
                 t1 = time.monotonic()
                 with torch.no_grad():
-                    for s, p in zip(shadow_params, params):
+                    whole = [full(p) for p in params]
+                    for s, p in zip(shadow_params, whole):
                         s.copy_(p)
-                rec.params(names, params)
+                rec.params(names, whole)
                 self.progress[self.row + RECORD_S] += time.monotonic() - t1
             took = time.monotonic() - t0
             if took > self.progress[self.row + SLOWEST]:
                 self.progress[self.row + SLOWEST] = took
-        rec.params(names, params, end=True)
+        rec.params(names, [full(p) for p in params], end=True)
         del wrapped, optimizer
 
 

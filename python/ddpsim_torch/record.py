@@ -6,6 +6,8 @@
   DIR/rank<r>/micro<m>/used.json          the parameters backward m gave a gradient
   DIR/rank<r>/micro<m>/<param>.npy        that local gradient, micro-step m's alone
   DIR/<impl>/rank<r>/grab<k>/<param>.npy  the implementation's .grad at grab k (None as zeros)
+  DIR/<impl>/rank<r>/grab<k>/none.json    the parameters whose .grad was None there
+  DIR/<impl>/rank<r>/grab<k>/held.json    a sharded rank: the elements of each .grad it held there
   DIR/<impl>/rank<r>/step<s>/<param>.npy  its parameters after step s
   DIR/<impl>/rank<r>/end/<param>.npy      its parameters at the end
   DIR/init/<buffer>.npy                   a module with buffers: those every rank started from
@@ -55,8 +57,8 @@ def write_tensors(directory, named):
 class Recorder:
     """What one rank writes: its micro-steps' local gradients and the implementation's values."""
 
-    def __init__(self, root, rank, impl):
-        self.root, self.rank, self.impl = root, rank, impl
+    def __init__(self, root, rank, impl, shapes):
+        self.root, self.rank, self.impl, self.shapes = root, rank, impl, shapes
         self.micro = self.grab = self.step = self.fwd = 0
 
     def local(self, names, grads, parts=None):
@@ -90,9 +92,18 @@ class Recorder:
         elif op == "step":
             self.step += 1
 
-    def grads(self, names, params):
-        self._impl("grab%d" % self.grab,
-                   [(n, p.grad if p.grad is not None else torch.zeros_like(p)) for n, p in zip(names, params)])
+    def grads(self, names, grads, held=None):
+        """The implementation's gradients at a grab (None: the parameter's .grad is None) and, when this rank holds
+        only part of them (sharded), what it holds: {name: [[start, count], ...]}."""
+        what = "grab%d" % self.grab
+        d = os.path.join(self.root, self.impl, "rank%d" % self.rank, what)
+        self._impl(what, [(n, g if g is not None else torch.zeros(p_shape)) for n, g, p_shape in
+                          zip(names, grads, self.shapes)])
+        with open(os.path.join(d, "none.json"), "w") as f:
+            json.dump([n for n, g in zip(names, grads) if g is None], f)
+        if held is not None:
+            with open(os.path.join(d, "held.json"), "w") as f:
+                json.dump(held, f)
         self.grab += 1
 
     def params(self, names, params, end=False):
@@ -107,7 +118,7 @@ def write_manifest(root, ranks, impl, recorded_by, model, named_params, ddp, zer
     gradient_as_bucket_view, find_unused_rule, broadcast_buffers; joins and uneven as ddpsim --prepare
     wrote them (the join blocks, and each uneven repetition with every rank's count)."""
     manifest = {
-        "format": "ddpsim-record", "version": 1, "ranks": ranks, "impl": impl, "recorded_by": recorded_by,
+        "format": "ddpsim-record", "version": 3, "ranks": ranks, "impl": impl, "recorded_by": recorded_by,
         "model": model,
         "params": [{"name": n, "shape": record_shape(p.shape)} for n, p in named_params],
         "ddp": ddp, "zero_grad": zero_grad, "optimizer": {"type": "sgd", "lr": lr}, "ops": ops,

@@ -339,3 +339,18 @@ def compiled_ddp_eager(module, **ddp_options):
     """The same through dynamo and AOTAutograd with eager kernels (backend="aot_eager"): the graph capture and
     DDPOptimizer's split without inductor's generated code."""
     return torch.compile(nn.parallel.DistributedDataParallel(module, **ddp_options), backend="aot_eager")
+
+
+class OtherRuleDDP(HookDDP):
+    """The correct wrapper, with the other torch's find_unused rule (a wrapper written for 2.4 run on 1.13, or the
+    reverse): what --find-unused-rule is for."""
+
+    def used(self):
+        mine = [p.grad is not None if not USED_IN_WINDOW else i in self.seen for i, p in enumerate(self.params)]
+        flags = torch.tensor(mine, dtype=torch.float32)
+        dist.all_reduce(flags)
+        return [f > 0 for f in flags.tolist()]
+
+
+def other_rule_ddp(module):
+    return OtherRuleDDP(module)

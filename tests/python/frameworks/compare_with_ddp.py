@@ -45,8 +45,9 @@ def grads(wrapped, ops, batches):
             pending = nn.functional.mse_loss(wrapped(x), y)
         elif op == "bwd":
             backward(pending)
-        elif op == "grab":
-            out.append([p.grad.detach().clone() for p in params])
+        elif op == "grab":  # a DTensor's (FSDP2's sharded .grad after a sync) whole
+            out.append([(p.grad.full_tensor() if hasattr(p.grad, "full_tensor") else p.grad).detach().clone()
+                        for p in params])
         else:
             raise SystemExit("compare_with_ddp: %r is not fwd, bwd, grab or nosync{...}" % op)
     return out

@@ -1,0 +1,175 @@
+"""Sharded wrappers for the front end's tests, on torch 1.13's gloo (which has reduce and broadcast but no
+reduce_scatter): gradients are reduced to the rank that owns each parameter, as fairscale's
+ShardedDataParallel with its OSS optimizer does (fairscale/nn/data_parallel/sharded_ddp.py: a reduce to the
+owner, the other ranks' .grad freed), and the owner steps it and broadcasts the result. Each wrapped module
+says what its rank holds (ddpsim_grad_shards), and wrap returns (module, optimizer).
+
+  sharded                     correct (where every window starts from zero_grad, DDP's values)
+  sharded_undeclared          the same without ddpsim_grad_shards(): a non-owner's .grad is None
+  sharded_every_backward      every backward is a boundary and the owner's accumulator is reset, only the
+                              last micro-batch survives (allenai/open-instruct PR #1498: DeepSpeed told
+                              gradient_accumulation_steps=1 while the trainer accumulates)
+  sharded_remainder_unreduced the last parameter, the remainder bucket, is never reduced (DeepSpeed #4879)
+  zeros_for_none              a correct DDP-style wrapper that writes zeros into every None .grad after a sync
+  zero_optimizer              torch's DistributedDataParallel with ZeroRedundancyOptimizer (SGD inside)
+"""
+import torch
+import torch.distributed as dist
+
+from wrappers import HookDDP
+
+
+def owners(params, world):
+    """Each parameter's owner: the least loaded rank, largest parameters first (OSS's partition, by size)."""
+    load, owner = [0] * world, [0] * len(params)
+    for i in sorted(range(len(params)), key=lambda i: -params[i].numel()):
+        r = min(range(world), key=lambda k: load[k])
+        owner[i] = r
+        load[r] += params[i].numel()
+    return owner
+
+
+class ShardedDDP(HookDDP):
+    declare = True
+
+    def __init__(self, module):
+        super().__init__(module)
+        self.names = [n for n, _ in module.named_parameters()]
+        self.owner = owners(self.params, self.world)
+
+    def reduced(self, i):
+        return True
+
+    def sync_grads(self):
+        self.syncs += 1
+        for i, (p, used) in enumerate(zip(self.params, self.used())):
+            if not used or not self.reduced(i):
+                continue
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            dist.reduce(p.grad, dst=self.owner[i])
+            if self.rank == self.owner[i]:
+                p.grad.div_(self.world)
+            else:
+                p.grad = None  # freed: this rank does not own it
+
+    def ddpsim_grad_shards(self):
+        if not self.declare:
+            raise AttributeError
+        return {n: True for n, r in zip(self.names, self.owner) if r == self.rank}
+
+
+class ShardedSGD(torch.optim.Optimizer):
+    """OSS-style: each rank steps the parameters it owns (SGD), then every parameter comes from its owner."""
+
+    def __init__(self, wrapped, lr):
+        super().__init__(wrapped.params, dict(lr=lr))
+        self.wrapped = wrapped
+
+    @torch.no_grad()
+    def step(self):
+        w = self.wrapped
+        for i, p in enumerate(w.params):
+            if w.owner[i] == w.rank and p.grad is not None:
+                p.add_(p.grad, alpha=-self.defaults["lr"])
+        for i, p in enumerate(w.params):
+            dist.broadcast(p, src=w.owner[i])
+
+
+def _sharded(cls, module, lr=0.1):
+    wrapped = cls(module)
+    return wrapped, ShardedSGD(wrapped, lr)
+
+
+def sharded(module):
+    return _sharded(ShardedDDP, module)
+
+
+class Undeclared(ShardedDDP):
+    declare = False
+
+    def __getattribute__(self, name):
+        if name == "ddpsim_grad_shards":
+            raise AttributeError(name)
+        return super().__getattribute__(name)
+
+
+def sharded_undeclared(module):
+    return _sharded(Undeclared, module)
+
+
+class EveryBackward(ShardedDDP):
+    """Every backward reduces (the engine's window is one micro-step) and the owner's partition takes the
+    reduced micro-batch alone: the accumulator was reset at the "boundary" before it."""
+
+    def __init__(self, module):
+        super().__init__(module)
+        self.before = {}
+
+    def forward(self, *args, **kwargs):
+        self.sync_this = True  # no_sync or not, the engine's boundary is every backward
+        with torch.no_grad():
+            self.before = {i: None if p.grad is None else p.grad.clone() for i, p in enumerate(self.params)}
+        return super().forward(*args, **kwargs)
+
+    def sync_grads(self):
+        for i, p in enumerate(self.params):  # the micro-batch's own gradient: reset the accumulation
+            if p.grad is not None and self.before.get(i) is not None:
+                p.grad.sub_(self.before[i])
+        super().sync_grads()
+
+
+def sharded_every_backward(module):
+    return _sharded(EveryBackward, module)
+
+
+class RemainderUnreduced(ShardedDDP):
+    def reduced(self, i):
+        return i != len(self.params) - 1
+
+
+def sharded_remainder_unreduced(module):
+    return _sharded(RemainderUnreduced, module)
+
+
+class ZerosForNone(HookDDP):
+    def sync_grads(self):
+        super().sync_grads()
+        for p in self.params:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+
+
+def zeros_for_none(module):
+    return ZerosForNone(module)
+
+
+def zero_optimizer(module, **ddp_options):
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+    ddp = torch.nn.parallel.DistributedDataParallel(module, **ddp_options)
+    return ddp, ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=torch.optim.SGD, lr=0.1)
+
+
+# Bad input, refused with its reason.
+def bad_tuple(module):
+    return HookDDP(module), "not an optimizer"
+
+
+class NamesNope(ShardedDDP):
+    def ddpsim_grad_shards(self):
+        return {"nope": True}
+
+
+def names_nope(module):
+    return _sharded(NamesNope, module)
+
+
+class HoldsTooLittle(ShardedDDP):
+    def ddpsim_grad_shards(self):  # the last parameter's owner forgets it
+        held = super().ddpsim_grad_shards()
+        held.pop(self.names[-1], None)
+        return held
+
+
+def holds_too_little(module):
+    return _sharded(HoldsTooLittle, module)
