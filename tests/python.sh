@@ -101,6 +101,10 @@ front 0 "verdict: PASS" "the README's smallest wrapper, 2 ranks" -- --ranks 2 --
 # names every scenario that did not, the FAULT beside the FAIL.
 front 1 "verdict: FAIL (16 of 18 scenarios pass; FAIL: buffers; FAULT: find-unused)" \
     "the README's smallest wrapper over the battery, 3 ranks" -- --ranks 3 --wrap "$tmp/myddp.py:MyDDP"
+# Each row says how many of its grabs and of its parameter checks held: buffers fails in its grabs (the buffers
+# are compared with the gradients), a fault reached none.
+grep -Eq '^ buffers +FAIL +[0-9]+/[0-9]+ +[0-9]+/[0-9]+ +first divergence' "$out" && grep -Eq '^ find-unused +FAULT +- +- ' "$out" &&
+    ok "... each row with its grabs and parameter checks held" || bad "... each row with its grabs and parameter checks held"
 sed 's/            self.syncing = before/            self.syncing = before\n            if before: self._average()/' "$tmp/myddp.py" >"$tmp/myddp_exit.py"
 front 1 "first divergence: grab 0 (after no_sync fwd+bwd)" "... and with thunder's sync on exit it fails at the first grab" -- \
     --ranks 2 --wrap "$tmp/myddp_exit.py:MyDDP" --scenario classic
@@ -167,6 +171,8 @@ front 0 "verdict: PASS" "... 3 ranks, the order bound" -- --ranks 3 --wrap "$DDP
 front 0 "verdict: PASS" "real DDP with allreduce_hook, 2 ranks, bitwise" -- --ranks 2 --wrap "$DDP" --comm-hook allreduce --scenario bucket-view
 front 1 "first divergence: grab 2 (after fwd+bwd (3 acc)), rank 0, parameter 0.weight" "a DDP compressing in float16 unannounced fails" -- \
     --ranks 3 --wrap "$W:ddp_fp16_hook" --scenario classic
+grep -q "hint: the wrapper registered the communication hook fp16_compress_hook, and the reference was not told: --comm-hook fp16" "$out" &&
+    ok "... with a hint naming --comm-hook fp16" || bad "... with a hint naming --comm-hook fp16"
 front 0 "verdict: PASS" "... and passes once --comm-hook fp16 says so" -- --ranks 3 --wrap "$W:ddp_fp16_hook" --scenario classic --comm-hook fp16
 if [ "$tv" -ge 200 ] && "$py" -c 'from ddpsim_torch import semantics; assert semantics.bf16_hook_runs()' 2>/dev/null; then
     # torch 2.x from PyPI is a CUDA build: its DDP takes bf16_compress_hook on gloo, with no GPU (_check_comm_hook

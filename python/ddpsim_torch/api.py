@@ -266,7 +266,8 @@ class Plan:
             if not self.keep:  # the recording goes with the temporary directory: replay the whole check instead
                 text = "".join(line + "\n" if not line.startswith("# replay: ") else "# replay: %s\n" % replay
                                for line in text.splitlines())
-            results.append(Result.from_check(job["name"], code, text, report, job["record"] if self.keep else None))
+            results.append(Result.from_check(job["name"], code, text + _hook_hint(job, code), report,
+                                             job["record"] if self.keep else None))
         timing = dict(timing or {}, check_s=time.monotonic() - t0)
         line = ""
         if "ranks_s" in timing:
@@ -409,6 +410,24 @@ def _command(wrap, a):
     args += [f for f, on in (("--find-unused", a["find_unused"]), ("--bucket-view", a["bucket_view"]),
                              ("--static-graph", a["static_graph"])) if on]
     return " ".join(shlex.quote(x) for x in args)
+
+
+# The built-in hooks by the name DDP's logging data gives them, and the option that tells the reference.
+_HOOK_OPTIONS = {"allreduce_hook": "allreduce", "fp16_compress_hook": "fp16", "bf16_compress_hook": "bf16"}
+
+
+def _hook_hint(job, code):
+    """A wrapper that registered a communication hook the run was not told of (rank.py records its name): a
+    failing check says which option describes it."""
+    path = os.path.join(job["record"], "comm_hook.txt")
+    if code != 1 or not os.path.exists(path):
+        return ""
+    with open(path) as f:
+        name = f.read().strip()
+    option = _HOOK_OPTIONS.get(name)
+    return "# hint: the wrapper registered the communication hook %s, and the reference was not told: %s\n" % (
+        name, "--comm-hook %s makes it do the same arithmetic" % option if option else
+        "ddpsim models PyTorch's built-in hooks only (--comm-hook allreduce, fp16, bf16)")
 
 
 def _version():

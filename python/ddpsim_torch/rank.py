@@ -63,6 +63,19 @@ def register_comm_hook(wrapped, hook):
             raise  # else the wrapper registered its own hook, which the option describes
 
 
+def note_own_hook(wrapped, job):
+    """A DDP whose wrap function registered a communication hook itself while the run says none: its name
+    (DDP's logging data keeps it, 1.13 and 2.x) beside the recording, for the report's hint (api.py)."""
+    logging = getattr(wrapped, "_get_ddp_logging_data", None)
+    if job["ddp"].get("comm_hook", "none") != "none" or not callable(logging) or dist.get_rank() != 0:
+        return
+    name = logging().get("comm_hook")
+    if name:
+        os.makedirs(job["record"], exist_ok=True)
+        with open(os.path.join(job["record"], "comm_hook.txt"), "w") as f:
+            f.write(str(name) + "\n")
+
+
 def _digest(t):
     return hashlib.sha1(t.detach().to("cpu").contiguous().numpy().tobytes()).hexdigest()
 
@@ -243,6 +256,7 @@ class Rank:
             raise BadInput("--wrap %s returned a %s that cannot be called as the module" %
                            (self.cfg["wrap"], type(wrapped).__name__))
         register_comm_hook(wrapped, job["ddp"].get("comm_hook", "none"))
+        note_own_hook(wrapped, job)
         return wrapped, optimizer
 
     def run_job(self, j, job):

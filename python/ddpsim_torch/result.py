@@ -55,12 +55,25 @@ class Result:
                                                  ": " + self.first_divergence_text() if not self.passed else "")
 
 
+def _checks_held(r, kind):
+    """'held/checked' of one kind of check (gradients at grabs, parameters after steps): a check holds when it
+    matched on every rank; '-' when the scenario reached no verdict."""
+    by_check = {}
+    for c in r.checks:
+        if c.get("kind") == kind:
+            by_check[c["check"]] = by_check.get(c["check"], True) and bool(c.get("match"))
+    return "%d/%d" % (sum(by_check.values()), len(by_check)) if by_check else "-"
+
+
 def battery_result(results, header, left_out=()):
-    """One Result for every scenario's: a row each, and the worst verdict (bad input, fail, fault, nothing);
-    left_out names the battery's scenarios not run (the header says why)."""
-    rows = [header, "#%-16s %-17s %s\n" % ("scenario", "verdict", "first divergence")]
+    """One Result for every scenario's: a row each, with how many of its grabs and of its parameter checks held
+    on every rank, and the worst verdict (bad input, fail, fault, nothing); left_out names the battery's
+    scenarios not run (the header says why)."""
+    rows = [header, "#%-16s %-17s %-6s %-6s %s\n" % ("scenario", "verdict", "grabs", "params", "first divergence")]
     for r in results:
-        rows.append(" %-16s %-17s %s\n" % (r.name, r.verdict, "" if r.passed else r.first_divergence_text()))
+        rows.append(" %-16s %-17s %-6s %-6s %s\n" % (r.name, r.verdict, _checks_held(r, "gradients"),
+                                                      _checks_held(r, "parameters"),
+                                                      "" if r.passed else r.first_divergence_text()))
     codes = [r.exit_code for r in results]
     code = next((c for c in (2, 1, 3, 4) if c in codes), 0)
     passed = codes.count(0)
