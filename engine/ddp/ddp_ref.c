@@ -49,6 +49,11 @@ struct ddp_ref {
     int last_synced;
     unsigned char used_now[MODEL_MAX_PARAMS]; /* got a gradient in the current backward */
     float window_used[MODEL_MAX_PARAMS]; /* used by a forward since the last sync (1/0), allreduced at sync */
+    /* The reducer's device copy of the used map (local_used_map_dev_): the global map of the last sync, own or
+     * shadowed. A joined rank contributes it to each shadowed sync and takes the result in place
+     * (distributed.py _match_unused_params_allreduce, 1.13 and 2.x), so a parameter a peer used in one shadowed
+     * sync counts as used in the next one too. */
+    float dev_used[MODEL_MAX_PARAMS];
     float *saved;           /* local gradients of globally unused parameters, kept across the allreduce */
     unsigned char reduced[MODEL_MAX_PARAMS]; /* which parameters the last sync reduced */
     unsigned char averaged[MODEL_MAX_PARAMS]; /* ... and whose .grad took the allreduce's result on this rank */
@@ -406,6 +411,7 @@ static ddp_status sync_gradients(ddp_ref *d)
         for (int i = 0; i < np; i++)
             global_used[i] = d->cfg.find_unused_syncing_backward ? (float)d->used_now[i] : d->window_used[i];
         DDP_CHECK(allreduce(d, global_used, (size_t)np, COLL_ORDERED, 0));
+        memcpy(d->dev_used, global_used, (size_t)np * sizeof *global_used);
         for (int i = 0; i < np; i++)
             if (global_used[i] == 0.0f && !keeps_view(d, i)) {
                 /* Unused everywhere: its slot reduces as zero and its local gradient stays. */
@@ -551,7 +557,8 @@ ddp_status ddp_ref_join_shadow_forward(ddp_ref *d, int peers_sync)
     return DDP_OK;
 }
 
-/* _match_all_reduce_for_bwd_pass (and _match_unused_params_allreduce): zeros, in the peers' collectives' shapes. */
+/* _match_all_reduce_for_bwd_pass: zeros, in the peers' collectives' shapes; _match_unused_params_allreduce: the
+ * device used map, in place (dev_used). */
 ddp_status ddp_ref_join_shadow_backward(ddp_ref *d)
 {
     d->shadow_synced = d->shadow_armed;
@@ -567,10 +574,8 @@ ddp_status ddp_ref_join_shadow_backward(ddp_ref *d)
             return ddp_error(DDP_ERR_NOMEM, "a joined rank's zeros: %zu floats", most);
         d->zeros_count = most;
     }
-    if (d->cfg.find_unused) {
-        DDP_CHECK(allreduce(d, d->zeros, (size_t)model_nparams(d->m), COLL_ORDERED, 0));
-        memset(d->zeros, 0, (size_t)model_nparams(d->m) * sizeof *d->zeros);
-    }
+    if (d->cfg.find_unused)
+        DDP_CHECK(allreduce(d, d->dev_used, (size_t)model_nparams(d->m), COLL_ORDERED, 0));
     for (int k = 0; k < d->nbuckets; k++) {
         DDP_CHECK(allreduce(d, d->zeros, d->buckets[k].count, d->cfg.algo, 0));
         memset(d->zeros, 0, d->buckets[k].count * sizeof *d->zeros); /* the sum of zeros is zeros; kept honest */

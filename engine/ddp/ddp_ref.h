@@ -147,8 +147,12 @@ void ddp_ref_set_reducer(ddp_ref *d, ddp_reduce_fn fn, void *ctx, int backend_av
  *    (the forward's notify_join_context allreduce); ddp_ref_participants says who runs the op;
  *  - a rank that has run out shadows each forward of its peers (main_hook): the rebuild when due, the
  *    buffer broadcast by its own require_forward_param_sync, then require_forward_param_sync = "some
- *    peer syncs", and when they sync zeros into every bucket's allreduce (and the used map's), its own
- *    .grad untouched (ddp_ref_join_shadow_forward announces, _backward reduces the zeros);
+ *    peer syncs", and when they sync zeros into every bucket's allreduce, its own .grad untouched;
+ *    with find_unused, into the used map's allreduce the map of the last sync it saw (its own last,
+ *    then each shadowed one's result: _match_unused_params_allreduce reduces the reducer's device copy
+ *    of the map in place), so a parameter a peer used in one shadowed sync is reduced in the next too
+ *    (observed on 2.15: a None .grad became a tensor); ddp_ref_join_shadow_forward announces,
+ *    _backward reduces;
  *  - join_exit (post_hook, _sync_final_model): every rank takes the last joiner's parameters and
  *    buffers (the highest rank that ran the most iterations).
  */

@@ -56,6 +56,7 @@ typedef struct bstate {
     int fwd_param_sync; /* the next forward broadcasts the buffers (require_forward_param_sync) */
     unsigned char ready[MAXP];
     float window_used[MAXP];
+    float dev_used[MAXP];  /* the global used map of the last sync, own or shadowed (ddp_ref.c dev_used) */
     int rebuilt, order[MAXP], norder;
     unsigned char alias[MAXP]; /* gradient_as_bucket_view: the grad is its bucket's view since a sync (ddp_ref.c) */
     int next_launch;
@@ -381,6 +382,7 @@ static int b_backward_end(void *state)
         memcpy(global_used, s->window_used, sizeof(float) * (size_t)svc->nparams);
         if (svc->allreduce_sum(svc->env, global_used, (size_t)svc->nparams))
             return -1;
+        memcpy(s->dev_used, global_used, sizeof(float) * (size_t)svc->nparams);
     }
     for (int p = 0; p < svc->nparams; p++)
         if (!svc->find_unused || global_used[p] != 0.0f) {
@@ -440,11 +442,9 @@ static int b_join_shadow(void *state)
         if (svc->allreduce_sum(svc->env, bk->buf, bk->count))
             return -1;
     }
-    if (svc->find_unused) { /* _match_unused_params_allreduce: this rank used nothing */
-        float unused[MAXP] = {0};
-        if (svc->allreduce_sum(svc->env, unused, (size_t)svc->nparams))
-            return -1;
-    }
+    /* _match_unused_params_allreduce: the used map of the last sync, reduced in place */
+    if (svc->find_unused && svc->allreduce_sum(svc->env, s->dev_used, (size_t)svc->nparams))
+        return -1;
     return 0;
 }
 
