@@ -25,6 +25,7 @@ typedef struct check_options {
     double timeout_s;
     int quiet;
     int world; /* --world: CLI_WORLD_FORK or CLI_WORLD_MPI */
+    int allow_unsynced_comm;
 } check_options;
 
 static void check_init(void *o)
@@ -40,6 +41,8 @@ static const opt_spec check_specs[] = {
     {"timeout", 't', "SEC", "watchdog: stop when no rank progresses for SEC s; 0 off", OPT_SECONDS, FC(timeout_s), 0,
      1e7, NULL, NULL},
     {"quiet", 'q', NULL, "print only the verdict (and the first divergence)", OPT_FLAG, FC(quiet), 0, 0, NULL, NULL},
+    {"allow-unsynced-comm", 0, NULL, "reductions the recording counted in a backward that does not sync\nare "
+     "allowed (PyTorch's DDP makes none there)", OPT_FLAG, FC(allow_unsynced_comm), 0, 0, NULL, NULL},
     {"world", 0, CLI_WORLD_CHOICES, "fork: the ranks on this machine; mpi: one per process of an MPI\njob of as many "
      "processes as the run had ranks (DIR on every host)", OPT_CHOICE, FC(world), 0, 0, NULL, NULL},
     {"help", 'h', NULL, "this help", OPT_HELP, 0, 0, 0, NULL, NULL},
@@ -164,7 +167,8 @@ int check_main(int argc, char **argv)
         if (opt.json_file == stdout)
             opt.out = stderr;
     }
-    check_config cfg = {.rec = &rec, .tol = opt.run.tol, .timeout_s = co.timeout_s};
+    check_config cfg = {.rec = &rec, .tol = opt.run.tol, .timeout_s = co.timeout_s,
+                        .allow_unsynced_comm = co.allow_unsynced_comm};
     report_stream rs;
     if (report_stream_open(&opt, &rs, &cfg.sink) != 0) {
         code = DDPSIM_EXIT_FAULT;

@@ -341,6 +341,9 @@ static const opt_spec specs[] = {
      NULL},
     {"bucket-view", 0, NULL, "gradient_as_bucket_view=True: divide by N in place", OPT_FLAG, F(run.ddp.bucket_view), 0,
      0, NULL, NULL},
+    {"allow-unsynced-comm", 0, NULL, "reductions in a backward that does not sync are allowed (PyTorch's DDP\n"
+     "makes none there, and a run fails on them: see man ddpsim)", OPT_FLAG, F(run.allow_unsynced_comm), 0, 0, NULL,
+     NULL},
     {"static-graph", 0, NULL, "static_graph=True: the same gradients; what PyTorch cannot run with it\nis refused "
      "(see man ddpsim)", OPT_FLAG, F(run.ddp.static_graph), 0, 0, NULL, NULL},
     {"static-graph-rule", 0, "first-backward|first-iteration",

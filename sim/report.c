@@ -145,6 +145,17 @@ static void print_first(const ddpsim_options *opt, const judgement *s)
                "%u ulp\n",
                where, ck->label, s->first_rank, f->first_buffer ? "buffer" : "parameter", checker_first_name(m, f), (unsigned long long)f->first_index,
                (double)f->first_expected, (double)f->first_actual, f->first_ulp);
+    if (f->unsynced_reductions)
+    {
+        char bytes[48] = "";
+        if (f->unsynced_bytes != VERIFY_BYTES_UNCOUNTED)
+            snprintf(bytes, sizeof bytes, " (%llu bytes)", (unsigned long long)f->unsynced_bytes);
+        fprintf(opt->out, "# %s: %s (%s), rank %d: %llu reduction%s%s in a backward that does not sync (op %llu), "
+                          "where PyTorch's DDP reduces nothing (--allow-unsynced-comm if that is meant)\n",
+                f->has_first ? "communication" : "first divergence", where, ck->label, s->first_rank,
+                (unsigned long long)f->unsynced_reductions, f->unsynced_reductions == 1 ? "" : "s", bytes,
+                (unsigned long long)f->unsynced_op);
+    }
     layout_put(opt, m);
 }
 
@@ -391,7 +402,15 @@ static int write_json(const ddpsim_options *opt, const verify_result *res, const
     fprintf(f, "\n ],\n \"first_divergence\": ");
     char where[32];
     model *m = NULL;
-    if (s->first && s->first->has_first && (m = layout_get(opt)) != NULL) {
+    if (s->first && !s->first->has_first && s->first->unsynced_reductions) {
+        const verify_record *fr = s->first;
+        fprintf(f, "{\"check\": \"%s\", \"kind\": \"communication\", \"rank\": %d, \"unsynced_reductions\": %llu, "
+                   "\"unsynced_bytes\": %lld, \"op\": %llu}",
+                sched_check_name(s->first_where, where, sizeof where), s->first_rank,
+                (unsigned long long)fr->unsynced_reductions,
+                fr->unsynced_bytes == VERIFY_BYTES_UNCOUNTED ? -1LL : (long long)fr->unsynced_bytes,
+                (unsigned long long)fr->unsynced_op);
+    } else if (s->first && s->first->has_first && (m = layout_get(opt)) != NULL) {
         const verify_record *fr = s->first;
         const sched_check *ck = s->first_where;
         fprintf(f, "{\"check\": \"%s\", \"kind\": \"%s\", \"rank\": %d, \"param\": ",
@@ -462,6 +481,28 @@ static int write_json(const ddpsim_options *opt, const verify_result *res, const
 }
 
 /* The reference's own checks, each with how often it could be checked at all. */
+/* What the implementation reduced, over every rank, when its reductions were counted. */
+static void print_comm(FILE *out, const verify_result *res)
+{
+    uint64_t calls = 0, bytes = 0, unsynced = 0;
+    int known = 0, bytes_known = 1;
+    for (int r = 0; r < res->nranks; r++) {
+        const verify_rank_figures *f = &res->figures[r];
+        known |= f->comm_known;
+        calls += f->impl_reductions;
+        bytes_known &= f->impl_reduced_bytes != VERIFY_BYTES_UNCOUNTED;
+        bytes += bytes_known ? f->impl_reduced_bytes : 0;
+        unsynced += f->impl_unsynced_reductions;
+    }
+    char mib[48] = "";
+    if (bytes_known)
+        snprintf(mib, sizeof mib, " (%.3f MiB)", (double)bytes / (1 << 20));
+    if (known)
+        fprintf(out, "# communication: the implementation's reductions, all ranks: %llu%s, %llu of them in backwards "
+                     "that do not sync (PyTorch's DDP: none)\n",
+                (unsigned long long)calls, mib, (unsigned long long)unsynced);
+}
+
 static void print_sanity(const ddpsim_options *opt, const verify_result *res, const judgement *s)
 {
     FILE *out = opt->out;
@@ -503,6 +544,7 @@ static void print_sanity(const ddpsim_options *opt, const verify_result *res, co
                          "(%llu syncs)\n",
                     s->disagree ? "NO" : "yes", (unsigned long long)s->agreement_syncs);
     }
+    print_comm(out, res);
 }
 
 int report_verification(const ddpsim_options *opt, const verify_result *res, report_stream *rs)

@@ -310,6 +310,23 @@ expect 1 "rank 1, parameter trunk.bias: its .grad is None, where DDP's holds a t
 echo '["trunk.bias", 3]' >"$tmp/n/bucketed/rank1/grab3/none.json"
 expect 2 "grab3/none.json: item 1 is not the name of a parameter" "a bad none.json is refused" -- check "$tmp/n"
 
+# Communication conformance: PyTorch's DDP reduces nothing in a backward that does not sync. A DDP that does
+# (reduces-in-no-sync: the numbers stay right, the traffic is a sync per micro-step) fails at the next check, live
+# and from its recording (--record writes each backward's count, micro<m>/comm.json), unless allowed.
+rm -rf "$tmp/c"
+expect 1 "first divergence: grab 0 (after no_sync fwd+bwd), rank 0: 1 reduction (29248 bytes) in a backward that does not sync (op 2)" \
+    "reductions in a backward that does not sync fail, numbers right" -- --ranks 3 --scenario classic --impl reduces-in-no-sync --record "$tmp/c"
+expect 1 "rank 0: 1 reduction (29248 bytes) in a backward that does not sync (op 2)" "... and from its recording" -- check "$tmp/c"
+expect 0 "12 of them in backwards that do not sync" "... --allow-unsynced-comm allows them, and the totals say so" -- \
+    check "$tmp/c" --allow-unsynced-comm
+expect 1 '"kind": "communication", "rank": 0, "unsynced_reductions": 1' "... said in --json" -- check "$tmp/c" --json -
+expect 0 "reductions, all ranks: 12 (0.335 MiB), 0 of them in backwards that do not sync" "a correct DDP's totals" -- \
+    --ranks 3 --scenario classic --impl bucketed
+echo '{"reductions": 0}' >"$tmp/c/rank1/micro0/comm.json"
+expect 1 "first divergence: grab 0 (after no_sync fwd+bwd), rank 0" "... a recorder that counts no bytes is read" -- check "$tmp/c"
+echo '{"reductions": -1}' >"$tmp/c/rank1/micro0/comm.json"
+expect 2 "rank1/micro0/comm.json: reductions must be a whole number" "a bad comm.json is refused" -- check "$tmp/c"
+
 # --record's own errors.
 expect 2 "belongs to a single run" "the battery with --record" -- --record "$tmp/x"
 expect 2 "name the same directory" "--record and --dump in one place" -- --scenario classic --record "$tmp/x" --dump "$tmp/x"

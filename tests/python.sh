@@ -9,6 +9,11 @@
 DDPSIM=${DDPSIM:-./sim/ddpsim}
 . "$(dirname "$0")/testlib.sh"
 here=$(cd "$(dirname "$0")" && pwd)
+# CI's sanitizer build leaves the front end out (.ci/run says why); every other build runs it.
+if [ -n "${DDPSIM_SKIP_PYTHON_TESTS:-}" ]; then
+    echo "SKIP: DDPSIM_SKIP_PYTHON_TESTS is set"
+    exit 77
+fi
 py=""
 for c in "$PYTHON_TORCH" /usr/bin/python3 python3; do
     if [ -n "$c" ] && [ "$c" != : ] && "$c" -c "import torch, numpy, torch.distributed as d; assert d.is_gloo_available()" 2>/dev/null; then
@@ -152,6 +157,17 @@ front 1 "first divergence: step 1 (parameters after step), rank 0, parameter 0.w
     "... a step on unsynced gradients: the owner's update, not each rank's" -- --ranks 2 --wrap "$SH:zero_optimizer" --scenario ends-in-window
 front 1 "first divergence: step 2 (parameters after step), rank 0, parameter 0.weight" \
     "... under join the joined rank's shard does not move" -- --ranks 2 --wrap "$SH:zero_optimizer" --scenario uneven-divide
+# Communication conformance: the front end counts the wrapper's reductions in every backward (the c10d ops that
+# reach torch's dispatcher: DDP's reducer's, FSDP2's, torch.distributed's); PyTorch's DDP makes none in a backward
+# that does not sync, so a wrapper that reduces there and drops the sum (its numbers right; cosmos-framework #161's
+# traffic) fails, and real DDP's count there is none.
+front 1 "rank 0: 6 reductions in a backward that does not sync (op 2)" \
+    "a wrapper that reduces in no_sync and drops the sum fails, its numbers right" -- \
+    --ranks 3 --wrap "$W:reduces_in_no_sync" --scenario classic
+front 0 "verdict: PASS" "... unless --allow-unsynced-comm" -- --ranks 3 --wrap "$W:reduces_in_no_sync" --scenario classic \
+    --allow-unsynced-comm
+front 0 "reductions, all ranks: 8, 0 of them in backwards that do not sync" "real DDP's reductions, counted: none in no_sync" -- \
+    --ranks 2 --wrap "$DDP" --scenario classic
 # --find-unused-rule: a wrapper following the other torch's rule is checked against it on this torch.
 other_rule=$("$py" -c 'from ddpsim_torch import semantics; print("syncing-backward" if semantics.find_unused_rule() == "window" else "window")')
 front 1 "parameter sometimes.weight" "a wrapper of the other find_unused rule fails under this torch's" -- --ranks 3 \

@@ -110,6 +110,11 @@
     X(JOIN_FINAL_SYNC_SKIPS_BUFFERS, "join-final-sync-skips-buffers",                                                \
       "at the end of join every rank takes the last joiner's parameters but keeps its own buffers",                  \
       "pytorch/pytorch #111138 (the final join sync leaves the buffers out)", 0)                                     \
+    X(REDUCES_IN_NO_SYNC, "reduces-in-no-sync",                                                                      \
+      "no_sync only keeps the result from being written back: every backward reduces its gradients, one that "     \
+      "does not sync then drops the sum (the numbers stay DDP's, the traffic is a sync per micro-step)",            \
+      "NVIDIA/cosmos-framework #161 (the no-sync context silently did nothing: accumulation of 4 took 430.6 s "      \
+      "against 110.2 s)", 0)                                                                                         \
     X(FIRST_HOOK_REDUCES, "first-hook-reduces",                                                                      \
       "a gradient that comes in pieces (a tied weight used on both sides of a reentrant checkpoint) is reduced at "  \
       "its first hook: the later pieces stay local",                                                                \
@@ -134,6 +139,7 @@ typedef struct bug_hooks {
      * (return 1: done) */
     int (*backward)(mutant *m, int *sync);
     void (*not_syncing)(mutant *m);             /* a backward that does not sync */
+    int (*not_syncing_comm)(mutant *m);         /* ... its collectives (-1: one failed) */
     int (*syncing)(mutant *m);                  /* a backward that syncs (NULL: reduce) */
     /* inside reduce */
     int (*skips_reduction)(mutant *m);          /* 1: this rank reduces nothing */
@@ -161,6 +167,7 @@ struct mutant {
     int first_in_window;   /* the next backward is the first since the last sync */
     unsigned char used_now[MODEL_MAX_PARAMS];
     float window_used[MODEL_MAX_PARAMS];
+    float dev_used[MODEL_MAX_PARAMS]; /* the global used map of the last sync, own or shadowed (ddp_ref.c) */
     float *g0;             /* .grad as it was when this forward began */
     float *first;          /* first-microbatch-only: the window's first accumulation */
     float *saved;          /* local values of parameters unused everywhere */
@@ -243,6 +250,7 @@ static int reduce(mutant *m)
             global_used[p] = h->used_from_last_step ? (float)m->used_now[p] : m->window_used[p];
         if (svc->allreduce_sum(svc->env, global_used, (size_t)svc->nparams))
             return -1;
+        memcpy(m->dev_used, global_used, (size_t)svc->nparams * sizeof *global_used);
         for (int p = 0; p < svc->nparams; p++)
             if (global_used[p] == 0.0f) {
                 size_t off = (size_t)(svc->params[p].grad - g);
@@ -376,7 +384,7 @@ static int m_backward_end(void *state)
     if (!sync) {
         if (h->not_syncing)
             h->not_syncing(m);
-        return 0;
+        return h->not_syncing_comm ? h->not_syncing_comm(m) : 0;
     }
     int rc = h->syncing ? h->syncing(m) : reduce(m);
     m->since_sync = 0;
@@ -417,7 +425,8 @@ static int m_join_enter(void *state, int divide_by_initial_world_size)
     return 0;
 }
 
-/* A peer's forward after this rank ran out: the buffers, then zeros for the peers' one allreduce (and used map). */
+/* A peer's forward after this rank ran out: the buffers, then zeros for the peers' one allreduce, and the used map
+ * of the last sync (ddp_ref.c dev_used). */
 static int m_join_shadow(void *state)
 {
     mutant *m = state;
@@ -432,7 +441,7 @@ static int m_join_shadow(void *state)
     float *zeros = calloc(svc->total_count, sizeof *zeros);
     if (!zeros)
         return m_error(m, "out of memory");
-    int rc = (svc->find_unused && svc->allreduce_sum(svc->env, zeros, (size_t)svc->nparams)) ||
+    int rc = (svc->find_unused && svc->allreduce_sum(svc->env, m->dev_used, (size_t)svc->nparams)) ||
              svc->allreduce_sum(svc->env, zeros, svc->total_count);
     free(zeros);
     return rc ? -1 : 0;
@@ -803,6 +812,20 @@ static void add_later_pieces(mutant *m)
 }
 static const bug_hooks hooks_FIRST_HOOK_REDUCES = {.before_scale = reduce_first_pieces_only,
                                                    .after_reduce = add_later_pieces};
+
+/* reduces-in-no-sync: the buckets go out in every backward; without a sync the sum is thrown away */
+static int reduce_and_drop(mutant *m)
+{
+    const ddpsim_services *svc = m->svc;
+    float *copy = malloc(svc->total_count * sizeof *copy);
+    if (!copy)
+        return m_error(m, "reduces-in-no-sync: out of memory");
+    memcpy(copy, svc->all_grads, svc->total_count * sizeof *copy);
+    int rc = svc->allreduce_sum(svc->env, copy, svc->total_count);
+    free(copy);
+    return rc ? -1 : 0;
+}
+static const bug_hooks hooks_REDUCES_IN_NO_SYNC = {.not_syncing_comm = reduce_and_drop};
 
 /* ---- the tables the registry reads ---- */
 

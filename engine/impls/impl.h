@@ -64,6 +64,8 @@ typedef struct impl_env {
     /* Under join, who runs the op at hand (ranks still running, the highest of them) and the last joiner:
      * what the reference implementation is told as the checker's reference is (ddp_ref_participants). */
     int join_nactive, join_highest, join_last, join_peers_sync;
+    /* The implementation's reductions so far, calls and bytes (communication conformance: verify ops.c) */
+    _Atomic uint64_t reductions, reduced_bytes;
     char error[IMPL_ERROR_LEN];      /* what the implementation said (set_error) */
     char coll_error[IMPL_ERROR_LEN]; /* why the last collective it called failed, in ddpsim's words */
 } impl_env;

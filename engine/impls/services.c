@@ -16,6 +16,8 @@
 ddp_status impl_reduce(void *env, float *buf, size_t count, int avg)
 {
     impl_env *e = env;
+    atomic_fetch_add_explicit(&e->reductions, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&e->reduced_bytes, count * sizeof *buf, memory_order_relaxed);
     if (e->flip_pending && count > 0) {
         uint32_t u;
         memcpy(&u, &buf[0], sizeof u);

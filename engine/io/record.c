@@ -250,17 +250,30 @@ static ddp_status check_files(const record_run *r, const char *what, const unsig
     return DDP_OK;
 }
 
-/* path: a JSON array of parameter names, into flags (flags[p] = 1 for each named). */
-static ddp_status read_name_list(const record_run *r, const char *path, unsigned char *flags)
+/* The JSON file at path (at most max bytes) parsed into *out (json_free it); errors name the file. */
+static ddp_status read_json(const char *path, size_t max, json_value **out)
 {
     char *text;
     size_t len;
-    DDP_CHECK(file_read_regular(path, RECORD_MAX_USED, &text, &len));
-    json_value *v = NULL;
-    ddp_status s = json_parse(text, &v);
+    DDP_CHECK(file_read_regular(path, max, &text, &len));
+    ddp_status s = json_parse(text, out);
     free(text);
-    if (s != DDP_OK)
-        return ddp_error_prefix(s, path);
+    return s == DDP_OK ? DDP_OK : ddp_error_prefix(s, path);
+}
+
+/* ... a file a recording may leave out: *out NULL when it is not there. */
+static ddp_status read_optional_json(const char *path, size_t max, json_value **out)
+{
+    *out = NULL;
+    return access(path, F_OK) == 0 ? read_json(path, max, out) : DDP_OK;
+}
+
+/* path: a JSON array of parameter names, into flags (flags[p] = 1 for each named). */
+static ddp_status read_name_list(const record_run *r, const char *path, unsigned char *flags)
+{
+    json_value *v = NULL;
+    DDP_CHECK(read_json(path, RECORD_MAX_USED, &v));
+    ddp_status s = DDP_OK;
     memset(flags, 0, (size_t)r->nparams);
     if (v->type != JSON_ARRAY)
         s = ddp_error(DDP_ERR_INVALID, "%s: expected an array of parameter names", path);
@@ -283,6 +296,38 @@ ddp_status record_used(const record_run *r, int rank, uint64_t micro, unsigned c
     char path[RECORD_PATH_LEN];
     snprintf(path, sizeof path, "%s/rank%d/micro%llu/used.json", r->dir, rank, (unsigned long long)micro);
     return read_name_list(r, path, used);
+}
+
+ddp_status record_comm(const record_run *r, int rank, uint64_t micro, int *known, uint64_t *reductions,
+                       uint64_t *bytes)
+{
+    char path[RECORD_PATH_LEN];
+    snprintf(path, sizeof path, "%s/rank%d/micro%llu/comm.json", r->dir, rank, (unsigned long long)micro);
+    *reductions = *bytes = 0;
+    json_value *v;
+    DDP_CHECK(read_optional_json(path, RECORD_MAX_USED, &v));
+    if (!(*known = v != NULL))
+        return DDP_OK;
+    double n = 0, b = -1;
+    ddp_status s = member_whole(path, v, "reductions", 1e15, &n);
+    if (s == DDP_OK && json_get(v, "bytes"))
+        s = member_whole(path, v, "bytes", 1e18, &b);
+    json_free(v);
+    *reductions = (uint64_t)n;
+    *bytes = b < 0 ? RECORD_BYTES_UNCOUNTED : (uint64_t)b;
+    return s;
+}
+
+ddp_status record_write_comm(const char *dir, int rank, uint64_t micro, uint64_t reductions, uint64_t bytes)
+{
+    char path[RECORD_PATH_LEN];
+    snprintf(path, sizeof path, "%s/rank%d/micro%llu/comm.json", dir, rank, (unsigned long long)micro);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return ddp_error(DDP_ERR_SYSTEM, "cannot create %s", path);
+    fprintf(f, "{\"reductions\": %llu, \"bytes\": %llu}\n", (unsigned long long)reductions,
+            (unsigned long long)bytes);
+    return file_close_written(f, path);
 }
 
 ddp_status record_grad_none(const record_run *r, const char *what, unsigned char *none, int *known)
@@ -355,6 +400,9 @@ static ddp_status check_rank_files(const record_run *r, int rank, const uint32_t
             break;
         case OP_BWD:
             DDP_CHECK(record_used(r, rank, micro, used));
+            int counted;
+            uint64_t nred, nbytes;
+            DDP_CHECK(record_comm(r, rank, micro, &counted, &nred, &nbytes)); /* one that is there must be right */
             /* The reference's rule (ddp_ref.c sync_gradients), found here rather than in a rank. */
             for (int p = 0; syncs && !r->ddp.find_unused && p < np; p++)
                 if (!used[p])
@@ -573,21 +621,15 @@ static ddp_status read_held(const char *path, const json_value *root, record_run
 
 ddp_status record_grab_held(const record_run *r, int rank, uint64_t grab, record_held **out, size_t *n, int *known)
 {
-    char path[RECORD_PATH_LEN], *text;
-    size_t len;
+    char path[RECORD_PATH_LEN];
     snprintf(path, sizeof path, "%s/%s/rank%d/grab%llu/held.json", r->dir, r->impl, rank, (unsigned long long)grab);
     *out = NULL;
     *n = 0;
-    *known = access(path, F_OK) == 0;
-    if (!*known)
+    json_value *v;
+    DDP_CHECK(read_optional_json(path, RECORD_MAX_MANIFEST, &v));
+    if (!(*known = v != NULL))
         return DDP_OK;
-    DDP_CHECK(file_read_regular(path, RECORD_MAX_MANIFEST, &text, &len));
-    json_value *v = NULL;
-    ddp_status s = json_parse(text, &v);
-    free(text);
-    if (s != DDP_OK)
-        return ddp_error_prefix(s, path);
-    s = parse_held(path, "held.json", v, r, out, n);
+    ddp_status s = parse_held(path, "held.json", v, r, out, n);
     json_free(v);
     return s;
 }

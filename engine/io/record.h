@@ -10,6 +10,9 @@
  *                                            gradient in rank r's m-th backward
  *   DIR/rank<r>/micro<m>/<param>.npy         that local gradient (the micro-step's alone,
  *                                            as a plain copy of the model computes it)
+ *   DIR/rank<r>/micro<m>/comm.json           {"reductions": N, "bytes": B}: what the
+ *                                            implementation reduced in that backward
+ *                                            (may be left out: not counted; "bytes" too)
  *   DIR/<impl>/rank<r>/grab<k>/<param>.npy   the implementation's .grad at grab k (a None
  *                                            .grad written as zeros)
  *   DIR/<impl>/rank<r>/grab<k>/none.json     ["<param>", ...]: whose .grad was None there
@@ -132,6 +135,15 @@ ddp_status record_grad_none(const record_run *r, const char *what, unsigned char
 /* Rank's held.json at grab k into *out (malloc'd, sorted; the caller frees), *known = 1; *known = 0 without one. */
 ddp_status record_grab_held(const record_run *r, int rank, uint64_t grab, record_held **out, size_t *n, int *known);
 
+/*
+ * DIR/rank<r>/micro<m>/comm.json, {"reductions": N, "bytes": B}: the reductions the implementation made in that
+ * backward, when its recorder counted them (*known = 0 without the file); "bytes" may be left out
+ * (*bytes = RECORD_BYTES_UNCOUNTED: torch's CommDebugMode counts calls only).
+ */
+#define RECORD_BYTES_UNCOUNTED UINT64_MAX
+ddp_status record_comm(const record_run *r, int rank, uint64_t micro, int *known, uint64_t *reductions,
+                       uint64_t *bytes);
+
 /* Which parameters got a gradient in rank's micro-step m (used[p] = 0 or 1). */
 ddp_status record_used(const record_run *r, int rank, uint64_t micro, unsigned char *used);
 
@@ -151,6 +163,8 @@ ddp_status record_write_manifest(const char *dir, const record_info *info);
  * pieces (<param>.part<k>.npy) when it came in two or more (model_npieces). */
 ddp_status record_write_micro(const char *dir, int rank, uint64_t micro, const model *m, const float *local,
                               const unsigned char *used);
+/* DIR/rank<r>/micro<m>/comm.json (the directory exists): the implementation's reductions in that backward. */
+ddp_status record_write_comm(const char *dir, int rank, uint64_t micro, uint64_t reductions, uint64_t bytes);
 /* DIR/<side>/rank<r>/<what>/none.json (the directory exists): the parameters whose .grad is None (defined[p] 0). */
 ddp_status record_write_grad_none(const char *dir, const char *side, int rank, const char *what, const model *m,
                                   const unsigned char *defined);

@@ -135,6 +135,16 @@ static ddp_status rec_values(void *ctx, record_values kind, uint64_t k, const fl
     return DDP_OK;
 }
 
+/* The implementation's reductions in a backward, when the recording counted them (micro<m>/comm.json). */
+static ddp_status rec_backward_comm(void *ctx, uint64_t micro, int *known, uint64_t *reductions, uint64_t *bytes)
+{
+    check_rank *c = ctx;
+    DDP_CHECK(bad_record(c, record_comm(c->rec, c->rank, micro, known, reductions, bytes)));
+    if (*known)
+        verify_count_comm(&c->area->fig, *reductions, *bytes, !ddp_ref_pending_sync(c->ddp));
+    return DDP_OK;
+}
+
 /* The recorded grab's none.json and held.json, when it has them. */
 static ddp_status rec_grab_layout(void *ctx, uint64_t k, const unsigned char **none, const held_mask **held)
 {
@@ -183,6 +193,7 @@ static ddp_status rec_grabbed(void *ctx, verify_record *rec, const float *actual
 static const verify_side recorded_side = {
     .forward_end = rec_forward_end,
     .backward_end = rec_backward_end,
+    .backward_comm = rec_backward_comm,
     .values = rec_values,
     .grabbed = rec_grabbed,
     .grab_layout = rec_grab_layout,
@@ -207,7 +218,8 @@ static ddp_status setup(check_rank *c, void *user)
     const record_run *rec = c->rec;
     verify_ops_config oc = {.tol = &c->cfg->tol, .schedule = &rec->schedule, .lr = rec->ddp.lr,
                             .comm_hook = rec->ddp.comm_hook, .params_rule = PARAMS_REPLAY,
-                            .agree = &c->area->agree, .cost_ns = c->area->fig.cost_ns};
+                            .agree = &c->area->agree, .cost_ns = c->area->fig.cost_ns,
+                            .allow_unsynced_comm = c->cfg->allow_unsynced_comm};
     DDP_CHECK(verify_ops_init(&c->v, &oc, c->wr, user));
     c->src = (source_ctx){rec, c->rank};
     model_grad_source src = {src_used, src_grad, &c->src, src_npieces, src_piece};

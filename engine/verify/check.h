@@ -28,6 +28,7 @@ typedef struct check_config {
     const record_run *rec;
     tolerance tol;
     double timeout_s;
+    int allow_unsynced_comm; /* --allow-unsynced-comm */
     verify_sink sink;       /* where the records go besides the tally (verify.h) */
 } check_config;
 

@@ -12,7 +12,7 @@
 
 int judge_record_ok(const verify_record *r)
 {
-    return r->done && r->ndiff == 0 && r->nonfinite == 0;
+    return r->done && r->ndiff == 0 && r->nonfinite == 0 && r->unsynced_reductions == 0;
 }
 
 
@@ -181,6 +181,9 @@ const char *judge_summary(const judgement *j, const model *layout, char *buf, si
         sched_check_name(j->first_where, where, sizeof where);
         if (!f->done)
             snprintf(buf, len, "%s, rank %d: never reached", where, j->first_rank);
+        else if (!f->has_first && f->unsynced_reductions)
+            snprintf(buf, len, "%s, rank %d: reduced at unsynced op %llu", where, j->first_rank,
+                     (unsigned long long)f->unsynced_op);
         else if (f->has_first && f->first_none)
             snprintf(buf, len, "%s, rank %d, %s: .grad %s", where, j->first_rank,
                      layout ? checker_first_name(layout, f) : param_name(NULL, f->first_param, pn, sizeof pn),

@@ -20,6 +20,7 @@ ddp_status verify_ops_init(verify_ops *v, const verify_ops_config *cfg, world_ra
     v->comm_hook = cfg->comm_hook;
     v->params_rule = cfg->params_rule;
     v->sabotage = cfg->sabotage;
+    v->allow_unsynced_comm = cfg->allow_unsynced_comm;
     v->cost_ns = cfg->cost_ns;
     v->bounded = cfg->tol->kind == TOL_ORDER;
     v->wr = wr;
@@ -76,6 +77,10 @@ static verify_record *next_record(verify_ops *v)
 {
     verify_record *rec = stream_next(v->wr, v->user, v->next_check++);
     rec->uneven = v->uneven_window;
+    rec->unsynced_reductions = v->unsynced_reductions;
+    rec->unsynced_bytes = v->unsynced_bytes;
+    rec->unsynced_op = v->unsynced_op;
+    v->unsynced_reductions = v->unsynced_bytes = 0;
     return rec;
 }
 
@@ -140,6 +145,34 @@ static void sabotage_after_backward(verify_ops *v)
 }
 
 /*
+ * Communication conformance: in a backward that does not sync, PyTorch's DDP
+ * reduces nothing (the reducer only accumulates; reducer.cpp
+ * mark_variable_ready launches no bucket unless the backward syncs). An
+ * implementation that reduces there anyway is wrong even when its numbers
+ * are right (NVIDIA/cosmos-framework #161: a no_sync that did nothing for
+ * the communication, accumulation of 4 at 4x the traffic): the next check
+ * says so, unless the run allows it.
+ */
+_Static_assert(VERIFY_BYTES_UNCOUNTED == RECORD_BYTES_UNCOUNTED, "a recording's uncounted bytes are verify's");
+
+static ddp_status check_comm(verify_ops *v, const verify_side *s, void *ctx, int syncs)
+{
+    int known = 0;
+    uint64_t n = 0, bytes = 0;
+    if (s->backward_comm)
+        DDP_CHECK(s->backward_comm(ctx, v->micro, &known, &n, &bytes));
+    v->micro++;
+    if (!known || syncs || n == 0 || v->allow_unsynced_comm)
+        return DDP_OK;
+    if (v->unsynced_reductions == 0)
+        v->unsynced_op = v->op;
+    v->unsynced_reductions += n;
+    v->unsynced_bytes = bytes == VERIFY_BYTES_UNCOUNTED || v->unsynced_bytes == VERIFY_BYTES_UNCOUNTED
+                            ? VERIFY_BYTES_UNCOUNTED : v->unsynced_bytes + bytes;
+    return DDP_OK;
+}
+
+/*
  * A backward: the reference's local backward (the implementation's side
  * hears of each gradient as it completes), the implementation ends its
  * backward (draining its own reductions) before the reference syncs, so the
@@ -155,6 +188,7 @@ static ddp_status do_backward(verify_ops *v, const verify_side *s, void *ctx)
     if (s->backward_end)
         DDP_CHECK(s->backward_end(ctx));
     int syncs = ddp_ref_pending_sync(v->ddp);
+    DDP_CHECK(check_comm(v, s, ctx, syncs));
     if (v->bounded)
         VERIFY_COSTED(v, COST_BOUND, {
             budget_accumulate(&v->budget, v->m, model_grads(v->m), model_used(v->m));

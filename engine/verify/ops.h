@@ -63,6 +63,9 @@ typedef struct verify_side {
     void (*backward_begin)(void *ctx);
     void (*grad_ready)(void *ctx, int p);
     ddp_status (*backward_end)(void *ctx);
+    /* ... after backward_end: how many reductions (and bytes) the implementation made in backward `micro` (this
+     * rank's, from 0); *known = 0 when nobody counted */
+    ddp_status (*backward_comm)(void *ctx, uint64_t micro, int *known, uint64_t *reductions, uint64_t *bytes);
     ddp_status (*after_backward)(void *ctx, int synced);
     ddp_status (*zero_grad)(void *ctx);
     ddp_status (*step)(void *ctx); /* after the reference's step */
@@ -104,6 +107,9 @@ typedef struct verify_ops {
     size_t op;                /* the op at hand */
     size_t bwd_op;            /* the op of the last backward: where its sync happened, for the report */
     size_t next_check;        /* checks so far (sched_checks) */
+    uint64_t micro;           /* backwards this rank ran so far */
+    int allow_unsynced_comm;  /* --allow-unsynced-comm */
+    uint64_t unsynced_reductions, unsynced_bytes, unsynced_op; /* since the last check (verify_record's) */
     uint64_t grab, step;      /* grabs and steps so far */
     int last_synced;          /* the last backward synced, and none since zero_grad ... */
     int bwd_since_zero;       /* ... a backward ran since the start or the last zero_grad */
@@ -127,6 +133,7 @@ typedef struct verify_ops_config {
     verify_sabotage sabotage;
     verify_agreement *agree; /* this rank's, in the shared segment */
     uint64_t *cost_ns;       /* [COST_N]: this rank's figures, or NULL */
+    int allow_unsynced_comm;
 } verify_ops_config;
 
 /* The counts of the uneven inputs and the rank's checks' state; DDP_ERR_NOMEM. */

@@ -256,6 +256,20 @@ static void live_backward_begin(void *ctx)
     ready_begin(&c->events, &c->chaos, c->nbwd, c->cfg->replay, c->rank, &c->next_ready);
     c->bwd_t0 = clock_now_ns();
     c->bwd_comm0 = world_coll_ns(c->wr);
+    c->bwd_red0 = atomic_load(&c->impl.env.reductions);
+    c->bwd_bytes0 = atomic_load(&c->impl.env.reduced_bytes);
+}
+
+/* The implementation's reductions in this backward, counted by its services (impl_reduce). */
+static ddp_status live_backward_comm(void *ctx, uint64_t micro, int *known, uint64_t *reductions, uint64_t *bytes)
+{
+    rank_ctx *c = ctx;
+    (void)micro;
+    *known = 1;
+    *reductions = c->bwd_reductions = atomic_load(&c->impl.env.reductions) - c->bwd_red0;
+    *bytes = c->bwd_bytes = atomic_load(&c->impl.env.reduced_bytes) - c->bwd_bytes0;
+    verify_count_comm(c->fig, c->bwd_reductions, c->bwd_bytes, !ddp_ref_pending_sync(c->v.ddp));
+    return DDP_OK;
 }
 
 /* In the reference's backward: the implementation is served by it when their parameters are equal. */
@@ -304,8 +318,11 @@ static ddp_status live_after_backward(void *ctx, int synced)
     ddp_status st = DDP_OK;
     if (c->cfg->record_dir) {
         const model *m = c->shared ? c->v.m : c->impl.m;
-        VERIFY_COSTED(&c->v, COST_OUTPUT, st = record_write_micro(c->cfg->record_dir, c->rank, c->nbwd - 1, m,
-                                                                  model_local_grads(m), model_used(m)));
+        VERIFY_COSTED(&c->v, COST_OUTPUT, {
+            st = record_write_micro(c->cfg->record_dir, c->rank, c->nbwd - 1, m, model_local_grads(m), model_used(m));
+            if (st == DDP_OK)
+                st = record_write_comm(c->cfg->record_dir, c->rank, c->nbwd - 1, c->bwd_reductions, c->bwd_bytes);
+        });
         DDP_CHECK(st);
     }
     if (synced)
@@ -405,6 +422,7 @@ static const verify_side live_side = {
     .backward_begin = live_backward_begin,
     .grad_ready = live_grad_ready,
     .backward_end = live_backward_end,
+    .backward_comm = live_backward_comm,
     .after_backward = live_after_backward,
     .zero_grad = live_zero_grad,
     .step = live_step,
@@ -421,7 +439,8 @@ static ddp_status rank_setup(rank_ctx *c, verify_rank_area *area)
     const verify_config *cfg = c->cfg;
     verify_ops_config oc = {.tol = &cfg->tol, .schedule = cfg->schedule, .lr = cfg->ddp.lr,
                             .comm_hook = cfg->ddp.comm_hook, .params_rule = PARAMS_LIVE,
-                            .sabotage = cfg->sabotage, .agree = &area->agree, .cost_ns = c->fig->cost_ns};
+                            .sabotage = cfg->sabotage, .agree = &area->agree, .cost_ns = c->fig->cost_ns,
+                            .allow_unsynced_comm = cfg->allow_unsynced_comm};
     DDP_CHECK(verify_ops_init(&c->v, &oc, c->wr, world_rank_user_area(c->wr)));
     DDP_CHECK(trace_open(&c->trace, cfg->trace_path, c->rank, c->wr));
     if (cfg->replay && c->rank < cfg->replay->nranks)

@@ -55,6 +55,8 @@ typedef struct rank_ctx {
     ready_queue events;   /* this backward's ready events for the implementation */
     ddp_status bwd_status; /* the first failure inside this backward's callbacks */
     uint64_t bwd_t0, bwd_comm0; /* when this backward began, and the collectives' time by then */
+    uint64_t bwd_red0, bwd_bytes0; /* the implementation's reductions by then (impl_env.reductions) ... */
+    uint64_t bwd_reductions, bwd_bytes; /* ... and in this backward */
     uint64_t fwd_t0;      /* when this forward began */
     uint64_t impl_t0;     /* when the implementation's callback at hand was called */
     trace_writer trace;

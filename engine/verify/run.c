@@ -23,6 +23,15 @@
 #include "rank.h"
 #include "stream.h"
 
+void verify_count_comm(verify_rank_figures *fig, uint64_t reductions, uint64_t bytes, int unsynced)
+{
+    fig->comm_known = 1;
+    fig->impl_reductions += reductions;
+    fig->impl_reduced_bytes = bytes == VERIFY_BYTES_UNCOUNTED || fig->impl_reduced_bytes == VERIFY_BYTES_UNCOUNTED
+                                  ? VERIFY_BYTES_UNCOUNTED : fig->impl_reduced_bytes + bytes;
+    fig->impl_unsynced_reductions += unsynced ? reductions : 0;
+}
+
 const char *verify_none_text(int first_none)
 {
     return first_none == VERIFY_NONE_ACTUAL ? "its .grad is None, where DDP's holds a tensor"

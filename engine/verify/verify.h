@@ -87,6 +87,8 @@ typedef struct verify_config {
                              * NCCL matched bit for bit (--nccl-ring-check) */
     verify_sabotage sabotage; /* tests only */
     verify_sink sink;
+    int allow_unsynced_comm; /* --allow-unsynced-comm: reductions in a backward that does not sync are not a
+                              * divergence */
     int rank_cpu;           /* count each rank's CPU time inside collectives too (verify_rank_cpu_outside_s): two
                              * system calls per collective, so only the benchmarks that report it ask */
 } verify_config;
@@ -135,6 +137,9 @@ typedef struct verify_record {
                              * parameter left out keeps its local gradient, as find_unused's rule before
                              * PyTorch 2.4 leaves one used earlier in the window) */
     uint64_t impl_hash;     /* of the implementation's (to see order dependence across chaos seeds) */
+    uint64_t unsynced_reductions; /* communication: the implementation reduced in a backward that does not sync
+                                   * (PyTorch DDP reduces nothing there), since the check before: how often, */
+    uint64_t unsynced_bytes, unsynced_op; /* ... how much, and the first such backward's op */
     int global_checked;     /* after a syncing backward: this rank's slice of the reference checked (checker.h) */
     double global_ratio;    /* the largest |reference - exact average| over its proven rounding bound (<= 1) */
 } verify_record;
@@ -171,6 +176,13 @@ typedef enum verify_cost {
 } verify_cost;
 const char *verify_cost_name(verify_cost c);
 
+/* Bytes a recording did not count (record.h RECORD_BYTES_UNCOUNTED: torch's CommDebugMode counts calls only). */
+#define VERIFY_BYTES_UNCOUNTED UINT64_MAX
+struct verify_rank_figures;
+/* A backward's reductions into a rank's figures (unsynced: the backward does not sync; bytes may be
+ * VERIFY_BYTES_UNCOUNTED, and then the total is). */
+void verify_count_comm(struct verify_rank_figures *fig, uint64_t reductions, uint64_t bytes, int unsynced);
+
 typedef struct verify_rank_figures {
     uint64_t compute_ns;           /* forward and backward math */
     uint64_t cost_ns[COST_N];      /* verify_cost */
@@ -182,6 +194,9 @@ typedef struct verify_rank_figures {
     uint64_t setup_coll_cpu_ns;    /* the CPU time inside collectives by then (world_coll_cpu_ns) */
     long pss_kib, private_kib, shared_kib; /* the rank's memory before it tears down (machine_memory_self; -1:
                                             * the kernel does not say) */
+    int comm_known;                /* the implementation's reductions were counted (live, or a recording's comm.json) */
+    uint64_t impl_reductions, impl_reduced_bytes, impl_unsynced_reductions; /* ... in every backward, and in the
+                                                                              * ones that do not sync */
 } verify_rank_figures;
 
 /*

@@ -52,6 +52,9 @@ def parser():
     p.add_argument("--batch", "-b", type=int, default=4, help="rows per micro-batch of ddpsim's models (default 4)")
     p.add_argument("--lr", type=float, default=0.1, help="SGD learning rate (default 0.1)")
     p.add_argument("--find-unused", action="store_true", help="find_unused_parameters=True")
+    p.add_argument("--allow-unsynced-comm", action="store_true",
+                   help="reductions in a backward that does not sync are allowed (torch 2.x counts them; PyTorch's "
+                        "DDP makes none there)")
     p.add_argument("--find-unused-rule", choices=("window", "syncing-backward"),
                    help="which parameters find_unused syncs: used anywhere in the window (PyTorch >= 2.4) or by "
                         "the syncing backward (< 2.4); default: this torch's")
@@ -97,6 +100,7 @@ def _main(argv):
               timeout=args.timeout, find_unused=args.find_unused, bucket_view=args.bucket_view,
               bucket_cap=args.bucket_cap, zero_grad=args.zero_grad, threads=args.threads, keep=args.keep,
               comm_hook=args.comm_hook, static_graph=args.static_graph, find_unused_rule=args.find_unused_rule,
+              allow_unsynced_comm=args.allow_unsynced_comm,
               ddpsim_path=args.ddpsim)
     if torchrun.launched_by_torchrun():
         return api.check_under_torchrun(ranks=args.ranks, **kw)

@@ -49,7 +49,8 @@ def _run_args(ranks, seed, batch, lr, model, schedule, scenario, find_unused, bu
 
 def check(wrap, ranks=2, model=None, data=None, loss=None, schedule=None, scenario=None, seed=1, batch=4, lr=0.1,
           tolerance=None, timeout=60.0, find_unused=False, bucket_view=False, bucket_cap=None, zero_grad=None,
-          threads=1, keep=None, ddpsim_path=None, comm_hook="none", static_graph=False, find_unused_rule=None):
+          threads=1, keep=None, ddpsim_path=None, comm_hook="none", static_graph=False, find_unused_rule=None,
+          allow_unsynced_comm=False):
     """Check the DDP wrapper `wrap` against ddpsim's reference DDP; returns a Result (never raises for the
     verdict: bad input is Result.exit_code 2, a fault 3).
 
@@ -74,12 +75,14 @@ def check(wrap, ranks=2, model=None, data=None, loss=None, schedule=None, scenar
       steps and zeroes instead of ddpsim's SGD; its parameters must be SGD's with lr (checked after every
       step). A wrapped module with ddpsim_grad_shards() (a sharded one) says which elements of each .grad this
       rank holds: only those are compared (README, "Check a sharded implementation").
+    allow_unsynced_comm: reductions in a backward that does not sync are not a divergence (on torch 2.x the
+      front end counts the wrapper's reductions in every backward; PyTorch's DDP makes none there).
     keep: a directory to keep the recordings in (default: a temporary one, removed)."""
     args = dict(wrap=wrap, ranks=ranks, model=model, data=data, loss=loss, schedule=schedule, scenario=scenario,
                 seed=seed, batch=batch, lr=lr, tolerance=tolerance, timeout=timeout, find_unused=find_unused,
                 bucket_view=bucket_view, bucket_cap=bucket_cap, zero_grad=zero_grad, threads=threads, keep=keep,
                 comm_hook=comm_hook, static_graph=static_graph, find_unused_rule=find_unused_rule,
-                ddpsim_path=ddpsim_path)
+                allow_unsynced_comm=allow_unsynced_comm, ddpsim_path=ddpsim_path)
     plan = None
     try:
         plan = Plan(args)
@@ -262,7 +265,8 @@ class Plan:
                 results.append(r)
                 continue
             code, text, report = ddpsim.check(self.binary, job["record"], self.a["tolerance"], self.a["timeout"],
-                                              os.path.join(os.path.dirname(job["record"]), "report.json"))
+                                              os.path.join(os.path.dirname(job["record"]), "report.json"),
+                                              self.a.get("allow_unsynced_comm", False))
             if not self.keep:  # the recording goes with the temporary directory: replay the whole check instead
                 text = "".join(line + "\n" if not line.startswith("# replay: ") else "# replay: %s\n" % replay
                                for line in text.splitlines())
@@ -296,6 +300,13 @@ class Plan:
         lines.append("# semantics of torch %d.%d: %s" % (
             semantics.torch_version() + (semantics.describe(
                 self.rule, self.zero, semantics.static_graph_rule() if a["static_graph"] else None),)))
+        from . import rank as _rank
+        lines.append("# communication: %s" % (
+            "the wrapper's reductions in every backward, counted at torch's dispatcher (none may come in a "
+            "backward that does not sync%s)" % (": allowed, --allow-unsynced-comm" if a.get("allow_unsynced_comm")
+                                                 else "") if _rank._COUNTER is not None else
+            "not counted (torch %s's collectives are no dispatcher ops): a wrapper that reduces in a backward that does not sync "
+            "passes when its numbers are right" % torch.__version__))
         what = ("the scenario battery (%d scenarios)" % len(self.jobs)) if self.many else (
             "scenario %s" % a["scenario"] if a["scenario"] else "schedule %s" % (a["schedule"] or "classic"))
         if self.user_model:
@@ -408,7 +419,8 @@ def _command(wrap, a):
         if value is not None and value != default:
             args += [flag, str(value)]
     args += [f for f, on in (("--find-unused", a["find_unused"]), ("--bucket-view", a["bucket_view"]),
-                             ("--static-graph", a["static_graph"])) if on]
+                             ("--static-graph", a["static_graph"]),
+                             ("--allow-unsynced-comm", a.get("allow_unsynced_comm"))) if on]
     return " ".join(shlex.quote(x) for x in args)
 
 

@@ -83,9 +83,9 @@ def skipped_ops(uneven, rank):
     return out
 
 
-def check(binary, directory, tolerance=None, timeout=None, json_path=None):
+def check(binary, directory, tolerance=None, timeout=None, json_path=None, allow_unsynced_comm=False):
     """ddpsim check DIR: (exit code, the report's text, the JSON report or None)."""
-    args = ["check", directory]
+    args = ["check", directory] + (["--allow-unsynced-comm"] if allow_unsynced_comm else [])
     if tolerance:
         args += ["--tolerance", tolerance]
     if timeout is not None:

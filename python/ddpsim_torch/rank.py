@@ -125,6 +125,53 @@ def join_context(wrapped, optimizer, divide_by_initial_world_size):
     return wrapped.join(divide_by_initial_world_size=divide_by_initial_world_size)
 
 
+class _ReductionCounter:
+    """Counts the reductions (all-reduce, reduce-scatter, reduce) that reach torch's dispatcher as c10d ops, as
+    torch's CommDebugMode does (torch/distributed/_tools: DDP's reducer, FSDP2 and torch.distributed's own calls
+    all go through it from 2.0), without its module tracking (which breaks under reentrant checkpointing)."""
+
+    def __init__(self):
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        class Mode(TorchDispatchMode):
+            n = 0
+
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                name = str(getattr(func, "overloadpacket", func))
+                if name.startswith("c10d.") and any(k in name for k in ("allreduce", "reduce_scatter", "reduce_")):
+                    self.n += 1
+                return func(*args, **(kwargs or {}))
+        self.mode = Mode
+
+    def __call__(self, backward, loss):
+        with self.mode() as m:
+            backward(loss)
+        return m.n
+
+
+def _counter():
+    """The counter where collectives are dispatcher ops (torch 2.x), else None: 1.13's process groups are not."""
+    ops = getattr(torch.ops, "c10d", None)
+    try:
+        if ops is None or not hasattr(ops, "allreduce_"):
+            return None
+    except RuntimeError:
+        return None
+    return _ReductionCounter()
+
+
+_COUNTER = _counter()
+
+
+def counted_backward(backward, loss):
+    """The wrapper's backward, and how many reductions it issued: what ddpsim check holds against DDP's none in
+    a backward that does not sync; None where torch cannot count."""
+    if _COUNTER is None:
+        backward(loss)
+        return None
+    return _COUNTER(backward, loss)
+
+
 def _is_dtensor(t):
     return t is not None and type(t).__name__ == "DTensor" and hasattr(t, "to_local")
 
@@ -354,7 +401,7 @@ class Rank:
                 pending = (inputs, targets, loss_fn(wrapped(*inputs), targets))
             elif op == "bwd":
                 inputs, targets, loss = pending
-                backward(loss)
+                reductions = counted_backward(backward, loss)
                 t1 = time.monotonic()
                 for k, p in enumerate(shadow_params):
                     p.grad = None
@@ -362,7 +409,7 @@ class Rank:
                     calls[k] = 0
                 loss_fn(shadow(*inputs), targets).backward()
                 t2 = time.monotonic()
-                rec.local(names, [p.grad for p in shadow_params], pieces)
+                rec.local(names, [p.grad for p in shadow_params], pieces, reductions)
                 self.progress[self.row + SHADOW_S] += t2 - t1
                 self.progress[self.row + RECORD_S] += time.monotonic() - t2
             elif op == "grab":

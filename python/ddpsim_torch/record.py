@@ -5,6 +5,7 @@
   DIR/init/<param>.npy                    the parameters every rank started from
   DIR/rank<r>/micro<m>/used.json          the parameters backward m gave a gradient
   DIR/rank<r>/micro<m>/<param>.npy        that local gradient, micro-step m's alone
+  DIR/rank<r>/micro<m>/comm.json          the wrapper's reductions in that backward (torch 2.x: CommDebugMode)
   DIR/<impl>/rank<r>/grab<k>/<param>.npy  the implementation's .grad at grab k (None as zeros)
   DIR/<impl>/rank<r>/grab<k>/none.json    the parameters whose .grad was None there
   DIR/<impl>/rank<r>/grab<k>/held.json    a sharded rank: the elements of each .grad it held there
@@ -61,7 +62,7 @@ class Recorder:
         self.root, self.rank, self.impl, self.shapes = root, rank, impl, shapes
         self.micro = self.grab = self.step = self.fwd = 0
 
-    def local(self, names, grads, parts=None):
+    def local(self, names, grads, parts=None, reductions=None):
         """Micro-step m's local gradients (None: the parameter got none). parts[i], when given with two or more
         tensors, are the pieces parameter i's gradient arrived in within the one backward, in order (a second
         backward inside it: reentrant checkpointing), each one AccumulateGrad: written as <name>.part<k>.npy."""
@@ -70,6 +71,9 @@ class Recorder:
         used = [n for n, g in zip(names, grads) if g is not None]
         with open(os.path.join(d, "used.json"), "w") as f:
             json.dump(used, f)
+        if reductions is not None:  # the wrapper's reductions in this backward (bytes are not counted)
+            with open(os.path.join(d, "comm.json"), "w") as f:
+                json.dump({"reductions": reductions}, f)
         write_tensors(d, [(n, g) for n, g in zip(names, grads) if g is not None])
         for n, pieces in zip(names, parts or []):
             if len(pieces) > 1:

@@ -354,3 +354,29 @@ class OtherRuleDDP(HookDDP):
 
 def other_rule_ddp(module):
     return OtherRuleDDP(module)
+
+
+class ReducesInNoSync(HookDDP):
+    """no_sync keeps only the result from being written back: every backward all-reduces (a copy of) the
+    gradients and one that does not sync drops the sum. The numbers are DDP's; the traffic is a sync per
+    micro-step (NVIDIA/cosmos-framework #161: a no-sync context that did nothing for the communication)."""
+
+    def _hook_for(self, i):
+        inner = super()._hook_for(i)
+
+        def hook(grad):
+            if not self.sync_this and not self.queued:
+                self.queued = True
+                torch.autograd.Variable._execution_engine.queue_callback(self._drop_reduction)
+            return inner(grad)
+        return hook
+
+    def _drop_reduction(self):
+        self.queued = False
+        for p in self.params:
+            if p.grad is not None:
+                dist.all_reduce(p.grad.clone())
+
+
+def reduces_in_no_sync(module):
+    return ReducesInNoSync(module)
