@@ -269,18 +269,20 @@ if /usr/bin/python3 -c "import numpy" 2>/dev/null; then
         /usr/bin/python3 -c "import json, sys; p = sys.argv[1]; m = json.load(open(p)); $1; json.dump(m, open(p, 'w'))" \
             "$tmp/s/manifest.json"
     }
-    layout 'm["grad_shards"][1]["trunk.weight"] = [[0, 10], [5, 10]]'
-    expect 2 '"grad_shards"\[1\]: trunk.weight.s ranges overlap at element 5' "a rank's ranges that overlap" -- check "$tmp/s"
-    layout 'm["grad_shards"][2]["trunk.weight"] = [[86, 900]]'
-    expect 2 '"grad_shards"\[2\].trunk.weight\[0\].s count must be a whole number in 1..42' "a range past the end" -- check "$tmp/s"
-    layout 'm["grad_shards"][0]["nope"] = [[0, 1]]'
-    expect 2 '"grad_shards"\[0\] names "nope", not a parameter' "an unknown parameter" -- check "$tmp/s"
-    layout 'm["grad_shards"][1]["trunk.weight"] = [[86, 1]]'
-    expect 2 "element 43 of trunk.weight is held by no rank" "an element no rank holds" -- check "$tmp/s"
-    layout 'm["grad_shards"].pop()'
-    expect 2 '"grad_shards" must be an array of 3 objects' "not one object per rank" -- check "$tmp/s"
-    layout 'm["grad_shards"][0]["trunk.weight"] = [[0, "x"]]'
-    expect 2 "count must be a whole number" "a range that is no number" -- check "$tmp/s"
+    # refused EDIT PATTERN WHAT: the sharded manifest edited so, exit 2 saying PATTERN
+    refused() { layout "$1" && expect 2 "$2" "$3" -- check "$tmp/s"; }
+    refused 'm["grad_shards"][1]["trunk.weight"] = [[0, 10], [5, 10]]' \
+        '"grad_shards"\[1\]: trunk.weight.s ranges overlap at element 5' "a rank's ranges that overlap"
+    refused 'm["grad_shards"][2]["trunk.weight"] = [[86, 900]]' \
+        '"grad_shards"\[2\].trunk.weight\[0\].s count must be a whole number in 1..42' "a range past the end"
+    refused 'm["grad_shards"][0]["nope"] = [[0, 1]]' \
+        '"grad_shards"\[0\] names "nope", not a parameter' "an unknown parameter"
+    refused 'm["grad_shards"][1]["trunk.weight"] = [[86, 1]]' \
+        "element 43 of trunk.weight is held by no rank" "an element no rank holds"
+    refused 'm["grad_shards"].pop()' \
+        '"grad_shards" must be an array of 3 objects' "not one object per rank"
+    refused 'm["grad_shards"][0]["trunk.weight"] = [[0, "x"]]' \
+        "count must be a whole number" "a range that is no number"
     # ... said grab by grab (held.json), for a layout that changes: the same checks, and the ranks that reached
     # a grab must hold every element of it between them.
     rm -rf "$tmp/s" && cp -r "$tmp/s0" "$tmp/s" && shard "$tmp/s" --per-grab
