@@ -183,14 +183,14 @@ def full(t):
 
 
 def _runs(index):
-    """Flat element indices, sorted, as [[start, count], ...]."""
-    out = []
-    for i in index.tolist():
-        if out and out[-1][0] + out[-1][1] == i:
-            out[-1][1] += 1
-        else:
-            out.append([i, 1])
-    return out
+    """Flat element indices, sorted, as [[start, count], ...] (one pass of tensor ops: a shard of dim 0 is one
+    run, and a tensor of millions of elements is no Python loop)."""
+    if index.numel() == 0:
+        return []
+    breaks = torch.nonzero(index[1:] - index[:-1] != 1).reshape(-1) + 1
+    starts = torch.cat([torch.zeros(1, dtype=breaks.dtype), breaks])
+    ends = torch.cat([breaks, torch.tensor([index.numel()], dtype=breaks.dtype)])
+    return [[int(index[a]), int(b - a)] for a, b in zip(starts.tolist(), ends.tolist())]
 
 
 def _local_part(g):
