@@ -188,7 +188,7 @@ int main(int argc, char **argv)
     if (r == OPT_RUN && opt.list) {
         r = list_impls();
     } else if (r == OPT_RUN && opt.list_scenarios) {
-        r = scenarios_list();
+        r = scenarios_list(opt.run.shard);
     } else if (r == OPT_RUN && !opt.mutants && check_run(&opt) != DDP_OK) {
         /* The one validation of a run description, before anything runs: it names the option. */
         r = cli_usage_error(NULL, NULL, ddp_error_text());

@@ -11,75 +11,145 @@
 #include "catalogue.h"
 #include "cli.h"
 
+/* The tally of the rows so far. */
+typedef struct tally {
+    int mutants, caught, correct_failed, labels_wrong, only_bitwise;
+    char only_names[512];
+} tally;
+
+/* The mesh a sharded entry runs on: HSDP's default for these ranks (options.c choose_mesh), else 1 x N. */
+static mesh entry_mesh(shard_mode mode, int nranks)
+{
+    if (mode == SHARD_HSDP && nranks >= 4 && nranks % 2 == 0)
+        return (mesh){2, nranks / 2};
+    return mode == SHARD_HSDP ? (mesh){nranks, 1} : mesh_flat(nranks);
+}
+
+/* The column of a scenario in a section's header (the sharded section lists HSDP's battery, the largest). */
+static int column_of(shard_mode section, const scenario *sc)
+{
+    for (int i = 0; i < battery_count_for(section); i++)
+        if (battery_at_for(section, i) == sc)
+            return i;
+    return -1;
+}
+
+static void section_header(shard_mode section)
+{
+    printf("# %s scenarios:", section == SHARD_NONE ? "DDP" : "sharded");
+    for (int i = 0; i < battery_count_for(section); i++)
+        printf(" %d %s%s", i + 1, battery_at_for(section, i)->name, i + 1 < battery_count_for(section) ? "," : "\n");
+    printf("#%-30s %-7s ", "implementation", "result");
+    for (int i = 0; i < battery_count_for(section); i++)
+        printf("%-3d", i + 1);
+    printf(" %-16s %-44s %s\n", section == SHARD_NONE ? "first catch" : "mode, first catch", "first divergence",
+           "bitwise only");
+}
+
+/* One implementation's row: 0, or the signal that stopped it. */
+static int entry_row(const ddpsim_options *opt, const impl_entry *e, shard_mode section, tally *t)
+{
+    verify_config run = opt->run;
+    run.shard = (shard_mode)e->shard_mode;
+    if (run.shard != SHARD_NONE)
+        run.mesh = entry_mesh(run.shard, run.nranks);
+    catalogue_outcome o;
+    catalogue_run(&run, &opt->given, e->ops, &o);
+    if (o.interrupted) {
+        printf("# interrupted by signal %d at %s: the rest was not run\n", o.interrupted, e->ops->name);
+        return o.interrupted;
+    }
+    int loose = opt->run.tol.kind != TOL_BITWISE; /* under a tolerance, a bug of the bits alone cannot show */
+    int failed = o.first >= 0;
+    int expected_miss = e->is_mutant && !failed && loose && e->bitwise_only;
+    const char *result = e->is_mutant ? (failed ? "caught" : expected_miss ? "bitwise" : "MISSED")
+                                      : (failed ? "FAILED" : "passes");
+    printf(" %-30s %-7s ", e->ops->name, result);
+    unsigned char col[CATALOGUE_MAX_SCENARIOS] = {0}, have[CATALOGUE_MAX_SCENARIOS] = {0};
+    for (int k = 0; k < battery_count_for(run.shard) && k < CATALOGUE_MAX_SCENARIOS; k++) {
+        int c = column_of(section, battery_at_for(run.shard, k));
+        if (c >= 0 && c < CATALOGUE_MAX_SCENARIOS) {
+            have[c] = 1;
+            col[c] = o.caught[k];
+        }
+    }
+    for (int k = 0; k < battery_count_for(section); k++)
+        printf("%-3s", !have[k] ? " " : col[k] ? "x" : ".");
+    const char *only = "-";
+    int mislabelled = 0;
+    if (e->is_mutant && failed && !o.fault && run.shard == SHARD_NONE) {
+        only = o.bitwise_only ? "yes" : "no";
+        mislabelled = o.bitwise_only != e->bitwise_only;
+    }
+    char first[64] = "-";
+    if (failed)
+        snprintf(first, sizeof first, "%s%s%s", run.shard != SHARD_NONE ? shard_mode_name(run.shard) : "",
+                 run.shard != SHARD_NONE ? ", " : "", battery_at_for(run.shard, o.first)->name);
+    printf(" %-16s %-44.60s %s%s\n", first, failed ? o.where : "-", only,
+           mislabelled ? " (the catalogue says otherwise)" : "");
+    if (expected_miss) {
+        t->only_bitwise++;
+        size_t at = strlen(t->only_names);
+        snprintf(t->only_names + at, sizeof t->only_names - at, "%s%s", at ? ", " : "", e->ops->name);
+    }
+    if (e->is_mutant) {
+        t->mutants++;
+        t->caught += failed;
+        t->labels_wrong += mislabelled;
+    } else {
+        t->correct_failed += failed;
+    }
+    fflush(stdout);
+    return 0;
+}
+
+/*
+ * Two tables: DDP's implementations over the plain battery, then the sharded
+ * ones, each over its mode's battery (--shard MODE: that mode's alone).
+ */
 int mutants_main(const ddpsim_options *opt)
 {
     char tol[64];
     printf("# ddpsim --mutants: the scenario battery on every built-in implementation, %d ranks, algo %s, %s\n",
            opt->run.nranks, coll_algo_name(opt->run.ddp.algo), tol_format(&opt->run.tol, tol, sizeof tol));
-    printf("# scenarios:");
-    for (int i = 0; i < battery_count(); i++)
-        printf(" %d %s%s", i + 1, battery_at(i)->name, i + 1 < battery_count() ? "," : "\n");
-    printf("# x: the scenario caught it; bitwise only: its first divergence passes --tolerance %s\n",
+    printf("# x: the scenario caught it; bitwise only: its first divergence passes --tolerance %s (sharded runs are "
+           "bitwise)\n",
            CATALOGUE_LOOSE_TOLERANCE);
-    printf("#%-30s %-7s ", "implementation", "result");
-    for (int i = 0; i < battery_count(); i++)
-        printf("%-3d", i + 1);
-    printf(" %-16s %-44s %s\n", "first catch", "first divergence", "bitwise only");
-    fflush(stdout);
-    int mutants = 0, caught = 0, correct_failed = 0, labels_wrong = 0, only_bitwise = 0;
-    int loose = opt->run.tol.kind != TOL_BITWISE; /* under a tolerance, a bug of the bits alone cannot show */
+    tally t;
+    memset(&t, 0, sizeof t);
     sigset_t saved;
     cli_hold_signals(&saved); /* a SIGTERM between two runs waits for the next one's supervisor */
-    char only_names[512] = "";
-    for (int i = 0; i < impl_builtin_count(); i++) {
-        const impl_entry *e = impl_builtin_at(i);
-        catalogue_outcome o;
-        catalogue_run(&opt->run, &opt->given, e->ops, &o);
-        if (o.interrupted) {
-            printf("# interrupted by signal %d at %s: the rest was not run\n", o.interrupted, e->ops->name);
-            cli_release_signals(&saved);
-            return 128 + o.interrupted;
+    for (int sharded = 0; sharded < 2; sharded++) {
+        shard_mode section = sharded ? SHARD_HSDP : SHARD_NONE;
+        int any = 0;
+        for (int i = 0; i < impl_builtin_count(); i++) {
+            const impl_entry *e = impl_builtin_at(i);
+            int mine = sharded ? e->shard_mode != SHARD_NONE : e->shard_mode == SHARD_NONE;
+            if (!mine || (opt->run.shard != SHARD_NONE && e->shard_mode != (int)opt->run.shard))
+                continue;
+            if (sharded && opt->run.tol.kind != TOL_BITWISE)
+                continue; /* the sharded reference is bitwise only */
+            if (!any++)
+                section_header(section);
+            fflush(stdout);
+            int sig = entry_row(opt, e, section, &t);
+            if (sig) {
+                cli_release_signals(&saved);
+                return 128 + sig;
+            }
         }
-        int failed = o.first >= 0;
-        int expected_miss = e->is_mutant && !failed && loose && e->bitwise_only;
-        const char *result = e->is_mutant ? (failed ? "caught" : expected_miss ? "bitwise" : "MISSED")
-                                          : (failed ? "FAILED" : "passes");
-        printf(" %-30s %-7s ", e->ops->name, result);
-        for (int k = 0; k < battery_count(); k++)
-            printf("%-3s", o.caught[k] ? "x" : ".");
-        const char *only = "-";
-        int mislabelled = 0;
-        if (e->is_mutant && failed && !o.fault) {
-            only = o.bitwise_only ? "yes" : "no";
-            mislabelled = o.bitwise_only != e->bitwise_only;
-        }
-        printf(" %-16s %-44.60s %s%s\n", failed ? battery_at(o.first)->name : "-", failed ? o.where : "-", only,
-               mislabelled ? " (the catalogue says otherwise)" : "");
-        if (expected_miss) {
-            only_bitwise++;
-            size_t at = strlen(only_names);
-            snprintf(only_names + at, sizeof only_names - at, "%s%s", at ? ", " : "", e->ops->name);
-        }
-        if (e->is_mutant) {
-            mutants++;
-            caught += failed;
-            labels_wrong += mislabelled;
-        } else {
-            correct_failed += failed;
-        }
-        fflush(stdout);
     }
     cli_release_signals(&saved); /* the held signals stay held (main's rule); one that came is taken next */
     int late = cli_signal_before_verdict(stdout);
     if (late)
         return late;
-    int pass = caught + only_bitwise == mutants && correct_failed == 0 && labels_wrong == 0;
-    printf("# mutation score: %d of %d caught; correct implementations: %s\n", caught, mutants,
-           correct_failed ? "FAILED" : "all pass");
-    if (only_bitwise)
+    int pass = t.caught + t.only_bitwise == t.mutants && t.correct_failed == 0 && t.labels_wrong == 0;
+    printf("# mutation score: %d of %d caught; correct implementations: %s\n", t.caught, t.mutants,
+           t.correct_failed ? "FAILED" : "all pass");
+    if (t.only_bitwise)
         printf("# under --tolerance %s, %d bug%s only a bitwise comparison catches pass%s, as the catalogue says: %s "
                "(same math, other bits; the backend's own summation order needs the tolerance)\n",
-               tol, only_bitwise, only_bitwise == 1 ? "" : "s", only_bitwise == 1 ? "es" : "", only_names);
+               tol, t.only_bitwise, t.only_bitwise == 1 ? "" : "s", t.only_bitwise == 1 ? "es" : "", t.only_names);
     if (opt->run.nranks > 1 && !(opt->run.nranks & (opt->run.nranks - 1)))
         printf("# note: %d ranks is a power of two; bitwise-only bugs in the order of scaling need 3 or 5 to show\n",
                opt->run.nranks);

@@ -47,6 +47,57 @@ static int parse_lr(void *o, const char *arg, char *msg, size_t len)
     return 0;
 }
 
+/* --shard MODE, or hsdp:RxS (the mesh, as --mesh gives it) */
+static int parse_shard(void *o, const char *arg, char *msg, size_t len)
+{
+    ddpsim_options *opt = o;
+    char mode[16];
+    const char *colon = strchr(arg, ':');
+    size_t n = colon ? (size_t)(colon - arg) : strlen(arg);
+    snprintf(mode, sizeof mode, "%.*s", (int)(n < sizeof mode ? n : sizeof mode - 1), arg);
+    if (n >= sizeof mode || shard_mode_parse(mode, &opt->run.shard) != DDP_OK) {
+        snprintf(msg, len, "'%s': expected zero1, zero2, fsdp or hsdp[:RxS]", arg);
+        return -1;
+    }
+    if (colon && opt->run.shard != SHARD_HSDP) {
+        snprintf(msg, len, "'%s': only hsdp takes a mesh (RxS)", arg);
+        return -1;
+    }
+    if (colon)
+        opt->mesh_text = colon + 1;
+    return 0;
+}
+
+static int parse_mesh(void *o, const char *arg, char *msg, size_t len)
+{
+    ddpsim_options *opt = o;
+    (void)msg;
+    (void)len;
+    opt->mesh_text = arg;
+    return 0;
+}
+
+/*
+ * The mesh once the ranks are known: --mesh (or hsdp:RxS) as given; HSDP
+ * without one replicates twice when the ranks split evenly (2 x N/2), as the
+ * smallest mesh with both groups; the other modes shard over the world.
+ */
+static int choose_mesh(ddpsim_options *opt, char *msg, size_t len)
+{
+    verify_config *run = &opt->run;
+    if (opt->mesh_text) {
+        if (mesh_parse(opt->mesh_text, run->nranks, &run->mesh) != DDP_OK) {
+            snprintf(msg, len, "%s", ddp_error_text() + (strncmp(ddp_error_text(), "--mesh: ", 8) ? 0 : 8));
+            return -1;
+        }
+    } else if (run->shard == SHARD_HSDP && run->nranks >= 4 && run->nranks % 2 == 0) {
+        run->mesh = (mesh){2, run->nranks / 2};
+    } else if (run->shard != SHARD_NONE) {
+        run->mesh = mesh_flat(run->nranks);
+    }
+    return 0;
+}
+
 /* "C" or "A..B" (A <= B, at most MAX_SEEDS seeds). */
 static int parse_chaos(void *o, const char *text, char *msg, size_t len)
 {
@@ -166,12 +217,12 @@ static int choose_run(ddpsim_options *opt, const char **which, char *msg, size_t
         return 0;
     }
     if (opt->scenario_name) {
-        const scenario *sc = battery_find(opt->scenario_name);
+        const scenario *sc = battery_find_for(opt->run.shard, opt->scenario_name);
         if (!sc) {
             char names[1024] = "";
-            for (int i = 0; i < battery_count(); i++)
+            for (int i = 0; i < battery_count_for(run->shard); i++)
                 snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
-                         battery_at(i)->name);
+                         battery_at_for(run->shard, i)->name);
             FAIL("scenario", "no scenario '%s' (there are: %s; ddpsim --scenarios says what each exposes)",
                  opt->scenario_name, names);
         }
@@ -211,6 +262,8 @@ static int validate(void *o, const char **which, char *msg, size_t len)
     verify_config *run = &opt->run;
     if (opt->list || opt->list_scenarios)
         return 0;
+    if (run->shard != SHARD_NONE && !given(opt, "impl") && !opt->mutants)
+        run->impl = impl_sharded_default((int)run->shard)->name; /* the mode's correct built-in */
     if (impl_open(run->impl, &opt->impl) != DDP_OK)
         FAIL("impl", "%s", ddp_error_text());
     run->impl_ops = opt->impl.ops;
@@ -218,6 +271,10 @@ static int validate(void *o, const char **which, char *msg, size_t len)
         return -1;
     if (cli_world_ranks(opt->world, given(opt, "ranks"), &run->nranks, msg, len)) {
         *which = "ranks";
+        return -1;
+    }
+    if (choose_mesh(opt, msg, len)) {
+        *which = "mesh";
         return -1;
     }
     if (opt->world == CLI_WORLD_MPI && opt->mutants)
@@ -341,6 +398,10 @@ static const opt_spec specs[] = {
      NULL},
     {"bucket-view", 0, NULL, "gradient_as_bucket_view=True: divide by N in place", OPT_FLAG, F(run.ddp.bucket_view), 0,
      0, NULL, NULL},
+    {"shard", 0, "MODE", "sharded data parallelism against the sharded reference:\nzero1 | zero2 | fsdp | hsdp[:RxS] "
+     "(see man ddpsim); without\n--impl the mode's built-in, without --schedule its battery", OPT_CUSTOM, 0, 0, 0,
+     parse_shard, NULL},
+    {"mesh", 0, "RxS", "replicas x shards (--shard hsdp; R*S = ranks)", OPT_CUSTOM, 0, 0, 0, parse_mesh, NULL},
     {"allow-unsynced-comm", 0, NULL, "reductions in a backward that does not sync are allowed (PyTorch's DDP\n"
      "makes none there, and a run fails on them: see man ddpsim)", OPT_FLAG, F(run.allow_unsynced_comm), 0, 0, NULL,
      NULL},

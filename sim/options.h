@@ -54,6 +54,7 @@ typedef struct ddpsim_options {
     opt_given seen;          /* which options were on the command line */
     const model *layout;     /* the parameters' names for the report, when the run has no model spec (ddpsim check) */
     int sharded;             /* ddpsim check of a recording with grad_shards: each rank's held slices are checked */
+    const char *mesh_text;   /* --mesh RxS, or hsdp:RxS (parsed once the ranks are known) */
 } ddpsim_options;
 
 extern const opt_command options_command;

@@ -85,8 +85,8 @@ int report_header(const ddpsim_options *opt)
     int nb = ddp_bucket_layout(m, run->ddp.first_bucket_cap, run->ddp.bucket_cap, run->ddp.find_unused, NULL, 0,
                                members, sizes);
     char tol[64], cap[32], fcap[32];
-    fprintf(opt->out, "# ddpsim %s: %s DDP under test against the reference DDP (PyTorch semantics)\n", PACKAGE_VERSION,
-           run->impl);
+    fprintf(opt->out, "# ddpsim %s: %s under test against %s\n", PACKAGE_VERSION, run->impl,
+            run->shard == SHARD_NONE ? "the reference DDP (PyTorch semantics)" : "the sharded reference");
     fprintf(opt->out, "# ranks %d, model %s (%zu parameters in %d tensors, %d bucket%s%s), batch %d, seed %llu%s\n",
            run->nranks, model_spec(m), model_size(m), model_nparams(m), nb, nb == 1 ? "" : "s",
            run->ddp.find_unused ? "" : " until the rebuild", run->batch,
@@ -118,6 +118,7 @@ int report_header(const ddpsim_options *opt)
                    ft->kind == FAULT_FLIP ? ": one bit of its contribution to the next allreduce" : "");
     }
     char math[160];
+    report_shard_line(opt);
     fprintf(opt->out, "# math: %s\n", model_math(math, sizeof math));
     if (run->backend == VERIFY_BACKEND_NCCL)
         header_nccl(opt);
@@ -137,7 +138,12 @@ static void print_first(const ddpsim_options *opt, const judgement *s)
         return;
     }
     model *m = layout_get(opt);
-    if (f->has_first && f->first_none)
+    if (f->has_first && f->first_padding)
+        fprintf(opt->out, "# first divergence: %s (%s), rank %d, the padding of flat unit %d, element %llu of the "
+                          "padded unit: %.9g, where padding is exactly 0\n",
+                where, ck->label, s->first_rank, f->first_param, (unsigned long long)f->first_index,
+                (double)f->first_actual);
+    else if (f->has_first && f->first_none)
         fprintf(opt->out, "# first divergence: %s (%s), rank %d, parameter %s: %s\n", where, ck->label,
                 s->first_rank, checker_first_name(m, f), verify_none_text(f->first_none));
     else if (f->has_first)
@@ -150,11 +156,17 @@ static void print_first(const ddpsim_options *opt, const judgement *s)
         char bytes[48] = "";
         if (f->unsynced_bytes != VERIFY_BYTES_UNCOUNTED)
             snprintf(bytes, sizeof bytes, " (%llu bytes)", (unsigned long long)f->unsynced_bytes);
+        char rule[96];
+        if (opt->run.shard == SHARD_NONE)
+            snprintf(rule, sizeof rule, "PyTorch's DDP reduces nothing");
+        else
+            snprintf(rule, sizeof rule, "--shard %s makes no all-reduce%s", shard_mode_name(opt->run.shard),
+                     shard_mode_scatters_unsynced(opt->run.shard) ? "" : " nor reduce-scatter");
         fprintf(opt->out, "# %s: %s (%s), rank %d: %llu reduction%s%s in a backward that does not sync (op %llu), "
-                          "where PyTorch's DDP reduces nothing (--allow-unsynced-comm if that is meant)\n",
+                          "where %s (--allow-unsynced-comm if that is meant)\n",
                 f->has_first ? "communication" : "first divergence", where, ck->label, s->first_rank,
                 (unsigned long long)f->unsynced_reductions, f->unsynced_reductions == 1 ? "" : "s", bytes,
-                (unsigned long long)f->unsynced_op);
+                (unsigned long long)f->unsynced_op, rule);
     }
     layout_put(opt, m);
 }
@@ -416,7 +428,10 @@ static int write_json(const ddpsim_options *opt, const verify_result *res, const
         fprintf(f, "{\"check\": \"%s\", \"kind\": \"%s\", \"rank\": %d, \"param\": ",
                 sched_check_name(ck, where, sizeof where), ck->kind == CHECK_GRADS ? "gradients" : "parameters",
                 s->first_rank);
-        jsonw_string(f, checker_first_name(m, fr));
+        if (fr->first_padding)
+            fprintf(f, "null, \"padding_unit\": %d", fr->first_param);
+        else
+            jsonw_string(f, checker_first_name(m, fr));
         fprintf(f, ", \"buffer\": %s", fr->first_buffer ? "true" : "false");
         if (fr->first_none)
             fprintf(f, ", \"grad_none\": \"%s\"", fr->first_none == VERIFY_NONE_ACTUAL ? "actual" : "expected");
@@ -482,7 +497,7 @@ static int write_json(const ddpsim_options *opt, const verify_result *res, const
 
 /* The reference's own checks, each with how often it could be checked at all. */
 /* What the implementation reduced, over every rank, when its reductions were counted. */
-static void print_comm(FILE *out, const verify_result *res)
+static void print_comm(FILE *out, const verify_result *res, shard_mode shard)
 {
     uint64_t calls = 0, bytes = 0, unsynced = 0;
     int known = 0, bytes_known = 1;
@@ -497,10 +512,25 @@ static void print_comm(FILE *out, const verify_result *res)
     char mib[48] = "";
     if (bytes_known)
         snprintf(mib, sizeof mib, " (%.3f MiB)", (double)bytes / (1 << 20));
+    char rule[80] = "PyTorch's DDP: none";
+    if (shard != SHARD_NONE)
+        snprintf(rule, sizeof rule, "--shard %s: %s", shard_mode_name(shard),
+                 shard_mode_scatters_unsynced(shard) ? "reduce-scatters, not counted here" : "none");
     if (known)
         fprintf(out, "# communication: the implementation's reductions, all ranks: %llu%s, %llu of them in backwards "
-                     "that do not sync (PyTorch's DDP: none)\n",
-                (unsigned long long)calls, mib, (unsigned long long)unsynced);
+                     "that do not sync (%s)\n",
+                (unsigned long long)calls, mib, (unsigned long long)unsynced, rule);
+}
+
+void report_shard_line(const ddpsim_options *opt)
+{
+    const verify_config *run = &opt->run;
+    if (run->shard == SHARD_NONE)
+        return;
+    mesh me = run->mesh.shards ? run->mesh : mesh_flat(run->nranks);
+    fprintf(opt->out, "# sharded: --shard %s on a %dx%d mesh (replicas x shards), against the sharded reference: each "
+                      "rank's slices of its declared flat units, the padding exactly zero\n",
+            shard_mode_name(run->shard), me.replicas, me.shards);
 }
 
 static void print_sanity(const ddpsim_options *opt, const verify_result *res, const judgement *s)
@@ -514,7 +544,10 @@ static void print_sanity(const ddpsim_options *opt, const verify_result *res, co
                 s->synced_grabs);
     else
         fprintf(out, "# sanity: ranks agree after every syncing backward: yes (%zu grabs)\n", s->synced_grabs);
-    if (res->nranks > 1) {
+    if (res->nranks > 1 && shard_mode_scatters_unsynced(opt->run.shard)) {
+        fprintf(out, "# sanity: ranks differ under no_sync: not applicable (--shard %s reduces in every backward)\n",
+                shard_mode_name(opt->run.shard));
+    } else if (res->nranks > 1) {
         if (s->local_grabs == 0)
             fprintf(out, "# sanity: ranks differ under no_sync: not checked (no grab after a backward that did not "
                          "sync)\n");
@@ -525,7 +558,10 @@ static void print_sanity(const ddpsim_options *opt, const verify_result *res, co
         else
             fprintf(out, "# sanity: ranks differ under no_sync: yes (%zu grabs)\n", s->local_grabs);
     }
-    if (s->global_checked == 0)
+    if (opt->run.shard != SHARD_NONE)
+        fprintf(out, "# sanity: reference equals the exact average of every rank's local gradients: DDP's check, not "
+                     "run beside the sharded reference\n");
+    else if (s->global_checked == 0)
         fprintf(out, "# sanity: reference equals the exact average of every rank's local gradients: not checked (no "
                      "grab after a syncing backward)\n");
     else
@@ -533,7 +569,7 @@ static void print_sanity(const ddpsim_options *opt, const verify_result *res, co
                      "worst %.2g of the proven rounding bound)\n",
                 s->global_failed ? "FAIL" : "ok", s->global_checked, s->global_worst);
     if (res->nranks > 1) {
-        if (opt->sharded)
+        if (opt->sharded || opt->run.shard != SHARD_NONE)
             fprintf(out, "# agreement: not checked: the ranks hold shards of the gradients, each compared with DDP's "
                          "same elements\n");
         else if (s->agreement_syncs == 0)
@@ -544,7 +580,7 @@ static void print_sanity(const ddpsim_options *opt, const verify_result *res, co
                          "(%llu syncs)\n",
                     s->disagree ? "NO" : "yes", (unsigned long long)s->agreement_syncs);
     }
-    print_comm(out, res);
+    print_comm(out, res, opt->run.shard);
 }
 
 int report_verification(const ddpsim_options *opt, const verify_result *res, report_stream *rs)

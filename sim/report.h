@@ -46,5 +46,7 @@ int report_exit_code(judge_verdict v);
 
 /* The header lines, printed before the run starts: -1 when they could not be written. */
 int report_header(const ddpsim_options *opt);
+/* --shard: the mode, the mesh and what is compared, in one header line (nothing without --shard). */
+void report_shard_line(const ddpsim_options *opt);
 
 #endif

@@ -16,11 +16,15 @@
 #include "model.h"
 #include "report.h"
 
-int scenarios_list(void)
+int scenarios_list(shard_mode mode)
 {
-    printf("# the scenario battery: what `ddpsim --ranks N` runs without --schedule, --model or --scenario\n");
-    for (int i = 0; i < battery_count(); i++) {
-        const scenario *sc = battery_at(i);
+    if (mode == SHARD_NONE)
+        printf("# the scenario battery: what `ddpsim --ranks N` runs without --schedule, --model or --scenario\n");
+    else
+        printf("# the sharded battery: what `ddpsim --ranks N --shard %s` runs without --schedule, --model or "
+               "--scenario\n", shard_mode_name(mode));
+    for (int i = 0; i < battery_count_for(mode); i++) {
+        const scenario *sc = battery_at_for(mode, i);
         printf("%-16s %s\n", sc->name, sc->exposes);
         printf("%-16s   model %s%s%s%s", "", sc->model ? sc->model : MODEL_DEFAULT_SPEC,
                sc->find_unused ? ", find_unused" : "", sc->bucket_view ? ", bucket_view" : "",
@@ -56,10 +60,10 @@ static const char *row_word(const battery_outcome *o)
  */
 static int check_all(const ddpsim_options *opt, battery_outcome *out)
 {
-    for (int i = 0; i < battery_count(); i++) {
+    for (int i = 0; i < battery_count_for(opt->run.shard); i++) {
         verify_config c = opt->run;
         sched s;
-        ddp_status st = battery_apply(battery_at(i), &opt->given, &c, &s);
+        ddp_status st = battery_apply(battery_at_for(opt->run.shard, i), &opt->given, &c, &s);
         if (st == DDP_OK) {
             st = verify_check_config(&c);
             sched_free(&s);
@@ -77,13 +81,14 @@ static void header(const ddpsim_options *opt)
 {
     const verify_config *run = &opt->run;
     char tol[64];
-    fprintf(opt->out, "# ddpsim %s: %s DDP under test against the reference DDP (PyTorch semantics)\n", PACKAGE_VERSION,
-            run->impl);
+    fprintf(opt->out, "# ddpsim %s: %s under test against %s\n", PACKAGE_VERSION, run->impl,
+            run->shard == SHARD_NONE ? "the reference DDP (PyTorch semantics)" : "the sharded reference");
     fprintf(opt->out, "# the scenario battery: %d scenarios at %d ranks, batch %d, seed %llu, algo %s, tolerance %s%s\n",
-            battery_count(), run->nranks, run->batch, (unsigned long long)run->seed, coll_algo_name(run->ddp.algo),
+            battery_count_for(opt->run.shard), run->nranks, run->batch, (unsigned long long)run->seed, coll_algo_name(run->ddp.algo),
             tol_format(&run->tol, tol, sizeof tol), run->chaos ? ", under chaos" : "");
     fprintf(opt->out, "#   ddpsim --scenarios says what each exposes; --scenario NAME runs one with its full report\n");
     char math[160];
+    report_shard_line(opt);
     fprintf(opt->out, "# math: %s\n", model_math(math, sizeof math));
     fprintf(opt->out, "# replay: %s\n", opt->command);
     fprintf(opt->out, "#%-16s %-18s %5s %5s  %-9s %s\n", "scenario", "model", "grabs", "syncs", "verdict",
@@ -101,10 +106,10 @@ static void power_of_two_note(const ddpsim_options *opt)
     if (n & (n - 1))
         return;
     char names[256] = "";
-    for (int i = 0; i < battery_count(); i++)
-        if (battery_at(i)->divisor)
+    for (int i = 0; i < battery_count_for(opt->run.shard); i++)
+        if (battery_at_for(opt->run.shard, i)->divisor)
             snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? ", " : "",
-                     battery_at(i)->name);
+                     battery_at_for(opt->run.shard, i)->name);
     fprintf(opt->out, "# note: N = %d is a power of two, so 1/N is exact and a bug in the order of scaling and summing "
                       "gives the same bits; run --ranks %d or %d too (scenarios %s)\n",
             n, n - 1, n + 1, names);
@@ -124,8 +129,8 @@ static int write_json(const ddpsim_options *opt, const battery_outcome *out, con
     fprintf(f, ", \"command\": ");
     jsonw_string(f, opt->command);
     fprintf(f, ",\n \"scenarios\": [");
-    for (int i = 0; i < battery_count(); i++) {
-        const scenario *sc = battery_at(i);
+    for (int i = 0; i < battery_count_for(opt->run.shard); i++) {
+        const scenario *sc = battery_at_for(opt->run.shard, i);
         const battery_outcome *o = &out[i];
         fprintf(f, "%s\n  {\"scenario\": \"%s\", \"model\": ", i ? "," : "", sc->name);
         jsonw_string(f, sc->model ? sc->model : opt->run.model_spec);
@@ -151,7 +156,7 @@ static int write_json(const ddpsim_options *opt, const battery_outcome *out, con
 
 int battery_main(const ddpsim_options *opt)
 {
-    battery_outcome *out = calloc((size_t)battery_count(), sizeof *out);
+    battery_outcome *out = calloc((size_t)battery_count_for(opt->run.shard), sizeof *out);
     if (!out) {
         fprintf(stderr, "ddpsim: out of memory\n");
         return DDPSIM_EXIT_FAULT;
@@ -168,8 +173,8 @@ int battery_main(const ddpsim_options *opt)
     size_t grabs = 0;
     sigset_t saved;
     cli_hold_signals(&saved); /* a SIGTERM between two scenarios waits for the next one's supervisor */
-    for (int i = 0; i < battery_count(); i++) {
-        const scenario *sc = battery_at(i);
+    for (int i = 0; i < battery_count_for(opt->run.shard); i++) {
+        const scenario *sc = battery_at_for(opt->run.shard, i);
         if (!out[i].refused) /* not refused up front by check_all */
             battery_run_one(&opt->run, &opt->given, sc, &out[i]);
         const battery_outcome *o = &out[i];
@@ -210,7 +215,7 @@ int battery_main(const ddpsim_options *opt)
     double wall_s = clock_now_s() - t0;
     if (!opt->quiet) {
         power_of_two_note(opt);
-        fprintf(opt->out, "# time %.3f s for %d scenarios\n", wall_s, battery_count());
+        fprintf(opt->out, "# time %.3f s for %d scenarios\n", wall_s, battery_count_for(opt->run.shard));
     }
     char tol[64];
     tol_format(&opt->run.tol, tol, sizeof tol);
@@ -218,26 +223,26 @@ int battery_main(const ddpsim_options *opt)
     int code;
     if (failed + faults) {
         fprintf(opt->out, "# verdict: FAIL (%d of %d scenarios: %d diverge, %d fault%s)\n", failed + faults,
-                battery_count(), failed, faults, faults == 1 ? "" : "s");
-        for (int i = 0; i < battery_count(); i++)
+                battery_count_for(opt->run.shard), failed, faults, faults == 1 ? "" : "s");
+        for (int i = 0; i < battery_count_for(opt->run.shard); i++)
             if (battery_failed(&out[i]))
-                fprintf(opt->out, "# replay: %s --scenario %s\n", opt->command, battery_at(i)->name);
+                fprintf(opt->out, "# replay: %s --scenario %s\n", opt->command, battery_at_for(opt->run.shard, i)->name);
         result = "fail";
         code = failed ? DDPSIM_EXIT_MISMATCH : DDPSIM_EXIT_FAULT;
-    } else if (nothing || refused == battery_count()) {
+    } else if (nothing || refused == battery_count_for(opt->run.shard)) {
         fprintf(opt->out, "# verdict: NOTHING VERIFIED (%d of %d scenarios compared only zeros, %d refused by the "
                           "implementation)\n",
-                nothing, battery_count(), refused);
+                nothing, battery_count_for(opt->run.shard), refused);
         result = "nothing_verified";
         code = DDPSIM_EXIT_NOTHING;
     } else {
         char which[512] = "";
-        for (int i = 0; i < battery_count(); i++)
+        for (int i = 0; i < battery_count_for(opt->run.shard); i++)
             if (out[i].refused)
                 snprintf(which + strlen(which), sizeof which - strlen(which), "%s%s", which[0] ? ", " : "",
-                         battery_at(i)->name);
+                         battery_at_for(opt->run.shard, i)->name);
         fprintf(opt->out, "# verdict: PASS (%d of %d scenarios, %zu grabs x %d ranks, %s%s%s)\n",
-                battery_count() - refused, battery_count(), grabs, opt->run.nranks, tol,
+                battery_count_for(opt->run.shard) - refused, battery_count_for(opt->run.shard), grabs, opt->run.nranks, tol,
                 refused ? "; not run here, each row says why: " : "", which);
         result = "pass";
         code = DDPSIM_EXIT_PASS;

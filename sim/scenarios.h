@@ -10,7 +10,7 @@
 #include "options.h"
 
 /* --scenarios: every scenario, what it exposes, its model and schedule. */
-int scenarios_list(void);
+int scenarios_list(shard_mode mode); /* --scenarios [--shard MODE] */
 
 /*
  * The battery: every scenario's configuration is checked before any rank

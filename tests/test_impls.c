@@ -96,6 +96,8 @@ static void test_catalogue(void)
     int mutants = 0, caught = 0, bitwise_labels = 0;
     for (int i = 0; i < impl_builtin_count(); i++) {
         const impl_entry *e = impl_builtin_at(i);
+        if (e->shard_mode != SHARD_NONE)
+            continue; /* test_sharded_catalogue */
         catalogue_outcome o;
         catalogue_run(&c, &none, e->ops, &o);
         if (!e->is_mutant) {
@@ -138,6 +140,68 @@ static void test_catalogue(void)
     CU_ASSERT(mutants >= 29);
     CU_ASSERT_EQUAL(caught, mutants);
     CU_ASSERT_EQUAL(bitwise_labels, 1);
+    sched_free(&s);
+}
+
+/*
+ * The sharded catalogue at 3 ranks, each entry over its mode's battery (HSDP
+ * on 3 x 1, the default for an odd world): every sharded bug caught, by the
+ * scenario of its class where it has one, every correct sharded
+ * implementation passing every scenario.
+ */
+static void test_sharded_catalogue(void)
+{
+    sched s;
+    CU_ASSERT_EQUAL_FATAL(sched_parse("fwd bwd grab", &s), DDP_OK);
+    verify_config c = base(&s, &impl_reference_ops);
+    c.nranks = 3;
+    battery_given none = {0};
+    int mutants = 0, caught = 0, correct = 0;
+    static const struct {
+        const char *bug, *scenario;
+    } by_class[] = {
+        {"remainder-unit-unreduced", "s-units"}, {"exact-bucket-unreduced", "s-exact-unit"},
+        {"unused-param-unit-skipped", "s-unused"}, {"padding-not-zero", "s-padding"},
+        {"unpadded-shard-offsets", "s-padding"}, {"one-rank-group-rescales", "s-one-rank-groups"},
+        {"zero2-copies-after-first-step", "s-window-3"}, {"hsdp-partial-not-replicated", "s-window-3"},
+    };
+    for (int i = 0; i < impl_builtin_count(); i++) {
+        const impl_entry *e = impl_builtin_at(i);
+        if (e->shard_mode == SHARD_NONE)
+            continue;
+        verify_config run = c;
+        run.shard = (shard_mode)e->shard_mode;
+        run.mesh = run.shard == SHARD_HSDP ? (mesh){3, 1} : mesh_flat(3);
+        catalogue_outcome o;
+        catalogue_run(&run, &none, e->ops, &o);
+        if (!e->is_mutant) {
+            correct++;
+            if (o.first >= 0)
+                fprintf(stderr, "  correct implementation %s failed in %s: %s\n", e->ops->name,
+                        battery_at_for(run.shard, o.first)->name, o.where);
+            CU_ASSERT_EQUAL(o.ncaught, 0);
+            continue;
+        }
+        mutants++;
+        caught += o.first >= 0;
+        if (o.first < 0)
+            fprintf(stderr, "  sharded mutant %s missed\n", e->ops->name);
+        for (size_t k = 0; k < sizeof by_class / sizeof by_class[0]; k++) {
+            if (strcmp(by_class[k].bug, e->ops->name) != 0)
+                continue;
+            int sc = -1;
+            for (int j = 0; j < battery_count_for(run.shard); j++)
+                if (strcmp(battery_at_for(run.shard, j)->name, by_class[k].scenario) == 0)
+                    sc = j;
+            CU_ASSERT_FATAL(sc >= 0);
+            if (!o.caught[sc])
+                fprintf(stderr, "  %s: not caught by %s\n", by_class[k].bug, by_class[k].scenario);
+            CU_ASSERT(o.caught[sc]);
+        }
+    }
+    CU_ASSERT_EQUAL(correct, 4);
+    CU_ASSERT(mutants >= 14);
+    CU_ASSERT_EQUAL(caught, mutants);
     sched_free(&s);
 }
 
@@ -359,7 +423,7 @@ static void test_services_v2(void)
     memset(world_user_area(w), 0, sizeof(services_seen));
     CU_ASSERT_EQUAL_FATAL(world_run(w, probe_services, NULL), DDP_OK);
     const services_seen *seen = world_user_area(w);
-    CU_ASSERT_EQUAL(seen->version, 4);
+    CU_ASSERT_EQUAL(seen->version, DDPSIM_IMPL_API_VERSION);
     CU_ASSERT_EQUAL(seen->buffers_ok, 1);
     CU_ASSERT_EQUAL(seen->zero_to_none, 1);
     CU_ASSERT_EQUAL(seen->quiet_points, 0);
@@ -381,6 +445,8 @@ int main(void)
         {"plugins: the example runs; broken ones are refused clearly", test_plugins},
         {"interface version 2: the examples of every hook pass; a version-1 plugin still runs", test_plugins_v2},
         {"interface versions 2 and 3: the services' chaos points, last error, bucket layouts and buffers", test_services_v2},
+        {"the sharded catalogue: every sharded bug caught by its mode's battery, every sharded built-in passes",
+         test_sharded_catalogue},
         TEST_END,
     };
     return test_run_suite("implementations", tests);

@@ -27,11 +27,11 @@
  * also names the highest rank running, the buffers' source, and the count
  * that divides without divide_by_initial_world_size.
  */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm_worker.h"
 #include "impl.h"
 #include "rng.h"
 
@@ -64,14 +64,8 @@ typedef struct bstate {
     uint64_t nsync;
     impl_join join;           /* join (impl.h) */
     int div;                  /* what the next sync divides by */
-    /* the communication thread */
-    pthread_t thread;
-    int thread_started;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int queue[MAXP], qhead, qtail, done, stop, failed;
+    comm_worker comm;      /* the communication thread */
     float *wire;           /* a compressing hook's gathered chunk (COMM_HOOK_CHUNK values of every rank) */
-    char comm_error[IMPL_ERROR_LEN];
 } bstate;
 
 static int b_error(bstate *s, const char *msg)
@@ -102,32 +96,17 @@ static int hook_reduce(bstate *s, float *buf, size_t count)
     return 0;
 }
 
-static void *comm_main(void *arg)
+/* Bucket k's allreduce, on the communication thread. */
+static int reduce_bucket(void *ctx, int k, char *err, size_t len)
 {
-    bstate *s = arg;
-    pthread_mutex_lock(&s->mu);
-    for (;;) {
-        while (s->qhead == s->qtail && !s->stop)
-            pthread_cond_wait(&s->cv, &s->mu);
-        if (s->qhead == s->qtail && s->stop)
-            break;
-        int k = s->queue[s->qhead++ % MAXP];
-        pthread_mutex_unlock(&s->mu);
-        impl_env *env = impl_env_of(s->svc);
-        int rc = s->svc->comm_hook ? hook_reduce(s, s->b[k].buf, s->b[k].count)
-                 : env->backend_avg ? impl_reduce(env, s->b[k].buf, s->b[k].count, 1) != DDP_OK
-                                    : s->svc->allreduce_sum(env, s->b[k].buf, s->b[k].count);
-        pthread_mutex_lock(&s->mu);
-        if (rc && !s->failed) {
-            s->failed = 1;
-            snprintf(s->comm_error, sizeof s->comm_error, "bucket %d allreduce in the communication thread: %s", k,
-                     ddp_error_text());
-        }
-        s->done++;
-        pthread_cond_broadcast(&s->cv);
-    }
-    pthread_mutex_unlock(&s->mu);
-    return NULL;
+    bstate *s = ctx;
+    impl_env *env = impl_env_of(s->svc);
+    int rc = s->svc->comm_hook ? hook_reduce(s, s->b[k].buf, s->b[k].count)
+             : env->backend_avg ? impl_reduce(env, s->b[k].buf, s->b[k].count, 1) != DDP_OK
+                                : s->svc->allreduce_sum(env, s->b[k].buf, s->b[k].count);
+    if (rc)
+        snprintf(err, len, "bucket %d allreduce in the communication thread: %s", k, ddp_error_text());
+    return rc;
 }
 
 /* Lay out buckets from the services' layout: nb buckets of sizes[k] parameters, members in bucket order. */
@@ -195,16 +174,13 @@ static int b_create(const ddpsim_services *svc, void **state)
     *state = s;
     s->svc = svc;
     s->div = svc->world_size;
-    pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->cv, NULL);
     if (initial_layout(s))
         return -1;
     if (ddp_comm_hook_compresses((ddp_comm_hook)svc->comm_hook) &&
         !(s->wire = malloc(COMM_HOOK_CHUNK * (size_t)svc->world_size * sizeof(float))))
         return b_error(s, "out of memory for the communication hook's gather buffer");
-    if (pthread_create(&s->thread, NULL, comm_main, s) != 0)
+    if (comm_worker_start(&s->comm, reduce_bucket, s))
         return b_error(s, "cannot start the communication thread");
-    s->thread_started = 1;
     for (int p = 0; p < svc->nparams; p++)
         if (svc->broadcast(svc->env, svc->params[p].data, svc->params[p].count * sizeof(float), 0))
             return -1;
@@ -220,18 +196,10 @@ static void b_destroy(void *state)
     bstate *s = state;
     if (!s)
         return;
-    if (s->thread_started) {
-        pthread_mutex_lock(&s->mu);
-        s->stop = 1;
-        pthread_cond_broadcast(&s->cv);
-        pthread_mutex_unlock(&s->mu);
-        pthread_join(s->thread, NULL);
-    }
+    comm_worker_stop(&s->comm); /* first: the thread may still reduce a bucket */
     for (int k = 0; k < s->nb; k++)
         free(s->b[k].buf);
     free(s->wire);
-    pthread_mutex_destroy(&s->mu);
-    pthread_cond_destroy(&s->cv);
     free(s);
 }
 
@@ -321,12 +289,8 @@ static void fill_slot(bstate *s, int p)
     else
         coll_mul_inv_n(dst, g, svc->params[p].count, s->div);
     bk->pending--;
-    pthread_mutex_lock(&s->mu);
-    while (s->next_launch < s->nb && s->b[s->launch[s->next_launch]].pending == 0) {
-        s->queue[s->qtail++ % MAXP] = s->launch[s->next_launch++];
-        pthread_cond_signal(&s->cv);
-    }
-    pthread_mutex_unlock(&s->mu);
+    while (s->next_launch < s->nb && s->b[s->launch[s->next_launch]].pending == 0)
+        comm_worker_push(&s->comm, s->launch[s->next_launch++]);
 }
 
 static int b_ready(void *state, int p)
@@ -340,14 +304,6 @@ static int b_ready(void *state, int p)
     if (s->armed)
         fill_slot(s, p);
     return 0;
-}
-
-static void wait_all(bstate *s, int launched)
-{
-    pthread_mutex_lock(&s->mu);
-    while (s->done < launched)
-        pthread_cond_wait(&s->cv, &s->mu);
-    pthread_mutex_unlock(&s->mu);
 }
 
 static int b_backward_end(void *state)
@@ -368,15 +324,15 @@ static int b_backward_end(void *state)
             s->order[s->norder++] = p;
             fill_slot(s, p);
         }
-    wait_all(s, s->next_launch);
+    int comm_failed = comm_worker_wait(&s->comm);
     if (missing >= 0) {
         char msg[IMPL_ERROR_LEN];
         snprintf(msg, sizeof msg, "parameter '%s' got no gradient in a syncing backward (find_unused is off)",
                  svc->params[missing].name);
         return b_error(s, msg);
     }
-    if (s->failed)
-        return b_error(s, s->comm_error);
+    if (comm_failed)
+        return b_error(s, s->comm.error);
     float global_used[MAXP];
     if (svc->find_unused) {
         memcpy(global_used, s->window_used, sizeof(float) * (size_t)svc->nparams);
@@ -393,7 +349,6 @@ static int b_backward_end(void *state)
     for (int k = 0; k < s->nb; k++)
         s->b[k].pending = s->b[k].nmembers;
     s->next_launch = 0;
-    s->done = 0;
     memset(s->window_used, 0, sizeof s->window_used);
     /* PyTorch rebuilds once, and not at all with find_unused (the used set may change every step). */
     if (!s->rebuilt && !svc->find_unused)

@@ -843,7 +843,7 @@ BUGS(AS_CREATE)
     },
 static const ddpsim_impl_ops mutant_ops[BUG_COUNT] = {BUGS(AS_OPS)};
 
-#define AS_ENTRY(id, name, mechanism, text_source, bw) [BUG_##id] = {&mutant_ops[BUG_##id], text_source, 1, bw},
+#define AS_ENTRY(id, name, mechanism, text_source, bw) [BUG_##id] = {&mutant_ops[BUG_##id], text_source, 1, bw, 0},
 static const impl_entry entries[BUG_COUNT] = {BUGS(AS_ENTRY)};
 
 int impl_mutant_count(void)

@@ -8,11 +8,12 @@
  *
  *     const ddpsim_impl_ops *ddpsim_impl_get(void);
  *
- * whose table's api_version is DDPSIM_IMPL_API_VERSION (4), 3, 2 or 1:
+ * whose table's api_version is DDPSIM_IMPL_API_VERSION (5), 4, 3, 2 or 1:
  * ddpsim loads plugins built against any of them. A plugin sees the parts of
  * both structures of its version and nothing changes for it; what it cannot
  * see it is not given (a model with buffers needs version 3, which added
- * them; a schedule with join{...} needs version 4).
+ * them; a schedule with join{...} needs version 4, a sharded run (--shard)
+ * version 5).
  *
  * On every rank ddpsim gives the implementation its own model replica (the
  * parameter and gradient views below) and drives it through the schedule:
@@ -59,7 +60,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DDPSIM_IMPL_API_VERSION 4
+#define DDPSIM_IMPL_API_VERSION 5
 /* The oldest version ddpsim still loads. */
 #define DDPSIM_IMPL_API_MIN_VERSION 1
 
@@ -175,7 +176,80 @@ typedef struct ddpsim_services {
     float *all_buffers;
     size_t buffers_count;
     int broadcast_buffers;
+
+    /* ---- version 5 (a plugin of version 4 or less never reads past here) ---- */
+    /*
+     * Sharded data parallelism (--shard MODE, --mesh RxS). shard_mode is the
+     * mode the user asked ddpsim to check (DDPSIM_SHARD_NONE: plain DDP, and
+     * nothing below applies). The world is a mesh of mesh_replicas x
+     * mesh_shards ranks, rank = replica_index * mesh_shards + shard_index
+     * (torch's DeviceMesh of shape (R, S)): the shard group is the
+     * mesh_shards ranks of one replica, the replica group the mesh_replicas
+     * ranks of one shard index. Without --mesh, 1 x world_size.
+     *
+     * The group collectives below are blocking and deterministic like the
+     * others, and every rank of the world calls each one at the same time
+     * (all groups of a kind reduce together). A reduce_scatter_sum sends
+     * count_per_rank * (group size) floats and receives this rank's slice
+     * (its index in the group) of their sum over the group: for the world
+     * group bit for bit that slice of allreduce_sum; over a smaller group
+     * summed in group order. allreduce_group over the world is allreduce_sum.
+     * ddpsim counts reduce-scatters and all-reduces apart (communication
+     * conformance: which a mode may issue in a micro-step that does not sync).
+     */
+    int shard_mode;        /* ddpsim_shard_mode */
+    int mesh_replicas, mesh_shards, replica_index, shard_index;
+    int (*reduce_scatter_sum)(void *env, int group, const float *send, float *recv, size_t count_per_rank);
+    int (*allreduce_group)(void *env, int group, float *buf, size_t count);
+    int (*allgather_group)(void *env, int group, const void *send, void *recv, size_t bytes_per_rank);
 } ddpsim_services;
+
+/*
+ * The sharding modes ddpsim checks (--shard), each with its accumulation
+ * rule (ddpsim's reference, doc/SEMANTICS.md "Sharded data parallelism"):
+ *   ZERO1  gradients accumulate locally and unsharded in .grad while no_sync
+ *          is on (DeepSpeed stage 1 reduces only at the accumulation
+ *          boundary); a syncing backward reduces them and each rank keeps its
+ *          shard; every rank holds every parameter
+ *   ZERO2  every backward reduces (DeepSpeed stage 2 reduces every
+ *          micro-step, no_sync or not) and each rank adds its slice into its
+ *          gradient shard; every rank holds every parameter
+ *   FSDP   ZERO1's gradients with the parameters sharded too (FSDP's no_sync /
+ *          set_requires_gradient_sync(False), DeepSpeed stage 3): gathered
+ *          before a forward, each rank steps its own shard
+ *   HSDP   FSDP on the shard group; every backward reduce-scatters into a
+ *          partial sum, and only a syncing backward all-reduces it over the
+ *          replica group into the gradient shard (FSDP2's
+ *          set_requires_all_reduce(False) on the other micro-steps)
+ */
+typedef enum ddpsim_shard_mode {
+    DDPSIM_SHARD_NONE = 0,
+    DDPSIM_SHARD_ZERO1,
+    DDPSIM_SHARD_ZERO2,
+    DDPSIM_SHARD_FSDP,
+    DDPSIM_SHARD_HSDP,
+} ddpsim_shard_mode;
+
+typedef enum ddpsim_group { DDPSIM_GROUP_WORLD = 0, DDPSIM_GROUP_SHARD, DDPSIM_GROUP_REPLICA } ddpsim_group;
+
+/*
+ * A flat unit of a sharded layout (FSDP's flat parameter, a ZeRO partition
+ * group, a Megatron bucket): parameters first_param .. first_param +
+ * nparams - 1, consecutive in registration order, one after another, padded
+ * with zeros to `padded` elements, a multiple of the shard group's size S
+ * (at least the parameters' count, and less than S * max(128, the unit's
+ * widest row) past it). Shard index j owns elements [j * padded / S,
+ * (j + 1) * padded / S) of the unit: grad_shard and param_shard point at
+ * this rank's padded / S of them, the padding included (it must stay exactly
+ * zero). param_shard is NULL where every rank holds every parameter (ZERO1,
+ * ZERO2). The units cover every parameter once, in order.
+ */
+typedef struct ddpsim_flat_unit {
+    int first_param, nparams;
+    size_t padded;
+    float *grad_shard;
+    float *param_shard;
+} ddpsim_flat_unit;
 
 typedef struct ddpsim_impl_ops {
     uint32_t api_version; /* DDPSIM_IMPL_API_VERSION */
@@ -228,6 +302,25 @@ typedef struct ddpsim_impl_ops {
     int (*join_enter)(void *state, int divide_by_initial_world_size);
     int (*join_shadow)(void *state);
     int (*join_exit)(void *state);
+
+    /* ---- version 5 (ddpsim reads this only from a table whose api_version is 5 or more) ---- */
+    /*
+     * A sharded run (services->shard_mode set): the layout, asked once after
+     * create; *units stays valid, and its shards stay where they are, until
+     * destroy. What ddpsim reads at each check (ddpsim_shard_mode):
+     *  - gradients at a grab: each unit's grad_shard, except with ZERO1 and
+     *    FSDP when the last backward did not sync (or none has since
+     *    zero_grad): then the unsharded .grad, every element;
+     *  - parameters after a step and at the end: param_shard where it is
+     *    set, else the parameters.
+     * A shard is compared with the same slice of the reference's sharded
+     * gradient (or parameters); the rest of .grad is never read. The
+     * implementation steps its own shards (optimizer_step sets *owned) and
+     * clears them at zero_grad (ddpsim clears .grad only).
+     * NULL, or a table older than version 5, in a sharded run: the run
+     * fails at create with that reason.
+     */
+    int (*shard_layout)(void *state, int *nunits, const ddpsim_flat_unit **units);
 } ddpsim_impl_ops;
 
 /* What a plugin exports (declared here, so a plugin's definition is checked against it). */

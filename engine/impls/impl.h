@@ -11,6 +11,7 @@
 
 #include "ddp_ref.h"
 #include "ddpsim_impl.h"
+#include "mesh.h"
 #include "model.h"
 #include "nccl_comm.h"
 #include "status.h"
@@ -25,6 +26,7 @@ typedef struct impl_entry {
     const char *source;   /* where the bug was reported ("" for correct implementations) */
     int is_mutant;        /* a known-wrong implementation the checker must catch */
     int bitwise_only;     /* its results are right in real arithmetic: only a bitwise comparison can tell */
+    int shard_mode;       /* the --shard mode it is (ddpsim_shard_mode; 0: DDP), the battery it runs */
 } impl_entry;
 
 int impl_builtin_count(void);
@@ -64,8 +66,11 @@ typedef struct impl_env {
     /* Under join, who runs the op at hand (ranks still running, the highest of them) and the last joiner:
      * what the reference implementation is told as the checker's reference is (ddp_ref_participants). */
     int join_nactive, join_highest, join_last, join_peers_sync;
-    /* The implementation's reductions so far, calls and bytes (communication conformance: verify ops.c) */
-    _Atomic uint64_t reductions, reduced_bytes;
+    /* The implementation's reductions so far, calls and bytes (communication conformance: verify ops.c):
+     * all-reduces, and reduce-scatters apart */
+    _Atomic uint64_t reductions, reduced_bytes, scatters, scattered_bytes;
+    int shard_mode;       /* --shard (ddpsim_shard_mode) */
+    mesh mesh;            /* --mesh: 1 x N unless HSDP's */
     char error[IMPL_ERROR_LEN];      /* what the implementation said (set_error) */
     char coll_error[IMPL_ERROR_LEN]; /* why the last collective it called failed, in ddpsim's words */
 } impl_env;
@@ -117,8 +122,15 @@ void impl_services_init(ddpsim_services *svc, ddpsim_param_view *views, impl_env
 static inline impl_env *impl_env_of(const ddpsim_services *svc) { return svc->env; }
 
 extern const ddpsim_impl_ops impl_reference_ops, impl_bucketed_ops;
+/* The sharded built-ins (sharded.c), one per mode. */
+extern const ddpsim_impl_ops impl_zero1_ops, impl_zero2_ops, impl_fsdp_ops, impl_hsdp_ops;
+/* The mode's correct built-in: what --shard MODE runs without --impl (NULL for DDPSIM_SHARD_NONE). */
+const ddpsim_impl_ops *impl_sharded_default(int shard_mode);
 /* The mutants' tables (impl_mutants.c), in catalogue order. */
 int impl_mutant_count(void);
 const impl_entry *impl_mutant_at(int i);
+/* The sharded ones (sharded_bugs.c). */
+int impl_sharded_mutant_count(void);
+const impl_entry *impl_sharded_mutant_at(int i);
 
 #endif

@@ -9,19 +9,34 @@
 #include <string.h>
 
 static const impl_entry correct[] = {
-    {&impl_reference_ops, "", 0, 0},
-    {&impl_bucketed_ops, "", 0, 0},
+    {&impl_reference_ops, "", 0, 0, 0},
+    {&impl_bucketed_ops, "", 0, 0, 0},
+    {&impl_zero1_ops, "", 0, 0, DDPSIM_SHARD_ZERO1},
+    {&impl_zero2_ops, "", 0, 0, DDPSIM_SHARD_ZERO2},
+    {&impl_fsdp_ops, "", 0, 0, DDPSIM_SHARD_FSDP},
+    {&impl_hsdp_ops, "", 0, 0, DDPSIM_SHARD_HSDP},
 };
 #define NCORRECT ((int)(sizeof correct / sizeof correct[0]))
 
 int impl_builtin_count(void)
 {
-    return NCORRECT + impl_mutant_count();
+    return NCORRECT + impl_mutant_count() + impl_sharded_mutant_count();
 }
 
 const impl_entry *impl_builtin_at(int i)
 {
-    return i < NCORRECT ? &correct[i] : impl_mutant_at(i - NCORRECT);
+    if (i < NCORRECT)
+        return &correct[i];
+    i -= NCORRECT;
+    return i < impl_mutant_count() ? impl_mutant_at(i) : impl_sharded_mutant_at(i - impl_mutant_count());
+}
+
+const ddpsim_impl_ops *impl_sharded_default(int shard_mode)
+{
+    for (int i = 0; i < NCORRECT; i++)
+        if (shard_mode != DDPSIM_SHARD_NONE && correct[i].shard_mode == shard_mode)
+            return correct[i].ops;
+    return NULL;
 }
 
 static ddp_status open_plugin(const char *path, impl_handle *out)
@@ -50,10 +65,11 @@ static ddp_status open_plugin(const char *path, impl_handle *out)
         return s;
     }
     /* A version-1 table ends where version 2 added optimizer_step, a version-2 or -3 one where version 4 added
-     * join_enter: read no further than it goes. */
+     * join_enter, a version-4 one where version 5 added shard_layout: read no further than it goes. */
     memset(&out->table, 0, sizeof out->table);
     memcpy(&out->table, ops,
-           ops->api_version >= 4   ? sizeof out->table
+           ops->api_version >= 5   ? sizeof out->table
+           : ops->api_version >= 4 ? offsetof(ddpsim_impl_ops, shard_layout)
            : ops->api_version >= 2 ? offsetof(ddpsim_impl_ops, join_enter)
                                    : offsetof(ddpsim_impl_ops, optimizer_step));
     out->ops = &out->table;

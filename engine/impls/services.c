@@ -46,7 +46,8 @@ static void svc_chaos_point(void *env, uint32_t site)
     clock_sleep_us(rng_below(rng_key(e->chaos_key, site), n, 201));
 }
 
-enum { SITE_ALLREDUCE = 0x636f6c31, SITE_BROADCAST, SITE_ALLGATHER }; /* the services' own chaos sites */
+enum { SITE_ALLREDUCE = 0x636f6c31, SITE_BROADCAST, SITE_ALLGATHER, SITE_REDUCE_SCATTER, SITE_GROUP_ALLREDUCE,
+       SITE_GROUP_ALLGATHER }; /* the services' own chaos sites */
 
 /* A collective the implementation called: 0, or -1 with ddpsim's reason kept for the report. */
 static int svc_result(impl_env *e, ddp_status s)
@@ -73,6 +74,51 @@ static int svc_allgather(void *env, const void *send, void *recv, size_t bytes)
 {
     svc_chaos_point(env, SITE_ALLGATHER);
     return svc_result(env, coll_allgather(((impl_env *)env)->wr, send, recv, bytes));
+}
+
+/* A group of the mesh, or -1 for a number that is not one (the implementation's fault, said in its words). */
+static int svc_group(impl_env *e, int group)
+{
+    if (group == DDPSIM_GROUP_WORLD || group == DDPSIM_GROUP_SHARD || group == DDPSIM_GROUP_REPLICA)
+        return group;
+    snprintf(e->coll_error, sizeof e->coll_error, "a group collective with group %d (0 world, 1 shard, 2 replica)",
+             group);
+    return -1;
+}
+
+static int svc_reduce_scatter(void *env, int group, const float *send, float *recv, size_t count_per_rank)
+{
+    impl_env *e = env;
+    svc_chaos_point(env, SITE_REDUCE_SCATTER);
+    if (svc_group(e, group) < 0)
+        return -1;
+    size_t count = count_per_rank * (size_t)mesh_group_size(&e->mesh, (mesh_group)group);
+    atomic_fetch_add_explicit(&e->scatters, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&e->scattered_bytes, count * sizeof *send, memory_order_relaxed);
+    return svc_result(e, mesh_reduce_scatter_sum(e->wr, &e->mesh, (mesh_group)group, send, recv, count_per_rank,
+                                                 e->cfg.algo));
+}
+
+static int svc_allreduce_group(void *env, int group, float *buf, size_t count)
+{
+    impl_env *e = env;
+    svc_chaos_point(env, SITE_GROUP_ALLREDUCE);
+    if (svc_group(e, group) < 0)
+        return -1;
+    if (group == DDPSIM_GROUP_WORLD)
+        return svc_result(e, impl_reduce(env, buf, count, 0));
+    atomic_fetch_add_explicit(&e->reductions, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&e->reduced_bytes, count * sizeof *buf, memory_order_relaxed);
+    return svc_result(e, mesh_allreduce_sum(e->wr, &e->mesh, (mesh_group)group, buf, count, e->cfg.algo));
+}
+
+static int svc_allgather_group(void *env, int group, const void *send, void *recv, size_t bytes)
+{
+    impl_env *e = env;
+    svc_chaos_point(env, SITE_GROUP_ALLGATHER);
+    if (svc_group(e, group) < 0)
+        return -1;
+    return svc_result(e, mesh_allgather(e->wr, &e->mesh, (mesh_group)group, send, recv, bytes));
 }
 
 static const char *svc_last_error(void *env)
@@ -152,6 +198,8 @@ int impl_join_exit(const ddpsim_services *svc, impl_join *j, int buffers)
 void impl_services_init(ddpsim_services *svc, ddpsim_param_view *views, impl_env *env)
 {
     model *m = env->m;
+    if (env->mesh.shards < 1 || env->mesh.replicas < 1)
+        env->mesh = mesh_flat(world_size(env->wr)); /* no --mesh: one shard group, the world */
     for (int i = 0; i < model_nparams(m); i++) {
         const model_param *p = model_param_at(m, i);
         views[i] = (ddpsim_param_view){p->name, p->ndim, {p->shape[0], p->shape[1]}, p->count,
@@ -192,6 +240,14 @@ void impl_services_init(ddpsim_services *svc, ddpsim_param_view *views, impl_env
         .all_buffers = model_buffers(m),
         .buffers_count = model_buffers_size(m),
         .broadcast_buffers = !env->cfg.no_broadcast_buffers,
+        .shard_mode = env->shard_mode,
+        .mesh_replicas = env->mesh.replicas,
+        .mesh_shards = env->mesh.shards,
+        .replica_index = mesh_group_index(&env->mesh, MESH_REPLICA, world_rank_id(env->wr)),
+        .shard_index = mesh_group_index(&env->mesh, MESH_SHARD, world_rank_id(env->wr)),
+        .reduce_scatter_sum = svc_reduce_scatter,
+        .allreduce_group = svc_allreduce_group,
+        .allgather_group = svc_allgather_group,
     };
     env->chaos_key = rng_key(rng_key(env->chaos_seed, 0x73766370 /* "svcp" */), (uint64_t)world_rank_id(env->wr));
 }

@@ -33,12 +33,25 @@ typedef struct scenario {
                             * only when N is not a power of two */
     int static_graph;      /* DDP(static_graph=True): the scenario needs it (the user's --static-graph sets it
                             * for every scenario) */
+    int one_rank_groups;   /* sharded battery, HSDP only: a mesh of N x 1, every shard group one rank */
 } scenario;
 
 int battery_count(void);
 const scenario *battery_at(int i);
 /* The scenario called name, or NULL. */
 const scenario *battery_find(const char *name);
+
+/*
+ * The battery of a sharding mode (--shard; SHARD_NONE: the plain one above):
+ * accumulation windows of 1 and 3 with steps between, a sync onto a synced
+ * shard, a step inside a window, sizes no shard group divides (padding),
+ * several units with a remainder, a parameter exactly the unit cap, unused
+ * parameters, buffers, the attention model, and for HSDP shard groups of one
+ * rank. Each runs at the user's ranks and mesh.
+ */
+int battery_count_for(shard_mode mode);
+const scenario *battery_at_for(shard_mode mode, int i);
+const scenario *battery_find_for(shard_mode mode, const char *name);
 
 /* Which DDP options the user gave explicitly: those keep the user's value in every scenario. */
 typedef struct battery_given {

@@ -18,9 +18,9 @@ void catalogue_run(const verify_config *base, const battery_given *given, const 
     c.replay = NULL;
     c.nfaults = 0;
     c.timeout_s = CATALOGUE_TIMEOUT_S;
-    for (int i = 0; i < battery_count() && i < CATALOGUE_MAX_SCENARIOS; i++) {
+    for (int i = 0; i < battery_count_for(c.shard) && i < CATALOGUE_MAX_SCENARIOS; i++) {
         battery_outcome o;
-        battery_run_one(&c, given, battery_at(i), &o);
+        battery_run_one(&c, given, battery_at_for(c.shard, i), &o);
         if (o.interrupted) {
             out->interrupted = o.interrupted;
             return;
@@ -35,12 +35,12 @@ void catalogue_run(const verify_config *base, const battery_given *given, const 
         out->fault = o.status != DDP_OK;
         snprintf(out->where, sizeof out->where, "%s", o.first);
     }
-    if (out->first < 0 || out->fault)
+    if (out->first < 0 || out->fault || c.shard != SHARD_NONE) /* a sharded run is bitwise only (run.c check_shard) */
         return;
     verify_config loose = c;
     tol_parse(CATALOGUE_LOOSE_TOLERANCE, &loose.tol);
     battery_outcome o;
-    battery_run_one(&loose, given, battery_at(out->first), &o);
+    battery_run_one(&loose, given, battery_at_for(c.shard, out->first), &o);
     out->interrupted = o.interrupted; /* a signal in any run stops them all */
     out->bitwise_only = !battery_failed(&o);
 }

@@ -184,6 +184,9 @@ const char *judge_summary(const judgement *j, const model *layout, char *buf, si
         else if (!f->has_first && f->unsynced_reductions)
             snprintf(buf, len, "%s, rank %d: reduced at unsynced op %llu", where, j->first_rank,
                      (unsigned long long)f->unsynced_op);
+        else if (f->has_first && f->first_padding)
+            snprintf(buf, len, "%s, rank %d, unit %d padding[%llu] = %g, not 0", where, j->first_rank, f->first_param,
+                     (unsigned long long)f->first_index, (double)f->first_actual);
         else if (f->has_first && f->first_none)
             snprintf(buf, len, "%s, rank %d, %s: .grad %s", where, j->first_rank,
                      layout ? checker_first_name(layout, f) : param_name(NULL, f->first_param, pn, sizeof pn),

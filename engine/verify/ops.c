@@ -21,6 +21,7 @@ ddp_status verify_ops_init(verify_ops *v, const verify_ops_config *cfg, world_ra
     v->params_rule = cfg->params_rule;
     v->sabotage = cfg->sabotage;
     v->allow_unsynced_comm = cfg->allow_unsynced_comm;
+    v->set_to_none = cfg->set_to_none;
     v->cost_ns = cfg->cost_ns;
     v->bounded = cfg->tol->kind == TOL_ORDER;
     v->wr = wr;
@@ -196,6 +197,8 @@ static ddp_status do_backward(verify_ops *v, const verify_side *s, void *ctx)
                 budget_before_sync(&v->budget, model_grads(v->m));
         });
     DDP_CHECK(ddp_ref_backward_end(v->ddp));
+    if (v->shard)
+        DDP_CHECK(shard_ref_backward(v->shard, syncs));
     ddp_status st = DDP_OK;
     if (v->bounded && syncs)
         VERIFY_COSTED(v, COST_BOUND, st = AS_CHECKS(budget_after_sync(&v->budget, v->wr, v->m,
@@ -206,7 +209,8 @@ static ddp_status do_backward(verify_ops *v, const verify_side *s, void *ctx)
     v->last_synced = ddp_ref_last_synced(v->ddp);
     v->bwd_since_zero = 1;
     v->bwd_op = v->op;
-    VERIFY_COSTED(v, COST_REF_SUMS, refcheck_accumulate(&v->refcheck, v->m, v->last_synced, v->n));
+    if (!v->shard) /* the reference's own check is DDP's: a sharded run compares with shard_ref's sums instead */
+        VERIFY_COSTED(v, COST_REF_SUMS, refcheck_accumulate(&v->refcheck, v->m, v->last_synced, v->n));
     return s->after_backward ? s->after_backward(ctx, v->last_synced) : DDP_OK;
 }
 
@@ -223,15 +227,18 @@ static ddp_status do_grab(verify_ops *v, const verify_side *s, void *ctx)
         DDP_CHECK(s->grab_layout(ctx, v->grab - 1, &none, &held));
     if (none)
         checker_compare_none(v->m, model_grad_defined(v->m), none, held, rec);
+    const float *expected = v->shard ? shard_ref_grads(v->shard, rec->synced) : model_grads(v->m);
+    const unsigned char *reduced = rec->synced == 1 && !v->shard ? ddp_ref_reduced_params(v->ddp) : NULL;
     VERIFY_COSTED(v, COST_COMPARE, {
-        checker_compare_held(v->tol, v->m, model_grads(v->m), actual, v->bounded ? v->budget.E : NULL,
-                             rec->synced == 1 ? ddp_ref_reduced_params(v->ddp) : NULL, held, rec);
+        checker_compare_held(v->tol, v->m, expected, actual, v->bounded ? v->budget.E : NULL, reduced, held, rec);
         check_buffers(v, buffers, rec);
     });
+    if (s->padding)
+        s->padding(ctx, RECORD_GRAB, rec);
     /* The reference's own check sums every rank's local gradients since the last zero_grad: not while a rank that
      * ran out of inputs holds gradients its peers' syncs did not take (uneven_window), every rank or none. */
     ddp_status st = DDP_OK;
-    if (rec->synced == 1 && !v->uneven_window)
+    if (rec->synced == 1 && !v->uneven_window && !v->shard)
         VERIFY_COSTED(v, COST_REF_CHECK,
                       st = AS_CHECKS(refcheck_run(&v->refcheck, v->wr, v->m, ddp_ref_reduced_params(v->ddp), rec)));
     DDP_CHECK(st);
@@ -260,9 +267,11 @@ static ddp_status do_params(verify_ops *v, const verify_side *s, void *ctx, int 
         allow = v->param_allow;
     }
     VERIFY_COSTED(v, COST_COMPARE, {
-        checker_compare(&tol, v->m, w, actual, allow, NULL, rec);
+        checker_compare_held(&tol, v->m, w, actual, allow, NULL, v->param_held, rec);
         check_buffers(v, buffers, rec);
     });
+    if (s->padding)
+        s->padding(ctx, after_step ? RECORD_STEP : RECORD_END, rec);
     rec->done = 1;
     if (replay || checker_rebases(&tol, rec))
         memcpy(w, actual, model_size(v->m) * sizeof *w);
@@ -332,12 +341,17 @@ static ddp_status run_op(verify_ops *v, const verify_side *s, void *ctx, sched_o
     case OP_ZERO:
         v->uneven_window &= v->nactive < v->n;
         ddp_ref_zero_grad(v->ddp);
+        if (v->shard)
+            shard_ref_zero(v->shard, v->set_to_none);
         refcheck_zero(&v->refcheck);
         budget_zero(&v->budget);
         v->last_synced = v->bwd_since_zero = 0;
         return s->zero_grad ? s->zero_grad(ctx) : DDP_OK;
     case OP_STEP:
-        ddp_ref_step(v->ddp);
+        if (v->shard)
+            shard_ref_step(v->shard, v->lr);
+        else
+            ddp_ref_step(v->ddp);
         if (s->step)
             DDP_CHECK(s->step(ctx));
         return do_params(v, s, ctx, 1);

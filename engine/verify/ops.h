@@ -32,6 +32,7 @@
 #include "record.h"
 #include "refcheck.h"
 #include "schedule.h"
+#include "shard_ref.h"
 #include "verify.h"
 
 /*
@@ -81,6 +82,8 @@ typedef struct verify_side {
     /* Grab k's layout: which .grad were None (none[p] = 1; *none NULL: not known, None is not checked) and what
      * this rank held (*held: verify_ops.held when called; NULL: everything). */
     ddp_status (*grab_layout)(void *ctx, uint64_t k, const unsigned char **none, const held_mask **held);
+    /* after a check's comparison (sharded runs): what the padding of the shards just read held, into rec */
+    void (*padding)(void *ctx, record_values kind, verify_record *rec);
 } verify_side;
 
 typedef struct verify_ops {
@@ -102,6 +105,10 @@ typedef struct verify_ops {
     ref_check refcheck;       /* the reference's own check (refcheck.h) */
     agreement_state agreement; /* the implementation's ranks agree (agreement.h) */
     verify_record buffers;    /* buffer divergences since the last check (replays), merged into its record */
+    shard_ref *shard;         /* a sharded run's reference (--shard; not owned): the gradients, the step and the
+                               * parameters follow it instead of DDP's, which still decides when a backward syncs */
+    const held_mask *param_held; /* what this rank holds of the parameters (FSDP, HSDP), NULL: all */
+    int set_to_none;          /* zero_grad makes every .grad None (the sharded reference's L follows it) */
     const held_mask *held;    /* what this rank holds of the gradients (sharded DP), NULL: all (the driver's), unless
                                * a grab's layout says otherwise (verify_side.grab_layout) */
     size_t op;                /* the op at hand */
@@ -134,6 +141,7 @@ typedef struct verify_ops_config {
     verify_agreement *agree; /* this rank's, in the shared segment */
     uint64_t *cost_ns;       /* [COST_N]: this rank's figures, or NULL */
     int allow_unsynced_comm;
+    int set_to_none;
 } verify_ops_config;
 
 /* The counts of the uneven inputs and the rank's checks' state; DDP_ERR_NOMEM. */

@@ -27,15 +27,28 @@ static ddp_status replica_create(rank_ctx *c, model **m)
     return DDP_OK;
 }
 
+/*
+ * The reference: DDP's, and with --shard the sharded one beside it. DDP's
+ * then only decides when a backward syncs, with find_unused on: a sharded
+ * run reduces every parameter (an unused one contributes its .grad as it
+ * is), which DDP without find_unused refuses to do.
+ */
 static ddp_status ref_create(rank_ctx *c, ref_side *s)
 {
     DDP_CHECK(replica_create(c, &s->m));
-    DDP_CHECK(ddp_ref_create(&c->cfg->ddp, s->m, c->wr, &s->ddp));
+    ddp_config dc = c->cfg->ddp;
+    dc.find_unused |= c->cfg->shard != SHARD_NONE;
+    DDP_CHECK(ddp_ref_create(&dc, s->m, c->wr, &s->ddp));
+    if (c->cfg->shard != SHARD_NONE) {
+        mesh me = c->cfg->mesh.shards ? c->cfg->mesh : mesh_flat(c->n);
+        DDP_CHECK(shard_ref_create(c->cfg->shard, &me, c->cfg->ddp.algo, s->m, c->wr, &s->shard));
+    }
     return ddp_ref_broadcast_params(s->ddp);
 }
 
 static void ref_destroy(ref_side *s)
 {
+    shard_ref_destroy(s->shard);
     ddp_ref_destroy(s->ddp);
     model_destroy(s->m);
 }
@@ -71,13 +84,40 @@ static ddp_status impl_returned(rank_ctx *c, int rc, const char *callback)
 #define IMPL_CALL(c, call, name) impl_returned((c), (impl_calling(c), (call)), (name))
 
 
+/* --shard: the layout the implementation declares (version 5), checked, and what this rank holds of it. */
+static ddp_status impl_layout(rank_ctx *c)
+{
+    impl_side *s = &c->impl;
+    if (!s->ops->shard_layout)
+        return ddp_error(DDP_ERR_BACKEND,
+                         "implementation '%s' declares no sharded layout: --shard needs interface version 5's "
+                         "shard_layout", c->cfg->impl);
+    int nunits = 0;
+    const ddpsim_flat_unit *units = NULL;
+    DDP_CHECK(IMPL_CALL(c, s->ops->shard_layout(s->state, &nunits, &units), "shard_layout"));
+    ddp_status st = shard_view_init(&c->view, c->cfg->shard, &s->env.mesh, c->rank, s->m, nunits, units);
+    if (st == DDP_ERR_BACKEND)
+        return ddp_error(DDP_ERR_BACKEND, "implementation '%s' is wrong in %.400s", c->cfg->impl, ddp_error_text());
+    DDP_CHECK(st);
+    c->v.param_held = shard_mode_params_sharded(c->cfg->shard) ? &c->view.held : NULL;
+    return DDP_OK;
+}
+
+/* What a grab of a sharded run reads: the shards, unless the mode reads the unsharded local .grad there. */
+static int reads_shards(const rank_ctx *c)
+{
+    return c->cfg->shard != SHARD_NONE &&
+           !shard_mode_reads_local(c->cfg->shard, c->v.bwd_since_zero ? c->v.last_synced : -1);
+}
+
 static ddp_status impl_create(rank_ctx *c)
 {
     impl_side *s = &c->impl;
     DDP_CHECK(replica_create(c, &s->m));
     s->ops = c->cfg->impl_ops;
     s->env = (impl_env){.wr = c->wr, .m = s->m, .cfg = c->cfg->ddp, .chaos = c->cfg->chaos,
-                        .chaos_seed = c->cfg->chaos_seed, .zero_to_none = c->cfg->ddp.set_to_none};
+                        .chaos_seed = c->cfg->chaos_seed, .zero_to_none = c->cfg->ddp.set_to_none,
+                        .shard_mode = (int)c->cfg->shard, .mesh = c->cfg->mesh};
     impl_services_init(&s->svc, s->views, &s->env);
     if (c->cfg->backend == VERIFY_BACKEND_NCCL) {
         /* A little under the watchdog's limit, so a stuck NCCL call is aborted and named by its rank; the init
@@ -92,13 +132,16 @@ static ddp_status impl_create(rank_ctx *c)
     int rc = 0;
     ddp_status st = IMPL_CALL(c, (rc = s->ops->create(&s->svc, &s->state)), "create");
     *c->refused = rc != 0;
-    return st;
+    DDP_CHECK(st);
+    return c->cfg->shard != SHARD_NONE ? impl_layout(c) : DDP_OK;
 }
 
-static void impl_destroy(impl_side *s, int failed)
+static void impl_destroy(rank_ctx *c, int failed)
 {
+    impl_side *s = &c->impl;
     if (s->ops && s->state)
         s->ops->destroy(s->state); /* first: an implementation's own threads may still reduce */
+    shard_view_free(&c->view);
     nccl_comm_destroy(s->env.nccl, failed);
     model_destroy(s->m);
 }
@@ -143,7 +186,7 @@ static void on_ready_impl(void *ctx, int p)
  */
 static void mirror_defined(rank_ctx *c)
 {
-    if (!ddp_ref_last_synced(c->v.ddp))
+    if (!ddp_ref_last_synced(c->v.ddp) || c->cfg->shard != SHARD_NONE) /* a sharded run's .grad is local */
         return;
     const unsigned char *reduced = ddp_ref_reduced_params(c->v.ddp);
     unsigned char *defined = model_grad_defined(c->impl.m);
@@ -258,6 +301,8 @@ static void live_backward_begin(void *ctx)
     c->bwd_comm0 = world_coll_ns(c->wr);
     c->bwd_red0 = atomic_load(&c->impl.env.reductions);
     c->bwd_bytes0 = atomic_load(&c->impl.env.reduced_bytes);
+    c->bwd_rs0 = atomic_load(&c->impl.env.scatters);
+    c->bwd_rs_bytes0 = atomic_load(&c->impl.env.scattered_bytes);
 }
 
 /* The implementation's reductions in this backward, counted by its services (impl_reduce). */
@@ -266,9 +311,15 @@ static ddp_status live_backward_comm(void *ctx, uint64_t micro, int *known, uint
     rank_ctx *c = ctx;
     (void)micro;
     *known = 1;
-    *reductions = c->bwd_reductions = atomic_load(&c->impl.env.reductions) - c->bwd_red0;
-    *bytes = c->bwd_bytes = atomic_load(&c->impl.env.reduced_bytes) - c->bwd_bytes0;
-    verify_count_comm(c->fig, c->bwd_reductions, c->bwd_bytes, !ddp_ref_pending_sync(c->v.ddp));
+    int unsynced = !ddp_ref_pending_sync(c->v.ddp);
+    uint64_t rs = atomic_load(&c->impl.env.scatters) - c->bwd_rs0;
+    uint64_t rs_bytes = atomic_load(&c->impl.env.scattered_bytes) - c->bwd_rs_bytes0;
+    /* A reduce-scatter counts where the mode's micro-step may not make one (shard_ref.h): all of them but ZeRO-2's
+     * and HSDP's in a backward that does not sync. */
+    int rs_allowed = unsynced && shard_mode_scatters_unsynced(c->cfg->shard);
+    *reductions = c->bwd_reductions = atomic_load(&c->impl.env.reductions) - c->bwd_red0 + (rs_allowed ? 0 : rs);
+    *bytes = c->bwd_bytes = atomic_load(&c->impl.env.reduced_bytes) - c->bwd_bytes0 + (rs_allowed ? 0 : rs_bytes);
+    verify_count_comm(c->fig, c->bwd_reductions, c->bwd_bytes, unsynced);
     return DDP_OK;
 }
 
@@ -325,7 +376,7 @@ static ddp_status live_after_backward(void *ctx, int synced)
         });
         DDP_CHECK(st);
     }
-    if (synced)
+    if (synced && c->cfg->shard == SHARD_NONE) /* a sharded rank's .grad is not what it holds */
         VERIFY_COSTED(&c->v, COST_AGREEMENT,
                       st = AS_CHECKS(agreement_check(&c->v.agreement, c->wr, c->impl.m, model_grads(c->impl.m),
                                                      ddp_ref_reduced_params(c->v.ddp), c->v.op, c->v.active)));
@@ -395,6 +446,12 @@ static ddp_status live_values(void *ctx, record_values kind, uint64_t k, const f
     char what[32];
     record_values_name(kind, k, what, sizeof what);
     *actual = kind == RECORD_GRAB ? model_grads(im) : model_weights(im);
+    if (kind == RECORD_GRAB && reads_shards(c))
+        *actual = shard_view_read(&c->view, im, 0);
+    else if (kind != RECORD_GRAB && c->v.param_held)
+        *actual = shard_view_read(&c->view, im, 1);
+    else
+        c->view.pad_bad = 0;
     *buffers = model_buffers(im);
     ddp_status st = DDP_OK;
     VERIFY_COSTED(&c->v, COST_OUTPUT, {
@@ -409,6 +466,23 @@ static ddp_status live_values(void *ctx, record_values kind, uint64_t k, const f
             st = record_write_grad_none(cfg->record_dir, c->name, c->rank, what, im, model_grad_defined(im));
     });
     return st;
+}
+
+static ddp_status live_grab_layout(void *ctx, uint64_t k, const unsigned char **none, const held_mask **held)
+{
+    rank_ctx *c = ctx;
+    (void)k;
+    *none = NULL;
+    if (reads_shards(c))
+        *held = &c->view.held;
+    return DDP_OK;
+}
+
+static void live_padding(void *ctx, record_values kind, verify_record *rec)
+{
+    rank_ctx *c = ctx;
+    (void)kind;
+    shard_view_padding_into(&c->view, rec);
 }
 
 static const verify_side live_side = {
@@ -431,6 +505,8 @@ static const verify_side live_side = {
     .join_shadow = live_join_shadow,
     .shadow_synced = live_shadow_synced,
     .values = live_values,
+    .grab_layout = live_grab_layout,
+    .padding = live_padding,
 };
 
 /* Everything a rank needs before its first op: both sides, the checks' state, the dump's and recording's init. */
@@ -440,13 +516,14 @@ static ddp_status rank_setup(rank_ctx *c, verify_rank_area *area)
     verify_ops_config oc = {.tol = &cfg->tol, .schedule = cfg->schedule, .lr = cfg->ddp.lr,
                             .comm_hook = cfg->ddp.comm_hook, .params_rule = PARAMS_LIVE,
                             .sabotage = cfg->sabotage, .agree = &area->agree, .cost_ns = c->fig->cost_ns,
-                            .allow_unsynced_comm = cfg->allow_unsynced_comm};
+                            .allow_unsynced_comm = cfg->allow_unsynced_comm, .set_to_none = cfg->ddp.set_to_none};
     DDP_CHECK(verify_ops_init(&c->v, &oc, c->wr, world_rank_user_area(c->wr)));
     DDP_CHECK(trace_open(&c->trace, cfg->trace_path, c->rank, c->wr));
     if (cfg->replay && c->rank < cfg->replay->nranks)
         world_force_arrivals(c->wr, cfg->replay->arrivals[c->rank], cfg->replay->narrivals[c->rank]);
     DDP_CHECK(ref_create(c, &c->ref));
     DDP_CHECK(verify_ops_attach(&c->v, c->ref.m, c->ref.ddp));
+    c->v.shard = c->ref.shard;
     DDP_CHECK(impl_create(c));
     verify_dump_name(cfg, c->name, sizeof c->name);
     if (c->rank == 0 && cfg->dump_dir)
@@ -492,7 +569,7 @@ ddp_status verify_rank_main(world_rank *wr, void *arg)
     if (s == DDP_OK)
         s = ts;
     verify_ops_free(&c.v);
-    impl_destroy(&c.impl, s != DDP_OK);
+    impl_destroy(&c, s != DDP_OK);
     ref_destroy(&c.ref);
     world_publish(wr, area, sizeof *area); /* its figures, agreement and NCCL figures, for the parent's side */
     return s;

@@ -17,6 +17,7 @@
 #include "impl.h"
 #include "model.h"
 #include "ops.h"
+#include "shard_view.h"
 #include "trace.h"
 #include "verify.h"
 
@@ -24,6 +25,7 @@
 typedef struct ref_side {
     model *m;
     ddp_ref *ddp;
+    shard_ref *shard;     /* --shard: the sharded reference beside DDP's */
 } ref_side;
 
 /* The implementation under test: its replica, driven through ddpsim_impl.h. */
@@ -55,7 +57,9 @@ typedef struct rank_ctx {
     ready_queue events;   /* this backward's ready events for the implementation */
     ddp_status bwd_status; /* the first failure inside this backward's callbacks */
     uint64_t bwd_t0, bwd_comm0; /* when this backward began, and the collectives' time by then */
-    uint64_t bwd_red0, bwd_bytes0; /* the implementation's reductions by then (impl_env.reductions) ... */
+    uint64_t bwd_red0, bwd_bytes0, bwd_rs0, bwd_rs_bytes0; /* the implementation's reductions by then (impl_env
+                                                            * reductions, scatters) ... */
+    shard_view view;      /* --shard: the implementation's declared layout and its shards */
     uint64_t bwd_reductions, bwd_bytes; /* ... and in this backward */
     uint64_t fwd_t0;      /* when this forward began */
     uint64_t impl_t0;     /* when the implementation's callback at hand was called */

@@ -298,6 +298,60 @@ static ddp_status check_arming_uses(const verify_config *cfg)
     return s;
 }
 
+/*
+ * --shard: what the sharded reference models today (shard_ref.h), and the
+ * implementation able to run it. What it does not model is refused here,
+ * not approximated: DDP's own options (a sharded run reduces every
+ * parameter in one rule), uneven inputs, tolerances other than bitwise (the
+ * order bound is DDP's arithmetic), the ring order (it depends on how the
+ * buffer is cut, and the implementation cuts it in units), NCCL, and a
+ * recording (its format says what a rank holds, not the mode).
+ */
+static ddp_status check_shard(const verify_config *cfg)
+{
+    int mesh_given = cfg->mesh.shards > 0;
+    for (int i = 0; i < impl_builtin_count(); i++) {
+        const impl_entry *e = impl_builtin_at(i);
+        if (e->ops == cfg->impl_ops && e->shard_mode != (int)cfg->shard && e->shard_mode != SHARD_NONE)
+            return ddp_error(DDP_ERR_INVALID, "--impl: '%s' is sharded data parallelism: run it with --shard %s",
+                             cfg->impl, shard_mode_name((shard_mode)e->shard_mode));
+    }
+    if (cfg->shard == SHARD_NONE)
+        return mesh_given ? ddp_error(DDP_ERR_INVALID, "--mesh: needs --shard (hsdp, or zero1/zero2/fsdp as 1xN)")
+                          : DDP_OK;
+    const char *mode = shard_mode_name(cfg->shard);
+    if (mesh_given && cfg->mesh.replicas * cfg->mesh.shards != cfg->nranks)
+        return ddp_error(DDP_ERR_INVALID, "--mesh: %dx%d is not %d ranks", cfg->mesh.replicas, cfg->mesh.shards,
+                         cfg->nranks);
+    if (mesh_given && cfg->mesh.replicas > 1 && cfg->shard != SHARD_HSDP)
+        return ddp_error(DDP_ERR_INVALID, "--mesh: %dx%d replicates over %d groups, which is --shard hsdp; %s shards "
+                                          "over the whole world (1x%d)",
+                         cfg->mesh.replicas, cfg->mesh.shards, cfg->mesh.replicas, mode, cfg->nranks);
+    if (cfg->impl_ops->api_version < 5)
+        return ddp_error(DDP_ERR_INVALID, "--shard: '%s' was built for interface version %u, which cannot declare a "
+                                          "sharded layout; rebuild it against version 5",
+                         cfg->impl, (unsigned)cfg->impl_ops->api_version);
+    if (!cfg->impl_ops->shard_layout)
+        return ddp_error(DDP_ERR_INVALID, "--shard: '%s' declares no sharded layout (ddpsim_impl.h shard_layout): it is "
+                                          "not sharded data parallelism (the built-ins are zero1, zero2, fsdp, hsdp)",
+                         cfg->impl);
+    const char *what = cfg->ddp.find_unused ? "--find-unused"
+                       : cfg->ddp.bucket_view ? "--bucket-view"
+                       : cfg->ddp.comm_hook != DDP_HOOK_NONE ? "--comm-hook"
+                       : cfg->ddp.static_graph ? "--static-graph"
+                       : cfg->tol.kind != TOL_BITWISE ? "--tolerance"
+                       : cfg->ddp.algo == COLL_RING ? "--algo ring"
+                       : cfg->backend == VERIFY_BACKEND_NCCL ? "--backend nccl"
+                       : cfg->record_dir ? "--record"
+                       : cfg->schedule->nuneven ? "--schedule (uneven inputs)"
+                       : NULL;
+    if (what)
+        return ddp_error(DDP_ERR_INVALID, "--shard %s: %s is not modelled by the sharded reference (it reduces every "
+                                          "parameter, bitwise, ordered or exact, on the CPU, even inputs)",
+                         mode, what);
+    return DDP_OK;
+}
+
 ddp_status verify_check_config(const verify_config *cfg)
 {
     if (!cfg->impl_ops || !cfg->impl)
@@ -319,7 +373,8 @@ ddp_status verify_check_config(const verify_config *cfg)
                                           "tied weight used on both sides of a reentrant checkpoint), and PyTorch's DDP "
                                           "fails there without static_graph=True (\"Expected to mark a variable ready "
                                           "only once\"): add --static-graph", cfg->model_spec);
-    if (branchy && !cfg->ddp.find_unused)
+    DDP_CHECK(check_shard(cfg));
+    if (branchy && !cfg->ddp.find_unused && cfg->shard == SHARD_NONE)
         return ddp_error(DDP_ERR_INVALID, "--model: branchy has parameters that some forwards do not use; PyTorch DDP "
                                           "needs find_unused_parameters=True for it: add --find-unused");
     ssize_t clash = sched_step_conflict(cfg->schedule, cfg->ddp.set_to_none);

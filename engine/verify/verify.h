@@ -21,8 +21,10 @@
 #include "ddp_ref.h"
 #include "ddpsim_impl.h"
 #include "faults.h"
+#include "mesh.h"
 #include "nccl_comm.h"
 #include "schedule.h"
+#include "shard_ref.h"
 #include "status.h"
 #include "tolerance.h"
 #include "trace.h"
@@ -89,6 +91,8 @@ typedef struct verify_config {
     verify_sink sink;
     int allow_unsynced_comm; /* --allow-unsynced-comm: reductions in a backward that does not sync are not a
                               * divergence */
+    shard_mode shard;       /* --shard: sharded data parallelism checked against the sharded reference (shard_ref.h) */
+    mesh mesh;              /* --mesh RxS (HSDP); {0, 0}: 1 x nranks */
     int rank_cpu;           /* count each rank's CPU time inside collectives too (verify_rank_cpu_outside_s): two
                              * system calls per collective, so only the benchmarks that report it ask */
 } verify_config;
@@ -127,6 +131,8 @@ typedef struct verify_record {
     int first_param;        /* ... of this parameter, or with first_buffer of this buffer (model_buffer_at) */
     int first_buffer;
     int first_none;         /* the first difference is whether the .grad is None: VERIFY_NONE_ACTUAL, _EXPECTED */
+    int first_padding;      /* ... is a padding element of a sharded layout, not zero: first_param is the flat unit,
+                             * first_index the element's offset in the padded unit */
     uint64_t first_index;
     float first_expected, first_actual;
     uint32_t first_ulp;

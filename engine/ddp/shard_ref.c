@@ -1,0 +1,169 @@
+/*
+ * shard_ref.c - the sharded reference (shard_ref.h).
+ */
+#include "shard_ref.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const MODE_NAMES[] = {"none", "zero1", "zero2", "fsdp", "hsdp"};
+
+const char *shard_mode_name(shard_mode m)
+{
+    return (unsigned)m < sizeof MODE_NAMES / sizeof MODE_NAMES[0] ? MODE_NAMES[m] : "?";
+}
+
+ddp_status shard_mode_parse(const char *text, shard_mode *out)
+{
+    for (int m = SHARD_ZERO1; m <= SHARD_HSDP; m++)
+        if (text && strcmp(text, MODE_NAMES[m]) == 0) {
+            *out = (shard_mode)m;
+            return DDP_OK;
+        }
+    return ddp_error(DDP_ERR_INVALID, "--shard: '%s' is not zero1, zero2, fsdp or hsdp", text ? text : "");
+}
+
+int shard_mode_params_sharded(shard_mode m)
+{
+    return m == SHARD_FSDP || m == SHARD_HSDP;
+}
+
+int shard_mode_scatters_unsynced(shard_mode m)
+{
+    return m == SHARD_ZERO2 || m == SHARD_HSDP;
+}
+
+int shard_mode_reads_local(shard_mode m, int last_synced)
+{
+    return (m == SHARD_ZERO1 || m == SHARD_FSDP) && last_synced != 1;
+}
+
+struct shard_ref {
+    shard_mode mode;
+    mesh mesh;
+    coll_algo algo;
+    model *m;
+    world_rank *wr;
+    size_t n;
+    float *L, *P, *A, *tmp;
+    unsigned char *defined; /* [nparams]: L's .grad is a tensor (model_grad_defined's rule) */
+    int P_empty, A_empty;   /* nothing reduced into them since they were last emptied */
+};
+
+ddp_status shard_ref_create(shard_mode mode, const mesh *mesh_, coll_algo algo, model *m, world_rank *wr,
+                            shard_ref **out)
+{
+    shard_ref *s = calloc(1, sizeof *s);
+    size_t n = model_size(m);
+    if (s) {
+        s->L = calloc(n, sizeof *s->L);
+        s->P = calloc(n, sizeof *s->P);
+        s->A = calloc(n, sizeof *s->A);
+        s->tmp = calloc(n, sizeof *s->tmp);
+        s->defined = calloc((size_t)model_nparams(m), 1);
+    }
+    if (!s || !s->L || !s->P || !s->A || !s->tmp || !s->defined) {
+        shard_ref_destroy(s);
+        return ddp_error(DDP_ERR_NOMEM, "the sharded reference: 4 x %zu floats", n);
+    }
+    s->mode = mode;
+    s->mesh = *mesh_;
+    s->algo = algo;
+    s->m = m;
+    s->wr = wr;
+    s->n = n;
+    s->P_empty = s->A_empty = 1;
+    *out = s;
+    return DDP_OK;
+}
+
+void shard_ref_destroy(shard_ref *s)
+{
+    if (!s)
+        return;
+    free(s->L);
+    free(s->P);
+    free(s->A);
+    free(s->tmp);
+    free(s->defined);
+    free(s);
+}
+
+/* AccumulateGrad into L: each used parameter's local gradient, copied into a None .grad, added otherwise. */
+static void accumulate_local(shard_ref *s)
+{
+    const float *g = model_local_grads(s->m);
+    const unsigned char *used = model_used(s->m);
+    for (int p = 0; p < model_nparams(s->m); p++) {
+        if (!used[p])
+            continue;
+        const model_param *mp = model_param_at(s->m, p);
+        float *dst = s->L + mp->offset;
+        const float *src = g + mp->offset;
+        if (!s->defined[p])
+            memcpy(dst, src, mp->count * sizeof *dst);
+        else
+            for (size_t i = 0; i < mp->count; i++)
+                dst[i] += src[i];
+        s->defined[p] = 1;
+    }
+}
+
+/* into (+)= from: a copy when into is empty */
+static void add_into(float *into, int *empty, const float *from, size_t n)
+{
+    if (*empty)
+        memcpy(into, from, n * sizeof *into);
+    else
+        for (size_t i = 0; i < n; i++)
+            into[i] += from[i];
+    *empty = 0;
+}
+
+ddp_status shard_ref_backward(shard_ref *s, int syncs)
+{
+    accumulate_local(s);
+    int reduces = syncs || shard_mode_scatters_unsynced(s->mode);
+    if (!reduces)
+        return DDP_OK;
+    int n = world_size(s->wr);
+    coll_mul_inv_n(s->tmp, s->L, s->n, n);
+    memset(s->L, 0, s->n * sizeof *s->L);
+    if (s->mode != SHARD_HSDP) {
+        DDP_CHECK(mesh_allreduce_sum(s->wr, &s->mesh, MESH_WORLD, s->tmp, s->n, s->algo));
+        add_into(s->A, &s->A_empty, s->tmp, s->n);
+        return DDP_OK;
+    }
+    DDP_CHECK(mesh_allreduce_sum(s->wr, &s->mesh, MESH_SHARD, s->tmp, s->n, s->algo));
+    add_into(s->P, &s->P_empty, s->tmp, s->n);
+    if (!syncs)
+        return DDP_OK;
+    memcpy(s->tmp, s->P, s->n * sizeof *s->tmp);
+    DDP_CHECK(mesh_allreduce_sum(s->wr, &s->mesh, MESH_REPLICA, s->tmp, s->n, s->algo));
+    add_into(s->A, &s->A_empty, s->tmp, s->n);
+    s->P_empty = 1;
+    return DDP_OK;
+}
+
+void shard_ref_zero(shard_ref *s, int set_to_none)
+{
+    memset(s->L, 0, s->n * sizeof *s->L);
+    memset(s->P, 0, s->n * sizeof *s->P);
+    memset(s->A, 0, s->n * sizeof *s->A);
+    s->P_empty = s->A_empty = 1;
+    if (set_to_none)
+        memset(s->defined, 0, (size_t)model_nparams(s->m));
+}
+
+const float *shard_ref_grads(const shard_ref *s, int last_synced)
+{
+    return shard_mode_reads_local(s->mode, last_synced) ? s->L : s->A;
+}
+
+void shard_ref_step(shard_ref *s, float lr)
+{
+    float *w = model_weights(s->m);
+    float neg_lr = -lr;
+    for (size_t i = 0; i < s->n; i++)
+        w[i] = w[i] + neg_lr * s->A[i];
+}

@@ -1,0 +1,118 @@
+/*
+ * mesh.c - a replicate x shard mesh over the world and its group
+ * collectives (mesh.h). A group smaller than the world is served by one
+ * allgather over the world, from which each rank takes its own group's
+ * members: every rank calls the same collective, so the world's checks of
+ * who calls what hold for group collectives too.
+ */
+#include "mesh.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+ddp_status mesh_parse(const char *text, int nranks, mesh *out)
+{
+    int r = 0, s = 0, used = 0;
+    if (!text || sscanf(text, "%dx%d%n", &r, &s, &used) != 2 || text[used] != '\0' || r < 1 || s < 1)
+        return ddp_error(DDP_ERR_INVALID, "--mesh: '%s' is not RxS (replicas x shards, e.g. 2x4)", text ? text : "");
+    if ((long)r * s != nranks)
+        return ddp_error(DDP_ERR_INVALID, "--mesh: %dx%d is %ld ranks, the run has %d", r, s, (long)r * s, nranks);
+    *out = (mesh){r, s};
+    return DDP_OK;
+}
+
+mesh mesh_flat(int nranks)
+{
+    return (mesh){1, nranks};
+}
+
+int mesh_group_size(const mesh *m, mesh_group g)
+{
+    return g == MESH_SHARD ? m->shards : g == MESH_REPLICA ? m->replicas : m->replicas * m->shards;
+}
+
+int mesh_group_index(const mesh *m, mesh_group g, int rank)
+{
+    return g == MESH_SHARD ? rank % m->shards : g == MESH_REPLICA ? rank / m->shards : rank;
+}
+
+int mesh_group_member(const mesh *m, mesh_group g, int rank, int k)
+{
+    int i = rank / m->shards, j = rank % m->shards;
+    return g == MESH_SHARD ? i * m->shards + k : g == MESH_REPLICA ? k * m->shards + j : k;
+}
+
+/* Every rank's count floats, in world order: a buffer of world_size * count (the caller frees it). */
+static ddp_status gather_world(world_rank *wr, const float *mine, size_t count, float **out)
+{
+    size_t n = (size_t)world_size(wr);
+    float *all = malloc(n * count * sizeof *all);
+    if (!all)
+        return ddp_error(DDP_ERR_NOMEM, "a group collective: %zu floats", n * count);
+    ddp_status s = coll_allgather(wr, mine, all, count * sizeof *mine);
+    if (s != DDP_OK) {
+        free(all);
+        return s;
+    }
+    *out = all;
+    return DDP_OK;
+}
+
+ddp_status mesh_allreduce_sum(world_rank *wr, const mesh *m, mesh_group g, float *buf, size_t count,
+                              coll_algo algo)
+{
+    int size = mesh_group_size(m, g), rank = world_rank_id(wr);
+    if (size == world_size(wr))
+        return coll_allreduce(wr, buf, count, COLL_FLOAT, COLL_SUM, algo);
+    if (size == 1 || count == 0)
+        return DDP_OK; /* every rank's group is of one rank: nobody communicates */
+    float *all = NULL;
+    DDP_CHECK(gather_world(wr, buf, count, &all));
+    const float *first = all + (size_t)mesh_group_member(m, g, rank, 0) * count;
+    memcpy(buf, first, count * sizeof *buf);
+    for (int k = 1; k < size; k++) {
+        const float *x = all + (size_t)mesh_group_member(m, g, rank, k) * count;
+        for (size_t e = 0; e < count; e++)
+            buf[e] += x[e];
+    }
+    free(all);
+    return DDP_OK;
+}
+
+ddp_status mesh_reduce_scatter_sum(world_rank *wr, const mesh *m, mesh_group g, const float *send, float *recv,
+                                   size_t per_rank, coll_algo algo)
+{
+    size_t size = (size_t)mesh_group_size(m, g);
+    size_t count = per_rank * size;
+    float *tmp = malloc((count ? count : 1) * sizeof *tmp);
+    if (!tmp)
+        return ddp_error(DDP_ERR_NOMEM, "a reduce_scatter: %zu floats", count);
+    memcpy(tmp, send, count * sizeof *tmp);
+    ddp_status s = count ? mesh_allreduce_sum(wr, m, g, tmp, count, algo) : DDP_OK;
+    if (s == DDP_OK)
+        memcpy(recv, tmp + (size_t)mesh_group_index(m, g, world_rank_id(wr)) * per_rank, per_rank * sizeof *recv);
+    free(tmp);
+    return s;
+}
+
+ddp_status mesh_allgather(world_rank *wr, const mesh *m, mesh_group g, const void *send, void *recv, size_t bytes)
+{
+    int size = mesh_group_size(m, g), rank = world_rank_id(wr);
+    if (size == world_size(wr))
+        return coll_allgather(wr, send, recv, bytes);
+    if (size == 1) {
+        memmove(recv, send, bytes);
+        return DDP_OK;
+    }
+    size_t n = (size_t)world_size(wr);
+    unsigned char *all = malloc(n * bytes);
+    if (!all)
+        return ddp_error(DDP_ERR_NOMEM, "a group allgather: %zu bytes", n * bytes);
+    ddp_status s = coll_allgather(wr, send, all, bytes);
+    for (int k = 0; s == DDP_OK && k < size; k++)
+        memcpy((unsigned char *)recv + (size_t)k * bytes, all + (size_t)mesh_group_member(m, g, rank, k) * bytes,
+               bytes);
+    free(all);
+    return s;
+}
