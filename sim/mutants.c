@@ -17,14 +17,6 @@ typedef struct tally {
     char only_names[512];
 } tally;
 
-/* The mesh a sharded entry runs on: HSDP's default for these ranks (options.c choose_mesh), else 1 x N. */
-static mesh entry_mesh(shard_mode mode, int nranks)
-{
-    if (mode == SHARD_HSDP && nranks >= 4 && nranks % 2 == 0)
-        return (mesh){2, nranks / 2};
-    return mode == SHARD_HSDP ? (mesh){nranks, 1} : mesh_flat(nranks);
-}
-
 /* The column of a scenario in a section's header (the sharded section lists HSDP's battery, the largest). */
 static int column_of(shard_mode section, const scenario *sc)
 {
@@ -52,7 +44,7 @@ static int entry_row(const ddpsim_options *opt, const impl_entry *e, shard_mode 
     verify_config run = opt->run;
     run.shard = (shard_mode)e->shard_mode;
     if (run.shard != SHARD_NONE)
-        run.mesh = entry_mesh(run.shard, run.nranks);
+        run.mesh = shard_default_mesh(run.shard, run.nranks);
     catalogue_outcome o;
     catalogue_run(&run, &opt->given, e->ops, &o);
     if (o.interrupted) {

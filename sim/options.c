@@ -90,10 +90,8 @@ static int choose_mesh(ddpsim_options *opt, char *msg, size_t len)
             snprintf(msg, len, "%s", ddp_error_text() + (strncmp(ddp_error_text(), "--mesh: ", 8) ? 0 : 8));
             return -1;
         }
-    } else if (run->shard == SHARD_HSDP && run->nranks >= 4 && run->nranks % 2 == 0) {
-        run->mesh = (mesh){2, run->nranks / 2};
-    } else if (run->shard != SHARD_NONE) {
-        run->mesh = mesh_flat(run->nranks);
+    } else if (run->shard != SHARD_NONE && run->mesh.shards == 0) {
+        run->mesh = shard_default_mesh(run->shard, run->nranks);
     }
     return 0;
 }

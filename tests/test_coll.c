@@ -14,6 +14,7 @@
 #include "coll.h"
 #include "exactsum.h"
 #include "hash.h"
+#include "mesh.h"
 #include "rng.h"
 #include "testutil.h"
 #include "world.h"
@@ -663,6 +664,94 @@ static void test_hard_inputs(void)
     }
 }
 
+/* ---- the replicate x shard mesh (mesh.h) ---- */
+
+static void test_mesh_groups(void)
+{
+    mesh m;
+    CU_ASSERT_EQUAL(mesh_parse("2x3", 6, &m), DDP_OK);
+    CU_ASSERT(m.replicas == 2 && m.shards == 3);
+    CU_ASSERT_EQUAL(mesh_parse("2x3", 4, &m), DDP_ERR_INVALID);
+    CU_ASSERT(strstr(ddp_error_last(), "2x3 is 6 ranks, the run has 4") != NULL);
+    static const char *const bad[] = {"", "2", "2x", "x3", "0x4", "2x-2", "2x2x1", "2x2 "};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CU_ASSERT_EQUAL(mesh_parse(bad[i], 4, &m), DDP_ERR_INVALID);
+    m = (mesh){2, 3}; /* torch's DeviceMesh (2, 3): rank = i * 3 + j */
+    CU_ASSERT_EQUAL(mesh_group_size(&m, MESH_SHARD), 3);
+    CU_ASSERT_EQUAL(mesh_group_size(&m, MESH_REPLICA), 2);
+    CU_ASSERT_EQUAL(mesh_group_size(&m, MESH_WORLD), 6);
+    CU_ASSERT_EQUAL(mesh_group_index(&m, MESH_SHARD, 4), 1);
+    CU_ASSERT_EQUAL(mesh_group_index(&m, MESH_REPLICA, 4), 1);
+    CU_ASSERT_EQUAL(mesh_group_member(&m, MESH_SHARD, 4, 0), 3);   /* {3, 4, 5} */
+    CU_ASSERT_EQUAL(mesh_group_member(&m, MESH_SHARD, 4, 2), 5);
+    CU_ASSERT_EQUAL(mesh_group_member(&m, MESH_REPLICA, 4, 0), 1); /* {1, 4} */
+    CU_ASSERT_EQUAL(mesh_group_member(&m, MESH_REPLICA, 2, 1), 5); /* {2, 5} */
+    CU_ASSERT_EQUAL(mesh_group_member(&m, MESH_WORLD, 2, 4), 4);
+}
+
+/* rank r contributes r * 10 + e + 1 (exact in float: every sum below is exact too) */
+static float contribution(int r, size_t e)
+{
+    return (float)(r * 10) + (float)e + 1.0f;
+}
+
+static ddp_status mesh_rank(world_rank *wr, void *arg)
+{
+    const mesh *m = arg;
+    int me = world_rank_id(wr);
+    int *wrong = world_rank_user_area(wr);
+    enum { COUNT = 6 };
+    for (int g = MESH_WORLD; g <= MESH_REPLICA; g++) {
+        int size = mesh_group_size(m, (mesh_group)g);
+        float buf[COUNT], want[COUNT] = {0}, got[COUNT], send[COUNT * 8];
+        for (size_t e = 0; e < COUNT; e++) {
+            buf[e] = contribution(me, e);
+            for (int k = 0; k < size; k++)
+                want[e] += contribution(mesh_group_member(m, (mesh_group)g, me, k), e);
+        }
+        DDP_CHECK(mesh_allreduce_sum(wr, m, (mesh_group)g, buf, COUNT, COLL_ORDERED));
+        for (size_t e = 0; e < COUNT; e++)
+            wrong[me] += buf[e] != want[e];
+        /* reduce-scatter: per_rank 2 of size * 2, this rank's slice of the same sums */
+        float full[16] = {0};
+        for (size_t e = 0; e < (size_t)size * 2; e++) {
+            send[e] = contribution(me, e);
+            for (int k = 0; k < size; k++)
+                full[e] += contribution(mesh_group_member(m, (mesh_group)g, me, k), e);
+        }
+        DDP_CHECK(mesh_reduce_scatter_sum(wr, m, (mesh_group)g, send, got, 2, COLL_ORDERED));
+        int idx = mesh_group_index(m, (mesh_group)g, me);
+        wrong[me] += got[0] != full[idx * 2] || got[1] != full[idx * 2 + 1];
+        /* allgather: every member's rank, in group order */
+        int32_t mine = me, every[8];
+        DDP_CHECK(mesh_allgather(wr, m, (mesh_group)g, &mine, every, sizeof mine));
+        for (int k = 0; k < size; k++)
+            wrong[me] += every[k] != mesh_group_member(m, (mesh_group)g, me, k);
+    }
+    return coll_barrier(wr);
+}
+
+static void test_mesh_collectives(void)
+{
+    static const mesh meshes[] = {{1, 1}, {1, 4}, {4, 1}, {2, 2}, {2, 3}, {3, 2}, {2, 4}};
+    for (size_t i = 0; i < sizeof meshes / sizeof meshes[0]; i++) {
+        mesh m = meshes[i];
+        int n = m.replicas * m.shards;
+        world_config cfg = {.nranks = n, .timeout_s = 20, .slot_bytes = 128, .user_bytes = sizeof(int) * WORLD_MAX_RANKS};
+        world *w = NULL;
+        CU_ASSERT_EQUAL_FATAL(world_create(&cfg, &w), DDP_OK);
+        memset(world_user_area(w), 0, cfg.user_bytes);
+        CU_ASSERT_EQUAL(world_run(w, mesh_rank, &m), DDP_OK);
+        int *wrong = world_user_area(w);
+        for (int r = 0; r < n; r++) {
+            if (wrong[r])
+                fprintf(stderr, "  mesh %dx%d, rank %d: %d wrong\n", m.replicas, m.shards, r, wrong[r]);
+            CU_ASSERT_EQUAL(wrong[r], 0);
+        }
+        world_destroy(w);
+    }
+}
+
 int main(void)
 {
     static const test_entry tests[] = {
@@ -678,6 +767,9 @@ int main(void)
         {"in-place allreduce: the same bits as the two-copy one", test_inplace_same_bits},
         {"reduce-scatter: each rank's slice has the allreduce's bits", test_reduce_scatter},
         {"back-to-back small allreduces under delays: no mailbox overwritten too early", test_back_to_back_small},
+        {"the replicate x shard mesh: parsing, groups, members", test_mesh_groups},
+        {"group collectives on every mesh: sums, reduce-scatter slices, allgather order, hand-computed",
+         test_mesh_collectives},
         TEST_END,
     };
     return test_run_suite("collectives", tests);

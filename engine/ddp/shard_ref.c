@@ -38,6 +38,13 @@ int shard_mode_reads_local(shard_mode m, int last_synced)
     return (m == SHARD_ZERO1 || m == SHARD_FSDP) && last_synced != 1;
 }
 
+mesh shard_default_mesh(shard_mode m, int nranks)
+{
+    if (m != SHARD_HSDP)
+        return mesh_flat(nranks);
+    return nranks >= 4 && nranks % 2 == 0 ? (mesh){2, nranks / 2} : (mesh){nranks, 1};
+}
+
 struct shard_ref {
     shard_mode mode;
     mesh mesh;

@@ -48,6 +48,14 @@ int shard_mode_scatters_unsynced(shard_mode m);
 /* What a grab reads: the unsharded local .grad (ZERO1 and FSDP unless the last backward synced), else A. */
 int shard_mode_reads_local(shard_mode m, int last_synced);
 
+/*
+ * The mesh of a mode without --mesh: HSDP replicates twice when the world
+ * splits evenly (2 x N/2, the smallest mesh with both groups), else it
+ * replicates over shard groups of one rank (N x 1); the others shard over
+ * the world (1 x N).
+ */
+mesh shard_default_mesh(shard_mode m, int nranks);
+
 typedef struct shard_ref shard_ref;
 
 /* Over the reference's replica m (not owned) on this rank of a world that is mesh_ (copied). */

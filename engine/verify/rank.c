@@ -96,8 +96,11 @@ static ddp_status impl_layout(rank_ctx *c)
     const ddpsim_flat_unit *units = NULL;
     DDP_CHECK(IMPL_CALL(c, s->ops->shard_layout(s->state, &nunits, &units), "shard_layout"));
     ddp_status st = shard_view_init(&c->view, c->cfg->shard, &s->env.mesh, c->rank, s->m, nunits, units);
-    if (st == DDP_ERR_BACKEND)
-        return ddp_error(DDP_ERR_BACKEND, "implementation '%s' is wrong in %.400s", c->cfg->impl, ddp_error_text());
+    if (st == DDP_ERR_BACKEND) {
+        char why[400];
+        snprintf(why, sizeof why, "%s", ddp_error_text()); /* ddp_error writes where ddp_error_text reads */
+        return ddp_error(DDP_ERR_BACKEND, "implementation '%s' is wrong in %s", c->cfg->impl, why);
+    }
     DDP_CHECK(st);
     c->v.param_held = shard_mode_params_sharded(c->cfg->shard) ? &c->view.held : NULL;
     return DDP_OK;

@@ -1,0 +1,188 @@
+/*
+ * example_zero2.c - an example plugin for interface version 5: ZeRO-2, the
+ * gradients sharded and reduced in every backward (DeepSpeed stage 2), in as
+ * few lines as the interface allows. Every parameter is one flat unit,
+ * padded with zeros to a multiple of the world size; rank r owns the r-th
+ * slice. After each backward it scales .grad by 1/N into a staging buffer,
+ * reduce-scatters it, adds its slice into its gradient shard (copies into an
+ * empty one) and clears .grad; the step updates its slice of the parameters
+ * and all-gathers the slices.
+ *
+ *     cc -shared -fPIC $(pkg-config --cflags ddpsim) -o libexample_zero2.so example_zero2.c
+ *     ddpsim --ranks 4 --shard zero2 --impl ./libexample_zero2.so
+ *
+ * ddpsim compares each rank's shard with its slice of the sharded reference
+ * at every grab, the padding with zero, and the parameters after each step.
+ * Built with -DEXAMPLE_UNPADDED it declares a unit padded to no multiple of
+ * the world (the layout is refused, naming the unit), with
+ * -DEXAMPLE_DIRTY_PADDING it leaves ones in the staging buffer's padding (the
+ * padding check names the element): ddpsim's own tests use both.
+ */
+#include <ddpsim_impl.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct zero2 {
+    const ddpsim_services *svc;
+    size_t total, padded, shard; /* the unit: every parameter, padded to a multiple of N; one rank's slice */
+    float *send, *mine, *flat;   /* [padded], [shard], [padded] */
+    int empty;                   /* the shard holds nothing since zero_grad */
+    int sync_buffers;            /* the next forward broadcasts the buffers (DDP's rule, services version 3) */
+    ddpsim_flat_unit unit;
+} zero2;
+
+/* Element i of the parameters, in registration order. */
+static float *param_at(const ddpsim_services *svc, size_t i)
+{
+    for (int p = 0; p < svc->nparams; p++) {
+        if (i < svc->params[p].count)
+            return &svc->params[p].data[i];
+        i -= svc->params[p].count;
+    }
+    return NULL;
+}
+
+static int z_create(const ddpsim_services *svc, void **state)
+{
+    if (svc->version < 5 || svc->shard_mode != DDPSIM_SHARD_ZERO2)
+        return svc->set_error(svc->env, "example_zero2 is ZeRO-2: run it with --shard zero2");
+    zero2 *z = calloc(1, sizeof *z);
+    *state = z;
+    if (!z)
+        return svc->set_error(svc->env, "out of memory");
+    size_t n = (size_t)svc->world_size;
+    z->svc = svc;
+    z->total = svc->total_count;
+    z->padded = (z->total + n - 1) / n * n;
+    z->shard = z->padded / n;
+    z->send = calloc(z->padded, sizeof(float));
+    z->mine = calloc(z->shard, sizeof(float));
+    z->flat = calloc(z->padded, sizeof(float));
+    if (!z->send || !z->mine || !z->flat)
+        return svc->set_error(svc->env, "out of memory");
+#ifdef EXAMPLE_DIRTY_PADDING
+    for (size_t i = z->total; i < z->padded; i++)
+        z->send[i] = 1.0f;
+#endif
+    z->empty = z->sync_buffers = 1;
+    z->unit = (ddpsim_flat_unit){0, svc->nparams, z->padded, z->mine, NULL};
+#ifdef EXAMPLE_UNPADDED
+    z->unit.padded = z->total;
+#endif
+    for (int p = 0; p < svc->nparams; p++) /* DDP's constructor: rank 0's parameters everywhere */
+        if (svc->broadcast(svc->env, svc->params[p].data, svc->params[p].count * sizeof(float), 0))
+            return -1;
+    return svc->nbuffers ? svc->broadcast(svc->env, svc->all_buffers, svc->buffers_count * sizeof(float), 0) : 0;
+}
+
+static void z_destroy(void *state)
+{
+    zero2 *z = state;
+    if (z) {
+        free(z->send);
+        free(z->mine);
+        free(z->flat);
+    }
+    free(z);
+}
+
+static int z_nothing(void *state)
+{
+    (void)state;
+    return 0;
+}
+
+static int z_forward_begin(void *state, int no_sync_active)
+{
+    zero2 *z = state; /* ZeRO-2 reduces in every backward: no_sync changes nothing for the gradients */
+    const ddpsim_services *svc = z->svc;
+    /* the buffers as DDP broadcasts them: before a forward after one outside no_sync */
+    if (svc->nbuffers && svc->broadcast_buffers && z->sync_buffers &&
+        svc->broadcast(svc->env, svc->all_buffers, svc->buffers_count * sizeof(float), 0))
+        return -1;
+    z->sync_buffers = !no_sync_active;
+    return 0;
+}
+
+static int z_grad_ready(void *state, int param)
+{
+    (void)state;
+    (void)param;
+    return 0;
+}
+
+static int z_backward_end(void *state)
+{
+    zero2 *z = state;
+    const ddpsim_services *svc = z->svc;
+    float inv = (float)(1.0 / svc->world_size);
+    for (size_t i = 0; i < z->total; i++)
+        z->send[i] = svc->all_grads[i] * inv; /* DDP's fl(1/N) times each gradient */
+    float *got = z->flat;                     /* free between steps */
+    if (svc->reduce_scatter_sum(svc->env, DDPSIM_GROUP_WORLD, z->send, got, z->shard))
+        return -1;
+    for (size_t k = 0; k < z->shard; k++)
+        z->mine[k] = z->empty ? got[k] : z->mine[k] + got[k];
+    z->empty = 0;
+    memset(svc->all_grads, 0, z->total * sizeof(float)); /* reduced: the next backward starts from zeros */
+    return 0;
+}
+
+static int z_zero_grad(void *state)
+{
+    zero2 *z = state;
+    memset(z->mine, 0, z->shard * sizeof(float));
+    z->empty = 1;
+    return 0;
+}
+
+/* SGD on this rank's slice, ddpsim's expression p + (-lr) * g, then every slice to every rank. */
+static int z_optimizer_step(void *state, int *owned)
+{
+    zero2 *z = state;
+    const ddpsim_services *svc = z->svc;
+    size_t lo = (size_t)svc->rank * z->shard;
+    float neg_lr = -svc->lr;
+    float *slice = z->send; /* free after the backward */
+    for (size_t k = 0; k < z->shard; k++)
+        slice[k] = lo + k < z->total ? *param_at(svc, lo + k) + neg_lr * z->mine[k] : 0.0f;
+    if (svc->allgather_group(svc->env, DDPSIM_GROUP_WORLD, slice, z->flat, z->shard * sizeof(float)))
+        return -1;
+    for (size_t i = 0; i < z->total; i++)
+        *param_at(svc, i) = z->flat[i];
+#ifndef EXAMPLE_DIRTY_PADDING
+    memset(z->send + z->total, 0, (z->padded - z->total) * sizeof(float)); /* the padding zero again */
+#endif
+    *owned = 1;
+    return 0;
+}
+
+static int z_layout(void *state, int *nunits, const ddpsim_flat_unit **units)
+{
+    zero2 *z = state;
+    *nunits = 1;
+    *units = &z->unit;
+    return 0;
+}
+
+static const ddpsim_impl_ops zero2_ops = {
+    .api_version = DDPSIM_IMPL_API_VERSION,
+    .name = "example-zero2",
+    .description = "the ZeRO-2 example: one padded unit, reduce-scattered every backward, slices stepped and gathered",
+    .create = z_create,
+    .destroy = z_destroy,
+    .forward_begin = z_forward_begin,
+    .no_sync_enter = z_nothing,
+    .no_sync_exit = z_nothing,
+    .grad_ready = z_grad_ready,
+    .backward_end = z_backward_end,
+    .zero_grad = z_zero_grad,
+    .step = z_nothing,
+    .optimizer_step = z_optimizer_step,
+    .shard_layout = z_layout,
+};
+
+const ddpsim_impl_ops *ddpsim_impl_get(void)
+{
+    return &zero2_ops;
+}
