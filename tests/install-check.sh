@@ -18,7 +18,7 @@ cflags=$($PKG_CONFIG --cflags ddpsim 2>"$work/err") && ok "pkg-config --cflags d
 inc=$(echo "$cflags" | sed -n 's/.*-I\([^ ]*\).*/\1/p')
 [ -f "$inc/ddpsim_impl.h" ] && ok "the header is installed as $inc/ddpsim_impl.h" || bad "no ddpsim_impl.h in $inc"
 # Every installed example, with the installed header only (no -I into a source tree); each one runs and passes.
-for ex in example_impl example_zero1 example_buckets; do
+for ex in example_impl example_zero1 example_buckets example_zero2; do
     [ -f "$EXAMPLES/$ex.c" ] || { bad "no $EXAMPLES/$ex.c"; continue; }
     # shellcheck disable=SC2086
     if $CC -std=gnu11 -Wall -Werror -shared -fPIC -pthread $cflags -o "$work/lib$ex.so" "$EXAMPLES/$ex.c" \
@@ -28,7 +28,10 @@ for ex in example_impl example_zero1 example_buckets; do
         bad "$ex does not compile: $(cat "$work/err")"
         continue
     fi
-    if "$DDPSIM" --ranks 3 --impl "$work/lib$ex.so" --bucket-cap 4K >"$work/out" 2>&1 && grep -q "verdict: PASS" "$work/out"; then
+    mode=""
+    [ "$ex" = example_zero2 ] && mode="--shard zero2" # interface version 5: a sharded run
+    # shellcheck disable=SC2086
+    if "$DDPSIM" --ranks 3 --impl "$work/lib$ex.so" --bucket-cap 4K $mode >"$work/out" 2>&1 && grep -q "verdict: PASS" "$work/out"; then
         ok "the installed ddpsim runs $ex and it passes"
     else
         bad "the installed ddpsim does not pass $ex: $(tail -3 "$work/out" 2>/dev/null)"

@@ -25,7 +25,7 @@
 typedef struct zero2 {
     const ddpsim_services *svc;
     size_t total, padded, shard; /* the unit: every parameter, padded to a multiple of N; one rank's slice */
-    float *send, *mine, *flat;   /* [padded], [shard], [padded] */
+    float *send, *mine, *got, *flat; /* [padded], [shard], [shard], [padded] */
     int empty;                   /* the shard holds nothing since zero_grad */
     int sync_buffers;            /* the next forward broadcasts the buffers (DDP's rule, services version 3) */
     ddpsim_flat_unit unit;
@@ -57,8 +57,9 @@ static int z_create(const ddpsim_services *svc, void **state)
     z->shard = z->padded / n;
     z->send = calloc(z->padded, sizeof(float));
     z->mine = calloc(z->shard, sizeof(float));
+    z->got = calloc(z->shard, sizeof(float));
     z->flat = calloc(z->padded, sizeof(float));
-    if (!z->send || !z->mine || !z->flat)
+    if (!z->send || !z->mine || !z->got || !z->flat)
         return svc->set_error(svc->env, "out of memory");
 #ifdef EXAMPLE_DIRTY_PADDING
     for (size_t i = z->total; i < z->padded; i++)
@@ -81,6 +82,7 @@ static void z_destroy(void *state)
     if (z) {
         free(z->send);
         free(z->mine);
+        free(z->got);
         free(z->flat);
     }
     free(z);
@@ -111,20 +113,18 @@ static int z_grad_ready(void *state, int param)
     return 0;
 }
 
-static int z_backward_end(void *state)
+static int z_backward_end(void *state)                      /* ZeRO-2: every backward */
 {
     zero2 *z = state;
     const ddpsim_services *svc = z->svc;
-    float inv = (float)(1.0 / svc->world_size);
-    for (size_t i = 0; i < z->total; i++)
-        z->send[i] = svc->all_grads[i] * inv; /* DDP's fl(1/N) times each gradient */
-    float *got = z->flat;                     /* free between steps */
-    if (svc->reduce_scatter_sum(svc->env, DDPSIM_GROUP_WORLD, z->send, got, z->shard))
+    for (size_t i = 0; i < z->total; i++)                   /* DDP's fl(1/N) times each gradient, */
+        z->send[i] = svc->all_grads[i] * (float)(1.0 / svc->world_size);   /* the padding left zero */
+    if (svc->reduce_scatter_sum(svc->env, DDPSIM_GROUP_WORLD, z->send, z->got, z->shard))
         return -1;
-    for (size_t k = 0; k < z->shard; k++)
-        z->mine[k] = z->empty ? got[k] : z->mine[k] + got[k];
+    for (size_t k = 0; k < z->shard; k++)                   /* copy into an empty shard, else add */
+        z->mine[k] = z->empty ? z->got[k] : z->mine[k] + z->got[k];
     z->empty = 0;
-    memset(svc->all_grads, 0, z->total * sizeof(float)); /* reduced: the next backward starts from zeros */
+    memset(svc->all_grads, 0, z->total * sizeof(float));    /* reduced: the next backward starts at zero */
     return 0;
 }
 
