@@ -257,6 +257,7 @@ typedef struct run_options {
     opt_list models;
     const char *impl;
     const char *json;
+    const char *shard, *mesh; /* bench battery --shard, --mesh */
 } run_options;
 
 static void run_init(void *o)
@@ -531,6 +532,9 @@ static const opt_spec battery_specs[] = {
     {"ranks", 'n', "N", "rank processes", OPT_INT, FR(ranks), 1, WORLD_MAX_RANKS, NULL, NULL},
     {"impl", 'I', "NAME|PATH", "the implementation under test", OPT_STRING, FR(impl), 0, 0, NULL, NULL},
     {"iters", 'i', "K", "repetitions; medians are reported", OPT_INT, FR(iters), 1, 1000, NULL, NULL},
+    {"shard", 0, "MODE", "also the sharded battery of MODE (zero1 | zero2 | fsdp | hsdp)\nwith its built-in, in the "
+     "same rounds: its median against the plain one's", OPT_STRING, FR(shard), 0, 0, NULL, NULL},
+    {"mesh", 0, "RxS", "the sharded battery's mesh (default: the mode's)", OPT_STRING, FR(mesh), 0, 0, NULL, NULL},
     {"help", 'h', NULL, "this help", OPT_HELP, 0, 0, 0, NULL, NULL},
     {NULL, 0, NULL, NULL, OPT_FLAG, 0, 0, 0, NULL, NULL},
 };
@@ -563,11 +567,27 @@ static int bench_battery_main(int argc, char **argv)
     vc.impl_ops = h.ops;
     vc.timeout_s = 600;
     vc.rank_cpu = 1;
+    verify_config sc = vc; /* --shard: the mode's built-in on its battery */
+    if (ro.shard) {
+        /* the parsers' messages start with the option's name, which cli_usage_error puts first itself */
+        if (shard_mode_parse(ro.shard, &sc.shard) != DDP_OK)
+            return cli_usage_error(battery_command.name, "--shard", ddp_error_text() + strlen("--shard: "));
+        sc.mesh = shard_default_mesh(sc.shard, ro.ranks);
+        if (ro.mesh && mesh_parse(ro.mesh, ro.ranks, &sc.mesh) != DDP_OK)
+            return cli_usage_error(battery_command.name, "--mesh", ddp_error_text() + strlen("--mesh: "));
+        sc.impl_ops = impl_sharded_default((int)sc.shard);
+        sc.impl = sc.impl_ops->name;
+    } else if (ro.mesh) {
+        return cli_usage_error(battery_command.name, "--mesh", "goes with --shard");
+    }
     printf("# ddpsim bench battery: %d scenarios at %d ranks, %s under test; medians of %d repetitions\n",
            battery_count(), ro.ranks, ro.impl, ro.iters);
+    if (ro.shard)
+        printf("# ... and the sharded battery of --shard %s (%d scenarios, %s on a %dx%d mesh) in the same rounds\n",
+               shard_mode_name(sc.shard), battery_count_for(sc.shard), sc.impl, sc.mesh.replicas, sc.mesh.shards);
     fflush(stdout);
     bench_battery_result r;
-    ddp_status st = bench_battery_measure(&vc, ro.iters, &r);
+    ddp_status st = bench_battery_measure(&vc, ro.shard ? &sc : NULL, ro.iters, &r);
     impl_close(&h);
     if (st != DDP_OK) {
         fprintf(stderr, "ddpsim: bench battery: %s\n", r.failed[0] ? r.failed : ddp_error_text());
@@ -579,6 +599,13 @@ static int bench_battery_main(int argc, char **argv)
         printf(" %-16s %10.2f\n", battery_at(k)->name, r.scenario_s[k] * 1e3);
     printf("# battery: median %.3f s (budget 1 s at 4 ranks); classic alone: median %.3f s; ratio %.1f\n", r.total_s,
            r.classic_s, r.total_s / r.classic_s);
+    if (ro.shard) {
+        for (int k = 0; k < r.sharded_n; k++)
+            printf(" %-16s %10.2f\n", battery_at_for(sc.shard, k)->name, r.sharded_scenario_s[k] * 1e3);
+        printf("# sharded battery (--shard %s): median %.3f s; x_sharded = %.2f (its median over the plain battery's; "
+               "target <= 2)\n",
+               shard_mode_name(sc.shard), r.sharded_total_s, r.total_s > 0 ? r.sharded_total_s / r.total_s : 0);
+    }
     /* Is any rank a straggler? Each rank's CPU time outside collectives over the battery's ops (its median over
      * the repetitions), against the median rank's; and the same of the setups, which every collective's wait
      * does not see: a rank that sets up late only starts late. */

@@ -731,6 +731,56 @@ static ddp_status mesh_rank(world_rank *wr, void *arg)
     return coll_barrier(wr);
 }
 
+/* A group sum longer than the pieces the gather goes in (mesh.c MESH_PIECE, 65536 floats): every piece right. */
+static ddp_status mesh_long_rank(world_rank *wr, void *arg)
+{
+    const mesh *m = arg;
+    int me = world_rank_id(wr);
+    int *wrong = world_rank_user_area(wr);
+    size_t count = ((size_t)1 << 17) + 3;
+    float *buf = malloc(count * sizeof *buf);
+    int32_t *every = malloc(count * sizeof *every * 2);
+    if (!buf || !every) {
+        free(buf);
+        free(every);
+        return ddp_error(DDP_ERR_NOMEM, "a long group sum");
+    }
+    for (size_t e = 0; e < count; e++)
+        buf[e] = contribution(me, e); /* below 2^24: every sum exact */
+    ddp_status s = mesh_allreduce_sum(wr, m, MESH_SHARD, buf, count, COLL_ORDERED);
+    for (size_t e = 0; s == DDP_OK && e < count; e++) {
+        float want = 0;
+        for (int k = 0; k < m->shards; k++)
+            want += contribution(mesh_group_member(m, MESH_SHARD, me, k), e);
+        wrong[me] += buf[e] != want;
+    }
+    int32_t *mine = (int32_t *)buf; /* reused: an allgather of count int32s of this rank's number, per replica */
+    for (size_t e = 0; e < count; e++)
+        mine[e] = me * 1000003 + (int32_t)e;
+    if (s == DDP_OK)
+        s = mesh_allgather(wr, m, MESH_REPLICA, mine, every, count * sizeof *mine);
+    for (int k = 0; s == DDP_OK && k < m->replicas; k++)
+        for (size_t e = 0; e < count; e += 4099)
+            wrong[me] += every[(size_t)k * count + e] != mesh_group_member(m, MESH_REPLICA, me, k) * 1000003 + (int32_t)e;
+    free(buf);
+    free(every);
+    return s == DDP_OK ? coll_barrier(wr) : s;
+}
+
+static void test_mesh_long(void)
+{
+    mesh m = {2, 2};
+    world_config cfg = {.nranks = 4, .timeout_s = 20, .slot_bytes = 4096, .user_bytes = sizeof(int) * WORLD_MAX_RANKS};
+    world *w = NULL;
+    CU_ASSERT_EQUAL_FATAL(world_create(&cfg, &w), DDP_OK);
+    memset(world_user_area(w), 0, cfg.user_bytes);
+    CU_ASSERT_EQUAL(world_run(w, mesh_long_rank, &m), DDP_OK);
+    int *wrong = world_user_area(w);
+    for (int r = 0; r < 4; r++)
+        CU_ASSERT_EQUAL(wrong[r], 0);
+    world_destroy(w);
+}
+
 static void test_mesh_collectives(void)
 {
     static const mesh meshes[] = {{1, 1}, {1, 4}, {4, 1}, {2, 2}, {2, 3}, {3, 2}, {2, 4}};
@@ -770,6 +820,7 @@ int main(void)
         {"the replicate x shard mesh: parsing, groups, members", test_mesh_groups},
         {"group collectives on every mesh: sums, reduce-scatter slices, allgather order, hand-computed",
          test_mesh_collectives},
+        {"group collectives longer than their gather pieces", test_mesh_long},
         TEST_END,
     };
     return test_run_suite("collectives", tests);

@@ -141,26 +141,32 @@ ddp_status bench_run_measure(const verify_config *base, int iters, bench_run_res
     return st;
 }
 
-ddp_status bench_battery_measure(const verify_config *vc, int iters, bench_battery_result *out)
+ddp_status bench_battery_measure(const verify_config *vc, const verify_config *sharded, int iters,
+                                 bench_battery_result *out)
 {
     memset(out, 0, sizeof *out);
     int n = battery_count(), nr = vc->nranks;
+    int ns = sharded ? battery_count_for(sharded->shard) : 0;
     if (iters < 1 || nr < 1 || nr > WORLD_MAX_RANKS)
         return ddp_error(DDP_ERR_INVALID, "bench battery: %d rounds at %d ranks", iters, nr);
     out->nscenarios = n;
     out->nranks = nr;
-    /* per round: the battery, classic alone, each scenario, each rank's ops and setup */
-    size_t per = (size_t)2 + (size_t)n + 2 * (size_t)nr;
+    /* per round: the battery, classic alone, each scenario, each rank's ops and setup; the sharded battery and its
+     * scenarios */
+    size_t per = (size_t)2 + (size_t)n + 2 * (size_t)nr + 1 + (size_t)ns;
     double *fig = malloc(per * (size_t)iters * sizeof *fig);
     out->scenario_s = calloc((size_t)n, sizeof *out->scenario_s);
-    if (!fig || !out->scenario_s) {
+    out->sharded_n = ns;
+    out->sharded_scenario_s = calloc((size_t)ns + 1, sizeof *out->sharded_scenario_s);
+    if (!fig || !out->scenario_s || !out->sharded_scenario_s) {
         free(fig);
         bench_battery_free(out);
         return ddp_error(DDP_ERR_NOMEM, "the samples of %d rounds of %d scenarios", iters, n);
     }
 #define FIG(k, it) fig[(size_t)(k) * (size_t)iters + (size_t)(it)]
     enum { TOTAL = 0, CLASSIC = 1, EACH = 2 };
-    size_t ops0 = (size_t)EACH + (size_t)n, setup0 = ops0 + (size_t)nr;
+    size_t ops0 = (size_t)EACH + (size_t)n, setup0 = ops0 + (size_t)nr, stotal = setup0 + (size_t)nr,
+           seach = stotal + 1;
     battery_given none = {0};
     for (int it = 0; it < iters; it++) {
         battery_outcome o;
@@ -185,7 +191,25 @@ ddp_status bench_battery_measure(const verify_config *vc, int iters, bench_batte
             }
         }
         FIG(TOTAL, it) = clock_now_s() - t0;
+        t0 = clock_now_s();
+        for (int k = 0; k < ns; k++) {
+            double s0 = clock_now_s();
+            battery_run_one(sharded, &none, battery_at_for(sharded->shard, k), &o);
+            FIG(seach + (size_t)k, it) = clock_now_s() - s0;
+            if (battery_failed(&o)) {
+                snprintf(out->failed, sizeof out->failed, "sharded %s did not pass: %s",
+                         battery_at_for(sharded->shard, k)->name, o.first);
+                free(fig);
+                return DDP_ERR_MISMATCH;
+            }
+        }
+        if (ns)
+            FIG(stotal, it) = clock_now_s() - t0;
     }
+    if (ns)
+        out->sharded_total_s = stats_median(&FIG(stotal, 0), (size_t)iters);
+    for (int k = 0; k < ns; k++)
+        out->sharded_scenario_s[k] = stats_median(&FIG(seach + (size_t)k, 0), (size_t)iters);
     out->total_s = stats_median(&FIG(TOTAL, 0), (size_t)iters);
     out->classic_s = stats_median(&FIG(CLASSIC, 0), (size_t)iters);
     for (int k = 0; k < n; k++)
@@ -201,6 +225,8 @@ ddp_status bench_battery_measure(const verify_config *vc, int iters, bench_batte
 
 void bench_battery_free(bench_battery_result *r)
 {
+    free(r->sharded_scenario_s);
+    r->sharded_scenario_s = NULL;
     free(r->scenario_s);
     r->scenario_s = NULL;
 }

@@ -54,10 +54,19 @@ typedef struct bench_battery_result {
     double rank_ops_s[WORLD_MAX_RANKS];   /* each rank's median CPU time outside collectives over the ops */
     double rank_setup_s[WORLD_MAX_RANKS]; /* ... and in its setups */
     char failed[512];       /* classic did not pass: why (the measurement stops) */
+    /* with a sharded configuration: its mode's battery in the same rounds */
+    int sharded_n;
+    double *sharded_scenario_s; /* [sharded_n]: medians */
+    double sharded_total_s;
 } bench_battery_result;
 
-/* The battery at vc (every scenario, battery.h) and its classic scenario alone, iters rounds: medians. */
-ddp_status bench_battery_measure(const verify_config *vc, int iters, bench_battery_result *out);
+/*
+ * The battery at vc (every scenario, battery.h) and its classic scenario
+ * alone, iters rounds: medians. With sharded (a --shard configuration, or
+ * NULL), its mode's battery too, in every round after the plain one.
+ */
+ddp_status bench_battery_measure(const verify_config *vc, const verify_config *sharded, int iters,
+                                 bench_battery_result *out);
 void bench_battery_free(bench_battery_result *r);
 
 #endif

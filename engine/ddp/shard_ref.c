@@ -64,12 +64,12 @@ ddp_status shard_ref_create(shard_mode mode, const mesh *mesh_, coll_algo algo, 
     size_t n = model_size(m);
     if (s) {
         s->L = calloc(n, sizeof *s->L);
-        s->P = calloc(n, sizeof *s->P);
+        s->P = mode == SHARD_HSDP ? calloc(n, sizeof *s->P) : NULL; /* the partial sum is HSDP's alone */
         s->A = calloc(n, sizeof *s->A);
         s->tmp = calloc(n, sizeof *s->tmp);
         s->defined = calloc((size_t)model_nparams(m), 1);
     }
-    if (!s || !s->L || !s->P || !s->A || !s->tmp || !s->defined) {
+    if (!s || !s->L || (mode == SHARD_HSDP && !s->P) || !s->A || !s->tmp || !s->defined) {
         shard_ref_destroy(s);
         return ddp_error(DDP_ERR_NOMEM, "the sharded reference: 4 x %zu floats", n);
     }
@@ -155,7 +155,8 @@ ddp_status shard_ref_backward(shard_ref *s, int syncs)
 void shard_ref_zero(shard_ref *s, int set_to_none)
 {
     memset(s->L, 0, s->n * sizeof *s->L);
-    memset(s->P, 0, s->n * sizeof *s->P);
+    if (s->P)
+        memset(s->P, 0, s->n * sizeof *s->P);
     memset(s->A, 0, s->n * sizeof *s->A);
     s->P_empty = s->A_empty = 1;
     if (set_to_none)

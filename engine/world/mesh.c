@@ -43,21 +43,12 @@ int mesh_group_member(const mesh *m, mesh_group g, int rank, int k)
     return g == MESH_SHARD ? i * m->shards + k : g == MESH_REPLICA ? k * m->shards + j : k;
 }
 
-/* Every rank's count floats, in world order: a buffer of world_size * count (the caller frees it). */
-static ddp_status gather_world(world_rank *wr, const float *mine, size_t count, float **out)
-{
-    size_t n = (size_t)world_size(wr);
-    float *all = malloc(n * count * sizeof *all);
-    if (!all)
-        return ddp_error(DDP_ERR_NOMEM, "a group collective: %zu floats", n * count);
-    ddp_status s = coll_allgather(wr, mine, all, count * sizeof *mine);
-    if (s != DDP_OK) {
-        free(all);
-        return s;
-    }
-    *out = all;
-    return DDP_OK;
-}
+/*
+ * A smaller group's sums go through the world's allgather a piece at a
+ * time, so the gathered copy (world size x piece) stays small whatever the
+ * buffer: at most MESH_PIECE floats of every rank at once.
+ */
+#define MESH_PIECE ((size_t)1 << 16)
 
 ddp_status mesh_allreduce_sum(world_rank *wr, const mesh *m, mesh_group g, float *buf, size_t count,
                               coll_algo algo)
@@ -67,17 +58,26 @@ ddp_status mesh_allreduce_sum(world_rank *wr, const mesh *m, mesh_group g, float
         return coll_allreduce(wr, buf, count, COLL_FLOAT, COLL_SUM, algo);
     if (size == 1 || count == 0)
         return DDP_OK; /* every rank's group is of one rank: nobody communicates */
-    float *all = NULL;
-    DDP_CHECK(gather_world(wr, buf, count, &all));
-    const float *first = all + (size_t)mesh_group_member(m, g, rank, 0) * count;
-    memcpy(buf, first, count * sizeof *buf);
-    for (int k = 1; k < size; k++) {
-        const float *x = all + (size_t)mesh_group_member(m, g, rank, k) * count;
-        for (size_t e = 0; e < count; e++)
-            buf[e] += x[e];
+    size_t n = (size_t)world_size(wr), piece = count < MESH_PIECE ? count : MESH_PIECE;
+    float *all = malloc(n * piece * sizeof *all);
+    if (!all)
+        return ddp_error(DDP_ERR_NOMEM, "a group collective: %zu floats", n * piece);
+    ddp_status s = DDP_OK;
+    for (size_t at = 0; at < count && s == DDP_OK; at += piece) {
+        size_t c = count - at < piece ? count - at : piece;
+        s = coll_allgather(wr, buf + at, all, c * sizeof *buf);
+        if (s != DDP_OK)
+            break;
+        const float *first = all + (size_t)mesh_group_member(m, g, rank, 0) * c;
+        memcpy(buf + at, first, c * sizeof *buf);
+        for (int k = 1; k < size; k++) {
+            const float *x = all + (size_t)mesh_group_member(m, g, rank, k) * c;
+            for (size_t e = 0; e < c; e++)
+                buf[at + e] += x[e];
+        }
     }
     free(all);
-    return DDP_OK;
+    return s;
 }
 
 ddp_status mesh_reduce_scatter_sum(world_rank *wr, const mesh *m, mesh_group g, const float *send, float *recv,
@@ -105,14 +105,18 @@ ddp_status mesh_allgather(world_rank *wr, const mesh *m, mesh_group g, const voi
         memmove(recv, send, bytes);
         return DDP_OK;
     }
-    size_t n = (size_t)world_size(wr);
-    unsigned char *all = malloc(n * bytes);
+    size_t n = (size_t)world_size(wr), piece = bytes < MESH_PIECE * 4 ? bytes : MESH_PIECE * 4;
+    unsigned char *all = malloc(n * (piece ? piece : 1));
     if (!all)
-        return ddp_error(DDP_ERR_NOMEM, "a group allgather: %zu bytes", n * bytes);
-    ddp_status s = coll_allgather(wr, send, all, bytes);
-    for (int k = 0; s == DDP_OK && k < size; k++)
-        memcpy((unsigned char *)recv + (size_t)k * bytes, all + (size_t)mesh_group_member(m, g, rank, k) * bytes,
-               bytes);
+        return ddp_error(DDP_ERR_NOMEM, "a group allgather: %zu bytes", n * piece);
+    ddp_status s = DDP_OK;
+    for (size_t at = 0; at < bytes && s == DDP_OK; at += piece) {
+        size_t c = bytes - at < piece ? bytes - at : piece;
+        s = coll_allgather(wr, (const unsigned char *)send + at, all, c);
+        for (int k = 0; s == DDP_OK && k < size; k++)
+            memcpy((unsigned char *)recv + (size_t)k * bytes + at,
+                   all + (size_t)mesh_group_member(m, g, rank, k) * c, c);
+    }
     free(all);
     return s;
 }
