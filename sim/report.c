@@ -397,14 +397,17 @@ static int write_json(const ddpsim_options *opt, const verify_result *res, const
             s->verdict == JUDGE_PASS ? "pass" : s->verdict == JUDGE_NOTHING ? "nothing_verified" : "fail",
             verdict_word(s->verdict), res->nranks);
     jsonw_string(f, opt->run.impl);
-    fprintf(f, ", \"reference\": \"reference\", \"seed\": %llu, \"tolerance\": ", (unsigned long long)opt->run.seed);
+    fprintf(f, ", \"reference\": \"%s\", \"seed\": %llu, \"tolerance\": ",
+            opt->run.shard == SHARD_NONE ? "reference" : "sharded", (unsigned long long)opt->run.seed);
     jsonw_string(f, tol_format(&opt->run.tol, tol, sizeof tol));
     fprintf(f, ", \"model\": ");
     jsonw_string(f, opt->run.model_spec);
     char math[160];
     fprintf(f, ", \"math\": ");
     jsonw_string(f, model_math(math, sizeof math));
-    fprintf(f, ", \"algo\": \"%s\", \"command\": ", coll_algo_name(opt->run.ddp.algo));
+    fprintf(f, ", \"algo\": \"%s\", ", coll_algo_name(opt->run.ddp.algo));
+    report_json_shard(f, opt);
+    fprintf(f, "\"command\": ");
     jsonw_string(f, opt->command);
     fprintf(f, ",\n \"checks\": [");
     if (copy_stream(rs->checks, f) != 0) {
@@ -520,6 +523,15 @@ static void print_comm(FILE *out, const verify_result *res, shard_mode shard)
         fprintf(out, "# communication: the implementation's reductions, all ranks: %llu%s, %llu of them in backwards "
                      "that do not sync (%s)\n",
                 (unsigned long long)calls, mib, (unsigned long long)unsynced, rule);
+}
+
+void report_json_shard(FILE *f, const ddpsim_options *opt)
+{
+    if (opt->run.shard == SHARD_NONE)
+        return;
+    mesh me = opt->run.mesh.shards ? opt->run.mesh : mesh_flat(opt->run.nranks);
+    fprintf(f, "\"shard\": \"%s\", \"mesh\": [%d, %d], ", shard_mode_name(opt->run.shard), me.replicas,
+            me.shards);
 }
 
 void report_shard_line(const ddpsim_options *opt)

@@ -48,5 +48,7 @@ int report_exit_code(judge_verdict v);
 int report_header(const ddpsim_options *opt);
 /* --shard: the mode, the mesh and what is compared, in one header line (nothing without --shard). */
 void report_shard_line(const ddpsim_options *opt);
+/* ... and as JSON members ("shard": MODE, "mesh": [R, S], each followed by a comma), nothing without --shard. */
+void report_json_shard(FILE *f, const ddpsim_options *opt);
 
 #endif

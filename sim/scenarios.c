@@ -126,7 +126,9 @@ static int write_json(const ddpsim_options *opt, const battery_outcome *out, con
     char math[160];
     fprintf(f, ", \"math\": ");
     jsonw_string(f, model_math(math, sizeof math));
-    fprintf(f, ", \"command\": ");
+    fprintf(f, ", ");
+    report_json_shard(f, opt);
+    fprintf(f, "\"command\": ");
     jsonw_string(f, opt->command);
     fprintf(f, ",\n \"scenarios\": [");
     for (int i = 0; i < battery_count_for(opt->run.shard); i++) {

@@ -132,4 +132,17 @@ expect_cmd 0 "grab 0: max |fsdp2 - torch DDP| = [0-9.]*[1-9]" "... a no_sync for
 under "$TORCH2_PYTHON" 1 "first divergence: grab 0 (after no_sync fwd+bwd), rank 0, parameter 0.weight" \
     "FSDP2 whose no_sync does nothing (cosmos-framework #161, planted): fails at the first micro-step" -- \
     --ranks 3 --wrap "$G:fsdp2_sync_ignored" --scenario classic
+
+# FSDP1 (torch 2.15's FullyShardedDataParallel, on CPU with gloo; tests/python/frameworks/fsdp1.py). NO_SHARD keeps
+# the module's parameters whole: 14 of the 18 scenarios pass; the others are FSDP1's semantics, not DDP's: its
+# no_sync is read at the backward (nosync-edges, arming), a parameter no rank used gets a zero gradient where
+# DDP's stays None (find-unused), and it broadcasts no buffers (buffers). Its flat layouts are refused, each
+# saying why: the FlatParameter of use_orig_params=False, and with use_orig_params=True the per-rank flat shard.
+H=$F/fsdp1.py
+under "$TORCH2_PYTHON" 1 "verdict: FAIL (14 of 18 scenarios pass; FAIL: nosync-edges, arming, find-unused, buffers)" \
+    "FSDP1 NO_SHARD: the battery, 3 ranks" -- --ranks 3 --wrap "$H:no_shard" --timeout 30
+under "$TORCH2_PYTHON" 2 "the wrapper replaced the module's 6 parameters by 1 flat one (_fsdp_wrapped_module._flat_param" \
+    "FSDP1's FlatParameter is refused with the reason" -- --ranks 2 --wrap "$H:flat" --scenario classic
+under "$TORCH2_PYTHON" 2 "where the model's is ([0-9, ]*): a flat shard of it, as FSDP1 with use_orig_params=True keeps it" \
+    "... and with use_orig_params=True its flat shards" -- --ranks 2 --wrap "$H:orig_params" --scenario classic
 finish

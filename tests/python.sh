@@ -148,6 +148,9 @@ front 1 "first divergence: grab 0 (after no_sync fwd+bwd), rank 0, parameter 2.w
 front 1 "first divergence: grab 2 (after fwd+bwd (3 acc)), rank 2, parameter 4.bias" \
     "the remainder bucket never reduced (DeepSpeed #4879): fails at its owner" -- \
     --ranks 3 --wrap "$SH:sharded_remainder_unreduced" --scenario classic
+# Flattened parameters (FSDP1's FlatParameter): refused before any check, with the reason and what to do.
+front 2 "the wrapper replaced the module's 6 parameters by 1 flat one (flat_param of" \
+    "a wrapper that flattens the parameters is refused, saying why" -- --ranks 2 --wrap "$SH:flattened" --scenario classic
 # None: a wrapper writing zeros where DDP leaves None (a parameter no rank used) fails, and says so.
 front 1 "rank 0, parameter unused.weight: its .grad holds a tensor, where DDP's is None" "zeros where DDP's .grad is None" -- \
     --ranks 2 --wrap "$SH:zeros_for_none" --scenario find-unused --find-unused

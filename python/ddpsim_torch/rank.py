@@ -96,22 +96,35 @@ def check_same_start(named, rank, nranks):
                            (len(every[0]), len(every[r]), r))
 
 
-def map_params(module, names, wrapped):
-    """The wrapper's parameters in the order of `names`: the module's own tensors when the wrapper keeps them
-    (DDP, a thunder-style wrapper), else the wrapper's parameter whose name ends with the module's."""
-    own = [p for _, p in module.named_parameters()]
+def map_params(named, wrapped):
+    """The wrapper's parameters in the order of `named` (the module's, taken before wrapping): the module's own
+    tensors when the wrapper keeps them (DDP, a thunder-style wrapper), else the wrapper's parameter whose name
+    ends with the module's. A wrapper that put flat parameters in their place (FSDP1's FlatParameter with
+    use_orig_params=False, DeepSpeed's flat buffers) is refused: ddpsim compares parameter by parameter."""
+    own = [p for _, p in named]
     theirs = list(wrapped.parameters()) if hasattr(wrapped, "parameters") else []
     ids = {id(p) for p in theirs}
     if theirs and all(id(p) in ids for p in own):
         return own
-    named = list(wrapped.named_parameters()) if hasattr(wrapped, "named_parameters") else []
+    wnamed = list(wrapped.named_parameters()) if hasattr(wrapped, "named_parameters") else []
     out = []
-    for n, p in zip(names, own):
-        match = [q for wn, q in named if (wn == n or wn.endswith("." + n)) and q.shape == p.shape]
-        if len(match) != 1:
-            raise BadInput("the wrapped module's parameters cannot be matched to the model's: %s has %d candidates "
-                           "among the wrapper's named_parameters()" % (n, len(match)))
-        out.append(match[0])
+    for n, p in named:
+        match = [q for wn, q in wnamed if (wn == n or wn.endswith("." + n)) and q.shape == p.shape]
+        if len(match) == 1:
+            out.append(match[0])
+            continue
+        names = [m for m, _ in named]
+        if wnamed and len(wnamed) < len(named) and not any(wn == m or wn.endswith("." + m)
+                                                            for wn, _ in wnamed for m in names):
+            raise BadInput("the wrapper replaced the module's %d parameters by %d flat one%s (%s): a flattened "
+                           "layout, as FSDP1's FlatParameter with use_orig_params=False. ddpsim compares parameter "
+                           "by parameter, by the module's names, and reads no flat layout (FSDP1 shards one with "
+                           "use_orig_params=True too); FSDP1's NO_SHARD, and FSDP2's fully_shard, whose DTensors "
+                           "need nothing, are read" %
+                           (len(named), len(wnamed), "" if len(wnamed) == 1 else "s",
+                            ", ".join("%s of %d elements" % (wn, q.numel()) for wn, q in wnamed[:3])))
+        raise BadInput("the wrapped module's parameters cannot be matched to the model's: %s has %d candidates "
+                       "among the wrapper's named_parameters()" % (n, len(match)))
     return out
 
 
@@ -233,6 +246,19 @@ def grab_values(wrapped, names, params):
     return values, ({n: r for n, r in held.items() if r} if partial else None)
 
 
+def check_whole(names, shapes, tensors, what):
+    """Each tensor (or None) of the model's shape: a flat shard where a parameter was (FSDP1 with
+    use_orig_params=True keeps the module's parameters as views of its flat parameter's local shard) is refused,
+    saying what ddpsim needs instead."""
+    for name, shape, t in zip(names, shapes, tensors):
+        if t is not None and tuple(t.shape) != tuple(shape):
+            raise BadInput("the wrapper's %s of %s has shape %s where the model's is %s: a flat shard of it, as "
+                           "FSDP1 with use_orig_params=True keeps it (each parameter a view of its slice of the "
+                           "rank's flat shard). ddpsim compares whole tensors: give the whole gradient by name "
+                           "(ddpsim_grads()) and the whole parameters, or use FSDP2's fully_shard, whose DTensors "
+                           "need nothing" % (what, name, tuple(t.shape), tuple(shape)))
+
+
 def _said_shards(said, counts):
     if not isinstance(said, dict):
         raise BadInput("ddpsim_grad_shards() returned a %s: it must be a dict {parameter name: True or "
@@ -342,8 +368,9 @@ class Rank:
             # broadcast_buffers on them. Hooked after the shadow was copied, so only this module records.
             module.register_forward_pre_hook(lambda m, i: rec.buffers("seen", list(m.named_buffers())))
             module.register_forward_hook(lambda m, i, o: rec.buffers("after", list(m.named_buffers())))
+        shapes = [tuple(p.shape) for _, p in named]  # before the wrapper: FSDP1 reshapes the module's own
         wrapped, optimizer = self.wrap(module, job)
-        params = map_params(module, names, wrapped)
+        params = map_params(named, wrapped)
         if self.rank == 0:
             record.write_manifest(root, self.nranks, impl, self.cfg["recorded_by"], job["model"], named,
                                   job["ddp"], job["zero_grad"], job["lr"], job["ops"], buffers,
@@ -414,7 +441,9 @@ class Rank:
                 self.progress[self.row + RECORD_S] += time.monotonic() - t2
             elif op == "grab":
                 t1 = time.monotonic()
-                rec.grads(names, *grab_values(wrapped, names, params))
+                values, held = grab_values(wrapped, names, params)
+                check_whole(names, shapes, values, "gradient")
+                rec.grads(names, values, held)
                 self.progress[self.row + RECORD_S] += time.monotonic() - t1
             elif op == "zero":
                 zero_grad(set_to_none=set_to_none)
@@ -423,6 +452,7 @@ class Rank:
                 t1 = time.monotonic()
                 with torch.no_grad():
                     whole = [full(p) for p in params]
+                    check_whole(names, shapes, whole, "parameter")
                     for s, p in zip(shadow_params, whole):
                         s.copy_(p)
                 rec.params(names, whole)

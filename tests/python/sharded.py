@@ -12,7 +12,11 @@ says what its rank holds (ddpsim_grad_shards), and wrap returns (module, optimiz
   sharded_remainder_unreduced the last parameter, the remainder bucket, is never reduced (DeepSpeed #4879)
   zeros_for_none              a correct DDP-style wrapper that writes zeros into every None .grad after a sync
   zero_optimizer              torch's DistributedDataParallel with ZeroRedundancyOptimizer (SGD inside)
+  flattened                   one flat parameter in place of the module's (FSDP1's FlatParameter with
+                              use_orig_params=False): refused, with the reason
 """
+import contextlib
+
 import torch
 import torch.distributed as dist
 
@@ -173,3 +177,33 @@ class HoldsTooLittle(ShardedDDP):
 
 def holds_too_little(module):
     return _sharded(HoldsTooLittle, module)
+
+
+class Flattened(torch.nn.Module):
+    """The module's parameters replaced by views of one flat parameter, re-bound before each forward (FSDP1's
+    FlatParameter with use_orig_params=False, torch/distributed/fsdp/_flat_param.py); gradients averaged with one
+    allreduce of the flat gradient."""
+
+    def __init__(self, module):
+        super().__init__()
+        self.module = module
+        self.slots = []
+        for name, p in list(module.named_parameters()):
+            owner = module.get_submodule(name.rpartition(".")[0]) if "." in name else module
+            self.slots.append((owner, name.rpartition(".")[2], p.shape, p.numel()))
+        self.flat_param = torch.nn.Parameter(torch.cat([p.detach().reshape(-1) for p in module.parameters()]))
+        for owner, attr, _, _ in self.slots:
+            delattr(owner, attr)
+
+    def forward(self, *args):
+        views = self.flat_param.split([n for _, _, _, n in self.slots])
+        for (owner, attr, shape, _), v in zip(self.slots, views):
+            setattr(owner, attr, v.view(shape))
+        return self.module(*args)
+
+    def no_sync(self):
+        return contextlib.nullcontext()
+
+
+def flattened(module):
+    return Flattened(module)
