@@ -3,6 +3,7 @@
  */
 #include "shard_ref.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,6 +56,9 @@ struct shard_ref {
     float *L, *P, *A, *tmp;
     unsigned char *defined; /* [nparams]: L's .grad is a tensor (model_grad_defined's rule) */
     int P_empty, A_empty;   /* nothing reduced into them since they were last emptied */
+    /* shard_ref_track_abs: sum |x| of this rank's local gradients behind L, P and A, and their micro-steps */
+    double *absL, *absP, *absA;
+    uint64_t mL, mP, mA;
 };
 
 ddp_status shard_ref_create(shard_mode mode, const mesh *mesh_, coll_algo algo, model *m, world_rank *wr,
@@ -88,6 +92,9 @@ void shard_ref_destroy(shard_ref *s)
 {
     if (!s)
         return;
+    free(s->absL);
+    free(s->absP);
+    free(s->absA);
     free(s->L);
     free(s->P);
     free(s->A);
@@ -127,12 +134,63 @@ static void add_into(float *into, int *empty, const float *from, size_t n)
     *empty = 0;
 }
 
+ddp_status shard_ref_track_abs(shard_ref *s)
+{
+    s->absL = calloc(s->n, sizeof *s->absL);
+    s->absP = calloc(s->n, sizeof *s->absP);
+    s->absA = calloc(s->n, sizeof *s->absA);
+    if (!s->absL || !s->absP || !s->absA)
+        return ddp_error(DDP_ERR_NOMEM, "the sharded reference's bound: 3 x %zu doubles", s->n);
+    return DDP_OK;
+}
+
+const double *shard_ref_abs_local(const shard_ref *s, uint64_t *micro)
+{
+    *micro = s->mL;
+    return s->absL;
+}
+
+const double *shard_ref_abs_sharded(const shard_ref *s, uint64_t *micro)
+{
+    *micro = s->mA;
+    return s->absA;
+}
+
+/* The terms of one sum move into the next: to += from, from emptied. */
+static void move_abs(double *to, uint64_t *mto, double *from, uint64_t *mfrom, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        to[i] += from[i];
+    memset(from, 0, n * sizeof *from);
+    *mto += *mfrom;
+    *mfrom = 0;
+}
+
 ddp_status shard_ref_backward(shard_ref *s, int syncs)
 {
     accumulate_local(s);
+    if (s->absL) {
+        const float *g = model_local_grads(s->m);
+        const unsigned char *used = model_used(s->m);
+        for (int p = 0; p < model_nparams(s->m); p++) {
+            const model_param *mp = model_param_at(s->m, p);
+            for (size_t i = 0; used[p] && i < mp->count; i++)
+                s->absL[mp->offset + i] += fabs((double)g[mp->offset + i]);
+        }
+        s->mL++;
+    }
     int reduces = syncs || shard_mode_scatters_unsynced(s->mode);
     if (!reduces)
         return DDP_OK;
+    if (s->absL) {
+        if (s->mode != SHARD_HSDP)
+            move_abs(s->absA, &s->mA, s->absL, &s->mL, s->n);
+        else {
+            move_abs(s->absP, &s->mP, s->absL, &s->mL, s->n);
+            if (syncs)
+                move_abs(s->absA, &s->mA, s->absP, &s->mP, s->n);
+        }
+    }
     int n = world_size(s->wr);
     coll_mul_inv_n(s->tmp, s->L, s->n, n);
     memset(s->L, 0, s->n * sizeof *s->L);
@@ -159,13 +217,29 @@ void shard_ref_zero(shard_ref *s, int set_to_none)
         memset(s->P, 0, s->n * sizeof *s->P);
     memset(s->A, 0, s->n * sizeof *s->A);
     s->P_empty = s->A_empty = 1;
+    if (s->absL) {
+        memset(s->absL, 0, s->n * sizeof *s->absL);
+        memset(s->absP, 0, s->n * sizeof *s->absP);
+        memset(s->absA, 0, s->n * sizeof *s->absA);
+        s->mL = s->mP = s->mA = 0;
+    }
     if (set_to_none)
         memset(s->defined, 0, (size_t)model_nparams(s->m));
+}
+
+int shard_ref_reads_local(const shard_ref *s, int last_synced)
+{
+    return shard_mode_reads_local(s->mode, last_synced);
 }
 
 const float *shard_ref_grads(const shard_ref *s, int last_synced)
 {
     return shard_mode_reads_local(s->mode, last_synced) ? s->L : s->A;
+}
+
+const float *shard_ref_sharded(const shard_ref *s)
+{
+    return s->A;
 }
 
 void shard_ref_step(shard_ref *s, float lr)

@@ -29,6 +29,8 @@
 #ifndef DDPSIM_SHARD_REF_H
 #define DDPSIM_SHARD_REF_H
 
+#include <stdint.h>
+
 #include "coll.h"
 #include "mesh.h"
 #include "model.h"
@@ -66,9 +68,23 @@ void shard_ref_destroy(shard_ref *s);
 ddp_status shard_ref_backward(shard_ref *s, int syncs);
 /* zero_grad: every sum empty, and with set_to_none every .grad None again. */
 void shard_ref_zero(shard_ref *s, int set_to_none);
+/* shard_mode_reads_local of its mode */
+int shard_ref_reads_local(const shard_ref *s, int last_synced);
 /* The gradient a grab compares with (every element; shard_mode_reads_local says which sum). */
 const float *shard_ref_grads(const shard_ref *s, int last_synced);
 /* step: the replica's parameters p = p + (-lr) * A (the optimizer's SGD on the sharded gradient). */
 void shard_ref_step(shard_ref *s, float lr);
+/* A, what the optimizer steps with. */
+const float *shard_ref_sharded(const shard_ref *s);
+
+/*
+ * For the order tolerance (budget.h): from now on, per element, this rank's
+ * sum of |local gradient| over the micro-steps behind L (since the last
+ * reduction) and behind A (since zero_grad), in double, with how many
+ * micro-steps each holds; DDP_ERR_NOMEM.
+ */
+ddp_status shard_ref_track_abs(shard_ref *s);
+const double *shard_ref_abs_local(const shard_ref *s, uint64_t *micro);
+const double *shard_ref_abs_sharded(const shard_ref *s, uint64_t *micro);
 
 #endif

@@ -148,10 +148,64 @@ ddp_status budget_shadow_sync(order_budget *b, world_rank *wr)
     return coll_allreduce(wr, b->v, b->n, COLL_FLOAT, COLL_SUM, COLL_ORDERED);
 }
 
-void budget_params(const order_budget *b, int grads_bounded, float lr, const float *g, const float *w, float *out)
+/* The parameters' bound after p = p + (-lr) * g with g's bound E (NULL: g exact): budget_params and sharded. */
+static void params_bound(float lr, const float *E, const float *g, const float *w, size_t n, float *out)
 {
     const double u = TOL_U_FLOAT, lr_d = fabs((double)lr);
-    for (size_t j = 0; j < b->n; j++)
-        out[j] = round_up(((grads_bounded ? lr_d * b->E[j] * (1 + u) : 0) + 2 * u * (fabs((double)w[j]) + lr_d * fabs((double)g[j]))) *
+    for (size_t j = 0; j < n; j++)
+        out[j] = round_up(((E ? lr_d * E[j] * (1 + u) : 0) + 2 * u * (fabs((double)w[j]) + lr_d * fabs((double)g[j]))) *
                           (1 + tol_gamma(4, u)));
+}
+
+void budget_params(const order_budget *b, int grads_bounded, float lr, const float *g, const float *w, float *out)
+{
+    params_bound(lr, grads_bounded ? b->E : NULL, g, w, b->n, out);
+}
+
+/*
+ * --shard (shard_ref.h). In exact arithmetic every mode's sharded gradient
+ * A of an element is (1/N) times the sum of its K = N * mA terms, every
+ * rank's local gradient of every micro-step behind A. Any implementation
+ * computes it as some tree of K - 1 float additions of those terms, each
+ * scaled by fl(1/N) (two roundings) or the sum divided once (one), so
+ * |computed - exact| <= gamma(K + 1) * S / N with S the sum of |x| (Higham,
+ * Accuracy and Stability of Numerical Algorithms, 2nd ed., section 4.2: a
+ * sum in any order is within gamma(n - 1) of the sum of |x|; the scaling is
+ * two factors (1 + delta) more), and in the subnormal range each of its K + 1
+ * operations adds at most 2^-150 absolutely. ddpsim's reference is one such
+ * computation: |impl - ref| is at most twice that. S is summed in double,
+ * each rank's micro-steps and then the ranks (K additions of non-negative
+ * terms, relative 2^-53 each): widened by 1 + gamma_double(K). The unsharded
+ * local sum L (zero1 and fsdp while unsynced) is mL terms of one rank,
+ * unscaled: twice gamma(mL) of its own S.
+ */
+static void sharded_bound(const double *S, double terms, double div, size_t n, float *out)
+{
+    const double g = 2 * tol_gamma(terms + 1, TOL_U_FLOAT) * (1 + tol_gamma(terms, 0x1p-53)) / div;
+    const double tiny = 2 * (terms + 1) * 0x1p-150;
+    for (size_t j = 0; j < n; j++)
+        out[j] = round_up(g * S[j] + tiny);
+}
+
+ddp_status budget_sharded(const shard_ref *s, world_rank *wr, int reads_local, size_t n, double *scratch, float *out)
+{
+    uint64_t m = 0;
+    if (reads_local) {
+        sharded_bound(shard_ref_abs_local(s, &m), (double)m, 1, n, out);
+        return DDP_OK;
+    }
+    const double *mine = shard_ref_abs_sharded(s, &m);
+    memcpy(scratch, mine, n * sizeof *scratch);
+    int ranks = world_size(wr);
+    DDP_CHECK(n ? coll_allreduce(wr, scratch, n, COLL_DOUBLE, COLL_SUM, COLL_ORDERED) : DDP_OK);
+    sharded_bound(scratch, (double)m * ranks, ranks, n, out);
+    return DDP_OK;
+}
+
+ddp_status budget_sharded_params(const shard_ref *s, world_rank *wr, float lr, const float *w, size_t n,
+                                 double *scratch, float *grads_allow, float *out)
+{
+    DDP_CHECK(budget_sharded(s, wr, 0, n, scratch, grads_allow));
+    params_bound(lr, grads_allow, shard_ref_sharded(s), w, n, out);
+    return DDP_OK;
 }

@@ -44,6 +44,7 @@
 
 #include "comm_hook.h"
 #include "model.h"
+#include "shard_ref.h"
 #include "status.h"
 #include "world.h"
 
@@ -87,5 +88,17 @@ ddp_status budget_shadow_sync(order_budget *b, world_rank *wr);
  * under their own tolerance at the grab).
  */
 void budget_params(const order_budget *b, int grads_bounded, float lr, const float *g, const float *w, float *out);
+
+/*
+ * --shard: the bound at a grab of a sharded run, every element, between the
+ * implementation's value and the sharded reference's (budget.c says why):
+ * the unsharded local sum's (reads_local: zero1 and fsdp while unsynced) or
+ * the sharded gradient's, which sums every rank's |x| (a collective: every
+ * rank calls it at the same check). scratch: n doubles.
+ */
+ddp_status budget_sharded(const shard_ref *s, world_rank *wr, int reads_local, size_t n, double *scratch, float *out);
+/* ... and the parameters' after a step p + (-lr) * A (w: after it), A's bound left in grads_allow. */
+ddp_status budget_sharded_params(const shard_ref *s, world_rank *wr, float lr, const float *w, size_t n,
+                                 double *scratch, float *grads_allow, float *out);
 
 #endif

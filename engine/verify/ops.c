@@ -60,6 +60,10 @@ void verify_ops_free(verify_ops *v)
     agreement_free(&v->agreement);
     budget_free(&v->budget);
     free(v->param_allow);
+    free(v->shard_allow);
+    free(v->shard_abs);
+    v->shard_allow = NULL;
+    v->shard_abs = NULL;
     free(v->counts);
     free(v->active);
     v->param_allow = NULL;
@@ -214,6 +218,35 @@ static ddp_status do_backward(verify_ops *v, const verify_side *s, void *ctx)
     return s->after_backward ? s->after_backward(ctx, v->last_synced) : DDP_OK;
 }
 
+/* The order tolerance's buffers of a sharded run, made at its first use. */
+static ddp_status shard_buffers(verify_ops *v)
+{
+    size_t n = model_size(v->m);
+    if (!v->shard_allow)
+        v->shard_allow = malloc((n ? n : 1) * sizeof *v->shard_allow);
+    if (!v->shard_abs)
+        v->shard_abs = malloc((n ? n : 1) * sizeof *v->shard_abs);
+    return v->shard_allow && v->shard_abs ? DDP_OK : ddp_error(DDP_ERR_NOMEM, "the sharded bound: %zu elements", n);
+}
+
+/* What a grab's comparison may allow each element: the order tolerance's bound (DDP's or the sharded one), NULL. */
+static ddp_status grab_allow(verify_ops *v, int synced, const float **allow)
+{
+    *allow = NULL;
+    if (!v->bounded)
+        return DDP_OK;
+    if (!v->shard) {
+        *allow = v->budget.E;
+        return DDP_OK;
+    }
+    DDP_CHECK(shard_buffers(v));
+    ddp_status st = DDP_OK;
+    VERIFY_COSTED(v, COST_BOUND, st = AS_CHECKS(budget_sharded(v->shard, v->wr, shard_ref_reads_local(v->shard, synced),
+                                                                model_size(v->m), v->shard_abs, v->shard_allow)));
+    *allow = v->shard_allow;
+    return st;
+}
+
 static ddp_status do_grab(verify_ops *v, const verify_side *s, void *ctx)
 {
     const float *actual, *buffers;
@@ -229,8 +262,10 @@ static ddp_status do_grab(verify_ops *v, const verify_side *s, void *ctx)
         checker_compare_none(v->m, model_grad_defined(v->m), none, held, rec);
     const float *expected = v->shard ? shard_ref_grads(v->shard, rec->synced) : model_grads(v->m);
     const unsigned char *reduced = rec->synced == 1 && !v->shard ? ddp_ref_reduced_params(v->ddp) : NULL;
+    const float *allow;
+    DDP_CHECK(grab_allow(v, rec->synced, &allow));
     VERIFY_COSTED(v, COST_COMPARE, {
-        checker_compare_held(v->tol, v->m, expected, actual, v->bounded ? v->budget.E : NULL, reduced, held, rec);
+        checker_compare_held(v->tol, v->m, expected, actual, allow, reduced, held, rec);
         check_buffers(v, buffers, rec);
     });
     if (s->padding)
@@ -261,7 +296,15 @@ static ddp_status do_params(verify_ops *v, const verify_side *s, void *ctx, int 
     int replay = v->params_rule == PARAMS_REPLAY;
     if (replay)
         tol.kind = after_step ? TOL_ORDER : TOL_BITWISE;
-    if (after_step && v->param_allow) {
+    if (after_step && v->param_allow && v->shard) {
+        ddp_status st = shard_buffers(v);
+        if (st == DDP_OK)
+            VERIFY_COSTED(v, COST_BOUND, st = AS_CHECKS(budget_sharded_params(v->shard, v->wr, v->lr, w,
+                                                                              model_size(v->m), v->shard_abs,
+                                                                              v->shard_allow, v->param_allow)));
+        DDP_CHECK(st);
+        allow = v->param_allow;
+    } else if (after_step && v->param_allow) {
         VERIFY_COSTED(v, COST_BOUND, budget_params(&v->budget, v->bounded, v->lr, model_grads(v->m), w,
                                                    v->param_allow));
         allow = v->param_allow;

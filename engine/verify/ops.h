@@ -108,6 +108,8 @@ typedef struct verify_ops {
     shard_ref *shard;         /* a sharded run's reference (--shard; not owned): the gradients, the step and the
                                * parameters follow it instead of DDP's, which still decides when a backward syncs */
     const held_mask *param_held; /* what this rank holds of the parameters (FSDP, HSDP), NULL: all */
+    float *shard_allow;       /* --shard under the order tolerance: the bound of the gradients (budget_sharded) */
+    double *shard_abs;        /* ... and its scratch */
     int set_to_none;          /* zero_grad makes every .grad None (the sharded reference's L follows it) */
     const held_mask *held;    /* what this rank holds of the gradients (sharded DP), NULL: all (the driver's), unless
                                * a grab's layout says otherwise (verify_side.grab_layout) */

@@ -42,6 +42,8 @@ static ddp_status ref_create(rank_ctx *c, ref_side *s)
     if (c->cfg->shard != SHARD_NONE) {
         mesh me = c->cfg->mesh.shards ? c->cfg->mesh : mesh_flat(c->n);
         DDP_CHECK(shard_ref_create(c->cfg->shard, &me, c->cfg->ddp.algo, s->m, c->wr, &s->shard));
+        if (c->cfg->tol.kind == TOL_ORDER)
+            DDP_CHECK(shard_ref_track_abs(s->shard)); /* the order tolerance's bound (budget_sharded) */
     }
     return ddp_ref_broadcast_params(s->ddp);
 }

@@ -339,7 +339,8 @@ static ddp_status check_shard(const verify_config *cfg)
                        : cfg->ddp.bucket_view ? "--bucket-view"
                        : cfg->ddp.comm_hook != DDP_HOOK_NONE ? "--comm-hook"
                        : cfg->ddp.static_graph ? "--static-graph"
-                       : cfg->tol.kind != TOL_BITWISE ? "--tolerance"
+                       : cfg->tol.kind != TOL_BITWISE && shard_mode_params_sharded(cfg->shard)
+                           ? "--tolerance (other than bitwise: with sharded parameters)"
                        : cfg->ddp.algo == COLL_RING ? "--algo ring"
                        : cfg->backend == VERIFY_BACKEND_NCCL ? "--backend nccl"
                        : cfg->record_dir ? "--record"
@@ -347,7 +348,8 @@ static ddp_status check_shard(const verify_config *cfg)
                        : NULL;
     if (what)
         return ddp_error(DDP_ERR_INVALID, "--shard %s: %s is not modelled by the sharded reference (it reduces every "
-                                          "parameter, bitwise, ordered or exact, on the CPU, even inputs)",
+                                          "parameter, ordered or exact, on the CPU, even inputs; tolerances other "
+                                          "than bitwise with zero1 and zero2 alone)",
                          mode, what);
     return DDP_OK;
 }

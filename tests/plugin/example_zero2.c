@@ -16,7 +16,10 @@
  * Built with -DEXAMPLE_UNPADDED it declares a unit padded to no multiple of
  * the world (the layout is refused, naming the unit), with
  * -DEXAMPLE_DIRTY_PADDING it leaves ones in the staging buffer's padding (the
- * padding check names the element): ddpsim's own tests use both.
+ * padding check names the element), with -DEXAMPLE_DIVIDE_AFTER it divides the
+ * reduced sum by N instead of scaling each gradient first (right in real
+ * arithmetic, other bits: --tolerance order passes it): ddpsim's own tests
+ * use all three.
  */
 #include <ddpsim_impl.h>
 #include <stdlib.h>
@@ -119,8 +122,16 @@ static int z_backward_end(void *state)                      /* ZeRO-2: every bac
     const ddpsim_services *svc = z->svc;
     for (size_t i = 0; i < z->total; i++)                   /* DDP's fl(1/N) times each gradient, */
         z->send[i] = svc->all_grads[i] * (float)(1.0 / svc->world_size);   /* the padding left zero */
+#ifdef EXAMPLE_DIVIDE_AFTER
+    for (size_t i = 0; i < z->total; i++)
+        z->send[i] = svc->all_grads[i];
+#endif
     if (svc->reduce_scatter_sum(svc->env, DDPSIM_GROUP_WORLD, z->send, z->got, z->shard))
         return -1;
+#ifdef EXAMPLE_DIVIDE_AFTER
+    for (size_t k = 0; k < z->shard; k++)
+        z->got[k] /= (float)svc->world_size;
+#endif
     for (size_t k = 0; k < z->shard; k++)                   /* copy into an empty shard, else add */
         z->mine[k] = z->empty ? z->got[k] : z->mine[k] + z->got[k];
     z->empty = 0;
