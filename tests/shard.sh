@@ -63,6 +63,19 @@ expect 0 "mutation score: 4 of 4 caught" "--mutants --shard hsdp: the HSDP bugs 
 grep -q "^ hsdp  *passes" "$out" && ok "--mutants --shard hsdp: the correct hsdp passes" ||
     bad "--mutants --shard hsdp: the correct hsdp passes"
 
+# ---- --dump: the reference's files are the sharded reference's; the implementation's hold its slices ----
+dump=$(mktemp -d) || exit 99
+rmdir "$dump"
+expect 0 "verdict: PASS" "--dump of a sharded run" -- --ranks 3 --shard zero2 --scenario s-window-3 --dump "$dump" -q
+# 0.weight (2048 elements) is the start of the one unit: rank 0's slice (2438 elements) holds all of it, rank 2's none
+if cmp -s "$dump/reference/rank0/grab2/0.weight.npy" "$dump/zero2/rank0/grab2/0.weight.npy" &&
+    ! cmp -s "$dump/reference/rank2/grab2/0.weight.npy" "$dump/zero2/rank2/grab2/0.weight.npy"; then
+    ok "the dump's reference is what the grab compared with: equal where the rank holds the tensor, not elsewhere"
+else
+    bad "the dump's reference is what the grab compared with: equal where the rank holds the tensor, not elsewhere"
+fi
+rm -rf "$dump"
+
 # ---- the order tolerance (zero1, zero2): the bound budget.c proves for any order of the sums ----
 expect 1 "verdict: FAIL" "dividing the reduced sum by N instead of scaling each gradient: other bits, bitwise" -- \
     --ranks 3 --shard zero2 --impl "$PLUGIN_DIR/libzero2_divide_after.so" --scenario s-window-3

@@ -441,6 +441,14 @@ static ddp_status live_shadow_synced(void *ctx)
     return st;
 }
 
+/* What the implementation's gradients are compared with: DDP's, or under --shard the sharded reference's. */
+static const float *reference_grads(const rank_ctx *c)
+{
+    if (!c->v.shard)
+        return model_grads(c->v.m);
+    return shard_ref_grads(c->v.shard, c->v.bwd_since_zero ? c->v.last_synced : -1);
+}
+
 /* The implementation's values of a check, and --dump's and --record's copies of them (dump.h, record.h). */
 static ddp_status live_values(void *ctx, record_values kind, uint64_t k, const float **actual,
                               const float **buffers)
@@ -461,7 +469,7 @@ static ddp_status live_values(void *ctx, record_values kind, uint64_t k, const f
     ddp_status st = DDP_OK;
     VERIFY_COSTED(&c->v, COST_OUTPUT, {
         if (kind == RECORD_GRAB && cfg->dump_dir) {
-            st = dump_write_rank_tensors(cfg->dump_dir, "reference", c->rank, what, c->v.m, model_grads(c->v.m));
+            st = dump_write_rank_tensors(cfg->dump_dir, "reference", c->rank, what, c->v.m, reference_grads(c));
             if (st == DDP_OK && cfg->impl_ops != &impl_reference_ops) /* else the same replica's once more */
                 st = dump_write_rank_tensors(cfg->dump_dir, c->name, c->rank, what, im, *actual);
         }
