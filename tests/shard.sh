@@ -63,6 +63,12 @@ expect 0 "mutation score: 4 of 4 caught" "--mutants --shard hsdp: the HSDP bugs 
 grep -q "^ hsdp  *passes" "$out" && ok "--mutants --shard hsdp: the correct hsdp passes" ||
     bad "--mutants --shard hsdp: the correct hsdp passes"
 
+# ---- --fault flip reaches a sharded implementation's reduce-scatters and group all-reduces too ----
+for m in zero1 zero2 hsdp; do
+    expect 1 "first divergence: grab" "--fault flip under --shard $m: the flipped contribution is caught" -- \
+        --ranks 3 --shard $m --scenario s-window-3 --fault flip:rank=1,op=5 -q
+done
+
 # ---- --dump: the reference's files are the sharded reference's; the implementation's hold its slices ----
 dump=$(mktemp -d) || exit 99
 rmdir "$dump"

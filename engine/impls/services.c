@@ -13,18 +13,24 @@
 #include "coll.h"
 #include "rng.h"
 
+/* A pending --fault flip on this rank's contribution: element 0, the top mantissa bit (it moves by up to half). */
+static void flip_contribution(impl_env *e, float *buf, size_t count)
+{
+    if (!e->flip_pending || count == 0)
+        return;
+    uint32_t u;
+    memcpy(&u, &buf[0], sizeof u);
+    u ^= UINT32_C(1) << 22;
+    memcpy(&buf[0], &u, sizeof u);
+    e->flip_pending = 0;
+}
+
 ddp_status impl_reduce(void *env, float *buf, size_t count, int avg)
 {
     impl_env *e = env;
     atomic_fetch_add_explicit(&e->reductions, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&e->reduced_bytes, count * sizeof *buf, memory_order_relaxed);
-    if (e->flip_pending && count > 0) {
-        uint32_t u;
-        memcpy(&u, &buf[0], sizeof u);
-        u ^= UINT32_C(1) << 22; /* the top mantissa bit: the value moves by up to half */
-        memcpy(&buf[0], &u, sizeof u);
-        e->flip_pending = 0;
-    }
+    flip_contribution(e, buf, count);
     if (e->nccl)
         return nccl_comm_allreduce(e->nccl, buf, count, avg);
     if (avg)
@@ -95,6 +101,17 @@ static int svc_reduce_scatter(void *env, int group, const float *send, float *re
     size_t count = count_per_rank * (size_t)mesh_group_size(&e->mesh, (mesh_group)group);
     atomic_fetch_add_explicit(&e->scatters, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&e->scattered_bytes, count * sizeof *send, memory_order_relaxed);
+    if (e->flip_pending && count > 0) { /* --fault flip: this contribution, a copy (send is the caller's) */
+        float *flipped = malloc(count * sizeof *flipped);
+        if (!flipped)
+            return svc_result(e, ddp_error(DDP_ERR_NOMEM, "a reduce_scatter's flipped copy: %zu floats", count));
+        memcpy(flipped, send, count * sizeof *flipped);
+        flip_contribution(e, flipped, count);
+        ddp_status st = mesh_reduce_scatter_sum(e->wr, &e->mesh, (mesh_group)group, flipped, recv, count_per_rank,
+                                                e->cfg.algo);
+        free(flipped);
+        return svc_result(e, st);
+    }
     return svc_result(e, mesh_reduce_scatter_sum(e->wr, &e->mesh, (mesh_group)group, send, recv, count_per_rank,
                                                  e->cfg.algo));
 }
@@ -109,6 +126,7 @@ static int svc_allreduce_group(void *env, int group, float *buf, size_t count)
         return svc_result(e, impl_reduce(env, buf, count, 0));
     atomic_fetch_add_explicit(&e->reductions, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&e->reduced_bytes, count * sizeof *buf, memory_order_relaxed);
+    flip_contribution(e, buf, count);
     return svc_result(e, mesh_allreduce_sum(e->wr, &e->mesh, (mesh_group)group, buf, count, e->cfg.algo));
 }
 
