@@ -109,6 +109,8 @@ static int list_impls(void)
         printf(" %-30s %-8s %s", e->ops->name, e->is_mutant ? "bug" : "correct", e->ops->description);
         if (e->source[0])
             printf(" [%s]", e->source);
+        if (e->shard_mode && e->is_mutant)
+            printf(" (--shard %s)", shard_mode_name((shard_mode)e->shard_mode));
         printf("%s\n", e->bitwise_only ? " (visible only bitwise)" : "");
     }
     return DDPSIM_EXIT_PASS;

@@ -31,6 +31,7 @@ expect 0 "verdict: PASS" "a chaos seed shakes the communication thread, not the 
 expect 0 "verdict: PASS (10 of 10" "the example plugin (interface version 5), 3 ranks" -- --ranks 3 --shard zero2 --impl "$PLUGIN_DIR/libexample_zero2.so" -q
 expect 0 "verdict: PASS (10 of 10" "the example plugin, 4 ranks" -- --ranks 4 --shard zero2 --impl "$PLUGIN_DIR/libexample_zero2.so" -q
 expect 0 "s-exact-unit" "--scenarios --shard lists the sharded battery" -- --scenarios --shard fsdp
+expect 0 "^ padding-not-zero .*Megatron-LM PR #5898.* (--shard zero1)" "--list names each sharded bug's mode" -- --list
 grep -q "s-one-rank-groups" "$out" && bad "the one-rank-groups scenario is HSDP's alone" || ok "the one-rank-groups scenario is HSDP's alone"
 
 # ---- each detector fires ----
