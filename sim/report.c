@@ -529,7 +529,7 @@ void report_json_shard(FILE *f, const ddpsim_options *opt)
 {
     if (opt->run.shard == SHARD_NONE)
         return;
-    mesh me = opt->run.mesh.shards ? opt->run.mesh : mesh_flat(opt->run.nranks);
+    mesh me = mesh_or_flat(&opt->run.mesh, opt->run.nranks);
     fprintf(f, "\"shard\": \"%s\", \"mesh\": [%d, %d], ", shard_mode_name(opt->run.shard), me.replicas,
             me.shards);
 }
@@ -539,7 +539,7 @@ void report_shard_line(const ddpsim_options *opt)
     const verify_config *run = &opt->run;
     if (run->shard == SHARD_NONE)
         return;
-    mesh me = run->mesh.shards ? run->mesh : mesh_flat(run->nranks);
+    mesh me = mesh_or_flat(&run->mesh, run->nranks);
     fprintf(opt->out, "# sharded: --shard %s on a %dx%d mesh (replicas x shards), against the sharded reference: each "
                       "rank's slices of its declared flat units, the padding exactly zero\n",
             shard_mode_name(run->shard), me.replicas, me.shards);

@@ -216,8 +216,7 @@ int impl_join_exit(const ddpsim_services *svc, impl_join *j, int buffers)
 void impl_services_init(ddpsim_services *svc, ddpsim_param_view *views, impl_env *env)
 {
     model *m = env->m;
-    if (env->mesh.shards < 1 || env->mesh.replicas < 1)
-        env->mesh = mesh_flat(world_size(env->wr)); /* no --mesh: one shard group, the world */
+    env->mesh = mesh_or_flat(&env->mesh, world_size(env->wr)); /* no --mesh: one shard group, the world */
     for (int i = 0; i < model_nparams(m); i++) {
         const model_param *p = model_param_at(m, i);
         views[i] = (ddpsim_param_view){p->name, p->ndim, {p->shape[0], p->shape[1]}, p->count,

@@ -247,12 +247,17 @@ static ddp_status grab_allow(verify_ops *v, int synced, const float **allow)
     return st;
 }
 
+int verify_ops_grab_synced(const verify_ops *v)
+{
+    return v->bwd_since_zero ? v->last_synced : -1;
+}
+
 static ddp_status do_grab(verify_ops *v, const verify_side *s, void *ctx)
 {
     const float *actual, *buffers;
     DDP_CHECK(s->values(ctx, RECORD_GRAB, v->grab++, &actual, &buffers));
     verify_record *rec = next_record(v);
-    rec->synced = v->bwd_since_zero ? v->last_synced : -1;
+    rec->synced = verify_ops_grab_synced(v);
     /* A .grad that is None where DDP's is not (or the reverse) first: it explains the zeros it reads as. */
     const unsigned char *none = NULL;
     const held_mask *held = v->held;

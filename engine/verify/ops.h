@@ -174,6 +174,9 @@ ddp_status verify_checks_returned(ddp_status s);
             (v)->cost_ns[k] += clock_now_ns() - costed_t0_;                                                          \
     } while (0)
 
+/* What a grab now records as synced: 1 the last backward synced, 0 it did not, -1 none since zero_grad. */
+int verify_ops_grab_synced(const verify_ops *v);
+
 /* A replay's forward: the recorded buffers the module saw (`seen`) against what the reference's rule gives. */
 void verify_ops_forward_buffers(verify_ops *v, const float *seen);
 

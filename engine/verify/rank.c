@@ -40,7 +40,7 @@ static ddp_status ref_create(rank_ctx *c, ref_side *s)
     dc.find_unused |= c->cfg->shard != SHARD_NONE;
     DDP_CHECK(ddp_ref_create(&dc, s->m, c->wr, &s->ddp));
     if (c->cfg->shard != SHARD_NONE) {
-        mesh me = c->cfg->mesh.shards ? c->cfg->mesh : mesh_flat(c->n);
+        mesh me = mesh_or_flat(&c->cfg->mesh, c->n);
         DDP_CHECK(shard_ref_create(c->cfg->shard, &me, c->cfg->ddp.algo, s->m, c->wr, &s->shard));
         if (c->cfg->tol.kind == TOL_ORDER)
             DDP_CHECK(shard_ref_track_abs(s->shard)); /* the order tolerance's bound (budget_sharded) */
@@ -111,8 +111,7 @@ static ddp_status impl_layout(rank_ctx *c)
 /* What a grab of a sharded run reads: the shards, unless the mode reads the unsharded local .grad there. */
 static int reads_shards(const rank_ctx *c)
 {
-    return c->cfg->shard != SHARD_NONE &&
-           !shard_mode_reads_local(c->cfg->shard, c->v.bwd_since_zero ? c->v.last_synced : -1);
+    return c->v.shard && !shard_ref_reads_local(c->v.shard, verify_ops_grab_synced(&c->v));
 }
 
 static ddp_status impl_create(rank_ctx *c)
@@ -446,7 +445,7 @@ static const float *reference_grads(const rank_ctx *c)
 {
     if (!c->v.shard)
         return model_grads(c->v.m);
-    return shard_ref_grads(c->v.shard, c->v.bwd_since_zero ? c->v.last_synced : -1);
+    return shard_ref_grads(c->v.shard, verify_ops_grab_synced(&c->v));
 }
 
 /* The implementation's values of a check, and --dump's and --record's copies of them (dump.h, record.h). */

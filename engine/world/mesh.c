@@ -27,6 +27,11 @@ mesh mesh_flat(int nranks)
     return (mesh){1, nranks};
 }
 
+mesh mesh_or_flat(const mesh *m, int nranks)
+{
+    return m->shards > 0 && m->replicas > 0 ? *m : mesh_flat(nranks);
+}
+
 int mesh_group_size(const mesh *m, mesh_group g)
 {
     return g == MESH_SHARD ? m->shards : g == MESH_REPLICA ? m->replicas : m->replicas * m->shards;

@@ -34,6 +34,8 @@ typedef enum mesh_group { MESH_WORLD = 0, MESH_SHARD, MESH_REPLICA } mesh_group;
 ddp_status mesh_parse(const char *text, int nranks, mesh *out);
 /* 1 x nranks: one shard group, the world. */
 mesh mesh_flat(int nranks);
+/* *m, or where none was given ({0, 0}) 1 x nranks. */
+mesh mesh_or_flat(const mesh *m, int nranks);
 
 int mesh_group_size(const mesh *m, mesh_group g);
 /* rank's position in its group g */
