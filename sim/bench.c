@@ -573,7 +573,7 @@ static int bench_battery_main(int argc, char **argv)
         if (shard_mode_parse(ro.shard, &sc.shard) != DDP_OK)
             return cli_usage_error(battery_command.name, "--shard", ddp_error_text() + strlen("--shard: "));
         sc.mesh = shard_default_mesh(sc.shard, ro.ranks);
-        if (ro.mesh && mesh_parse(ro.mesh, ro.ranks, &sc.mesh) != DDP_OK)
+        if (ro.mesh && mesh_parse(ro.mesh, ro.ranks, "--mesh", &sc.mesh) != DDP_OK)
             return cli_usage_error(battery_command.name, "--mesh", ddp_error_text() + strlen("--mesh: "));
         sc.impl_ops = impl_sharded_default((int)sc.shard);
         sc.impl = sc.impl_ops->name;

@@ -72,8 +72,13 @@ static void header(const ddpsim_options *opt, const record_run *rec, const model
 {
     char tol[64];
     const ddp_config *d = &rec->ddp;
-    fprintf(opt->out, "# ddpsim %s check %s: %s, recorded by %s, against the reference DDP (PyTorch semantics)\n",
-            PACKAGE_VERSION, rec->dir, rec->impl, rec->recorded_by[0] ? rec->recorded_by : "(not said)");
+    fprintf(opt->out, "# ddpsim %s check %s: %s, recorded by %s, against %s\n", PACKAGE_VERSION, rec->dir, rec->impl,
+            rec->recorded_by[0] ? rec->recorded_by : "(not said)",
+            rec->shard == SHARD_NONE ? "the reference DDP (PyTorch semantics)" : "the sharded reference");
+    if (rec->shard != SHARD_NONE)
+        fprintf(opt->out, "# sharded: %s on a %dx%d mesh (replicas x shards), the recording's \"shard\": its rule "
+                          "decides what each rank holds (DDP's decides which backward syncs)\n",
+                shard_mode_name(rec->shard), rec->mesh.replicas, rec->mesh.shards);
     fprintf(opt->out, "# ranks %d, model %s (%zu parameters in %d tensors)\n", rec->nranks,
             rec->model[0] ? rec->model : "(not said)", model_size(m), model_nparams(m));
     fprintf(opt->out, "#   %zu ops, %zu forwards, %zu grabs, %zu steps\n", rec->schedule.nops, rec->schedule.nfwd,
@@ -140,6 +145,8 @@ int check_main(int argc, char **argv)
     opt.run.schedule = &rec.schedule;
     opt.run.ddp = rec.ddp;
     opt.sharded = rec.held_at != NULL || rec.held_by_grab;
+    opt.run.shard = rec.shard; /* the recording's "shard": the report says the mode and its mesh */
+    opt.run.mesh = rec.mesh;
     if (tol_parse(co.tolerance ? co.tolerance : rec.nranks <= 2 ? "bitwise" : "order", &opt.run.tol) != DDP_OK) {
         record_close(&rec);
         return cli_usage_error("check", "--tolerance", ddp_error_text());

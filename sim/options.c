@@ -86,7 +86,7 @@ static int choose_mesh(ddpsim_options *opt, char *msg, size_t len)
 {
     verify_config *run = &opt->run;
     if (opt->mesh_text) {
-        if (mesh_parse(opt->mesh_text, run->nranks, &run->mesh) != DDP_OK) {
+        if (mesh_parse(opt->mesh_text, run->nranks, "--mesh", &run->mesh) != DDP_OK) {
             snprintf(msg, len, "%s", ddp_error_text() + (strncmp(ddp_error_text(), "--mesh: ", 8) ? 0 : 8));
             return -1;
         }

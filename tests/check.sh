@@ -71,24 +71,7 @@ same "a run with --algo ring" -- --ranks 3 --scenario classic --impl bucketed --
 # same records check by check and rank by rank (tests/same_records.py), for a correct implementation and for a
 # bug of each kind (to its first failing check).
 # records NAME -- LIVE-ARGS
-records() {
-    what=$1
-    shift 2
-    rm -rf "$tmp/d"
-    "$DDPSIM" "$@" --record "$tmp/d" --json "$tmp/live.json" -q >"$tmp/live" 2>&1
-    live=$?
-    if [ "$live" -gt 1 ]; then
-        bad "$what: the live run gave no verdict (exit $live)"
-        sed 's/^/  live: /' "$tmp/live"
-        return
-    fi
-    "$DDPSIM" check "$tmp/d" --tolerance bitwise --json "$tmp/check.json" -q >"$out" 2>"$err"
-    if msg=$(/usr/bin/env python3 "$(dirname "$0")/same_records.py" "$tmp/live.json" "$tmp/check.json" 2>&1); then
-        ok "$what: $msg"
-    else
-        bad "$what: $msg"
-    fi
-}
+records() { what=$1; shift 2; records_agree "$tmp" "$what" -- "$@"; }
 for sc in $("$DDPSIM" --scenarios | awk '/^[a-z]/ {print $1}'); do
     records "records of scenario $sc, bucketed, live and replayed" -- --ranks 3 --scenario "$sc" --impl bucketed
 done
@@ -202,11 +185,11 @@ fresh; manifest 's/"ranks": 3/"ranks": 4/'
 expect 2 "rank3" "more ranks than recorded" -- check "$tmp/b"
 fresh; manifest 's/"ddpsim-record"/"ddpsim-dump"/'
 expect 2 "expected \"ddpsim-record\"" "the wrong format" -- check "$tmp/b"
-fresh; manifest 's/"version": 3/"version": 7/'
+fresh; manifest 's/"version": 4/"version": 7/'
 expect 2 "version 7" "a later version" -- check "$tmp/b"
-fresh; manifest 's/"version": 3/"version": 1/; s/, "algo": "ordered"//'
+fresh; manifest 's/"version": 4/"version": 1/; s/, "algo": "ordered"//'
 expect 0 "verdict: PASS" "a version-1 recording (no ddp.algo) is still read" -- check "$tmp/b"
-fresh; manifest 's/"version": 3/"version": 2/'; rm -f "$tmp"/b/bucketed/rank*/grab*/none.json
+fresh; manifest 's/"version": 4/"version": 2/'; rm -f "$tmp"/b/bucketed/rank*/grab*/none.json
 expect 0 "verdict: PASS" "a version-2 recording (no none.json) is still read" -- check "$tmp/b"
 fresh; manifest 's/"algo": "ordered"/"algo": "shuffled"/'
 expect 2 "ddp.algo is not an algorithm" "an unknown ddp.algo" -- check "$tmp/b"

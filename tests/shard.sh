@@ -97,15 +97,15 @@ for bug in zero2:accumulated-shard-rescaled zero2:unit-reduced-at-first-ready ze
 done
 
 # ---- refused before any rank starts ----
-expect 2 "--shard zero2: --find-unused is not modelled" "--find-unused" -- --shard zero2 --find-unused
+expect 2 "--shard zero2: find_unused (--find-unused) is not modelled" "--find-unused" -- --shard zero2 --find-unused
 expect 2 "--shard fsdp: --tolerance (other than bitwise: with sharded parameters) is not modelled" \
     "a tolerance other than bitwise with sharded parameters" -- --shard fsdp --tolerance ulp:2
-expect 2 "--shard zero1: --algo ring is not modelled" "the ring order" -- --shard zero1 --algo ring
-expect 2 "--shard zero1: --comm-hook is not modelled" "a communication hook" -- --shard zero1 --comm-hook fp16
+expect 2 "--shard zero1: the ring order (--algo ring) is not modelled" "the ring order" -- --shard zero1 --algo ring
+expect 2 "--shard zero1: a communication hook (--comm-hook) is not modelled" "a communication hook" -- --shard zero1 --comm-hook fp16
 expect 2 "--shard zero2: --schedule (uneven inputs) is not modelled" "uneven inputs" -- --ranks 2 --shard zero2 \
     --schedule "join{ [2, -1:1]*( fwd bwd grab ) }"
 expect 2 "--mesh: needs --shard" "--mesh without --shard" -- --ranks 4 --mesh 2x2
-expect 2 "--mesh: 2x2 replicates over 2 groups, which is --shard hsdp" "a replicated mesh for zero1" -- --ranks 4 --shard zero1 --mesh 2x2
+expect 2 "--mesh: 2x2 replicates over 2 groups, which is hsdp" "a replicated mesh for zero1" -- --ranks 4 --shard zero1 --mesh 2x2
 expect 2 "--mesh: 3x2 is 6 ranks, the run has 4" "a mesh of the wrong size" -- --ranks 4 --shard hsdp --mesh 3x2
 expect 2 "--mesh: '2x' is not RxS" "a mesh that does not parse" -- --ranks 4 --shard hsdp --mesh 2x
 expect 2 "--shard: 'zero3': expected zero1, zero2, fsdp or hsdp" "an unknown mode" -- --shard zero3
@@ -115,6 +115,108 @@ expect 2 "'zero2' is sharded data parallelism: run it with --shard zero2" "a sha
 expect 2 "'fsdp' is sharded data parallelism: run it with --shard fsdp" "a sharded built-in under another mode" -- --shard zero1 --impl fsdp
 expect 2 "was built for interface version 1, which cannot declare a sharded layout" "a plugin older than version 5" -- \
     --shard zero2 --impl "$PLUGIN_DIR/libv1_plugin.so"
+
+# ---- recordings (record.h "shard"): ddpsim check judges a sharded run by its mode's rule ----
+# The two drivers cannot drift here either: every sharded scenario of every mode, and every sharded bug on two
+# scenarios, recorded live and replayed, give the same records check by check (tests/same_records.py).
+rec=$(mktemp -d) || exit 99
+records() { what=$1; shift 2; records_agree "$rec" "$what" -- "$@"; }
+for mode in zero1 zero2 fsdp hsdp; do
+    for sc in $("$DDPSIM" --scenarios --shard "$mode" | awk '/^s-/ {print $1}'); do
+        records "records of $mode, $sc, live and replayed" -- --ranks 4 --shard "$mode" --impl "$mode" --scenario "$sc"
+    done
+done
+"$DDPSIM" --list | awk '/ bug .*\(--shard [a-z0-9]*\)$/ {print $1 ":" $NF}' | tr -d '()' >"$rec/bugs"
+[ "$(wc -l <"$rec/bugs")" -ge 14 ] && ok "the sharded bugs are listed ($(wc -l <"$rec/bugs"))" || bad "sharded bugs: $(cat "$rec/bugs")"
+while IFS=: read -r bug mode; do
+    # padding-not-zero writes into the flat buffers' padding, which no recording holds (record.h: tensors only)
+    [ "$bug" = padding-not-zero ] && continue
+    for sc in s-window-3 s-padding; do
+        records "records of $bug, $sc, live and replayed" -- --ranks 4 --shard "$mode" --impl "$bug" --scenario "$sc"
+    done
+done <"$rec/bugs"
+rm -rf "$rec/d"
+expect 1 "rank 3, the padding of flat unit 0" "padding-not-zero is caught live ..." -- --ranks 4 --shard zero1 \
+    --impl padding-not-zero --scenario s-padding --record "$rec/d"
+expect 0 "verdict: PASS" "... and its recording, which holds no padding, passes (the one bug a recording cannot show)" -- \
+    check "$rec/d" -q
+
+# The mode is what decides: a ZeRO-2 run (a sum of per-micro-step reductions) replayed bitwise under its mode
+# passes, and judged as DDP (the manifest's "shard" taken out) it fails at the first grab after an accumulation.
+rm -rf "$rec/z"
+"$DDPSIM" --ranks 3 --shard zero2 --impl zero2 --scenario s-window-3 --record "$rec/z" -q >/dev/null 2>&1
+expect 0 "verdict: PASS" "a zero2 recording under its mode, bitwise" -- check "$rec/z" -T bitwise -q
+expect_cmd 0 "" "the manifest says the mode" -- grep -q '"shard": {"mode": "zero2", "mesh": "1x3"}' "$rec/z/manifest.json"
+cp "$rec/z/manifest.json" "$rec/m.json"
+sed 's/,\n* *"shard": {[^}]*}//' "$rec/m.json" | sed 's/"shard": {"mode": "zero2", "mesh": "1x3"}/"shard_": 0/' >"$rec/z/manifest.json"
+expect 1 "first divergence: grab 0 (after no_sync fwd+bwd), rank 0" "... judged as DDP (no \"shard\") it fails: DDP holds the local sum there" -- \
+    check "$rec/z" -T bitwise -q
+cp "$rec/m.json" "$rec/z/manifest.json"
+# An HSDP run with the earlier micro-steps left out of the replica all-reduce (PR #125484) fails from its recording.
+rm -rf "$rec/h"
+"$DDPSIM" --ranks 4 --shard hsdp --impl hsdp-partial-not-replicated --scenario s-window-3 --record "$rec/h" -q >/dev/null 2>&1
+expect 1 "verdict: FAIL" "hsdp-partial-not-replicated from its recording" -- check "$rec/h" -q
+# Communication: ZeRO-2's reduce-scatters in a backward that does not sync are its rule; HSDP's replica
+# all-reduce there is not (comm.json "scatters" says which are which; without it that backward is not judged).
+expect 0 "0 of them in backwards that do not sync" "zero2's reduce-scatters in unsynced backwards are allowed" -- \
+    check "$rec/z" -T bitwise
+c0="$rec/z/rank1/micro0/comm.json"
+cp "$c0" "$rec/c0.json"
+sed 's/"scatters": [0-9]*/"scatters": 0/' "$rec/c0.json" >"$c0"
+expect 1 "rank 1: 1 reduction" "... told they were no reduce-scatters, the same reductions fail" -- check "$rec/z" -T bitwise -q
+sed 's/, "scatters": [0-9]*//; s/, "scatter_bytes": [0-9]*//' "$rec/c0.json" >"$c0"
+expect 0 "verdict: PASS" "... and a recorder that does not tell them apart leaves that backward unjudged" -- check "$rec/z" -T bitwise -q
+cp "$rec/c0.json" "$c0"
+rm -rf "$rec/a"
+"$DDPSIM" --ranks 4 --shard hsdp --impl hsdp-allreduce-every-microstep --scenario s-window-3 --record "$rec/a" -q >/dev/null 2>&1
+expect 1 "verdict: FAIL" "hsdp-allreduce-every-microstep from its recording" -- check "$rec/a" -q
+# FSDP: a rank holds its parameter shard after a step (its held.json); another rank's elements are not read.
+rm -rf "$rec/f"
+"$DDPSIM" --ranks 4 --shard fsdp --impl fsdp --scenario s-window-3 --record "$rec/f" -q >/dev/null 2>&1
+expect_cmd 0 "" "an fsdp recording says what each rank held of the parameters" -- test -f "$rec/f/fsdp/rank1/step0/held.json"
+/usr/bin/python3 - "$rec/f/fsdp/rank1/step0" <<'PY'
+import json, sys, numpy as np
+d = sys.argv[1]
+held = json.load(open(d + "/held.json"))
+a = np.load(d + "/0.weight.npy")
+flat = a.reshape(-1)
+mask = np.ones(flat.size, bool)
+for start, count in held.get("0.weight", []):
+    mask[start:start + count] = False
+flat[mask] = 1e30  # not this rank's: never read
+np.save(d + "/0.weight.npy", a)
+PY
+expect 0 "verdict: PASS" "... what it does not hold is not read" -- check "$rec/f" -q
+/usr/bin/python3 - "$rec/f/fsdp/rank1/step0" <<'PY'
+import json, sys, numpy as np
+d = sys.argv[1]
+start = json.load(open(d + "/held.json"))["0.weight"][0][0]
+a = np.load(d + "/0.weight.npy")
+a.reshape(-1)[start] += 1
+np.save(d + "/0.weight.npy", a)
+PY
+expect 1 "step 0 (parameters after step), rank 1, parameter 0.weight, element" "... and what it holds is" -- check "$rec/f" -q
+# Bad "shard" sections: exit 2 before any rank starts, naming the manifest.
+shard_manifest() { /usr/bin/python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); exec(sys.argv[2]); json.dump(m, open(sys.argv[1], "w"))' "$rec/z/manifest.json" "$1"; }
+bad_shard() {
+    cp "$rec/m.json" "$rec/z/manifest.json"
+    shard_manifest "$1"
+    expect 2 "$2" "$3" -- check "$rec/z" -q
+}
+bad_shard 'm["shard"]["mode"] = "zero3"' '"shard".mode "zero3" is not zero1, zero2, fsdp or hsdp' "an unknown mode in a recording"
+bad_shard 'm["shard"]["mesh"] = "2x2"' '"shard".mesh: 2x2 is 4 ranks, the run has 3' "a mesh of the wrong size"
+bad_shard 'm["shard"]["mesh"] = "3x1"' '"shard".mesh: 3x1 replicates over 3 groups, which is hsdp' "a replicated mesh for zero2"
+bad_shard 'm["shard"]["mesh"] = 4' '"shard".mesh is a number, expected "RxS"' "a mesh that is not text"
+bad_shard 'm["shard"] = "zero2"' '"shard" is a string, expected' "a shard that is not an object"
+bad_shard 'm["ddp"]["find_unused_parameters"] = True' 'a zero2 recording with find_unused (--find-unused): not modelled' \
+    "a DDP option the sharded reference does not model"
+cp "$rec/m.json" "$rec/z/manifest.json"
+expect 0 "verdict: PASS" "the manifest put back passes" -- check "$rec/z" -q
+cp "$rec/f/fsdp/rank1/step0/held.json" "$rec/z/zero2/rank0/step0/held.json"
+sed 's/,\n* *"shard": {[^}]*}//' "$rec/m.json" | sed 's/"shard": {"mode": "zero2", "mesh": "1x3"}/"shard_": 0/' >"$rec/z/manifest.json"
+expect 2 "step0/held.json: the rank held a part of its parameters, which the manifest's \"shard\" must say" \
+    "a parameter check's held.json without a mode" -- check "$rec/z" -q
+rm -rf "$rec"
 
 left=$(shm_new_orphans ddpsim "$orphans_before")
 [ -z "$left" ] && ok "no shared memory left behind" || bad "shared memory left behind: $left"

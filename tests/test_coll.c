@@ -669,13 +669,13 @@ static void test_hard_inputs(void)
 static void test_mesh_groups(void)
 {
     mesh m;
-    CU_ASSERT_EQUAL(mesh_parse("2x3", 6, &m), DDP_OK);
+    CU_ASSERT_EQUAL(mesh_parse("2x3", 6, "--mesh", &m), DDP_OK);
     CU_ASSERT(m.replicas == 2 && m.shards == 3);
-    CU_ASSERT_EQUAL(mesh_parse("2x3", 4, &m), DDP_ERR_INVALID);
+    CU_ASSERT_EQUAL(mesh_parse("2x3", 4, "--mesh", &m), DDP_ERR_INVALID);
     CU_ASSERT(strstr(ddp_error_last(), "2x3 is 6 ranks, the run has 4") != NULL);
     static const char *const bad[] = {"", "2", "2x", "x3", "0x4", "2x-2", "2x2x1", "2x2 "};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        CU_ASSERT_EQUAL(mesh_parse(bad[i], 4, &m), DDP_ERR_INVALID);
+        CU_ASSERT_EQUAL(mesh_parse(bad[i], 4, "--mesh", &m), DDP_ERR_INVALID);
     m = (mesh){2, 3}; /* torch's DeviceMesh (2, 3): rank = i * 3 + j */
     CU_ASSERT_EQUAL(mesh_group_size(&m, MESH_SHARD), 3);
     CU_ASSERT_EQUAL(mesh_group_size(&m, MESH_REPLICA), 2);

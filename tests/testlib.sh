@@ -32,6 +32,28 @@ expect() {
     expect_cmd "$code" "$pattern" "$what" -- "$DDPSIM" "$@"
 }
 
+# records_agree SCRATCH WHAT -- LIVE-ARGS: ddpsim LIVE-ARGS recorded into SCRATCH/d, then `ddpsim check` of it
+# bitwise, give the same records check by check and rank by rank (tests/same_records.py): the live and the
+# replay drivers of the ops (engine/verify/ops.h) agree.
+records_agree() {
+    scratch=$1 what=$2
+    shift 3
+    rm -rf "$scratch/d"
+    "$DDPSIM" "$@" --record "$scratch/d" --json "$scratch/live.json" -q >"$scratch/live" 2>&1
+    live=$?
+    if [ "$live" -gt 1 ]; then
+        bad "$what: the live run gave no verdict (exit $live)"
+        sed 's/^/  live: /' "$scratch/live"
+        return
+    fi
+    "$DDPSIM" check "$scratch/d" --tolerance bitwise --json "$scratch/check.json" -q >"$out" 2>"$err"
+    if msg=$(/usr/bin/env python3 "$(dirname "$0")/same_records.py" "$scratch/live.json" "$scratch/check.json" 2>&1); then
+        ok "$what: $msg"
+    else
+        bad "$what: $msg"
+    fi
+}
+
 finish() {
     echo "$pass passed, $fail failed"
     [ "$fail" -eq 0 ]

@@ -46,6 +46,27 @@ mesh shard_default_mesh(shard_mode m, int nranks)
     return nranks >= 4 && nranks % 2 == 0 ? (mesh){2, nranks / 2} : (mesh){nranks, 1};
 }
 
+ddp_status shard_check_mesh(shard_mode m, const mesh *given, int nranks, const char *what)
+{
+    if (given->replicas * given->shards != nranks)
+        return ddp_error(DDP_ERR_INVALID, "%s: %dx%d is not %d ranks", what, given->replicas, given->shards, nranks);
+    if (given->replicas > 1 && m != SHARD_HSDP)
+        return ddp_error(DDP_ERR_INVALID, "%s: %dx%d replicates over %d groups, which is hsdp; %s shards over the "
+                                          "whole world (1x%d)",
+                         what, given->replicas, given->shards, given->replicas, shard_mode_name(m), nranks);
+    return DDP_OK;
+}
+
+const char *shard_unmodelled_option(const ddp_config *d)
+{
+    return d->find_unused ? "find_unused (--find-unused)"
+           : d->bucket_view ? "bucket_view (--bucket-view)"
+           : d->comm_hook != DDP_HOOK_NONE ? "a communication hook (--comm-hook)"
+           : d->static_graph ? "static_graph (--static-graph)"
+           : d->algo == COLL_RING ? "the ring order (--algo ring)"
+           : NULL;
+}
+
 struct shard_ref {
     shard_mode mode;
     mesh mesh;
@@ -225,6 +246,11 @@ void shard_ref_zero(shard_ref *s, int set_to_none)
     }
     if (set_to_none)
         memset(s->defined, 0, (size_t)model_nparams(s->m));
+}
+
+shard_mode shard_ref_mode(const shard_ref *s)
+{
+    return s->mode;
 }
 
 int shard_ref_reads_local(const shard_ref *s, int last_synced)

@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "coll.h"
+#include "ddp_ref.h"
 #include "mesh.h"
 #include "model.h"
 #include "status.h"
@@ -58,6 +59,17 @@ int shard_mode_reads_local(shard_mode m, int last_synced);
  */
 mesh shard_default_mesh(shard_mode m, int nranks);
 
+/* A mesh given for mode m over nranks: R x S = nranks, and R > 1 only for HSDP; DDP_ERR_INVALID, what prefixed. */
+ddp_status shard_check_mesh(shard_mode m, const mesh *given, int nranks, const char *what);
+
+/*
+ * The DDP option the sharded reference does not model, in words, or NULL: a
+ * sharded run reduces every parameter in one rule (so find_unused, the
+ * bucket view, a communication hook and static_graph have no meaning the
+ * reference gives them), and its group sums are ordered (not the ring's).
+ */
+const char *shard_unmodelled_option(const ddp_config *d);
+
 typedef struct shard_ref shard_ref;
 
 /* Over the reference's replica m (not owned) on this rank of a world that is mesh_ (copied). */
@@ -68,6 +80,7 @@ void shard_ref_destroy(shard_ref *s);
 ddp_status shard_ref_backward(shard_ref *s, int syncs);
 /* zero_grad: every sum empty, and with set_to_none every .grad None again. */
 void shard_ref_zero(shard_ref *s, int set_to_none);
+shard_mode shard_ref_mode(const shard_ref *s);
 /* shard_mode_reads_local of its mode */
 int shard_ref_reads_local(const shard_ref *s, int last_synced);
 /* The gradient a grab compares with (every element; shard_mode_reads_local says which sum). */

@@ -217,6 +217,39 @@ static ddp_status read_options(const char *path, const json_value *root, record_
     return manifest_read_ddp(path, root, &r->ddp, &said); /* what a recording leaves out is PyTorch's default */
 }
 
+/* "shard" (record.h), when present: the mode and its mesh, and nothing the sharded reference does not model. */
+static ddp_status read_shard(const char *path, const json_value *root, record_run *r)
+{
+    const json_value *o = json_get(root, "shard");
+    r->shard = SHARD_NONE;
+    if (!o)
+        return DDP_OK;
+    const json_value *v;
+    if (o->type != JSON_OBJECT)
+        return ddp_error(DDP_ERR_INVALID, "%s: \"shard\" is %s, expected {\"mode\": ..., \"mesh\": \"RxS\"}", path,
+                         json_type_name(o->type));
+    DDP_CHECK(json_need(path, o, "mode", JSON_STRING, &v));
+    ddp_status s = shard_mode_parse(v->string, &r->shard);
+    if (s != DDP_OK)
+        return ddp_error(DDP_ERR_INVALID, "%s: \"shard\".mode \"%s\" is not zero1, zero2, fsdp or hsdp", path,
+                         v->string);
+    r->mesh = shard_default_mesh(r->shard, r->nranks);
+    if ((v = json_get(o, "mesh"))) {
+        if (v->type != JSON_STRING)
+            return ddp_error(DDP_ERR_INVALID, "%s: \"shard\".mesh is %s, expected \"RxS\"", path,
+                             json_type_name(v->type));
+        if ((s = mesh_parse(v->string, r->nranks, "\"shard\".mesh", &r->mesh)) == DDP_OK)
+            s = shard_check_mesh(r->shard, &r->mesh, r->nranks, "\"shard\".mesh");
+        if (s != DDP_OK)
+            return ddp_error_prefix(s, path);
+    }
+    const char *what = shard_unmodelled_option(&r->ddp);
+    if (what)
+        return ddp_error(DDP_ERR_INVALID, "%s: a %s recording with %s: not modelled by the sharded reference (it "
+                                          "reduces every parameter, in order)", path, shard_mode_name(r->shard), what);
+    return DDP_OK;
+}
+
 static void param_shape(const record_run *r, int p, size_t shape[MODEL_MAX_NDIM])
 {
     for (int k = 0; k < MODEL_MAX_NDIM; k++)
@@ -298,35 +331,41 @@ ddp_status record_used(const record_run *r, int rank, uint64_t micro, unsigned c
     return read_name_list(r, path, used);
 }
 
-ddp_status record_comm(const record_run *r, int rank, uint64_t micro, int *known, uint64_t *reductions,
-                       uint64_t *bytes)
+ddp_status record_comm(const record_run *r, int rank, uint64_t micro, record_comm_counts *out)
 {
     char path[RECORD_PATH_LEN];
     snprintf(path, sizeof path, "%s/rank%d/micro%llu/comm.json", r->dir, rank, (unsigned long long)micro);
-    *reductions = *bytes = 0;
+    *out = (record_comm_counts){0, 0, RECORD_UNCOUNTED, RECORD_UNCOUNTED, RECORD_UNCOUNTED};
     json_value *v;
     DDP_CHECK(read_optional_json(path, RECORD_MAX_USED, &v));
-    if (!(*known = v != NULL))
+    if (!(out->known = v != NULL))
         return DDP_OK;
-    double n = 0, b = -1;
+    double n = 0, b = -1, k = -1, kb = -1;
     ddp_status s = member_whole(path, v, "reductions", 1e15, &n);
     if (s == DDP_OK && json_get(v, "bytes"))
         s = member_whole(path, v, "bytes", 1e18, &b);
+    if (s == DDP_OK && json_get(v, "scatters"))
+        s = member_whole(path, v, "scatters", n, &k);
+    if (s == DDP_OK && json_get(v, "scatter_bytes"))
+        s = member_whole(path, v, "scatter_bytes", b < 0 ? 1e18 : b, &kb);
     json_free(v);
-    *reductions = (uint64_t)n;
-    *bytes = b < 0 ? RECORD_BYTES_UNCOUNTED : (uint64_t)b;
+    out->reductions = (uint64_t)n;
+    out->bytes = b < 0 ? RECORD_UNCOUNTED : (uint64_t)b;
+    out->scatters = k < 0 ? RECORD_UNCOUNTED : (uint64_t)k;
+    out->scatter_bytes = kb < 0 ? RECORD_UNCOUNTED : (uint64_t)kb;
     return s;
 }
 
-ddp_status record_write_comm(const char *dir, int rank, uint64_t micro, uint64_t reductions, uint64_t bytes)
+ddp_status record_write_comm(const char *dir, int rank, uint64_t micro, const record_comm_counts *c)
 {
     char path[RECORD_PATH_LEN];
     snprintf(path, sizeof path, "%s/rank%d/micro%llu/comm.json", dir, rank, (unsigned long long)micro);
     FILE *f = fopen(path, "w");
     if (!f)
         return ddp_error(DDP_ERR_SYSTEM, "cannot create %s", path);
-    fprintf(f, "{\"reductions\": %llu, \"bytes\": %llu}\n", (unsigned long long)reductions,
-            (unsigned long long)bytes);
+    fprintf(f, "{\"reductions\": %llu, \"bytes\": %llu, \"scatters\": %llu, \"scatter_bytes\": %llu}\n",
+            (unsigned long long)c->reductions, (unsigned long long)c->bytes, (unsigned long long)c->scatters,
+            (unsigned long long)c->scatter_bytes);
     return file_close_written(f, path);
 }
 
@@ -373,7 +412,9 @@ ddp_status record_read_piece(const record_run *r, const char *what, int param, i
 
 /* Every file rank's part of the run needs: what it ran (a rank that ran out has no grab, step or micro-step
  * files for what it skipped, and none at the end when it ran out outside join). */
-static ddp_status check_rank_files(const record_run *r, int rank, const uint32_t *counts, unsigned char *used,
+static ddp_status check_params_held(record_run *r, int rank, record_values kind, uint64_t k);
+
+static ddp_status check_rank_files(record_run *r, int rank, const uint32_t *counts, unsigned char *used,
                                    char *what, size_t wlen)
 {
     int np = r->nparams, all = r->nparams + r->nbuffers, in_join = 0, syncs = 0;
@@ -400,11 +441,11 @@ static ddp_status check_rank_files(const record_run *r, int rank, const uint32_t
             break;
         case OP_BWD:
             DDP_CHECK(record_used(r, rank, micro, used));
-            int counted;
-            uint64_t nred, nbytes;
-            DDP_CHECK(record_comm(r, rank, micro, &counted, &nred, &nbytes)); /* one that is there must be right */
-            /* The reference's rule (ddp_ref.c sync_gradients), found here rather than in a rank. */
-            for (int p = 0; syncs && !r->ddp.find_unused && p < np; p++)
+            record_comm_counts comm;
+            DDP_CHECK(record_comm(r, rank, micro, &comm)); /* one that is there must be right */
+            /* The reference's rule (ddp_ref.c sync_gradients), found here rather than in a rank; a sharded run
+             * reduces every parameter, used or not (shard_ref.h). */
+            for (int p = 0; syncs && !r->ddp.find_unused && r->shard == SHARD_NONE && p < np; p++)
                 if (!used[p])
                     return ddp_error(DDP_ERR_INVALID,
                                      "%s/rank%d/micro%llu/used.json: parameter '%s' was not used by the forward of "
@@ -422,15 +463,16 @@ static ddp_status check_rank_files(const record_run *r, int rank, const uint32_t
             break;
         }
         case OP_STEP:
-            snprintf(what, wlen, "%s/rank%d/step%llu", r->impl, rank, (unsigned long long)step++);
+            snprintf(what, wlen, "%s/rank%d/step%llu", r->impl, rank, (unsigned long long)step);
             DDP_CHECK(check_files(r, what, NULL, 0, np));
+            DDP_CHECK(check_params_held(r, rank, RECORD_STEP, step++));
             break;
         default: break;
         }
     }
     snprintf(what, wlen, "%s/rank%d/end", r->impl, rank);
     DDP_CHECK(check_files(r, what, NULL, 0, np));
-    return DDP_OK;
+    return check_params_held(r, rank, RECORD_END, 0);
 }
 
 static ddp_status check_grab_cover(record_run *r);
@@ -619,10 +661,12 @@ static ddp_status read_held(const char *path, const json_value *root, record_run
     return s;
 }
 
-ddp_status record_grab_held(const record_run *r, int rank, uint64_t grab, record_held **out, size_t *n, int *known)
+ddp_status record_params_held(const record_run *r, int rank, record_values kind, uint64_t k, record_held **out,
+                              size_t *n, int *known)
 {
-    char path[RECORD_PATH_LEN];
-    snprintf(path, sizeof path, "%s/%s/rank%d/grab%llu/held.json", r->dir, r->impl, rank, (unsigned long long)grab);
+    char what[32], path[RECORD_PATH_LEN];
+    record_values_name(kind, k, what, sizeof what);
+    snprintf(path, sizeof path, "%s/%s/rank%d/%s/held.json", r->dir, r->impl, rank, what);
     *out = NULL;
     *n = 0;
     json_value *v;
@@ -632,6 +676,32 @@ ddp_status record_grab_held(const record_run *r, int rank, uint64_t grab, record
     ddp_status s = parse_held(path, "held.json", v, r, out, n);
     json_free(v);
     return s;
+}
+
+ddp_status record_grab_held(const record_run *r, int rank, uint64_t grab, record_held **out, size_t *n, int *known)
+{
+    return record_params_held(r, rank, RECORD_GRAB, grab, out, n, known); /* the same file, of a grab */
+}
+
+/*
+ * A parameter check's held.json, when there, parses; only a sharded recording may have one (a rank holding a
+ * part of its parameters is what FSDP does; judged as DDP it would leave elements unchecked).
+ */
+static ddp_status check_params_held(record_run *r, int rank, record_values kind, uint64_t k)
+{
+    record_held *h;
+    size_t n;
+    int known;
+    DDP_CHECK(record_params_held(r, rank, kind, k, &h, &n, &known));
+    free(h);
+    if (known && r->shard == SHARD_NONE) {
+        char what[32];
+        return ddp_error(DDP_ERR_INVALID, "%s/%s/rank%d/%s/held.json: the rank held a part of its parameters, "
+                                          "which the manifest's \"shard\" must say (fsdp or hsdp)",
+                         r->dir, r->impl, rank, record_values_name(kind, k, what, sizeof what));
+    }
+    r->params_held |= known;
+    return DDP_OK;
 }
 
 /*
@@ -734,6 +804,11 @@ ddp_status record_open(const char *dir, record_run *out)
     if (s == DDP_OK)
         s = read_ops(path, root, out);
     if (s == DDP_OK)
+        s = read_shard(path, root, out);
+    if (s == DDP_OK && out->shard != SHARD_NONE && (out->schedule.nuneven || out->schedule.njoins))
+        s = ddp_error(DDP_ERR_INVALID, "%s: a %s recording with uneven inputs or join: not modelled by the sharded "
+                                       "reference", path, shard_mode_name(out->shard));
+    if (s == DDP_OK)
         s = read_held(path, root, out);
     ssize_t clash = s == DDP_OK ? sched_step_conflict(&out->schedule, out->ddp.set_to_none) : -1;
     if (clash >= 0)
@@ -787,6 +862,9 @@ ddp_status record_write_manifest(const char *dir, const record_info *info)
         fprintf(f, "%s\"%s\"", i ? ", " : "", sched_op_name(info->schedule->ops[i]));
     fprintf(f, "]");
     manifest_write_uneven(f, info->schedule, info->nranks);
+    if (info->shard != SHARD_NONE)
+        fprintf(f, ",\n \"shard\": {\"mode\": \"%s\", \"mesh\": \"%dx%d\"}", shard_mode_name(info->shard),
+                info->mesh.replicas, info->mesh.shards);
     fprintf(f, "}\n");
     return file_close_written(f, path);
 }
@@ -831,6 +909,41 @@ ddp_status record_write_grad_none(const char *dir, const char *side, int rank, c
     char path[RECORD_PATH_LEN];
     snprintf(path, sizeof path, "%s/%s/rank%d/%s/none.json", dir, side, rank, what);
     return write_name_list(path, m, defined, 0);
+}
+
+ddp_status record_write_held(const char *dir, const char *side, int rank, const char *what, const model *m,
+                             const unsigned char *held)
+{
+    char path[RECORD_PATH_LEN];
+    snprintf(path, sizeof path, "%s/%s/rank%d/%s/held.json", dir, side, rank, what);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return ddp_error(DDP_ERR_SYSTEM, "cannot create %s", path);
+    fprintf(f, "{");
+    for (int p = 0, named = 0; p < model_nparams(m); p++) {
+        const model_param *par = model_param_at(m, p);
+        const unsigned char *e = held + par->offset;
+        size_t ranges = 0;
+        for (size_t j = 0; j < par->count;) {
+            if (!e[j]) {
+                j++;
+                continue;
+            }
+            size_t start = j;
+            while (j < par->count && e[j])
+                j++;
+            if (!ranges++) {
+                fprintf(f, "%s", named++ ? ", " : "");
+                jsonw_string(f, par->name);
+                fprintf(f, ": [");
+            }
+            fprintf(f, "%s[%zu, %zu]", ranges > 1 ? ", " : "", start, j - start);
+        }
+        if (ranges)
+            fprintf(f, "]");
+    }
+    fprintf(f, "}\n");
+    return file_close_written(f, path);
 }
 
 ddp_status record_write_micro(const char *dir, int rank, uint64_t micro, const model *m, const float *local,

@@ -36,7 +36,8 @@
  *    "ops": ["fwd", "bwd", "enter", "exit", "grab", "zero", "step", "join_enter", "join_exit", ...],
  *    "joins": [{"enter": OP, "exit": OP, "divide_by_initial_world_size": bool}, ...],
  *    "uneven": [{"first": OP, "body": N, "iterations": K, "counts": [rank 0's, ...]}, ...],
- *    "grad_shards": [{"<param>": [[START, COUNT], ...], ...}, ... one object per rank]}
+ *    "grad_shards": [{"<param>": [[START, COUNT], ...], ...}, ... one object per rank],
+ *    "shard": {"mode": "zero1" | "zero2" | "fsdp" | "hsdp", "mesh": "RxS"}}
  *
  * "joins" and "uneven" (uneven inputs, schedule.h) may be left out. A rank
  * has files only for the ops it ran: none for the grabs and steps past its
@@ -62,7 +63,22 @@
  * layout that changes (FSDP2 keeps the whole local sum while gradient sync
  * is off, a shard after a sync); the ranks that reached a grab must hold
  * every element between them. The parameters after a step and at the end
- * are compared whole on every rank either way.
+ * are compared whole on every rank, unless that check's held.json
+ * (<impl>/rank<r>/step<k>/held.json, end/held.json) says which elements of
+ * the parameters the rank held there (FSDP: its parameter shard).
+ *
+ * "shard" (version 4) says which sharded data parallelism recorded the run,
+ * and so which accumulation rule its gradients follow (shard_ref.h,
+ * doc/SEMANTICS.md): ZeRO-2's sharded sum reduced at every micro-step,
+ * HSDP's deferred replica all-reduce on the mesh "RxS" (R replicas of shard
+ * groups of S ranks, torch's DeviceMesh numbering; left out: the mode's
+ * default, shard_default_mesh). Without it a recording is judged as DDP,
+ * which is the rule of zero1 and fsdp too. A sharded recording may not use
+ * the DDP options the sharded reference does not model
+ * (shard_unmodelled_option) nor uneven inputs. In a mode that reduces in a
+ * backward that does not sync (zero2, hsdp), comm.json's "scatters" (the
+ * reduce-scatters and reduces among its "reductions") are allowed there;
+ * without "scatters" that backward's count is not held against it.
  */
 #ifndef DDPSIM_RECORD_H
 #define DDPSIM_RECORD_H
@@ -72,13 +88,15 @@
 
 #include "ddp_ref.h"
 #include "model.h"
+#include "mesh.h"
 #include "schedule.h"
+#include "shard_ref.h"
 #include "status.h"
 
 #define RECORD_NAME_LEN 128
-/* 3: "grad_shards" and a grab's none.json; 2: "ddp" has every option (manifest.h), "algo" among them; versions 1
- * (without "algo") and 2 are read as well */
-#define RECORD_VERSION 3
+/* 4: "shard", comm.json's "scatters" and a parameter check's held.json; 3: "grad_shards" and a grab's none.json;
+ * 2: "ddp" has every option (manifest.h), "algo" among them; versions 1 (without "algo") to 3 are read as well */
+#define RECORD_VERSION 4
 
 /* A slice of a parameter's gradient that a rank holds (grad_shards): elements [start, start + count). */
 typedef struct record_held {
@@ -100,6 +118,9 @@ typedef struct record_run {
     record_held *held;
     size_t *held_at;
     int held_by_grab;        /* some grab's held.json says what a rank held there */
+    int params_held;         /* some parameter check's held.json says what a rank held of the parameters */
+    shard_mode shard;        /* "shard": the mode (SHARD_NONE: judged as DDP) and its mesh */
+    mesh mesh;
 } record_run;
 
 /*
@@ -134,15 +155,22 @@ ddp_status record_grad_none(const record_run *r, const char *what, unsigned char
 
 /* Rank's held.json at grab k into *out (malloc'd, sorted; the caller frees), *known = 1; *known = 0 without one. */
 ddp_status record_grab_held(const record_run *r, int rank, uint64_t grab, record_held **out, size_t *n, int *known);
+/* ... and of any check (kind RECORD_STEP or RECORD_END, k its number: what it held of the parameters). */
+ddp_status record_params_held(const record_run *r, int rank, record_values kind, uint64_t k, record_held **out,
+                              size_t *n, int *known);
 
 /*
- * DIR/rank<r>/micro<m>/comm.json, {"reductions": N, "bytes": B}: the reductions the implementation made in that
- * backward, when its recorder counted them (*known = 0 without the file); "bytes" may be left out
- * (*bytes = RECORD_BYTES_UNCOUNTED: torch's CommDebugMode counts calls only).
+ * DIR/rank<r>/micro<m>/comm.json, {"reductions": N, "bytes": B, "scatters": K, "scatter_bytes": C}: the
+ * reductions the implementation made in that backward, when its recorder counted them (known = 0 without the
+ * file); "bytes" may be left out (RECORD_UNCOUNTED: torch's CommDebugMode counts calls only); "scatters", how
+ * many of them were reduce-scatters or reduces to one rank, and their bytes, too.
  */
-#define RECORD_BYTES_UNCOUNTED UINT64_MAX
-ddp_status record_comm(const record_run *r, int rank, uint64_t micro, int *known, uint64_t *reductions,
-                       uint64_t *bytes);
+#define RECORD_UNCOUNTED UINT64_MAX
+typedef struct record_comm_counts {
+    int known;
+    uint64_t reductions, bytes, scatters, scatter_bytes;
+} record_comm_counts;
+ddp_status record_comm(const record_run *r, int rank, uint64_t micro, record_comm_counts *out);
 
 /* Which parameters got a gradient in rank's micro-step m (used[p] = 0 or 1). */
 ddp_status record_used(const record_run *r, int rank, uint64_t micro, unsigned char *used);
@@ -155,6 +183,8 @@ typedef struct record_info {
     const model *layout;
     const ddp_config *ddp;
     const sched *schedule;
+    shard_mode shard;        /* SHARD_NONE: no "shard" */
+    mesh mesh;
 } record_info;
 
 /* DIR/manifest.json (DIR prepared with dump_prepare). */
@@ -164,7 +194,10 @@ ddp_status record_write_manifest(const char *dir, const record_info *info);
 ddp_status record_write_micro(const char *dir, int rank, uint64_t micro, const model *m, const float *local,
                               const unsigned char *used);
 /* DIR/rank<r>/micro<m>/comm.json (the directory exists): the implementation's reductions in that backward. */
-ddp_status record_write_comm(const char *dir, int rank, uint64_t micro, uint64_t reductions, uint64_t bytes);
+ddp_status record_write_comm(const char *dir, int rank, uint64_t micro, const record_comm_counts *c);
+/* DIR/<side>/rank<r>/<what>/held.json (the directory exists): the elements of m's layout whose held[] is not 0. */
+ddp_status record_write_held(const char *dir, const char *side, int rank, const char *what, const model *m,
+                             const unsigned char *held);
 /* DIR/<side>/rank<r>/<what>/none.json (the directory exists): the parameters whose .grad is None (defined[p] 0). */
 ddp_status record_write_grad_none(const char *dir, const char *side, int rank, const char *what, const model *m,
                                   const unsigned char *defined);

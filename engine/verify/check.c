@@ -58,9 +58,11 @@ typedef struct check_rank {
     source_ctx src;
     model *m;
     ddp_ref *ddp;
+    shard_ref *shard;       /* the recording's "shard": its mode's reference beside DDP's (which decides the syncs) */
     float *actual;          /* the recorded values of the check at hand */
     held_mask held;         /* what this rank holds of the gradients, when the recording says (grad_shards) */
     held_mask grab_held;    /* ... at the grab at hand, when its held.json says */
+    held_mask param_held;   /* ... of the parameters at the check at hand, when its held.json says */
     unsigned char none[MODEL_MAX_PARAMS]; /* which .grad were None at the grab at hand (none.json) */
     float *seen;            /* the buffers the implementation's module held as a forward began */
     uint64_t nfwd;
@@ -121,6 +123,33 @@ static ddp_status rec_backward_end(void *ctx)
     return source_status(ctx);
 }
 
+/* A held.json into mask (made at its first use). */
+static ddp_status held_from(check_rank *c, held_mask *mask, const record_held *h, size_t n)
+{
+    if (!mask->elem)
+        DDP_CHECK(held_mask_init(mask, c->m));
+    held_mask_clear(mask, c->m);
+    for (size_t i = 0; i < n; i++)
+        held_mask_add(mask, c->m, h[i].param, h[i].start, h[i].count);
+    held_mask_finish(mask, c->m);
+    return DDP_OK;
+}
+
+/* What the rank held of the parameters at this check (ops.h verify_ops.param_held, read after values). */
+static ddp_status params_layout(check_rank *c, record_values kind, uint64_t k)
+{
+    record_held *h;
+    size_t n;
+    int known;
+    c->v.param_held = NULL;
+    DDP_CHECK(bad_record(c, record_params_held(c->rec, c->rank, kind, k, &h, &n, &known)));
+    ddp_status s = known ? held_from(c, &c->param_held, h, n) : DDP_OK;
+    free(h);
+    if (known && s == DDP_OK)
+        c->v.param_held = &c->param_held;
+    return s;
+}
+
 /* The implementation's recorded values of every parameter from DIR/<impl>/rank<r>/<what>. */
 static ddp_status rec_values(void *ctx, record_values kind, uint64_t k, const float **actual, const float **buffers)
 {
@@ -132,17 +161,14 @@ static ddp_status rec_values(void *ctx, record_values kind, uint64_t k, const fl
         DDP_CHECK(bad_record(c, record_read(c->rec, rel, p, c->actual + model_param_at(c->m, p)->offset, 0)));
     *actual = c->actual;
     *buffers = NULL; /* compared as the forwards went */
-    return DDP_OK;
+    return kind == RECORD_GRAB ? DDP_OK : params_layout(c, kind, k);
 }
 
 /* The implementation's reductions in a backward, when the recording counted them (micro<m>/comm.json). */
-static ddp_status rec_backward_comm(void *ctx, uint64_t micro, int *known, uint64_t *reductions, uint64_t *bytes)
+static ddp_status rec_backward_comm(void *ctx, uint64_t micro, record_comm_counts *counts)
 {
     check_rank *c = ctx;
-    DDP_CHECK(bad_record(c, record_comm(c->rec, c->rank, micro, known, reductions, bytes)));
-    if (*known)
-        verify_count_comm(&c->area->fig, *reductions, *bytes, !ddp_ref_pending_sync(c->ddp));
-    return DDP_OK;
+    return bad_record(c, record_comm(c->rec, c->rank, micro, counts));
 }
 
 /* The recorded grab's none.json and held.json, when it has them. */
@@ -159,16 +185,10 @@ static ddp_status rec_grab_layout(void *ctx, uint64_t k, const unsigned char **n
     size_t n;
     DDP_CHECK(bad_record(c, record_grab_held(c->rec, c->rank, k, &h, &n, &known)));
     if (known) {
-        ddp_status s = c->grab_held.elem ? DDP_OK : held_mask_init(&c->grab_held, c->m);
-        if (s == DDP_OK) {
-            held_mask_clear(&c->grab_held, c->m);
-            for (size_t i = 0; i < n; i++)
-                held_mask_add(&c->grab_held, c->m, h[i].param, h[i].start, h[i].count);
-            held_mask_finish(&c->grab_held, c->m);
-            *held = &c->grab_held;
-        }
+        ddp_status s = held_from(c, &c->grab_held, h, n);
         free(h);
         DDP_CHECK(s);
+        *held = &c->grab_held;
     }
     return DDP_OK;
 }
@@ -181,7 +201,7 @@ static ddp_status rec_grab_layout(void *ctx, uint64_t k, const unsigned char **n
 static ddp_status rec_grabbed(void *ctx, verify_record *rec, const float *actual, const held_mask *held)
 {
     check_rank *c = ctx;
-    if (rec->synced != 1 || c->v.uneven_window || held) /* every rank or none, as the reference's own check */
+    if (rec->synced != 1 || c->v.uneven_window || held || c->shard) /* every rank or none, as the reference's check */
         return DDP_OK;
     ddp_status st;
     VERIFY_COSTED(&c->v, COST_AGREEMENT, st = AS_CHECKS(agreement_check(&c->v.agreement, c->wr, c->m, actual,
@@ -218,8 +238,9 @@ static ddp_status setup(check_rank *c, void *user)
     const record_run *rec = c->rec;
     verify_ops_config oc = {.tol = &c->cfg->tol, .schedule = &rec->schedule, .lr = rec->ddp.lr,
                             .comm_hook = rec->ddp.comm_hook, .params_rule = PARAMS_REPLAY,
-                            .agree = &c->area->agree, .cost_ns = c->area->fig.cost_ns,
-                            .allow_unsynced_comm = c->cfg->allow_unsynced_comm};
+                            .agree = &c->area->agree, .fig = &c->area->fig,
+                            .allow_unsynced_comm = c->cfg->allow_unsynced_comm,
+                            .set_to_none = rec->ddp.set_to_none};
     DDP_CHECK(verify_ops_init(&c->v, &oc, c->wr, user));
     c->src = (source_ctx){rec, c->rank};
     model_grad_source src = {src_used, src_grad, &c->src, src_npieces, src_piece};
@@ -232,7 +253,17 @@ static ddp_status setup(check_rank *c, void *user)
                                             model_buffers(c->m) + model_buffer_at(c->m, b)->offset, 0)));
     if (rec->nbuffers && !(c->seen = malloc(model_buffers_size(c->m) * sizeof *c->seen)))
         return ddp_error(DDP_ERR_NOMEM, "the check's buffers: %zu floats", model_buffers_size(c->m));
-    DDP_CHECK(ddp_ref_create(&rec->ddp, c->m, c->wr, &c->ddp));
+    /* A sharded recording: DDP's reference decides which backward syncs, with find_unused on, as a live sharded
+     * run's (rank.c ref_create): every parameter is reduced, an unused one with its .grad as it is. */
+    ddp_config dc = rec->ddp;
+    dc.find_unused |= rec->shard != SHARD_NONE;
+    DDP_CHECK(ddp_ref_create(&dc, c->m, c->wr, &c->ddp));
+    if (rec->shard != SHARD_NONE) {
+        DDP_CHECK(shard_ref_create(rec->shard, &rec->mesh, rec->ddp.algo, c->m, c->wr, &c->shard));
+        if (c->cfg->tol.kind == TOL_ORDER)
+            DDP_CHECK(shard_ref_track_abs(c->shard)); /* the order tolerance's bound (budget_sharded) */
+        c->v.shard = c->shard;
+    }
     DDP_CHECK(ddp_ref_broadcast_params(c->ddp));
     size_t n = model_size(c->m);
     if (!(c->actual = malloc(n * sizeof *c->actual)))
@@ -270,6 +301,8 @@ static ddp_status check_rank_main(world_rank *wr, void *arg)
     free(c.seen);
     held_mask_free(&c.held);
     held_mask_free(&c.grab_held);
+    held_mask_free(&c.param_held);
+    shard_ref_destroy(c.shard);
     ddp_ref_destroy(c.ddp);
     model_destroy(c.m);
     world_publish(wr, c.area, sizeof *c.area); /* its figures and agreement, for the parent's side */

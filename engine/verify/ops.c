@@ -22,7 +22,8 @@ ddp_status verify_ops_init(verify_ops *v, const verify_ops_config *cfg, world_ra
     v->sabotage = cfg->sabotage;
     v->allow_unsynced_comm = cfg->allow_unsynced_comm;
     v->set_to_none = cfg->set_to_none;
-    v->cost_ns = cfg->cost_ns;
+    v->fig = cfg->fig;
+    v->cost_ns = cfg->fig ? cfg->fig->cost_ns : NULL;
     v->bounded = cfg->tol->kind == TOL_ORDER;
     v->wr = wr;
     v->rank = world_rank_id(wr);
@@ -158,22 +159,43 @@ static void sabotage_after_backward(verify_ops *v)
  * the communication, accumulation of 4 at 4x the traffic): the next check
  * says so, unless the run allows it.
  */
-_Static_assert(VERIFY_BYTES_UNCOUNTED == RECORD_BYTES_UNCOUNTED, "a recording's uncounted bytes are verify's");
+_Static_assert(VERIFY_BYTES_UNCOUNTED == RECORD_UNCOUNTED, "a recording's uncounted bytes are verify's");
+
+/*
+ * What counts against a backward of a sharded run (shard_ref.h): every
+ * reduction, but where the mode reduce-scatters in a backward that does not
+ * sync (ZeRO-2, HSDP) its reduce-scatters there. Uncounted reduce-scatters
+ * (a recording's comm.json without "scatters") leave that backward unknown.
+ */
+static void comm_held(const verify_ops *v, int syncs, record_comm_counts *c)
+{
+    if (!c->known || syncs || !v->shard || !shard_mode_scatters_unsynced(shard_ref_mode(v->shard)))
+        return;
+    if (c->scatters == RECORD_UNCOUNTED) {
+        c->known = 0;
+        return;
+    }
+    c->reductions -= c->scatters;
+    c->bytes = c->bytes == RECORD_UNCOUNTED || c->scatter_bytes == RECORD_UNCOUNTED ? RECORD_UNCOUNTED
+                                                                                     : c->bytes - c->scatter_bytes;
+}
 
 static ddp_status check_comm(verify_ops *v, const verify_side *s, void *ctx, int syncs)
 {
-    int known = 0;
-    uint64_t n = 0, bytes = 0;
+    record_comm_counts c = {0};
     if (s->backward_comm)
-        DDP_CHECK(s->backward_comm(ctx, v->micro, &known, &n, &bytes));
+        DDP_CHECK(s->backward_comm(ctx, v->micro, &c));
     v->micro++;
-    if (!known || syncs || n == 0 || v->allow_unsynced_comm)
+    comm_held(v, syncs, &c);
+    if (c.known && v->fig)
+        verify_count_comm(v->fig, c.reductions, c.bytes, !syncs);
+    if (!c.known || syncs || c.reductions == 0 || v->allow_unsynced_comm)
         return DDP_OK;
     if (v->unsynced_reductions == 0)
         v->unsynced_op = v->op;
-    v->unsynced_reductions += n;
-    v->unsynced_bytes = bytes == VERIFY_BYTES_UNCOUNTED || v->unsynced_bytes == VERIFY_BYTES_UNCOUNTED
-                            ? VERIFY_BYTES_UNCOUNTED : v->unsynced_bytes + bytes;
+    v->unsynced_reductions += c.reductions;
+    v->unsynced_bytes = c.bytes == VERIFY_BYTES_UNCOUNTED || v->unsynced_bytes == VERIFY_BYTES_UNCOUNTED
+                            ? VERIFY_BYTES_UNCOUNTED : v->unsynced_bytes + c.bytes;
     return DDP_OK;
 }
 
@@ -263,6 +285,9 @@ static ddp_status do_grab(verify_ops *v, const verify_side *s, void *ctx)
     const held_mask *held = v->held;
     if (s->grab_layout)
         DDP_CHECK(s->grab_layout(ctx, v->grab - 1, &none, &held));
+    /* A sharded rank that holds its shards there holds them whatever its local .grad is (None included). */
+    if (v->shard && !shard_ref_reads_local(v->shard, rec->synced))
+        none = NULL;
     if (none)
         checker_compare_none(v->m, model_grad_defined(v->m), none, held, rec);
     const float *expected = v->shard ? shard_ref_grads(v->shard, rec->synced) : model_grads(v->m);
@@ -288,6 +313,19 @@ static ddp_status do_grab(verify_ops *v, const verify_side *s, void *ctx)
     return DDP_OK;
 }
 
+/* The implementation's parameters become the reference's, where this rank holds them (the rest are not its). */
+static void rebase(const verify_ops *v, float *w, const float *actual)
+{
+    size_t n = model_size(v->m);
+    if (!v->param_held) {
+        memcpy(w, actual, n * sizeof *w);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (v->param_held->elem[i])
+            w[i] = actual[i];
+}
+
 /* The parameters after a step or at the end (verify_params_rule). */
 static ddp_status do_params(verify_ops *v, const verify_side *s, void *ctx, int after_step)
 {
@@ -301,7 +339,7 @@ static ddp_status do_params(verify_ops *v, const verify_side *s, void *ctx, int 
     int replay = v->params_rule == PARAMS_REPLAY;
     if (replay)
         tol.kind = after_step ? TOL_ORDER : TOL_BITWISE;
-    if (after_step && v->param_allow && v->shard) {
+    if (after_step && v->param_allow && v->shard && v->bounded) {
         ddp_status st = shard_buffers(v);
         if (st == DDP_OK)
             VERIFY_COSTED(v, COST_BOUND, st = AS_CHECKS(budget_sharded_params(v->shard, v->wr, v->lr, w,
@@ -309,9 +347,9 @@ static ddp_status do_params(verify_ops *v, const verify_side *s, void *ctx, int 
                                                                               v->shard_allow, v->param_allow)));
         DDP_CHECK(st);
         allow = v->param_allow;
-    } else if (after_step && v->param_allow) {
-        VERIFY_COSTED(v, COST_BOUND, budget_params(&v->budget, v->bounded, v->lr, model_grads(v->m), w,
-                                                   v->param_allow));
+    } else if (after_step && v->param_allow) { /* a sharded replay under a tolerance of its own: the update's */
+        const float *g = v->shard ? shard_ref_sharded(v->shard) : model_grads(v->m);
+        VERIFY_COSTED(v, COST_BOUND, budget_params(&v->budget, v->bounded, v->lr, g, w, v->param_allow));
         allow = v->param_allow;
     }
     VERIFY_COSTED(v, COST_COMPARE, {
@@ -322,7 +360,7 @@ static ddp_status do_params(verify_ops *v, const verify_side *s, void *ctx, int 
         s->padding(ctx, after_step ? RECORD_STEP : RECORD_END, rec);
     rec->done = 1;
     if (replay || checker_rebases(&tol, rec))
-        memcpy(w, actual, model_size(v->m) * sizeof *w);
+        rebase(v, w, actual);
     return DDP_OK;
 }
 

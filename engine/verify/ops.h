@@ -64,9 +64,10 @@ typedef struct verify_side {
     void (*backward_begin)(void *ctx);
     void (*grad_ready)(void *ctx, int p);
     ddp_status (*backward_end)(void *ctx);
-    /* ... after backward_end: how many reductions (and bytes) the implementation made in backward `micro` (this
-     * rank's, from 0); *known = 0 when nobody counted */
-    ddp_status (*backward_comm)(void *ctx, uint64_t micro, int *known, uint64_t *reductions, uint64_t *bytes);
+    /* ... after backward_end: how many reductions (and bytes, and how many of them were reduce-scatters) the
+     * implementation made in backward `micro` (this rank's, from 0); known = 0 when nobody counted. What counts
+     * against a backward that does not sync is the mode's rule (ops.c check_comm). */
+    ddp_status (*backward_comm)(void *ctx, uint64_t micro, record_comm_counts *counts);
     ddp_status (*after_backward)(void *ctx, int synced);
     ddp_status (*zero_grad)(void *ctx);
     ddp_status (*step)(void *ctx); /* after the reference's step */
@@ -107,7 +108,8 @@ typedef struct verify_ops {
     verify_record buffers;    /* buffer divergences since the last check (replays), merged into its record */
     shard_ref *shard;         /* a sharded run's reference (--shard; not owned): the gradients, the step and the
                                * parameters follow it instead of DDP's, which still decides when a backward syncs */
-    const held_mask *param_held; /* what this rank holds of the parameters (FSDP, HSDP), NULL: all */
+    const held_mask *param_held; /* what this rank holds of the parameters (FSDP, HSDP), NULL: all; a driver may
+                                  * set it in verify_side.values for the check at hand (a replay's held.json) */
     float *shard_allow;       /* --shard under the order tolerance: the bound of the gradients (budget_sharded) */
     double *shard_abs;        /* ... and its scratch */
     int set_to_none;          /* zero_grad makes every .grad None (the sharded reference's L follows it) */
@@ -130,6 +132,7 @@ typedef struct verify_ops {
     int peer_depth;           /* no_sync depth of the ranks still running (what a joined rank shadows by) */
     int uneven_window;        /* some rank ran out since the last zero_grad every rank ran (verify_record.uneven) */
     uint64_t *cost_ns;        /* [COST_N]: where the checks' time goes (verify_rank_figures.cost_ns), or NULL */
+    verify_rank_figures *fig; /* this rank's figures (the implementation's reductions), or NULL */
 } verify_ops;
 
 /* What verify_ops_init needs besides the reference (m, ddp: built by the driver, not owned). */
@@ -141,7 +144,7 @@ typedef struct verify_ops_config {
     verify_params_rule params_rule;
     verify_sabotage sabotage;
     verify_agreement *agree; /* this rank's, in the shared segment */
-    uint64_t *cost_ns;       /* [COST_N]: this rank's figures, or NULL */
+    verify_rank_figures *fig; /* this rank's figures, or NULL */
     int allow_unsynced_comm;
     int set_to_none;
 } verify_ops_config;

@@ -73,7 +73,8 @@ ddp_status verify_prepare_record(const verify_config *cfg)
     DDP_CHECK(model_create_layout(cfg->model_spec, cfg->batch, &layout));
     snprintf(by, sizeof by, "ddpsim %s --record", PACKAGE_VERSION);
     record_info info = {.nranks = cfg->nranks, .impl = impls[0], .recorded_by = by, .model = cfg->model_spec,
-                        .layout = layout, .ddp = &cfg->ddp, .schedule = cfg->schedule};
+                        .layout = layout, .ddp = &cfg->ddp, .schedule = cfg->schedule, .shard = cfg->shard,
+                        .mesh = mesh_or_flat(&cfg->mesh, cfg->nranks)};
     ddp_status s = record_write_manifest(cfg->record_dir, &info);
     model_destroy(layout);
     return s;

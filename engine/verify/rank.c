@@ -309,21 +309,21 @@ static void live_backward_begin(void *ctx)
     c->bwd_rs_bytes0 = atomic_load(&c->impl.env.scattered_bytes);
 }
 
-/* The implementation's reductions in this backward, counted by its services (impl_reduce). */
-static ddp_status live_backward_comm(void *ctx, uint64_t micro, int *known, uint64_t *reductions, uint64_t *bytes)
+/* The implementation's reductions in this backward, counted by its services (impl_reduce): the reduce-scatters
+ * among them (ops.c decides which count against a backward that does not sync). */
+static ddp_status live_backward_comm(void *ctx, uint64_t micro, record_comm_counts *counts)
 {
     rank_ctx *c = ctx;
     (void)micro;
-    *known = 1;
-    int unsynced = !ddp_ref_pending_sync(c->v.ddp);
     uint64_t rs = atomic_load(&c->impl.env.scatters) - c->bwd_rs0;
     uint64_t rs_bytes = atomic_load(&c->impl.env.scattered_bytes) - c->bwd_rs_bytes0;
-    /* A reduce-scatter counts where the mode's micro-step may not make one (shard_ref.h): all of them but ZeRO-2's
-     * and HSDP's in a backward that does not sync. */
-    int rs_allowed = unsynced && shard_mode_scatters_unsynced(c->cfg->shard);
-    *reductions = c->bwd_reductions = atomic_load(&c->impl.env.reductions) - c->bwd_red0 + (rs_allowed ? 0 : rs);
-    *bytes = c->bwd_bytes = atomic_load(&c->impl.env.reduced_bytes) - c->bwd_bytes0 + (rs_allowed ? 0 : rs_bytes);
-    verify_count_comm(c->fig, c->bwd_reductions, c->bwd_bytes, unsynced);
+    *counts = c->bwd_counts = (record_comm_counts){
+        .known = 1,
+        .reductions = atomic_load(&c->impl.env.reductions) - c->bwd_red0 + rs,
+        .bytes = atomic_load(&c->impl.env.reduced_bytes) - c->bwd_bytes0 + rs_bytes,
+        .scatters = rs,
+        .scatter_bytes = rs_bytes,
+    };
     return DDP_OK;
 }
 
@@ -376,7 +376,7 @@ static ddp_status live_after_backward(void *ctx, int synced)
         VERIFY_COSTED(&c->v, COST_OUTPUT, {
             st = record_write_micro(c->cfg->record_dir, c->rank, c->nbwd - 1, m, model_local_grads(m), model_used(m));
             if (st == DDP_OK)
-                st = record_write_comm(c->cfg->record_dir, c->rank, c->nbwd - 1, c->bwd_reductions, c->bwd_bytes);
+                st = record_write_comm(c->cfg->record_dir, c->rank, c->nbwd - 1, &c->bwd_counts);
         });
         DDP_CHECK(st);
     }
@@ -474,8 +474,13 @@ static ddp_status live_values(void *ctx, record_values kind, uint64_t k, const f
         }
         if (st == DDP_OK && cfg->record_dir)
             st = dump_write_rank_tensors(cfg->record_dir, c->name, c->rank, what, im, *actual);
-        if (st == DDP_OK && cfg->record_dir && kind == RECORD_GRAB)
+        /* A sharded rank holds its shards whatever its local .grad is: no None to record (a live sharded run
+         * compares none either). */
+        if (st == DDP_OK && cfg->record_dir && kind == RECORD_GRAB && cfg->shard == SHARD_NONE)
             st = record_write_grad_none(cfg->record_dir, c->name, c->rank, what, im, model_grad_defined(im));
+        /* A sharded run's recording: what this rank held there, where it held a part (record.h held.json). */
+        if (st == DDP_OK && cfg->record_dir && (kind == RECORD_GRAB ? reads_shards(c) : c->v.param_held != NULL))
+            st = record_write_held(cfg->record_dir, c->name, c->rank, what, im, c->view.held.elem);
     });
     return st;
 }
@@ -527,7 +532,7 @@ static ddp_status rank_setup(rank_ctx *c, verify_rank_area *area)
     const verify_config *cfg = c->cfg;
     verify_ops_config oc = {.tol = &cfg->tol, .schedule = cfg->schedule, .lr = cfg->ddp.lr,
                             .comm_hook = cfg->ddp.comm_hook, .params_rule = PARAMS_LIVE,
-                            .sabotage = cfg->sabotage, .agree = &area->agree, .cost_ns = c->fig->cost_ns,
+                            .sabotage = cfg->sabotage, .agree = &area->agree, .fig = c->fig,
                             .allow_unsynced_comm = cfg->allow_unsynced_comm, .set_to_none = cfg->ddp.set_to_none};
     DDP_CHECK(verify_ops_init(&c->v, &oc, c->wr, world_rank_user_area(c->wr)));
     DDP_CHECK(trace_open(&c->trace, cfg->trace_path, c->rank, c->wr));

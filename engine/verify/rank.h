@@ -59,8 +59,8 @@ typedef struct rank_ctx {
     uint64_t bwd_t0, bwd_comm0; /* when this backward began, and the collectives' time by then */
     uint64_t bwd_red0, bwd_bytes0, bwd_rs0, bwd_rs_bytes0; /* the implementation's reductions by then (impl_env
                                                             * reductions, scatters) ... */
+    record_comm_counts bwd_counts; /* ... and in this backward */
     shard_view view;      /* --shard: the implementation's declared layout and its shards */
-    uint64_t bwd_reductions, bwd_bytes; /* ... and in this backward */
     uint64_t fwd_t0;      /* when this forward began */
     uint64_t impl_t0;     /* when the implementation's callback at hand was called */
     trace_writer trace;

@@ -304,8 +304,7 @@ static ddp_status check_arming_uses(const verify_config *cfg)
  * not approximated: DDP's own options (a sharded run reduces every
  * parameter in one rule), uneven inputs, tolerances other than bitwise (the
  * order bound is DDP's arithmetic), the ring order (it depends on how the
- * buffer is cut, and the implementation cuts it in units), NCCL, and a
- * recording (its format says what a rank holds, not the mode).
+ * buffer is cut, and the implementation cuts it in units) and NCCL.
  */
 static ddp_status check_shard(const verify_config *cfg)
 {
@@ -320,13 +319,8 @@ static ddp_status check_shard(const verify_config *cfg)
         return mesh_given ? ddp_error(DDP_ERR_INVALID, "--mesh: needs --shard (hsdp, or zero1/zero2/fsdp as 1xN)")
                           : DDP_OK;
     const char *mode = shard_mode_name(cfg->shard);
-    if (mesh_given && cfg->mesh.replicas * cfg->mesh.shards != cfg->nranks)
-        return ddp_error(DDP_ERR_INVALID, "--mesh: %dx%d is not %d ranks", cfg->mesh.replicas, cfg->mesh.shards,
-                         cfg->nranks);
-    if (mesh_given && cfg->mesh.replicas > 1 && cfg->shard != SHARD_HSDP)
-        return ddp_error(DDP_ERR_INVALID, "--mesh: %dx%d replicates over %d groups, which is --shard hsdp; %s shards "
-                                          "over the whole world (1x%d)",
-                         cfg->mesh.replicas, cfg->mesh.shards, cfg->mesh.replicas, mode, cfg->nranks);
+    if (mesh_given)
+        DDP_CHECK(shard_check_mesh(cfg->shard, &cfg->mesh, cfg->nranks, "--mesh"));
     if (cfg->impl_ops->api_version < 5)
         return ddp_error(DDP_ERR_INVALID, "--shard: '%s' was built for interface version %u, which cannot declare a "
                                           "sharded layout; rebuild it against version 5",
@@ -335,17 +329,13 @@ static ddp_status check_shard(const verify_config *cfg)
         return ddp_error(DDP_ERR_INVALID, "--shard: '%s' declares no sharded layout (ddpsim_impl.h shard_layout): it is "
                                           "not sharded data parallelism (the built-ins are zero1, zero2, fsdp, hsdp)",
                          cfg->impl);
-    const char *what = cfg->ddp.find_unused ? "--find-unused"
-                       : cfg->ddp.bucket_view ? "--bucket-view"
-                       : cfg->ddp.comm_hook != DDP_HOOK_NONE ? "--comm-hook"
-                       : cfg->ddp.static_graph ? "--static-graph"
-                       : cfg->tol.kind != TOL_BITWISE && shard_mode_params_sharded(cfg->shard)
-                           ? "--tolerance (other than bitwise: with sharded parameters)"
-                       : cfg->ddp.algo == COLL_RING ? "--algo ring"
-                       : cfg->backend == VERIFY_BACKEND_NCCL ? "--backend nccl"
-                       : cfg->record_dir ? "--record"
-                       : cfg->schedule->nuneven ? "--schedule (uneven inputs)"
-                       : NULL;
+    const char *what = shard_unmodelled_option(&cfg->ddp);
+    if (!what)
+        what = cfg->tol.kind != TOL_BITWISE && shard_mode_params_sharded(cfg->shard)
+                   ? "--tolerance (other than bitwise: with sharded parameters)"
+               : cfg->backend == VERIFY_BACKEND_NCCL ? "--backend nccl"
+               : cfg->schedule->nuneven ? "--schedule (uneven inputs)"
+               : NULL;
     if (what)
         return ddp_error(DDP_ERR_INVALID, "--shard %s: %s is not modelled by the sharded reference (it reduces every "
                                           "parameter, ordered or exact, on the CPU, even inputs; tolerances other "

@@ -11,13 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-ddp_status mesh_parse(const char *text, int nranks, mesh *out)
+ddp_status mesh_parse(const char *text, int nranks, const char *what, mesh *out)
 {
     int r = 0, s = 0, used = 0;
     if (!text || sscanf(text, "%dx%d%n", &r, &s, &used) != 2 || text[used] != '\0' || r < 1 || s < 1)
-        return ddp_error(DDP_ERR_INVALID, "--mesh: '%s' is not RxS (replicas x shards, e.g. 2x4)", text ? text : "");
+        return ddp_error(DDP_ERR_INVALID, "%s: '%s' is not RxS (replicas x shards, e.g. 2x4)", what, text ? text : "");
     if ((long)r * s != nranks)
-        return ddp_error(DDP_ERR_INVALID, "--mesh: %dx%d is %ld ranks, the run has %d", r, s, (long)r * s, nranks);
+        return ddp_error(DDP_ERR_INVALID, "%s: %dx%d is %ld ranks, the run has %d", what, r, s, (long)r * s, nranks);
     *out = (mesh){r, s};
     return DDP_OK;
 }

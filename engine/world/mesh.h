@@ -30,8 +30,8 @@ typedef struct mesh {
 /* The groups, numbered as ddpsim_impl.h's ddpsim_group. */
 typedef enum mesh_group { MESH_WORLD = 0, MESH_SHARD, MESH_REPLICA } mesh_group;
 
-/* "RxS" (R * S must be nranks) into out; DDP_ERR_INVALID with why. */
-ddp_status mesh_parse(const char *text, int nranks, mesh *out);
+/* "RxS" (R * S must be nranks) into out; DDP_ERR_INVALID with why, prefixed by what (where it was given). */
+ddp_status mesh_parse(const char *text, int nranks, const char *what, mesh *out);
 /* 1 x nranks: one shard group, the world. */
 mesh mesh_flat(int nranks);
 /* *m, or where none was given ({0, 0}) 1 x nranks. */
