@@ -132,6 +132,19 @@ expect_cmd 0 "grab 0: max |fsdp2 - torch DDP| = [0-9.]*[1-9]" "... a no_sync for
 under "$TORCH2_PYTHON" 1 "first divergence: grab 0 (after no_sync fwd+bwd), rank 0, parameter 0.weight" \
     "FSDP2 whose no_sync does nothing (cosmos-framework #161, planted): fails at the first micro-step" -- \
     --ranks 3 --wrap "$G:fsdp2_sync_ignored" --scenario classic
+# HSDP accumulating as PyTorch PRs #125484 / #126166 made it (set_requires_all_reduce(False) alone: a reduce-scatter
+# in the shard group at every micro-step, the replica all-reduce deferred to the syncing one), declared hsdp: judged
+# by HSDP's rule it passes bitwise at 4 ranks (2 x 2), its reduce-scatters inside the window allowed and counted
+# apart; judged as DDP, its .grad inside the window (None: the partial is FSDP2's own) fails.
+under "$TORCH2_PYTHON" 0 "verdict: PASS (8 grabs and 5 parameter checks x 4 ranks match, bitwise)" \
+    "FSDP2 HSDP with the replica all-reduce deferred, judged by HSDP's rule, bitwise" -- \
+    --ranks 4 --wrap "$G:hsdp_deferred" --scenario classic -T bitwise
+under "$TORCH2_PYTHON" 1 "verdict: FAIL (12 of 15 scenarios pass; FAIL: nosync-edges, arming, buffers)" \
+    "... its battery: FSDP2's own rules fail as above (the sync flag read at the backward, no buffer broadcast)" -- \
+    --ranks 4 --wrap "$G:hsdp_deferred" --timeout 60
+grep -q "# sharded: hsdp, judged by its rule" "$out" && ok "... the header says so" || bad "... the header says so"
+under "$TORCH2_PYTHON" 1 "first divergence: grab 0 (after no_sync fwd+bwd), rank 0, parameter 0.weight: its .grad is None, where DDP's holds a tensor" \
+    "... judged as DDP it fails inside the window" -- --ranks 4 --wrap "$G:hsdp_deferred_undeclared" --scenario classic
 
 # FSDP1 (torch 2.15's FullyShardedDataParallel, on CPU with gloo; tests/python/frameworks/fsdp1.py). NO_SHARD keeps
 # the module's parameters whole: 14 of the 18 scenarios pass; the others are FSDP1's semantics, not DDP's: its

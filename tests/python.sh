@@ -148,6 +148,27 @@ front 1 "first divergence: grab 0 (after no_sync fwd+bwd), rank 0, parameter 2.w
 front 1 "first divergence: grab 2 (after fwd+bwd (3 acc)), rank 2, parameter 4.bias" \
     "the remainder bucket never reduced (DeepSpeed #4879): fails at its owner" -- \
     --ranks 3 --wrap "$SH:sharded_remainder_unreduced" --scenario classic
+# A mode other than DDP's (README, "Check a sharded implementation"): a ZeRO-2-style wrapper (every backward reduces
+# to the owner's partition) declared zero2 (its wrap function's ddpsim_shard, or --shard) is judged by ZeRO-2's rule,
+# the scenarios that rule does not model left out with the reason; judged as DDP it fails where DDP holds the local
+# sum; DeepSpeed PR #6550's copy-instead-of-add (planted) fails under its own mode.
+front 0 "verdict: PASS (8 grabs and 5 parameter checks x 2 ranks match, bitwise)" "a zero2 wrapper under ZeRO-2's rule, bitwise" -- \
+    --ranks 2 --wrap "$SH:zero2" --scenario classic
+front 0 "find-unused not run: the sharded reference does not model find_unused" "... its battery, 3 ranks, what the rule does not model left out" -- \
+    --ranks 3 --wrap "$SH:zero2"
+grep "^# verdict" "$out"
+front 0 "# sharded: zero2, judged by its rule" "... the header says the mode" -- --ranks 2 --wrap "$SH:zero2" --scenario classic
+front 1 "first divergence: grab 0 (after no_sync fwd+bwd), rank 0, parameter 2.weight" "... undeclared, judged as DDP: fails" -- \
+    --ranks 2 --wrap "$SH:zero2_undeclared" --scenario classic
+front 0 "verdict: PASS" "... --shard zero2 declares it" -- --ranks 2 --wrap "$SH:zero2_undeclared" --scenario classic --shard zero2
+front 1 "first divergence: grab 1 (after no_sync fwd+bwd (2 acc)), rank 0, parameter 2.weight" \
+    "the partition copied at every backward (DeepSpeed PR #6550, planted): fails under its mode" -- \
+    --ranks 2 --wrap "$SH:zero2_boundary_reset" --scenario classic
+front 2 "--shard zero3: the mode is zero1, zero2, fsdp or hsdp" "an unknown --shard" -- --ranks 2 --wrap "$SH:zero2" --shard zero3
+front 2 "--shard zero2:1x2: only hsdp takes a mesh" "a mesh for zero2" -- --ranks 2 --wrap "$SH:zero2" --shard zero2:1x2
+front 2 "--shard hsdp:2x2: the mesh is 4 ranks, the run has 3" "a mesh of the wrong size" -- --ranks 3 --wrap "$SH:zero2" --shard hsdp:2x2
+front 2 "--find-unused, --bucket-view, --static-graph and --comm-hook are DDP's options" "DDP's options with a sharded mode" -- \
+    --ranks 2 --wrap "$SH:zero2" --find-unused --scenario classic
 # Flattened parameters (FSDP1's FlatParameter): refused before any check, with the reason and what to do.
 front 2 "the wrapper replaced the module's 6 parameters by 1 flat one (flat_param of" \
     "a wrapper that flattens the parameters is refused, saying why" -- --ranks 2 --wrap "$SH:flattened" --scenario classic

@@ -58,6 +58,9 @@ def parser():
     p.add_argument("--find-unused-rule", choices=("window", "syncing-backward"),
                    help="which parameters find_unused syncs: used anywhere in the window (PyTorch >= 2.4) or by "
                         "the syncing backward (< 2.4); default: this torch's")
+    p.add_argument("--shard", metavar="MODE",
+                   help="the wrapper's sharded data parallelism, judged by its rule: zero1, zero2, fsdp, hsdp or "
+                        "hsdp:RxS (default: the wrap function's ddpsim_shard attribute, else DDP's rule)")
     p.add_argument("--bucket-view", action="store_true", help="gradient_as_bucket_view=True")
     p.add_argument("--bucket-cap", metavar="SIZE", help="bucket cap in bytes, K/M suffixes (default 25M)")
     p.add_argument("--static-graph", action="store_true",
@@ -100,7 +103,7 @@ def _main(argv):
               timeout=args.timeout, find_unused=args.find_unused, bucket_view=args.bucket_view,
               bucket_cap=args.bucket_cap, zero_grad=args.zero_grad, threads=args.threads, keep=args.keep,
               comm_hook=args.comm_hook, static_graph=args.static_graph, find_unused_rule=args.find_unused_rule,
-              allow_unsynced_comm=args.allow_unsynced_comm,
+              allow_unsynced_comm=args.allow_unsynced_comm, shard=args.shard,
               ddpsim_path=args.ddpsim)
     if torchrun.launched_by_torchrun():
         return api.check_under_torchrun(ranks=args.ranks, **kw)

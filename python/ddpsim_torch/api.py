@@ -50,7 +50,7 @@ def _run_args(ranks, seed, batch, lr, model, schedule, scenario, find_unused, bu
 def check(wrap, ranks=2, model=None, data=None, loss=None, schedule=None, scenario=None, seed=1, batch=4, lr=0.1,
           tolerance=None, timeout=60.0, find_unused=False, bucket_view=False, bucket_cap=None, zero_grad=None,
           threads=1, keep=None, ddpsim_path=None, comm_hook="none", static_graph=False, find_unused_rule=None,
-          allow_unsynced_comm=False):
+          allow_unsynced_comm=False, shard=None):
     """Check the DDP wrapper `wrap` against ddpsim's reference DDP; returns a Result (never raises for the
     verdict: bad input is Result.exit_code 2, a fault 3).
 
@@ -77,12 +77,16 @@ def check(wrap, ranks=2, model=None, data=None, loss=None, schedule=None, scenar
       rank holds: only those are compared (README, "Check a sharded implementation").
     allow_unsynced_comm: reductions in a backward that does not sync are not a divergence (on torch 2.x the
       front end counts the wrapper's reductions in every backward; PyTorch's DDP makes none there).
+    shard: the wrapper's sharded data parallelism, 'zero1', 'zero2', 'fsdp', 'hsdp' or 'hsdp:RxS' (R replicas
+      of shard groups of S ranks), when its gradients follow that mode's rule rather than DDP's (ZeRO-2 reduces
+      every micro-step, HSDP defers its replica all-reduce): the recording says so and ddpsim check applies it
+      (README, "Check a sharded implementation"). Default: the wrap function's attribute ddpsim_shard, if any.
     keep: a directory to keep the recordings in (default: a temporary one, removed)."""
     args = dict(wrap=wrap, ranks=ranks, model=model, data=data, loss=loss, schedule=schedule, scenario=scenario,
                 seed=seed, batch=batch, lr=lr, tolerance=tolerance, timeout=timeout, find_unused=find_unused,
                 bucket_view=bucket_view, bucket_cap=bucket_cap, zero_grad=zero_grad, threads=threads, keep=keep,
                 comm_hook=comm_hook, static_graph=static_graph, find_unused_rule=find_unused_rule,
-                allow_unsynced_comm=allow_unsynced_comm, ddpsim_path=ddpsim_path)
+                allow_unsynced_comm=allow_unsynced_comm, ddpsim_path=ddpsim_path, shard=shard)
     plan = None
     try:
         plan = Plan(args)
@@ -131,7 +135,12 @@ class Plan:
         if not isinstance(a["threads"], int) or a["threads"] < 1:
             raise BadInput("--threads %r: at least 1" % (a["threads"],))
         self.wrap = loading.as_spec(a["wrap"], "--wrap")
-        loading.load(self.wrap, "--wrap")  # importable and callable, before any rank starts
+        fn = loading.load(self.wrap, "--wrap")  # importable and callable, before any rank starts
+        self.shard = _shard_spec(a.get("shard") or getattr(fn, "ddpsim_shard", None), a["ranks"])
+        if self.shard and (a["find_unused"] or a["bucket_view"] or a["static_graph"] or a["comm_hook"] != "none"):
+            raise BadInput("--shard %s: --find-unused, --bucket-view, --static-graph and --comm-hook are DDP's "
+                           "options, which the sharded reference does not model (it reduces every parameter)" %
+                           self.shard["mode"])
         self.model = loading.as_spec(a["model"], "--model")  # None: ddpsim's choice (--prepare's manifest says)
         self.data, self.loss = loading.as_spec(a["data"], "--data"), loading.as_spec(a["loss"], "--loss")
         self.user_model = self.model is not None and not twins.is_ddpsim_spec(self.model)
@@ -187,6 +196,10 @@ class Plan:
                                               "pieces), which your model may not allow; --static-graph runs the "
                                               "battery with it"))
                 continue
+            why = _not_sharded(job) if self.shard else None
+            if why:
+                self.impossible.append((name, "the sharded reference does not model %s" % why))
+                continue
             if self.user_model and any(j["ops"] == job["ops"] and j["ddp"] == job["ddp"] for j in self.jobs):
                 skipped.append(name)  # the same ops and options on the user's model: nothing new
                 continue
@@ -241,6 +254,7 @@ class Plan:
         ddp["broadcast_buffers"] = bool(prep["ddp"].get("broadcast_buffers", True))  # as --prepare wrote it
         ddp["find_unused_rule"] = self.rule
         return {"name": name, "inputs": os.path.join(d, "inputs"), "record": os.path.join(d, "record"),
+                "shard": self.shard,
                 "model": self.model if self.user_model else prep["model"], "ops": prep["ops"], "ddp": ddp,
                 "joins": prep["joins"], "uneven": prep["uneven"], "rearms": prep["rearms"],
                 "lr": prep["lr"], "zero_grad": self.zero, "seed": a["seed"], "data": self.data, "loss": self.loss}
@@ -307,6 +321,9 @@ class Plan:
                                                  else "") if _rank._COUNTER is not None else
             "not counted (torch %s's collectives are no dispatcher ops): a wrapper that reduces in a backward that does not sync "
             "passes when its numbers are right" % torch.__version__))
+        if self.shard:
+            lines.append("# sharded: %s%s, judged by its rule (ddpsim check applies the recording's \"shard\")" % (
+                self.shard["mode"], " on a %s mesh" % self.shard["mesh"] if "mesh" in self.shard else ""))
         what = ("the scenario battery (%d scenarios)" % len(self.jobs)) if self.many else (
             "scenario %s" % a["scenario"] if a["scenario"] else "schedule %s" % (a["schedule"] or "classic"))
         if self.user_model:
@@ -403,6 +420,41 @@ def _scratch():
     return None
 
 
+_SHARD_MODES = ("zero1", "zero2", "fsdp", "hsdp")
+
+
+def _shard_spec(text, ranks):
+    """'MODE' or 'hsdp:RxS' as the recording's "shard" ({"mode", "mesh"}), None for None; BadInput otherwise (the
+    same rules as ddpsim --shard, said before any rank starts)."""
+    if text is None:
+        return None
+    mode, _, mesh = str(text).partition(":")
+    if mode not in _SHARD_MODES:
+        raise BadInput("--shard %s: the mode is zero1, zero2, fsdp or hsdp (hsdp:RxS for a mesh)" % text)
+    if not mesh:
+        return {"mode": mode}
+    r, x, sh = mesh.partition("x")
+    if mode != "hsdp" or not x or not r.isdigit() or not sh.isdigit() or int(r) < 1 or int(sh) < 1:
+        raise BadInput("--shard %s: only hsdp takes a mesh, as hsdp:RxS (R replicas x S shards)" % text)
+    if int(r) * int(sh) != ranks:
+        raise BadInput("--shard %s: the mesh is %d ranks, the run has %d" % (text, int(r) * int(sh), ranks))
+    return {"mode": mode, "mesh": "%sx%s" % (int(r), int(sh))}
+
+
+def _not_sharded(job):
+    """What of a scenario the sharded reference does not model (record.h "shard"), or None."""
+    d = job["ddp"]
+    for key, what in (("find_unused_parameters", "find_unused"), ("gradient_as_bucket_view", "bucket_view"),
+                      ("static_graph", "static_graph")):
+        if d.get(key):
+            return what
+    if d.get("comm_hook", "none") != "none":
+        return "a communication hook"
+    if job.get("uneven") or job.get("joins"):
+        return "uneven inputs or join"
+    return None
+
+
 def _command(wrap, a):
     """The command line that runs this check again."""
     args = ["python3", "-m", "ddpsim_torch", "--ranks", str(a["ranks"]), "--wrap", wrap]
@@ -412,7 +464,7 @@ def _command(wrap, a):
                                ("--timeout", "timeout", 60.0), ("--threads", "threads", 1),
                                ("--tolerance", "tolerance", None), ("--bucket-cap", "bucket_cap", None),
                                ("--zero-grad", "zero_grad", None), ("--comm-hook", "comm_hook", "none"),
-                               ("--find-unused-rule", "find_unused_rule", None)):
+                               ("--find-unused-rule", "find_unused_rule", None), ("--shard", "shard", None)):
         value = a.get(key, default)
         if key in ("model", "data", "loss"):
             value = loading.as_spec(value, "--" + key)

@@ -147,19 +147,20 @@ class _ReductionCounter:
         from torch.utils._python_dispatch import TorchDispatchMode
 
         class Mode(TorchDispatchMode):
-            n = 0
+            n = scatters = 0
 
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 name = str(getattr(func, "overloadpacket", func))
                 if name.startswith("c10d.") and any(k in name for k in ("allreduce", "reduce_scatter", "reduce_")):
                     self.n += 1
+                    self.scatters += "allreduce" not in name  # a reduce-scatter or a reduce to one rank
                 return func(*args, **(kwargs or {}))
         self.mode = Mode
 
     def __call__(self, backward, loss):
         with self.mode() as m:
             backward(loss)
-        return m.n
+        return m.n, m.scatters
 
 
 def _counter():
@@ -177,8 +178,9 @@ _COUNTER = _counter()
 
 
 def counted_backward(backward, loss):
-    """The wrapper's backward, and how many reductions it issued: what ddpsim check holds against DDP's none in
-    a backward that does not sync; None where torch cannot count."""
+    """The wrapper's backward, and how many reductions it issued, and how many of them were reduce-scatters: what
+    ddpsim check holds against DDP's none in a backward that does not sync (a mode's own rule for sharded
+    recordings); None where torch cannot count."""
     if _COUNTER is None:
         backward(loss)
         return None
@@ -374,7 +376,7 @@ class Rank:
         if self.rank == 0:
             record.write_manifest(root, self.nranks, impl, self.cfg["recorded_by"], job["model"], named,
                                   job["ddp"], job["zero_grad"], job["lr"], job["ops"], buffers,
-                                  job.get("joins", ()), job.get("uneven", ()))
+                                  job.get("joins", ()), job.get("uneven", ()), job.get("shard"))
         own_optimizer = optimizer is not None
         if optimizer is None:
             optimizer = torch.optim.SGD(params, lr=job["lr"])

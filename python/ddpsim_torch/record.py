@@ -5,7 +5,8 @@
   DIR/init/<param>.npy                    the parameters every rank started from
   DIR/rank<r>/micro<m>/used.json          the parameters backward m gave a gradient
   DIR/rank<r>/micro<m>/<param>.npy        that local gradient, micro-step m's alone
-  DIR/rank<r>/micro<m>/comm.json          the wrapper's reductions in that backward (torch 2.x: CommDebugMode)
+  DIR/rank<r>/micro<m>/comm.json          the wrapper's reductions in that backward, and its reduce-scatters
+                                          among them (torch 2.x: counted at the dispatcher, as CommDebugMode)
   DIR/<impl>/rank<r>/grab<k>/<param>.npy  the implementation's .grad at grab k (None as zeros)
   DIR/<impl>/rank<r>/grab<k>/none.json    the parameters whose .grad was None there
   DIR/<impl>/rank<r>/grab<k>/held.json    a sharded rank: the elements of each .grad it held there
@@ -71,9 +72,9 @@ class Recorder:
         used = [n for n, g in zip(names, grads) if g is not None]
         with open(os.path.join(d, "used.json"), "w") as f:
             json.dump(used, f)
-        if reductions is not None:  # the wrapper's reductions in this backward (bytes are not counted)
-            with open(os.path.join(d, "comm.json"), "w") as f:
-                json.dump({"reductions": reductions}, f)
+        if reductions is not None:  # the wrapper's reductions in this backward and how many were reduce-scatters
+            with open(os.path.join(d, "comm.json"), "w") as f:  # (or reduces to one rank); bytes are not counted
+                json.dump({"reductions": reductions[0], "scatters": reductions[1]}, f)
         write_tensors(d, [(n, g) for n, g in zip(names, grads) if g is not None])
         for n, pieces in zip(names, parts or []):
             if len(pieces) > 1:
@@ -117,12 +118,14 @@ class Recorder:
 
 
 def write_manifest(root, ranks, impl, recorded_by, model, named_params, ddp, zero_grad, lr, ops,
-                   named_buffers=(), joins=(), uneven=()):
+                   named_buffers=(), joins=(), uneven=(), shard=None):
     """root/manifest.json; ddp: bucket_cap, first_bucket_cap, find_unused_parameters,
     gradient_as_bucket_view, find_unused_rule, broadcast_buffers; joins and uneven as ddpsim --prepare
-    wrote them (the join blocks, and each uneven repetition with every rank's count)."""
+    wrote them (the join blocks, and each uneven repetition with every rank's count); shard: the sharded data
+    parallelism whose rule judges the run ({"mode", "mesh"}, version 4), None: DDP's."""
     manifest = {
-        "format": "ddpsim-record", "version": 3, "ranks": ranks, "impl": impl, "recorded_by": recorded_by,
+        "format": "ddpsim-record", "version": 4 if shard else 3, "ranks": ranks, "impl": impl,
+        "recorded_by": recorded_by,
         "model": model,
         "params": [{"name": n, "shape": record_shape(p.shape)} for n, p in named_params],
         "ddp": ddp, "zero_grad": zero_grad, "optimizer": {"type": "sgd", "lr": lr}, "ops": ops,
@@ -133,6 +136,8 @@ def write_manifest(root, ranks, impl, recorded_by, model, named_params, ddp, zer
         manifest["joins"] = list(joins)
     if uneven:
         manifest["uneven"] = list(uneven)
+    if shard:
+        manifest["shard"] = dict(shard)
     os.makedirs(root, exist_ok=True)
     with open(os.path.join(root, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)

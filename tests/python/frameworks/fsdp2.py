@@ -14,6 +14,10 @@ on CPU with gloo. The adapter only translates the interface:
   fsdp2         one shard group over every rank (a 1-D mesh)
   hsdp          a 2 x N/2 mesh (replicate x shard): reduce-scatter in the shard group, all-reduce across
                 replicas; no_sync turns both off (set_requires_gradient_sync)
+  hsdp_deferred the same mesh, accumulating as PyTorch PRs #125484 / #126166 made HSDP do: no_sync is
+                set_requires_all_reduce(False) alone, so every micro-step reduce-scatters in its shard group
+                and the replica all-reduce waits for the syncing one; declared (ddpsim_shard = "hsdp"), ddpsim
+                check judges it by HSDP's rule (shard_ref.h), not DDP's
   fsdp2_sync_ignored  (planted) no_sync does nothing (NVIDIA/cosmos-framework #161: the trainer's context
                 only knew DDP): every micro-step reduce-scatters, and the .grad after a no_sync backward is
                 already averaged
@@ -99,16 +103,41 @@ class SyncIgnored(FSDP2):
     honours_no_sync = False
 
 
+class HSDPDeferred(FSDP2):
+    """no_sync defers only the replica all-reduce (FSDPModule.set_requires_all_reduce): the reduce-scatter of each
+    micro-step stays, and its output accumulates in FSDP2's partial until the syncing backward."""
+
+    def _set_sync(self, on):
+        self.sync = on
+        self.module.set_requires_all_reduce(on)
+
+
 def fsdp2(module, **ddp_options):
     return FSDP2(module)
 
 
 def hsdp(module, **ddp_options):
+    return FSDP2(module, _mesh_2xn())
+
+
+def _mesh_2xn():
     from torch.distributed.device_mesh import init_device_mesh
     n = dist.get_world_size()
     if n % 2:
         raise ValueError("hsdp needs an even number of ranks (a 2 x N/2 mesh), not %d" % n)
-    return FSDP2(module, init_device_mesh("cpu", (2, n // 2), mesh_dim_names=("replicate", "shard")))
+    return init_device_mesh("cpu", (2, n // 2), mesh_dim_names=("replicate", "shard"))
+
+
+def hsdp_deferred(module, **ddp_options):
+    return HSDPDeferred(module, _mesh_2xn())
+
+
+hsdp_deferred.ddpsim_shard = "hsdp"  # the front end records it as HSDP's (2 x N/2 is that mode's default mesh)
+
+
+def hsdp_deferred_undeclared(module, **ddp_options):
+    """The same wrapper judged by DDP's rule (no ddpsim_shard): its sums come in another order."""
+    return HSDPDeferred(module, _mesh_2xn())
 
 
 def fsdp2_sync_ignored(module, **ddp_options):
