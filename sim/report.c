@@ -19,6 +19,7 @@
 #include "judge.h"
 #include "model.h"
 #include "nccl_env.h"
+#include "pattern.h"
 #include "units.h"
 
 /* The model whose parameter names the report uses: the run's layout, or the one a caller gave (a recorded run). */
@@ -151,6 +152,10 @@ static void print_first(const ddpsim_options *opt, const judgement *s)
                "%u ulp\n",
                where, ck->label, s->first_rank, f->first_buffer ? "buffer" : "parameter", checker_first_name(m, f), (unsigned long long)f->first_index,
                (double)f->first_expected, (double)f->first_actual, f->first_ulp);
+    if (f->has_first && f->pattern.kind != PATTERN_NONE) {
+        char pat[256];
+        fprintf(opt->out, "# pattern: %s\n", pattern_text(&f->pattern, pat, sizeof pat));
+    }
     if (f->unsynced_reductions)
     {
         char bytes[48] = "";
@@ -336,6 +341,24 @@ static void table_row(FILE *out, const sched_check *ck, const verify_record *rec
             synced_text(recs[0].synced), max_abs, max_ulp, ok ? "ok" : nonfinite ? "NONFINITE" : "DIFF");
 }
 
+/* ", \"pattern\": {...}" of a record whose first diverging tensor was explained (pattern.h), else nothing. */
+static void json_pattern(FILE *f, const verify_pattern *pt)
+{
+    if (pt->kind == PATTERN_NONE)
+        return;
+    char name[32];
+    fprintf(f, ", \"pattern\": {\"kind\": \"%s\", \"of\": \"%s\"", pattern_kind_name(pt->kind),
+            pt->on_update ? "update" : "gradient");
+    if (pt->kind == PATTERN_FACTOR) {
+        fprintf(f, ", \"factor\": %.6g", pt->factor); /* an estimate (least squares): its first digits */
+        fprintf(f, ", \"name\": ");
+        jsonw_string(f, pattern_factor_name(pt, name, sizeof name));
+    }
+    if (pt->kind == PATTERN_STALE || pt->kind == PATTERN_UNCHANGED)
+        fprintf(f, ", \"grab\": %llu", (unsigned long long)pt->check);
+    fprintf(f, "}");
+}
+
 /* A check's entries in JSON's "checks", one per rank. */
 static void json_entries(report_stream *rs, const sched_check *ck, const verify_record *recs, int nranks)
 {
@@ -349,9 +372,11 @@ static void json_entries(report_stream *rs, const sched_check *ck, const verify_
         fprintf(f, ", \"synced\": %s, \"rank\": %d, \"max_abs_diff\": ", rec->synced == 1 ? "true" : "false", r);
         jsonw_number(f, rec->max_abs);
         fprintf(f, ", \"max_ulp\": %u, \"nonfinite\": %llu, \"match\": %s, \"ran_out\": %s, \"ref_digest\": \"%016llx\", "
-                   "\"impl_digest\": \"%016llx\"}",
+                   "\"impl_digest\": \"%016llx\"",
                 rec->max_ulp, (unsigned long long)rec->nonfinite, judge_record_ok(rec) ? "true" : "false",
                 rec->joined ? "true" : "false", (unsigned long long)rec->ref_hash, (unsigned long long)rec->impl_hash);
+        json_pattern(f, &rec->pattern);
+        fprintf(f, "}");
     }
 }
 
@@ -442,7 +467,9 @@ static int write_json(const ddpsim_options *opt, const verify_result *res, const
         jsonw_number(f, fr->first_expected);
         fprintf(f, ", \"actual\": ");
         jsonw_number(f, fr->first_actual);
-        fprintf(f, ", \"ulp\": %u}", fr->first_ulp);
+        fprintf(f, ", \"ulp\": %u", fr->first_ulp);
+        json_pattern(f, &fr->pattern);
+        fprintf(f, "}");
         layout_put(opt, m);
     } else {
         fprintf(f, "null");

@@ -50,7 +50,7 @@ for k in $kernels; do
         continue
     fi
     ran=$((ran + 1))
-    for t in test_models test_order test_ddp test_verify test_battery; do
+    for t in test_models test_order test_ddp test_verify test_battery test_pattern; do
         expect_cmd 0 "" "kernel $k: $t" -- env OPENBLAS_CORETYPE="$k" "$build/tests/$t"
     done
     expect_cmd 0 "verdict: PASS (20 of 20 scenarios" "kernel $k: ddpsim --ranks 4" -- \
@@ -58,6 +58,9 @@ for k in $kernels; do
     expect_cmd 0 "portable math: the reference's bits match the stored digest" "kernel $k: --portable-math's digest" -- \
         env OPENBLAS_CORETYPE="$k" DDPSIM="$DDPSIM" sh "$here/portable.sh"
     openblas_digests="$openblas_digests $(sed -n 's/^openblas digest: \([0-9-]*\).*/\1/p' "$out")"
+    # Each catalogued bug's pattern holds to PATTERN_REL (pattern.h), far above any kernel's rounding.
+    expect_cmd 0 "0 failed" "kernel $k: every catalogued bug's pattern" -- \
+        env OPENBLAS_CORETYPE="$k" DDPSIM="$DDPSIM" sh "$here/patterns.sh"
     if [ -n "$py" ]; then
         expect_cmd 0 "twin attn: names, shapes and gradients match" "kernel $k: the torch twins" -- \
             env OPENBLAS_CORETYPE="$k" PYTHONPATH="$here/../python" DDPSIM="$DDPSIM" "$py" "$here/python/twins_check.py"

@@ -253,6 +253,11 @@ shard_mode shard_ref_mode(const shard_ref *s)
     return s->mode;
 }
 
+mesh shard_ref_mesh(const shard_ref *s)
+{
+    return s->mesh;
+}
+
 int shard_ref_reads_local(const shard_ref *s, int last_synced)
 {
     return shard_mode_reads_local(s->mode, last_synced);

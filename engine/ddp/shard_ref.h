@@ -81,6 +81,7 @@ ddp_status shard_ref_backward(shard_ref *s, int syncs);
 /* zero_grad: every sum empty, and with set_to_none every .grad None again. */
 void shard_ref_zero(shard_ref *s, int set_to_none);
 shard_mode shard_ref_mode(const shard_ref *s);
+mesh shard_ref_mesh(const shard_ref *s);
 /* shard_mode_reads_local of its mode */
 int shard_ref_reads_local(const shard_ref *s, int last_synced);
 /* The gradient a grab compares with (every element; shard_mode_reads_local says which sum). */

@@ -2,6 +2,7 @@
  * judge.c - from records to a verdict (judge.h).
  */
 #include "judge.h"
+#include "pattern.h"
 
 #include "checker.h"
 #include "hash.h"
@@ -191,10 +192,13 @@ const char *judge_summary(const judgement *j, const model *layout, char *buf, si
             snprintf(buf, len, "%s, rank %d, %s: .grad %s", where, j->first_rank,
                      layout ? checker_first_name(layout, f) : param_name(NULL, f->first_param, pn, sizeof pn),
                      f->first_none == VERIFY_NONE_ACTUAL ? "None" : "not None");
-        else if (f->has_first)
-            snprintf(buf, len, "%s, rank %d, %s%s[%llu]", where, j->first_rank, f->first_buffer ? "buffer " : "",
+        else if (f->has_first) {
+            char pat[96];
+            pattern_short(&f->pattern, pat, sizeof pat);
+            snprintf(buf, len, "%s, rank %d, %s%s[%llu]%s%s", where, j->first_rank, f->first_buffer ? "buffer " : "",
                      layout ? checker_first_name(layout, f) : param_name(NULL, f->first_param, pn, sizeof pn),
-                     (unsigned long long)f->first_index);
+                     (unsigned long long)f->first_index, pat[0] ? ": " : "", pat);
+        }
         else
             snprintf(buf, len, "%s, rank %d", where, j->first_rank);
         break;

@@ -23,6 +23,7 @@ ddp_status verify_ops_init(verify_ops *v, const verify_ops_config *cfg, world_ra
     v->allow_unsynced_comm = cfg->allow_unsynced_comm;
     v->set_to_none = cfg->set_to_none;
     v->fig = cfg->fig;
+    v->explain_across_ranks = cfg->explain_across_ranks;
     v->cost_ns = cfg->fig ? cfg->fig->cost_ns : NULL;
     v->bounded = cfg->tol->kind == TOL_ORDER;
     v->wr = wr;
@@ -45,6 +46,7 @@ ddp_status verify_ops_attach(verify_ops *v, model *m, ddp_ref *ddp)
     size_t n = model_size(m);
     DDP_CHECK(model_batch_alloc(m, &v->batch));
     DDP_CHECK(refcheck_init(&v->refcheck, n, v->comm_hook));
+    DDP_CHECK(explain_init(&v->explain, m));
     /* The parameters' bound after a step: the order tolerance's, and a replay's every step (PARAMS_REPLAY). */
     if (v->bounded || v->params_rule == PARAMS_REPLAY) {
         DDP_CHECK(budget_init(&v->budget, n, v->n, v->comm_hook));
@@ -58,6 +60,7 @@ void verify_ops_free(verify_ops *v)
 {
     model_batch_free(&v->batch);
     refcheck_free(&v->refcheck);
+    explain_free(&v->explain);
     agreement_free(&v->agreement);
     budget_free(&v->budget);
     free(v->param_allow);
@@ -222,6 +225,7 @@ static ddp_status do_backward(verify_ops *v, const verify_side *s, void *ctx)
             if (syncs)
                 budget_before_sync(&v->budget, model_grads(v->m));
         });
+    explain_backward(&v->explain, v->m, syncs);
     DDP_CHECK(ddp_ref_backward_end(v->ddp));
     if (v->shard)
         DDP_CHECK(shard_ref_backward(v->shard, syncs));
@@ -269,6 +273,18 @@ static ddp_status grab_allow(verify_ops *v, int synced, const float **allow)
     return st;
 }
 
+/* What a factor in a failing check's pattern is named by (pattern.h). */
+static pattern_constants pattern_constants_of(const verify_ops *v)
+{
+    pattern_constants k = {.nranks = v->n, .running = v->nactive, .window = v->explain.window};
+    if (v->shard) {
+        mesh me = shard_ref_mesh(v->shard);
+        k.replicas = me.replicas;
+        k.shards = me.shards;
+    }
+    return k;
+}
+
 int verify_ops_grab_synced(const verify_ops *v)
 {
     return v->bwd_since_zero ? v->last_synced : -1;
@@ -300,6 +316,13 @@ static ddp_status do_grab(verify_ops *v, const verify_side *s, void *ctx)
     });
     if (s->padding)
         s->padding(ctx, RECORD_GRAB, rec);
+    pattern_constants k = pattern_constants_of(v);
+    ddp_status ex;
+    VERIFY_COSTED(v, COST_COMPARE, ex = AS_CHECKS(explain_grab(&v->explain, v->wr,
+                                                               v->explain_across_ranks && v->nactive == v->n, v->m,
+                                                               expected, actual, held, &k, rec)));
+    DDP_CHECK(ex);
+    explain_remember_grab(&v->explain, v->m, v->grab - 1, expected, actual, held);
     /* The reference's own check sums every rank's local gradients since the last zero_grad: not while a rank that
      * ran out of inputs holds gradients its peers' syncs did not take (uneven_window), every rank or none. */
     ddp_status st = DDP_OK;
@@ -358,6 +381,12 @@ static ddp_status do_params(verify_ops *v, const verify_side *s, void *ctx, int 
     });
     if (s->padding)
         s->padding(ctx, after_step ? RECORD_STEP : RECORD_END, rec);
+    if (after_step && rec->ndiff) {
+        pattern_constants k = pattern_constants_of(v);
+        explain_step(&v->explain, v->m, w, actual, v->param_held, &k, rec);
+    }
+    if (after_step)
+        explain_after_step(&v->explain, v->m, v->shard ? shard_ref_sharded(v->shard) : model_grads(v->m));
     rec->done = 1;
     if (replay || checker_rebases(&tol, rec))
         rebase(v, w, actual);
@@ -427,6 +456,7 @@ static ddp_status run_op(verify_ops *v, const verify_side *s, void *ctx, sched_o
     case OP_ZERO:
         v->uneven_window &= v->nactive < v->n;
         ddp_ref_zero_grad(v->ddp);
+        explain_zero(&v->explain);
         if (v->shard)
             shard_ref_zero(v->shard, v->set_to_none);
         refcheck_zero(&v->refcheck);
@@ -434,6 +464,7 @@ static ddp_status run_op(verify_ops *v, const verify_side *s, void *ctx, sched_o
         v->last_synced = v->bwd_since_zero = 0;
         return s->zero_grad ? s->zero_grad(ctx) : DDP_OK;
     case OP_STEP:
+        explain_before_step(&v->explain, v->m);
         if (v->shard)
             shard_ref_step(v->shard, v->lr);
         else

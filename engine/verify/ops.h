@@ -32,6 +32,7 @@
 #include "record.h"
 #include "refcheck.h"
 #include "schedule.h"
+#include "explain.h"
 #include "shard_ref.h"
 #include "verify.h"
 
@@ -133,6 +134,8 @@ typedef struct verify_ops {
     int uneven_window;        /* some rank ran out since the last zero_grad every rank ran (verify_record.uneven) */
     uint64_t *cost_ns;        /* [COST_N]: where the checks' time goes (verify_rank_figures.cost_ns), or NULL */
     verify_rank_figures *fig; /* this rank's figures (the implementation's reductions), or NULL */
+    explain_state explain;    /* what a failing check's pattern is looked for in (explain.h) */
+    int explain_across_ranks; /* verify_ops_config's */
 } verify_ops;
 
 /* What verify_ops_init needs besides the reference (m, ddp: built by the driver, not owned). */
@@ -145,6 +148,7 @@ typedef struct verify_ops_config {
     verify_sabotage sabotage;
     verify_agreement *agree; /* this rank's, in the shared segment */
     verify_rank_figures *fig; /* this rank's figures, or NULL */
+    int explain_across_ranks; /* a failing grab's pattern may use sums over ranks (a collective at every grab) */
     int allow_unsynced_comm;
     int set_to_none;
 } verify_ops_config;

@@ -533,6 +533,8 @@ static ddp_status rank_setup(rank_ctx *c, verify_rank_area *area)
     verify_ops_config oc = {.tol = &cfg->tol, .schedule = cfg->schedule, .lr = cfg->ddp.lr,
                             .comm_hook = cfg->ddp.comm_hook, .params_rule = PARAMS_LIVE,
                             .sabotage = cfg->sabotage, .agree = &area->agree, .fig = c->fig,
+                            /* not beside NCCL: a collective of ddpsim's at every grab would move where a hang shows */
+                            .explain_across_ranks = cfg->backend != VERIFY_BACKEND_NCCL,
                             .allow_unsynced_comm = cfg->allow_unsynced_comm, .set_to_none = cfg->ddp.set_to_none};
     DDP_CHECK(verify_ops_init(&c->v, &oc, c->wr, world_rank_user_area(c->wr)));
     DDP_CHECK(trace_open(&c->trace, cfg->trace_path, c->rank, c->wr));

@@ -115,6 +115,39 @@ enum { VERIFY_NONE_NO = 0, VERIFY_NONE_ACTUAL, VERIFY_NONE_EXPECTED };
 const char *verify_none_text(int first_none);
 
 /* What rank r found at check k (sched_checks: the gradients at a grab, the parameters after a step or at the end). */
+/* What a diverging tensor's values are (pattern.h), looked for at the first diverging tensor of a failing record. */
+typedef enum verify_pattern_kind {
+    PATTERN_NONE = 0,   /* not looked for: the record passed, or diverged otherwise (None, padding, a buffer) */
+    PATTERN_NOT_FOUND,  /* looked for, none fits */
+    PATTERN_ZERO,       /* every element zero: dropped (of a step: the update was not applied) */
+    PATTERN_LOCAL,      /* this rank's own local gradient since zero_grad: never reduced */
+    PATTERN_LAST_MICRO, /* the last micro-step's local gradient alone: the accumulation lost */
+    PATTERN_REDUCED_UNSYNCED, /* where DDP holds the local sum: the average over ranks of it (synced too early) */
+    PATTERN_LAST_REDUCED, /* the average over ranks of the last micro-step alone: the earlier ones dropped */
+    PATTERN_LAST_REDUCED_EARLIER_LOCAL, /* the last micro-step averaged, the earlier ones added unreduced */
+    PATTERN_EARLIER_REDUCED_LAST_LOCAL, /* the earlier micro-steps averaged, the last added unreduced */
+    PATTERN_ONTO_STEPPED, /* the reference's plus the gradient the last step took: zero_grad missed */
+    PATTERN_STALE,      /* the reference's values at an earlier check */
+    PATTERN_UNCHANGED,  /* the implementation's own values at an earlier check: nothing moved since */
+    PATTERN_FACTOR,     /* a constant times the reference's (of a step: times its update) */
+    PATTERN_ROUNDING    /* the reference's values rounded otherwise: another order of the same sums */
+} verify_pattern_kind;
+
+/* A factor's name (pattern.h pattern_factor_name). */
+typedef enum verify_pattern_name {
+    PNAME_NONE = 0, PNAME_NEG, PNAME_N, PNAME_INV_N, PNAME_K, PNAME_INV_K, PNAME_R, PNAME_INV_R, PNAME_S, PNAME_INV_S,
+    PNAME_SQRT_N, PNAME_INV_SQRT_N, PNAME_POW2, PNAME_N_OVER_RUNNING, PNAME_RUNNING_OVER_N
+} verify_pattern_name;
+
+typedef struct verify_pattern {
+    int kind;           /* verify_pattern_kind */
+    int on_update;      /* a parameter check: the pattern is of the update (after - before the step) */
+    int name, exponent; /* PATTERN_FACTOR: verify_pattern_name, and 2's exponent for PNAME_POW2 */
+    double factor;      /* PATTERN_FACTOR */
+    uint64_t check;     /* PATTERN_STALE, PATTERN_UNCHANGED: the earlier check's number (sched_checks) */
+    uint64_t window;    /* PNAME_K: k */
+} verify_pattern;
+
 typedef struct verify_record {
     int done;
     int joined;             /* this rank had run out of an uneven repetition: it had nothing to check here */
@@ -146,6 +179,7 @@ typedef struct verify_record {
     uint64_t unsynced_reductions; /* communication: the implementation reduced in a backward that does not sync
                                    * (PyTorch DDP reduces nothing there), since the check before: how often, */
     uint64_t unsynced_bytes, unsynced_op; /* ... how much, and the first such backward's op */
+    verify_pattern pattern; /* a failing record: what the first diverging tensor's values are (pattern.h) */
     int global_checked;     /* after a syncing backward: this rank's slice of the reference checked (checker.h) */
     double global_ratio;    /* the largest |reference - exact average| over its proven rounding bound (<= 1) */
 } verify_record;
