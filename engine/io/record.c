@@ -661,8 +661,8 @@ static ddp_status read_held(const char *path, const json_value *root, record_run
     return s;
 }
 
-ddp_status record_params_held(const record_run *r, int rank, record_values kind, uint64_t k, record_held **out,
-                              size_t *n, int *known)
+ddp_status record_check_held(const record_run *r, int rank, record_values kind, uint64_t k, record_held **out,
+                             size_t *n, int *known)
 {
     char what[32], path[RECORD_PATH_LEN];
     record_values_name(kind, k, what, sizeof what);
@@ -678,11 +678,6 @@ ddp_status record_params_held(const record_run *r, int rank, record_values kind,
     return s;
 }
 
-ddp_status record_grab_held(const record_run *r, int rank, uint64_t grab, record_held **out, size_t *n, int *known)
-{
-    return record_params_held(r, rank, RECORD_GRAB, grab, out, n, known); /* the same file, of a grab */
-}
-
 /*
  * A parameter check's held.json, when there, parses; only a sharded recording may have one (a rank holding a
  * part of its parameters is what FSDP does; judged as DDP it would leave elements unchecked).
@@ -692,7 +687,7 @@ static ddp_status check_params_held(record_run *r, int rank, record_values kind,
     record_held *h;
     size_t n;
     int known;
-    DDP_CHECK(record_params_held(r, rank, kind, k, &h, &n, &known));
+    DDP_CHECK(record_check_held(r, rank, kind, k, &h, &n, &known));
     free(h);
     if (known && r->shard == SHARD_NONE) {
         char what[32];
@@ -732,7 +727,7 @@ static ddp_status check_grab_cover(record_run *r)
             record_held *h;
             size_t n;
             int known;
-            if ((s = record_grab_held(r, rank, k, &h, &n, &known)) != DDP_OK)
+            if ((s = record_check_held(r, rank, RECORD_GRAB, k, &h, &n, &known)) != DDP_OK)
                 break;
             if (known)
                 cover_add(&c, h, n);

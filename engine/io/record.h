@@ -153,11 +153,12 @@ const char *record_values_name(record_values kind, uint64_t k, char *buf, size_t
  */
 ddp_status record_grad_none(const record_run *r, const char *what, unsigned char *none, int *known);
 
-/* Rank's held.json at grab k into *out (malloc'd, sorted; the caller frees), *known = 1; *known = 0 without one. */
-ddp_status record_grab_held(const record_run *r, int rank, uint64_t grab, record_held **out, size_t *n, int *known);
-/* ... and of any check (kind RECORD_STEP or RECORD_END, k its number: what it held of the parameters). */
-ddp_status record_params_held(const record_run *r, int rank, record_values kind, uint64_t k, record_held **out,
-                              size_t *n, int *known);
+/*
+ * Rank's held.json at check k of a kind (a grab: what it held of the gradients; a step or the end: of the
+ * parameters) into *out (malloc'd, sorted; the caller frees), *known = 1; *known = 0 without one.
+ */
+ddp_status record_check_held(const record_run *r, int rank, record_values kind, uint64_t k, record_held **out,
+                             size_t *n, int *known);
 
 /*
  * DIR/rank<r>/micro<m>/comm.json, {"reductions": N, "bytes": B, "scatters": K, "scatter_bytes": C}: the

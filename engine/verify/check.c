@@ -142,7 +142,7 @@ static ddp_status params_layout(check_rank *c, record_values kind, uint64_t k)
     size_t n;
     int known;
     c->v.param_held = NULL;
-    DDP_CHECK(bad_record(c, record_params_held(c->rec, c->rank, kind, k, &h, &n, &known)));
+    DDP_CHECK(bad_record(c, record_check_held(c->rec, c->rank, kind, k, &h, &n, &known)));
     ddp_status s = known ? held_from(c, &c->param_held, h, n) : DDP_OK;
     free(h);
     if (known && s == DDP_OK)
@@ -183,7 +183,7 @@ static ddp_status rec_grab_layout(void *ctx, uint64_t k, const unsigned char **n
     *none = known ? c->none : NULL;
     record_held *h;
     size_t n;
-    DDP_CHECK(bad_record(c, record_grab_held(c->rec, c->rank, k, &h, &n, &known)));
+    DDP_CHECK(bad_record(c, record_check_held(c->rec, c->rank, RECORD_GRAB, k, &h, &n, &known)));
     if (known) {
         ddp_status s = held_from(c, &c->grab_held, h, n);
         free(h);

@@ -64,11 +64,12 @@ void explain_before_step(explain_state *e, const model *m)
 }
 
 /* The first diverging tensor of rec, when it is a parameter's elements (not None, padding or a buffer). */
-static const model_param *diverged(const model *m, const verify_record *rec)
+static const model_param *diverged(const explain_state *e, const model *m, const verify_record *rec)
 {
     if (!rec->has_first || rec->first_none || rec->first_padding || rec->first_buffer)
         return NULL;
-    return model_param_at(m, rec->first_param);
+    /* past the kept elements the tensor may still match there: nothing to look at */
+    return rec->first_index < e->klen[rec->first_param] ? model_param_at(m, rec->first_param) : NULL;
 }
 
 /*
@@ -94,20 +95,6 @@ static size_t gather(const explain_state *e, const model_param *par, int p, cons
     return n;
 }
 
-/* Some element of the window differs (else the tensor diverged past it: nothing to look at there). */
-static int differs(const float *x, const float *y, size_t n)
-{
-    return memcmp(x, y, n * sizeof *x) != 0;
-}
-
-static int all_zero(const float *x, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (x[i] != 0)
-            return 0;
-    return 1;
-}
-
 /* This rank's part of a sum over ranks (kept floats, packed), reduced: the average over the world (DDP's
  * fl(1/N) after the sum). */
 static ddp_status averaged(world_rank *wr, float *mine, size_t n, int nranks)
@@ -122,8 +109,6 @@ static ddp_status averaged(world_rank *wr, float *mine, size_t n, int nranks)
 /* A stale value is bitwise an earlier grab's, the reference's or the implementation's own. */
 static int stale(const explain_state *e, const model_param *par, int p, const float *actual, verify_record *rec)
 {
-    if (all_zero(actual + par->offset, e->klen[p]))
-        return 0; /* zero says more */
     uint64_t h = hash_floats(0, actual + par->offset, e->klen[p]) | 1;
     for (int i = 0; i < EXPLAIN_HISTORY; i++) {
         const explain_grab_digests *d = &e->hist[(e->next + EXPLAIN_HISTORY - 1 - i) % EXPLAIN_HISTORY];
@@ -138,7 +123,7 @@ static int stale(const explain_state *e, const model_param *par, int p, const fl
 ddp_status explain_grab(explain_state *e, world_rank *wr, int all_running, const model *m, const float *expected,
                         const float *actual, const held_mask *held, const pattern_constants *k, verify_record *rec)
 {
-    const model_param *par = rec->ndiff ? diverged(m, rec) : NULL;
+    const model_param *par = rec->ndiff ? diverged(e, m, rec) : NULL;
     int p = par ? rec->first_param : -1;
     int nranks = world_size(wr);
     /* The sums over ranks, where every rank can take part and some rank's record needs them. */
@@ -177,11 +162,6 @@ ddp_status explain_grab(explain_state *e, world_rank *wr, int all_running, const
     const float *kept[] = {acc, avg && rec->synced != 1 ? avg : NULL, avg ? avg + e->kept : NULL,
                            e->have_stepped ? e->w_before : NULL};
     size_t n = gather(e, par, p, held, full, 3, kept, 4, out);
-    if (!differs(out[EXP], out[ACT], n)) { /* the tensor diverged past the elements kept */
-        free(buf);
-        free(avg);
-        return DDP_OK;
-    }
     /* this rank's local sum over the window: kept at a synced grab, the reference's own at an unsynced one */
     const float *window = acc ? out[LOCAL] : rec->synced != 1 ? out[EXP] : NULL;
     int mixes = window && avg && e->window > 1;
@@ -237,7 +217,7 @@ void explain_remember_grab(explain_state *e, const model *m, uint64_t grab, cons
 void explain_step(const explain_state *e, const model *m, const float *after, const float *actual,
                   const held_mask *held, const pattern_constants *k, verify_record *rec)
 {
-    const model_param *par = diverged(m, rec);
+    const model_param *par = diverged(e, m, rec);
     if (!par)
         return;
     int p = rec->first_param;
@@ -251,13 +231,11 @@ void explain_step(const explain_state *e, const model *m, const float *after, co
     const float *full[] = {after, actual};
     const float *kept[] = {e->w_before};
     size_t n = gather(e, par, p, held, full, 2, kept, 1, out);
-    if (differs(out[AFTER], out[ACT], n)) {
-        for (size_t j = 0; j < n; j++) { /* the updates: exact differences of nearby floats (Sterbenz) mostly */
-            out[AFTER][j] -= out[BEFORE][j];
-            out[ACT][j] -= out[BEFORE][j];
-        }
-        pattern_explain(out[AFTER], out[ACT], n, NULL, 0, k, &rec->pattern);
-        rec->pattern.on_update = 1;
+    for (size_t j = 0; j < n; j++) { /* the updates: exact differences of nearby floats (Sterbenz) mostly */
+        out[AFTER][j] -= out[BEFORE][j];
+        out[ACT][j] -= out[BEFORE][j];
     }
+    pattern_explain(out[AFTER], out[ACT], n, NULL, 0, k, &rec->pattern);
+    rec->pattern.on_update = 1;
     free(buf);
 }

@@ -111,7 +111,7 @@ def _main(argv):
     text = r.report
     if args.quiet:
         text = "".join(line + "\n" for line in text.splitlines()
-                       if line.startswith(("# verdict", "# first divergence", "# ranks disagree")))
+                       if line.startswith(("# verdict", "# first divergence", "# pattern", "# ranks disagree")))
     out = sys.stdout if r.exit_code in (0, 1, 4) else sys.stderr
     out.write(text)
     out.flush()
