@@ -72,6 +72,22 @@ under "$TORCH2_PYTHON" 0 "verdict: PASS (18 of 18 scenarios; not run, the header
 under "$TORCH2_PYTHON" 1 "first divergence: grab 0 (after no_sync fwd+bwd), rank 0, parameter 0.weight" \
     "fabric: no_backward_sync(enabled=...) inverted (planted)" -- --ranks 3 --wrap "$L:enabled_inverted" --scenario classic
 
+# PyTorch Lightning's own loop, Trainer.fit with accumulate_grad_batches=4 (the front end's loop mode: the Trainer
+# decides when it syncs, steps and zeroes; its hooks report). Lightning zeroes in a window's first micro-batch,
+# between its forward and its backward, and divides each loss by 4 (lightning_trainer.py says where). It passes,
+# bitwise at 2 ranks; a DDPStrategy whose block_backward_sync does nothing (planted) syncs inside the window.
+LT=$F/lightning_trainer.py
+LS="3*( nosync{fwd zero bwd grab} 2*( nosync{fwd bwd grab} ) fwd bwd grab step )"
+under "$TORCH2_PYTHON" 0 "verdict: PASS (12 grabs and 4 parameter checks x 3 ranks match, order)" \
+    "lightning: Trainer.fit, accumulate_grad_batches=4, 3 ranks" -- --ranks 3 --wrap "$LT:accumulate_4" --schedule "$LS"
+under "$TORCH2_PYTHON" 0 "verdict: PASS (12 grabs and 4 parameter checks x 2 ranks match, bitwise)" \
+    "lightning: Trainer.fit, accumulate_grad_batches=4, bitwise at 2 ranks" -- --ranks 2 --wrap "$LT:accumulate_4" --schedule "$LS"
+under "$TORCH2_PYTHON" 1 "pattern: its gradient is the average over ranks of the local sum, where DDP's is the local sum" \
+    "lightning: a strategy whose block_backward_sync does nothing (planted) syncs in the window" -- \
+    --ranks 3 --wrap "$LT:sync_every_microstep" --schedule "$LS"
+grep -q "first divergence: grab 0 (after no_sync fwd+bwd), rank 0, parameter 0.weight" "$out" &&
+    ok "... named at grab 0" || bad "... named at grab 0"
+
 # DeepSpeed 0.19.8, ZeRO stage 0, on its CPU accelerator with gloo (built from source with no CUDA op): the sync
 # runs in engine.backward (ddpsim_backward). It decides at the backward, not at the forward as DDP: a forward
 # inside no_sync whose backward runs outside it syncs (DDP does not), shown without ddpsim too; nested no_sync

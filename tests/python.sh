@@ -298,6 +298,26 @@ front 1 "first divergence: grab 2 (after fwd+bwd (3 acc)), $div" "a wrapper that
     --ranks 3 --wrap "$W:last_microbatch_only" --scenario classic
 front 1 "thunder_sync_on_exit    *FAIL\|classic  *FAIL" "... and in the battery" -- --ranks 2 --wrap "$W:thunder_sync_on_exit"
 
+# A training loop that owns its iteration (ddpsim_loop: loop.py): a hand-written accumulation loop over torch's
+# DDP passes; one that never zeroes fails, named; a loop whose events do not fit the schedule (it steps where the
+# schedule has a forward, it stops early) is bad input naming the op; a loop runs no battery.
+# The first is the README's example, as printed there.
+LS="3*( nosync{fwd bwd grab} fwd bwd grab step zero )"
+awk '/<!-- loop-example/ { on = 1; next } on && /^```python/ { code = 1; next } code && /^```/ { exit } code { print }' \
+    "$here/../README.md" >"$tmp/myloop.py"
+front 0 "verdict: PASS (6 grabs and 4 parameter checks x 3 ranks match, order)" \
+    "the README's training loop of its own: accumulation over torch DDP, windows of 2" -- \
+    --ranks 3 --wrap "$tmp/myloop.py:accumulation_loop" --schedule "$LS"
+front 1 "pattern: its gradient is the reference's plus the gradient the last step took: not zeroed after the step" \
+    "... a loop that never zeroes fails, its pattern named" -- --ranks 3 --wrap "$W:loop_forgets_zero_grad" --schedule "$LS"
+front 2 "loop_steps_every_microstep stepped the optimizer where the schedule has op 5 (fwd): no step comes there" \
+    "... a loop that steps where the schedule does not is refused, naming the op" -- \
+    --ranks 2 --wrap "$W:loop_steps_every_microstep" --schedule "$LS"
+front 2 "loop_stops_early returned where the schedule has op 15 (fwd): 11 more ops to run" \
+    "... a loop that stops early is refused, naming the op" -- --ranks 2 --wrap "$W:loop_stops_early" --schedule "$LS"
+front 2 "is a training loop (ddpsim_loop): it decides itself when it syncs, steps and zeroes, so it runs no battery" \
+    "... and runs no battery" -- --ranks 2 --wrap "$tmp/myloop.py:accumulation_loop"
+
 
 fi # the semantics
 # A deadlock and a hang: exit 3, the rank named, no process left. No wall-clock limit here (a loaded machine

@@ -74,7 +74,9 @@ def check(wrap, ranks=2, model=None, data=None, loss=None, schedule=None, scenar
     wrap may return (module, optimizer): the wrapper's own optimizer (ZeroRedundancyOptimizer, OSS, ZeRO)
       steps and zeroes instead of ddpsim's SGD; its parameters must be SGD's with lr (checked after every
       step). A wrapped module with ddpsim_grad_shards() (a sharded one) says which elements of each .grad this
-      rank holds: only those are compared (README, "Check a sharded implementation").
+      rank holds: only those are compared (README, "Check a sharded implementation"). A wrap function marked
+      ddpsim_loop = True is a training loop that owns its iteration (a framework's Trainer): it is given a
+      loop.Loop instead of the module, runs the schedule's ops itself and reports them (give schedule).
     allow_unsynced_comm: reductions in a backward that does not sync are not a divergence (on torch 2.x the
       front end counts the wrapper's reductions in every backward; PyTorch's DDP makes none there).
     shard: the wrapper's sharded data parallelism, 'zero1', 'zero2', 'fsdp', 'hsdp' or 'hsdp:RxS' (R replicas
@@ -137,6 +139,13 @@ class Plan:
         self.wrap = loading.as_spec(a["wrap"], "--wrap")
         fn = loading.load(self.wrap, "--wrap")  # importable and callable, before any rank starts
         self.shard = _shard_spec(a.get("shard") or getattr(fn, "ddpsim_shard", None), a["ranks"])
+        self.loop = bool(getattr(fn, "ddpsim_loop", False))  # a training loop of its own: loop.py
+        if self.loop and (a["schedule"] is None or a["scenario"] is not None):
+            raise BadInput("--wrap %s is a training loop (ddpsim_loop): it decides itself when it syncs, steps "
+                           "and zeroes, so it runs no battery; give --schedule with the ops it runs" % self.wrap)
+        if self.loop and self.shard:
+            raise BadInput("--wrap %s is a training loop (ddpsim_loop): a sharded one is not driven (--shard %s)" %
+                           (self.wrap, self.shard["mode"]))
         if self.shard and (a["find_unused"] or a["bucket_view"] or a["static_graph"] or a["comm_hook"] != "none"):
             raise BadInput("--shard %s: --find-unused, --bucket-view, --static-graph and --comm-hook are DDP's "
                            "options, which the sharded reference does not model (it reduces every parameter)" %
@@ -209,7 +218,7 @@ class Plan:
             self.jobs.append(job)
         self.many = self.many or len(self.jobs) > 1
         self.cfg = {"wrap": self.wrap, "impl": self.wrap.rpartition(":")[2], "threads": a["threads"],
-                    "jobs": self.jobs, "first_job": 0,
+                    "jobs": self.jobs, "first_job": 0, "loop": self.loop,
                     "recorded_by": "ddpsim_torch %s, torch %s (gloo)" % (_version(), torch.__version__)}
         self.header = self._header(skipped)
 

@@ -16,7 +16,7 @@ import traceback
 import torch
 import torch.distributed as dist
 
-from . import ddpsim, loading, record, twins
+from . import ddpsim, loading, loop, record, twins
 from .loading import BadInput, Unsupported
 
 # Shared progress, one row per rank (launch.py reads it).
@@ -279,6 +279,50 @@ def _said_shards(said, counts):
     return held
 
 
+class Shadow:
+    """A copy of the module without DDP, with the same parameters, that computes a micro-step's plain local
+    gradient on the same batch, and the pieces a parameter's gradient arrives in: one per AccumulateGrad, two or
+    more when a backward runs inside the backward (reentrant checkpointing) and the parameter is used on both
+    sides of it. Nothing is copied for the usual single piece: .grad starts None each micro-step, so when a
+    second piece comes, .grad holds the first one exactly."""
+
+    def __init__(self, module):
+        self.module = copy.deepcopy(module)
+        self.params = [p for _, p in self.module.named_parameters()]
+        self.pieces, self.calls = [[] for _ in self.params], [0] * len(self.params)
+        for k, p in enumerate(self.params):
+            p.register_hook(self._piece_hook(k, p))
+
+    def _piece_hook(self, k, p):
+        def hook(g):
+            self.calls[k] += 1
+            if self.calls[k] == 2:
+                self.pieces[k].append(p.grad.detach().clone())
+            if self.calls[k] >= 2:
+                self.pieces[k].append(g.detach().clone())
+        return hook
+
+    def local(self, inputs, targets, loss_fn, divisor=1):
+        """The local gradients of loss_fn(module(inputs), targets), divided by divisor as the training loop
+        divides it before its backward (a tensor divided by a number, as Lightning does), or None where a
+        parameter got none; the pieces are in self.pieces."""
+        for k, p in enumerate(self.params):
+            p.grad = None
+            self.pieces[k].clear()
+            self.calls[k] = 0
+        loss = loss_fn(self.module(*inputs), targets)
+        (loss / divisor if divisor != 1 else loss).backward()
+        return [p.grad for p in self.params]
+
+    def load(self, params, named_buffers=()):
+        """The implementation's parameters (and buffers) after a step or a join: the next forwards' too."""
+        with torch.no_grad():
+            for s, p in zip(self.params, params):
+                s.copy_(p)
+            for (_, s), (_, b) in zip(self.module.named_buffers(), named_buffers):
+                s.copy_(b)
+
+
 class Rank:
     def __init__(self, rank, nranks, cfg, progress):
         self.rank, self.nranks, self.cfg, self.progress = rank, nranks, cfg, progress
@@ -334,30 +378,22 @@ class Rank:
         note_own_hook(wrapped, job)
         return wrapped, optimizer
 
+    def record_local(self, shadow, rec, names, inputs, targets, loss_fn, reductions, divisor=1):
+        """Micro-step m's plain local gradient, from the shadow, into the recording."""
+        t1 = time.monotonic()
+        grads = shadow.local(inputs, targets, loss_fn, divisor)
+        t2 = time.monotonic()
+        rec.local(names, grads, shadow.pieces, reductions)
+        self.progress[self.row + SHADOW_S] += t2 - t1
+        self.progress[self.row + RECORD_S] += time.monotonic() - t2
+
     def run_job(self, j, job):
         self.mark(j, -1)
         module, batch, loss_fn = self.build(job)
         named = list(module.named_parameters())
         names = [n for n, _ in named]
         check_same_start(named, self.rank, self.nranks)
-        shadow = copy.deepcopy(module)
-        shadow_params = [p for _, p in shadow.named_parameters()]
-        # The pieces a parameter's gradient arrives in: one per AccumulateGrad, two or more when a backward runs
-        # inside the backward (reentrant checkpointing) and the parameter is used on both sides of it. Nothing
-        # is copied for the usual single piece: the shadow's .grad starts None each micro-step, so when a second
-        # piece comes, .grad holds the first one exactly.
-        pieces, calls = [[] for _ in shadow_params], [0] * len(shadow_params)
-
-        def piece_hook(k, p):
-            def hook(g):
-                calls[k] += 1
-                if calls[k] == 2:
-                    pieces[k].append(p.grad.detach().clone())
-                if calls[k] >= 2:
-                    pieces[k].append(g.detach().clone())
-            return hook
-        for k, p in enumerate(shadow_params):
-            p.register_hook(piece_hook(k, p))
+        shadow = Shadow(module)
         root = job["record"]
         impl = record.safe_name(self.cfg["impl"])
         buffers = list(module.named_buffers())
@@ -371,12 +407,15 @@ class Rank:
             module.register_forward_pre_hook(lambda m, i: rec.buffers("seen", list(m.named_buffers())))
             module.register_forward_hook(lambda m, i, o: rec.buffers("after", list(m.named_buffers())))
         shapes = [tuple(p.shape) for _, p in named]  # before the wrapper: FSDP1 reshapes the module's own
-        wrapped, optimizer = self.wrap(module, job)
-        params = map_params(named, wrapped)
         if self.rank == 0:
             record.write_manifest(root, self.nranks, impl, self.cfg["recorded_by"], job["model"], named,
                                   job["ddp"], job["zero_grad"], job["lr"], job["ops"], buffers,
                                   job.get("joins", ()), job.get("uneven", ()), job.get("shard"))
+        if self.cfg.get("loop"):  # a training loop of its own (a framework's Trainer) runs the ops: loop.py
+            loop.run(self, job, module, batch, loss_fn, names, shadow, rec)
+            return
+        wrapped, optimizer = self.wrap(module, job)
+        params = map_params(named, wrapped)
         own_optimizer = optimizer is not None
         if optimizer is None:
             optimizer = torch.optim.SGD(params, lr=job["lr"])
@@ -414,10 +453,8 @@ class Rank:
                 joined.__exit__(None, None, None)  # the shadowing, then every rank takes the last joiner's model
                 joined = None
                 with torch.no_grad():
-                    for s, p in zip(shadow_params, params):
-                        s.copy_(full(p))
-                    for (_, s), (_, b) in zip(shadow.named_buffers(), module.named_buffers()):
-                        s.copy_(b)
+                    whole = [full(p) for p in params]
+                shadow.load(whole, module.named_buffers())
             elif op == "enter":
                 cm = wrapped.no_sync()
                 cm.__enter__()
@@ -431,16 +468,7 @@ class Rank:
             elif op == "bwd":
                 inputs, targets, loss = pending
                 reductions = counted_backward(backward, loss)
-                t1 = time.monotonic()
-                for k, p in enumerate(shadow_params):
-                    p.grad = None
-                    pieces[k].clear()
-                    calls[k] = 0
-                loss_fn(shadow(*inputs), targets).backward()
-                t2 = time.monotonic()
-                rec.local(names, [p.grad for p in shadow_params], pieces, reductions)
-                self.progress[self.row + SHADOW_S] += t2 - t1
-                self.progress[self.row + RECORD_S] += time.monotonic() - t2
+                self.record_local(shadow, rec, names, inputs, targets, loss_fn, reductions)
             elif op == "grab":
                 t1 = time.monotonic()
                 values, held = grab_values(wrapped, names, params)
@@ -455,8 +483,7 @@ class Rank:
                 with torch.no_grad():
                     whole = [full(p) for p in params]
                     check_whole(names, shapes, whole, "parameter")
-                    for s, p in zip(shadow_params, whole):
-                        s.copy_(p)
+                shadow.load(whole)
                 rec.params(names, whole)
                 self.progress[self.row + RECORD_S] += time.monotonic() - t1
             took = time.monotonic() - t0

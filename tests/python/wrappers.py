@@ -380,3 +380,43 @@ class ReducesInNoSync(HookDDP):
 
 def reduces_in_no_sync(module):
     return ReducesInNoSync(module)
+
+
+# Training loops that own their iteration (the front end's loop mode, ddpsim_loop: python/ddpsim_torch/loop.py):
+# the README's hand-written accumulation loop over torch's DDP (windows of K micro-batches, the first K - 1 in
+# no_sync, then step and zero_grad; for K = 2 over three windows the schedule is
+# "3*( nosync{fwd bwd grab} fwd bwd grab step zero )"), with the mistakes such loops make.
+def _accumulate(loop, k=2, zero=True, step_every=False, stop_after=None):
+    ddp = nn.parallel.DistributedDataParallel(loop.module)
+    opt = torch.optim.SGD(ddp.parameters(), lr=loop.lr)
+    for i, (inputs, targets) in enumerate(loop.batches):
+        if stop_after is not None and i == stop_after:
+            return
+        boundary = (i + 1) % k == 0
+        with contextlib.nullcontext() if boundary else ddp.no_sync():
+            loop.loss(ddp(*inputs), targets).backward()
+        loop.after_backward()
+        if boundary or step_every:
+            opt.step()
+            loop.after_step()
+            if zero:
+                opt.zero_grad()
+
+
+def loop_forgets_zero_grad(loop):
+    """A bug: the loop never zeroes, so each window adds onto the last one's gradients."""
+    _accumulate(loop, zero=False)
+
+
+def loop_steps_every_microstep(loop):
+    """Not the schedule's loop: it steps after every micro-batch (refused: the events do not fit)."""
+    _accumulate(loop, step_every=True)
+
+
+def loop_stops_early(loop):
+    """Not the schedule's loop: it stops after three micro-batches (refused)."""
+    _accumulate(loop, stop_after=3)
+
+
+for _f in (loop_forgets_zero_grad, loop_steps_every_microstep, loop_stops_early):
+    _f.ddpsim_loop = True

@@ -1,0 +1,126 @@
+"""A training loop that owns its iteration, checked: a framework's Trainer
+(Lightning's `Trainer.fit` with `accumulate_grad_batches`) decides itself
+when it runs forward, backward, no_sync, optimizer.step and zero_grad, so
+the front end cannot drive those ops as rank.py does for a wrapper. Instead
+the wrap function, marked `ddpsim_loop = True`, is given a Loop and runs
+its training on it; the loop reports what it did at two points, and the
+recording is made there:
+
+  loop.after_backward()  each backward has finished (Lightning: the
+                         on_after_backward hook): the plain local gradient
+                         of that micro-step (the shadow's, on the same
+                         batch) and the .grad of every grab the schedule
+                         has right after that backward
+  loop.after_step()      the optimizer stepped: the parameters
+
+The run's --schedule says what PyTorch's DDP semantics expect of that
+loop (where no_sync is, where zero_grad is); the loop's events are matched
+against it as they come, and one that does not fit (a step where the
+schedule has a backward, a backward too many, a run that ends early) is
+bad input naming the op. The loop's own no_sync and zero_grad are not
+taken on trust: they show in the gradients, which `ddpsim check` judges
+against the reference as it judges any recording.
+"""
+import torch
+
+from . import loading
+from .loading import BadInput, Unsupported
+
+
+class Loop:
+    """What a training loop is given, on each rank (the process group initialised).
+
+    module: the model, ddpsim's twin or the user's (the loop wraps it as it likes);
+    batches: this rank's micro-batches in the order the schedule's forwards take them, each
+      (inputs tuple, targets): a loop must consume them in that order, one per forward;
+    loss(output, targets): the run's loss;
+    lr: the learning rate of the reference's SGD (the loop's optimizer must be torch.optim.SGD with it);
+    rank, world_size;
+    loss_divisor: set by the loop when it divides each micro-batch's loss before its backward (Lightning's
+      automatic optimization divides by accumulate_grad_batches): the shadow's local gradient is then that of
+      loss / loss_divisor, computed the same way, and the reference sums those (default 1)."""
+
+    def __init__(self, driver, module, batches, loss, lr, rank, world_size):
+        self._driver = driver
+        self.module, self.batches, self.loss, self.lr = module, batches, loss, lr
+        self.rank, self.world_size = rank, world_size
+        self.loss_divisor = 1
+
+    def after_backward(self):
+        """A backward has finished: call it once per backward, after it and before anything else touches .grad."""
+        self._driver.backward_done(self.loss_divisor)
+
+    def after_step(self):
+        """The optimizer has stepped: call it once per optimizer step, right after it."""
+        self._driver.step_done()
+
+
+class _Driver:
+    """The schedule's ops, consumed as the loop's events come."""
+
+    def __init__(self, rank, job, module, batch, loss_fn, names, shadow, rec):
+        self.rank, self.job, self.ops = rank, job, job["ops"]
+        self.batch, self.loss_fn, self.names, self.shadow, self.rec = batch, loss_fn, names, shadow, rec
+        self.params = [p for _, p in module.named_parameters()]
+        self.at = 0  # the next op of the schedule
+        self.nfwd = 0
+        self.wrap = rank.cfg["wrap"]
+
+    def _mismatch(self, event, why):
+        where = "op %d (%s)" % (self.at, self.ops[self.at]) if self.at < len(self.ops) else "its end"
+        return BadInput("the training loop of --wrap %s %s where the schedule has %s: %s; the schedule must be the "
+                        "one the loop runs (its windows, where it steps and zeroes)" % (self.wrap, event, where, why))
+
+    def backward_done(self, divisor):
+        """Every op up to this backward (no_sync's enter and exit, the forward, a zero_grad) is the loop's; then
+        the local gradient, then the grabs that follow it."""
+        fwd = None
+        while self.at < len(self.ops) and self.ops[self.at] != "bwd":
+            op = self.ops[self.at]
+            if op == "fwd":
+                fwd = self.nfwd
+                self.nfwd += 1
+            elif op not in ("enter", "exit", "zero"):
+                raise self._mismatch("ran a backward", "no backward comes before it")
+            self.at += 1
+        if self.at == len(self.ops):
+            raise self._mismatch("ran a backward", "no backward is left")
+        if fwd is None:
+            raise self._mismatch("ran a backward", "that backward has no forward of its own")
+        self.at += 1
+        inputs, targets = self.batch(fwd)
+        self.rank.record_local(self.shadow, self.rec, self.names, inputs, targets, self.loss_fn, None, divisor)
+        while self.at < len(self.ops) and self.ops[self.at] == "grab":
+            self.rec.grads(self.names, [p.grad for p in self.params])
+            self.at += 1
+
+    def step_done(self):
+        while self.at < len(self.ops) and self.ops[self.at] in ("enter", "exit"):
+            self.at += 1
+        if self.at == len(self.ops) or self.ops[self.at] != "step":
+            raise self._mismatch("stepped the optimizer", "no step comes there")
+        self.at += 1
+        with torch.no_grad():
+            whole = [p.detach().clone() for p in self.params]
+        self.shadow.load(whole)
+        self.rec.params(self.names, whole)
+
+    def finish(self):
+        rest = [op for op in self.ops[self.at:] if op not in ("enter", "exit", "zero")]
+        if rest:
+            while self.ops[self.at] in ("enter", "exit", "zero"):
+                self.at += 1
+            raise self._mismatch("returned", "%d more ops to run, %s first" % (len(rest), rest[0]))
+        self.rec.params(self.names, [p.detach() for p in self.params], end=True)
+
+
+def run(rank, job, module, batch, loss_fn, names, shadow, rec):
+    """One job on one rank: the wrap function runs its loop on a Loop, and the recording follows its events."""
+    if job.get("uneven") or job.get("joins"):
+        raise Unsupported("--wrap %s is a training loop (ddpsim_loop): uneven inputs and join{...} are not "
+                          "driven through one" % rank.cfg["wrap"])
+    fn = loading.load(rank.cfg["wrap"], "--wrap")
+    driver = _Driver(rank, job, module, batch, loss_fn, names, shadow, rec)
+    nfwd = sum(1 for op in job["ops"] if op == "fwd")
+    fn(Loop(driver, module, [batch(i) for i in range(nfwd)], loss_fn, job["lr"], rank.rank, rank.nranks))
+    driver.finish()
