@@ -315,6 +315,9 @@ front 2 "loop_steps_every_microstep stepped the optimizer where the schedule has
     --ranks 2 --wrap "$W:loop_steps_every_microstep" --schedule "$LS"
 front 2 "loop_stops_early returned where the schedule has op 15 (fwd): 11 more ops to run" \
     "... a loop that stops early is refused, naming the op" -- --ranks 2 --wrap "$W:loop_stops_early" --schedule "$LS"
+front 2 "gave after_backward(grads=...) the names \['module.0.bias', 'module.0.weight'" \
+    "... gradients handed by names the model does not have are refused" -- \
+    --ranks 2 --wrap "$W:loop_grads_misnamed" --schedule "fwd bwd grab"
 front 2 "is a training loop (ddpsim_loop): it decides itself when it syncs, steps and zeroes, so it runs no battery" \
     "... and runs no battery" -- --ranks 2 --wrap "$tmp/myloop.py:accumulation_loop"
 

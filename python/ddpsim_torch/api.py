@@ -143,9 +143,6 @@ class Plan:
         if self.loop and (a["schedule"] is None or a["scenario"] is not None):
             raise BadInput("--wrap %s is a training loop (ddpsim_loop): it decides itself when it syncs, steps "
                            "and zeroes, so it runs no battery; give --schedule with the ops it runs" % self.wrap)
-        if self.loop and self.shard:
-            raise BadInput("--wrap %s is a training loop (ddpsim_loop): a sharded one is not driven (--shard %s)" %
-                           (self.wrap, self.shard["mode"]))
         if self.shard and (a["find_unused"] or a["bucket_view"] or a["static_graph"] or a["comm_hook"] != "none"):
             raise BadInput("--shard %s: --find-unused, --bucket-view, --static-graph and --comm-hook are DDP's "
                            "options, which the sharded reference does not model (it reduces every parameter)" %

@@ -46,9 +46,12 @@ class Loop:
         self.rank, self.world_size = rank, world_size
         self.loss_divisor = 1
 
-    def after_backward(self):
-        """A backward has finished: call it once per backward, after it and before anything else touches .grad."""
-        self._driver.backward_done(self.loss_divisor)
+    def after_backward(self, grads=None):
+        """A backward has finished: call it once per backward, after it and before anything else touches .grad.
+        grads: where the loop's gradients are not in .grad (DeepSpeed ZeRO keeps them in its partitioned
+        buffers), {parameter name: tensor or None}, or a function returning that, called only when the
+        schedule has a grab right here (DeepSpeed's safe_get_full_grad is a collective); None: .grad."""
+        self._driver.backward_done(self.loss_divisor, grads)
 
     def after_step(self):
         """The optimizer has stepped: call it once per optimizer step, right after it."""
@@ -71,7 +74,7 @@ class _Driver:
         return BadInput("the training loop of --wrap %s %s where the schedule has %s: %s; the schedule must be the "
                         "one the loop runs (its windows, where it steps and zeroes)" % (self.wrap, event, where, why))
 
-    def backward_done(self, divisor):
+    def backward_done(self, divisor, grads=None):
         """Every op up to this backward (no_sync's enter and exit, the forward, a zero_grad) is the loop's; then
         the local gradient, then the grabs that follow it."""
         fwd = None
@@ -90,9 +93,24 @@ class _Driver:
         self.at += 1
         inputs, targets = self.batch(fwd)
         self.rank.record_local(self.shadow, self.rec, self.names, inputs, targets, self.loss_fn, None, divisor)
+        values = None
         while self.at < len(self.ops) and self.ops[self.at] == "grab":
-            self.rec.grads(self.names, [p.grad for p in self.params])
+            if values is None:
+                values = self._grads(grads)
+            self.rec.grads(self.names, values)
             self.at += 1
+
+    def _grads(self, grads):
+        if grads is None:
+            return [p.grad for p in self.params]
+        given = grads() if callable(grads) else grads
+        if not isinstance(given, dict) or any(n not in self.names for n in given):
+            raise BadInput("the training loop of --wrap %s gave after_backward(grads=...) %s: it must be a dict "
+                           "{parameter name: tensor or None} over the model's names (%s)" %
+                           (self.wrap, type(given).__name__ if not isinstance(given, dict) else
+                            "the names %s" % sorted(n for n in given if n not in self.names)[:3],
+                            ", ".join(self.names[:4]) + (", ..." if len(self.names) > 4 else "")))
+        return [given.get(n) for n in self.names]
 
     def step_done(self):
         while self.at < len(self.ops) and self.ops[self.at] in ("enter", "exit"):

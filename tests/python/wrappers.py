@@ -418,5 +418,13 @@ def loop_stops_early(loop):
     _accumulate(loop, stop_after=3)
 
 
-for _f in (loop_forgets_zero_grad, loop_steps_every_microstep, loop_stops_early):
+def loop_grads_misnamed(loop):
+    """A loop that hands its gradients by a name the model does not have (refused, naming it)."""
+    ddp = nn.parallel.DistributedDataParallel(loop.module)
+    for inputs, targets in loop.batches:
+        loop.loss(ddp(*inputs), targets).backward()
+        loop.after_backward(grads=lambda: {"module." + n: p.grad for n, p in loop.module.named_parameters()})
+
+
+for _f in (loop_grads_misnamed, loop_forgets_zero_grad, loop_steps_every_microstep, loop_stops_early):
     _f.ddpsim_loop = True

@@ -52,3 +52,68 @@ def zero0_accumulates_4(module, **ddp_options):
     config = _config(0)
     config["gradient_accumulation_steps"] = 4
     return Engine(module, config)
+
+
+# ZeRO stages 1 and 2 as a training loop of its own (the front end's loop mode, ddpsim_loop: loop.py): DeepSpeed's
+# engine decides the accumulation boundary itself (gradient_accumulation_steps=4 in its config), reduces (stage 2:
+# every micro-step, into its gradient partitions; stage 1: at the boundary; deepspeed/runtime/zero/
+# stage_1_and_2.py reduce_ready_partitions_and_remove_grads), steps its own ZeRO optimizer over our
+# SGD and zeroes in engine.step(). Between micro-steps no public API reads the partitioned gradients, so the
+# schedule grabs only after each window's last backward, where deepspeed.utils.safe_get_full_grad gives each
+# parameter's whole reduced gradient ("only available immediately after backward and before engine step"), and
+# checks the parameters after every step. engine.backward divides each loss by the 4 (loss_divisor).
+# The schedule: 3*( 3*( nosync{fwd bwd} ) fwd bwd grab step zero ).
+def _zero_loop(loop, stage, k=4):
+    config = _config(stage)
+    config.update(gradient_accumulation_steps=k, zero_allow_untested_optimizer=True)
+    os.environ.update(RANK=str(dist.get_rank()), WORLD_SIZE=str(dist.get_world_size()),
+                      LOCAL_RANK=str(dist.get_rank()))
+    import deepspeed
+    from deepspeed.utils import safe_get_full_grad
+    optimizer = torch.optim.SGD(loop.module.parameters(), lr=loop.lr)
+    engine, _, _, _ = deepspeed.initialize(model=loop.module, optimizer=optimizer, config=config,
+                                           dist_init_required=False)
+    loop.loss_divisor = k
+    named = list(engine.module.named_parameters())
+    for inputs, targets in loop.batches:
+        engine.backward(loop.loss(engine(*inputs), targets))
+        boundary = engine.is_gradient_accumulation_boundary()
+        loop.after_backward(grads=lambda: {n: safe_get_full_grad(p) for n, p in named})
+        engine.step()
+        if boundary:
+            loop.after_step()
+
+
+def zero2_told_1_loop(loop, k=4):
+    """allenai/open-instruct PR #1498, planted through the config: DeepSpeed told gradient_accumulation_steps=1
+    while the trainer accumulates 4 micro-batches itself (it divides each loss by 4 and calls engine.step() every
+    4th): every backward is a boundary to DeepSpeed, and ZeRO-2 starts its gradient partitions afresh at each."""
+    config = _config(2)
+    config.update(zero_allow_untested_optimizer=True)
+    os.environ.update(RANK=str(dist.get_rank()), WORLD_SIZE=str(dist.get_world_size()),
+                      LOCAL_RANK=str(dist.get_rank()))
+    import deepspeed
+    from deepspeed.utils import safe_get_full_grad
+    optimizer = torch.optim.SGD(loop.module.parameters(), lr=loop.lr)
+    engine, _, _, _ = deepspeed.initialize(model=loop.module, optimizer=optimizer, config=config,
+                                           dist_init_required=False)
+    loop.loss_divisor = k
+    named = list(engine.module.named_parameters())
+    for i, (inputs, targets) in enumerate(loop.batches):
+        engine.backward(loop.loss(engine(*inputs), targets) / k)
+        loop.after_backward(grads=lambda: {n: safe_get_full_grad(p) for n, p in named})
+        if (i + 1) % k == 0:
+            engine.step()
+            loop.after_step()
+
+
+def zero1_loop(loop):
+    _zero_loop(loop, 1)
+
+
+def zero2_loop(loop):
+    _zero_loop(loop, 2)
+
+
+zero1_loop.ddpsim_loop = zero2_loop.ddpsim_loop = zero2_told_1_loop.ddpsim_loop = True
+zero1_loop.ddpsim_shard, zero2_loop.ddpsim_shard, zero2_told_1_loop.ddpsim_shard = "zero1", "zero2", "zero2"
