@@ -63,9 +63,11 @@ def zero0_accumulates_4(module, **ddp_options):
 # parameter's whole reduced gradient ("only available immediately after backward and before engine step"), and
 # checks the parameters after every step. engine.backward divides each loss by the 4 (loss_divisor).
 # The schedule: 3*( 3*( nosync{fwd bwd} ) fwd bwd grab step zero ).
-def _zero_loop(loop, stage, k=4):
+def _zero_engine(loop, stage, gradient_accumulation_steps):
+    """The engine over the loop's module, its ZeRO optimizer over SGD with the run's lr; and a function giving every
+    parameter's whole reduced gradient by name (safe_get_full_grad, a collective)."""
     config = _config(stage)
-    config.update(gradient_accumulation_steps=k, zero_allow_untested_optimizer=True)
+    config.update(gradient_accumulation_steps=gradient_accumulation_steps, zero_allow_untested_optimizer=True)
     os.environ.update(RANK=str(dist.get_rank()), WORLD_SIZE=str(dist.get_world_size()),
                       LOCAL_RANK=str(dist.get_rank()))
     import deepspeed
@@ -73,12 +75,17 @@ def _zero_loop(loop, stage, k=4):
     optimizer = torch.optim.SGD(loop.module.parameters(), lr=loop.lr)
     engine, _, _, _ = deepspeed.initialize(model=loop.module, optimizer=optimizer, config=config,
                                            dist_init_required=False)
-    loop.loss_divisor = k
     named = list(engine.module.named_parameters())
+    return engine, lambda: {n: safe_get_full_grad(p) for n, p in named}
+
+
+def _zero_loop(loop, stage, k=4):
+    engine, full_grads = _zero_engine(loop, stage, k)
+    loop.loss_divisor = k  # engine.backward divides each loss by gradient_accumulation_steps
     for inputs, targets in loop.batches:
         engine.backward(loop.loss(engine(*inputs), targets))
         boundary = engine.is_gradient_accumulation_boundary()
-        loop.after_backward(grads=lambda: {n: safe_get_full_grad(p) for n, p in named})
+        loop.after_backward(grads=full_grads)
         engine.step()
         if boundary:
             loop.after_step()
@@ -88,20 +95,11 @@ def zero2_told_1_loop(loop, k=4):
     """allenai/open-instruct PR #1498, planted through the config: DeepSpeed told gradient_accumulation_steps=1
     while the trainer accumulates 4 micro-batches itself (it divides each loss by 4 and calls engine.step() every
     4th): every backward is a boundary to DeepSpeed, and ZeRO-2 starts its gradient partitions afresh at each."""
-    config = _config(2)
-    config.update(zero_allow_untested_optimizer=True)
-    os.environ.update(RANK=str(dist.get_rank()), WORLD_SIZE=str(dist.get_world_size()),
-                      LOCAL_RANK=str(dist.get_rank()))
-    import deepspeed
-    from deepspeed.utils import safe_get_full_grad
-    optimizer = torch.optim.SGD(loop.module.parameters(), lr=loop.lr)
-    engine, _, _, _ = deepspeed.initialize(model=loop.module, optimizer=optimizer, config=config,
-                                           dist_init_required=False)
+    engine, full_grads = _zero_engine(loop, 2, 1)
     loop.loss_divisor = k
-    named = list(engine.module.named_parameters())
     for i, (inputs, targets) in enumerate(loop.batches):
         engine.backward(loop.loss(engine(*inputs), targets) / k)
-        loop.after_backward(grads=lambda: {n: safe_get_full_grad(p) for n, p in named})
+        loop.after_backward(grads=full_grads)
         if (i + 1) % k == 0:
             engine.step()
             loop.after_step()
