@@ -83,6 +83,8 @@ class _Driver:
             if op == "fwd":
                 fwd = self.nfwd
                 self.nfwd += 1
+            elif op == "grab":
+                raise self._mismatch("ran a backward", "a loop's grabs come right after a backward")
             elif op not in ("enter", "exit", "zero"):
                 raise self._mismatch("ran a backward", "no backward comes before it")
             self.at += 1
