@@ -529,8 +529,8 @@ static int write_json(const ddpsim_options *opt, const verify_result *res, const
 /* What the implementation reduced, over every rank, when its reductions were counted. */
 static void print_comm(FILE *out, const verify_result *res, shard_mode shard)
 {
-    uint64_t calls = 0, bytes = 0, unsynced = 0;
-    int known = 0, bytes_known = 1;
+    uint64_t calls = 0, bytes = 0, unsynced = 0, ref_calls = 0, ref_bytes = 0;
+    int known = 0, bytes_known = 1, ref_known = 1;
     for (int r = 0; r < res->nranks; r++) {
         const verify_rank_figures *f = &res->figures[r];
         known |= f->comm_known;
@@ -538,7 +538,16 @@ static void print_comm(FILE *out, const verify_result *res, shard_mode shard)
         bytes_known &= f->impl_reduced_bytes != VERIFY_BYTES_UNCOUNTED;
         bytes += bytes_known ? f->impl_reduced_bytes : 0;
         unsynced += f->impl_unsynced_reductions;
+        ref_known &= f->ref_comm_known;
+        ref_calls += f->ref_reductions;
+        ref_bytes += f->ref_reduced_bytes;
     }
+    /* What PyTorch's DDP moves for the same schedule, beside it: a DDP that syncs too often (cosmos-framework
+     * #161: four times the traffic, the numbers right) shows at once. */
+    char ref[96] = "";
+    if (ref_known && res->nranks > 0)
+        snprintf(ref, sizeof ref, "; PyTorch's DDP (the reference): %llu (%.3f MiB)", (unsigned long long)ref_calls,
+                 (double)ref_bytes / (1 << 20));
     char mib[48] = "";
     if (bytes_known)
         snprintf(mib, sizeof mib, " (%.3f MiB)", (double)bytes / (1 << 20));
@@ -548,8 +557,8 @@ static void print_comm(FILE *out, const verify_result *res, shard_mode shard)
                  shard_mode_scatters_unsynced(shard) ? "reduce-scatters, not counted here" : "none");
     if (known)
         fprintf(out, "# communication: the implementation's reductions, all ranks: %llu%s, %llu of them in backwards "
-                     "that do not sync (%s)\n",
-                (unsigned long long)calls, mib, (unsigned long long)unsynced, rule);
+                     "that do not sync (%s)%s\n",
+                (unsigned long long)calls, mib, (unsigned long long)unsynced, rule, ref);
 }
 
 void report_json_shard(FILE *f, const ddpsim_options *opt)

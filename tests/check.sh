@@ -304,9 +304,20 @@ expect 1 "first divergence: grab 0 (after no_sync fwd+bwd), rank 0: 1 reduction 
 expect 1 "rank 0: 1 reduction (29248 bytes) in a backward that does not sync (op 2)" "... and from its recording" -- check "$tmp/c"
 expect 0 "12 of them in backwards that do not sync" "... --allow-unsynced-comm allows them, and the totals say so" -- \
     check "$tmp/c" --allow-unsynced-comm
+# Beside them, what PyTorch's DDP moves for the same schedule (the reference's own reductions): half.
+grep -q "all ranks: 24 (0.669 MiB), 12 of them .*; PyTorch's DDP (the reference): 12 (0.335 MiB)$" "$out" &&
+    ok "... beside PyTorch's DDP's: twice its traffic" || bad "... beside PyTorch's DDP's: twice its traffic"
 expect 1 '"kind": "communication", "rank": 0, "unsynced_reductions": 1' "... said in --json" -- check "$tmp/c" --json -
-expect 0 "reductions, all ranks: 12 (0.335 MiB), 0 of them in backwards that do not sync" "a correct DDP's totals" -- \
-    --ranks 3 --scenario classic --impl bucketed
+expect 0 "reductions, all ranks: 12 (0.335 MiB), 0 of them in backwards that do not sync (PyTorch's DDP: none); PyTorch's DDP (the reference): 12 (0.335 MiB)" \
+    "a correct DDP's totals, PyTorch's DDP's the same" -- --ranks 3 --scenario classic --impl bucketed
+# Counted as the implementation's are, in each rank's own backwards: a rank that ran out and shadows its peers'
+# syncs under join is not counted on either side (13 = 5 + 5 + 3 syncs), and find_unused's used map is one more
+# reduction on both; no figure where it would not compare (a compressing hook: both sides gather).
+expect 0 "all ranks: 13 (0.043 MiB), 0 of them .*; PyTorch's DDP (the reference): 13 (0.043 MiB)" \
+    "... uneven inputs under join: each rank's own backwards" -- --ranks 3 --scenario uneven --impl bucketed
+expect 0 "all ranks: 12 (0.008 MiB), 0 of them .*; PyTorch's DDP (the reference): 12 (0.008 MiB)" \
+    "... find_unused" -- --ranks 3 --scenario find-unused --impl bucketed
+expect 0 "(PyTorch's DDP: none)$" "... none beside a compressing hook" -- --ranks 3 --scenario classic --comm-hook fp16
 echo '{"reductions": 0}' >"$tmp/c/rank1/micro0/comm.json"
 expect 1 "first divergence: grab 0 (after no_sync fwd+bwd), rank 0" "... a recorder that counts no bytes is read" -- check "$tmp/c"
 echo '{"reductions": -1}' >"$tmp/c/rank1/micro0/comm.json"

@@ -72,6 +72,7 @@ struct ddp_ref {
     int shadow_armed, shadow_synced;
     float *zeros;           /* a shadow's contribution: zeros for the largest bucket */
     size_t zeros_count;
+    uint64_t reductions, reduced_bytes; /* every collective reduction so far, and the bytes each rank gave it */
 };
 
 
@@ -154,6 +155,8 @@ void ddp_ref_set_reducer(ddp_ref *d, ddp_reduce_fn fn, void *ctx, int backend_av
 /* Sum (or, for a backend that averages, average) buf over all ranks. */
 static ddp_status allreduce(ddp_ref *d, float *buf, size_t count, coll_algo algo, int avg)
 {
+    d->reductions++;
+    d->reduced_bytes += count * sizeof *buf;
     if (d->reduce)
         return d->reduce(d->reduce_ctx, buf, count, avg);
     return coll_allreduce(d->wr, buf, count, COLL_FLOAT, COLL_SUM, algo);
@@ -597,6 +600,12 @@ ddp_status ddp_ref_join_exit(ddp_ref *d, int last_joiner)
 int ddp_ref_pending_sync(const ddp_ref *d) { return d->fwd_pending && d->armed; }
 int ddp_ref_last_synced(const ddp_ref *d) { return d->last_synced; }
 int ddp_ref_nbuckets(const ddp_ref *d) { return d->nbuckets; }
+
+void ddp_ref_comm_counts(const ddp_ref *d, uint64_t *reductions, uint64_t *bytes)
+{
+    *reductions = d->reductions;
+    *bytes = d->reduced_bytes;
+}
 const unsigned char *ddp_ref_averaged_params(const ddp_ref *d)
 {
     return d->averaged;

@@ -179,6 +179,14 @@ const unsigned char *ddp_ref_averaged_params(const ddp_ref *d);
 
 /* Buckets, for tests and reports: the parameter indices of bucket k in bucket order (returns how many). */
 int ddp_ref_nbuckets(const ddp_ref *d);
+/*
+ * The reductions this rank's reference made so far and the bytes it gave
+ * them: what PyTorch's DDP moves for the same schedule (each bucket of each
+ * sync, the used map's with find_unused, a joined rank's shadowed ones; not
+ * a compressing hook's buckets, which travel as gathers here), beside which
+ * a report puts the implementation's.
+ */
+void ddp_ref_comm_counts(const ddp_ref *d, uint64_t *reductions, uint64_t *bytes);
 int ddp_ref_bucket(const ddp_ref *d, int k, int *members, int max);
 
 

@@ -203,6 +203,23 @@ static ddp_status check_comm(verify_ops *v, const verify_side *s, void *ctx, int
 }
 
 /*
+ * The DDP reference's reductions in one of this rank's own backwards into the figures (since: its counts before
+ * it), as the implementation's are counted (not those of a backward it shadows after running out). None for a
+ * sharded run (its reference reduces otherwise), nor under a compressing hook (the services have no 16-bit
+ * allreduce: both sides' buckets travel as gathers).
+ */
+static void count_ref_comm(verify_ops *v, uint64_t since_reductions, uint64_t since_bytes)
+{
+    if (!v->fig || v->shard || ddp_comm_hook_compresses(v->comm_hook))
+        return;
+    uint64_t reductions, bytes;
+    ddp_ref_comm_counts(v->ddp, &reductions, &bytes);
+    v->fig->ref_comm_known = 1;
+    v->fig->ref_reductions += reductions - since_reductions;
+    v->fig->ref_reduced_bytes += bytes - since_bytes;
+}
+
+/*
  * A backward: the reference's local backward (the implementation's side
  * hears of each gradient as it completes), the implementation ends its
  * backward (draining its own reductions) before the reference syncs, so the
@@ -211,6 +228,8 @@ static ddp_status check_comm(verify_ops *v, const verify_side *s, void *ctx, int
  */
 static ddp_status do_backward(verify_ops *v, const verify_side *s, void *ctx)
 {
+    uint64_t ref_reductions, ref_bytes;
+    ddp_ref_comm_counts(v->ddp, &ref_reductions, &ref_bytes);
     sabotage_before_backward(v);
     if (s->backward_begin)
         s->backward_begin(ctx);
@@ -236,6 +255,7 @@ static ddp_status do_backward(verify_ops *v, const verify_side *s, void *ctx)
                                                                       ddp_ref_divisor(v->ddp))));
     DDP_CHECK(st);
     sabotage_after_backward(v);
+    count_ref_comm(v, ref_reductions, ref_bytes);
     v->last_synced = ddp_ref_last_synced(v->ddp);
     v->bwd_since_zero = 1;
     v->bwd_op = v->op;

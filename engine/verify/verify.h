@@ -237,6 +237,8 @@ typedef struct verify_rank_figures {
     int comm_known;                /* the implementation's reductions were counted (live, or a recording's comm.json) */
     uint64_t impl_reductions, impl_reduced_bytes, impl_unsynced_reductions; /* ... in every backward, and in the
                                                                               * ones that do not sync */
+    int ref_comm_known;            /* the DDP reference's own reductions below are this run's (not a sharded one) */
+    uint64_t ref_reductions, ref_reduced_bytes; /* ... so far: what PyTorch's DDP moves (ddp_ref_comm_counts) */
 } verify_rank_figures;
 
 /*
