@@ -332,6 +332,9 @@ grep -q "watchdog" "$out" "$err" && bad "... the deadlock rule fired, not the wa
     ok "... the deadlock rule fired, not the watchdog"
 front 3 "watchdog: no rank progressed for 3 s: .*rank 1 op 10 (fwd)" "rank 1 hangs in a forward: the watchdog" -- \
     --ranks 3 --wrap "$W:sleeps_forever" --scenario classic --timeout 3
+# A training loop of its own (loop.py) shows the supervisor where it is in the schedule: its hang is named there.
+front 3 "watchdog: no rank progressed for 3 s: .*rank 1 op 12 (exit)" "a training loop of its own that hangs: the watchdog names the op" -- \
+    --ranks 3 --wrap "$W:loop_hangs" --schedule "3*( nosync{fwd bwd grab} fwd bwd grab )" --timeout 3
 # wrap() takes 6 s, over the 3 s timeout, on a schedule whose ops take milliseconds: a watchdog that counted
 # the ranks' setup would fire.
 front 0 "verdict: PASS" "the watchdog starts after the ranks have set up (a wrap() longer than --timeout)" -- \

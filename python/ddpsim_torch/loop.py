@@ -21,6 +21,8 @@ bad input naming the op. The loop's own no_sync and zero_grad are not
 taken on trust: they show in the gradients, which `ddpsim check` judges
 against the reference as it judges any recording.
 """
+import time
+
 import torch
 
 from . import loading
@@ -61,13 +63,23 @@ class Loop:
 class _Driver:
     """The schedule's ops, consumed as the loop's events come."""
 
-    def __init__(self, rank, job, module, batch, loss_fn, names, shadow, rec):
-        self.rank, self.job, self.ops = rank, job, job["ops"]
+    def __init__(self, rank, j, job, module, batch, loss_fn, names, shadow, rec):
+        self.rank, self.j, self.job, self.ops = rank, j, job, job["ops"]
         self.batch, self.loss_fn, self.names, self.shadow, self.rec = batch, loss_fn, names, shadow, rec
         self.params = [p for _, p in module.named_parameters()]
         self.at = 0  # the next op of the schedule
         self.nfwd = 0
         self.wrap = rank.cfg["wrap"]
+        self.since = None  # when the last event came (the loop's set-up before the first is not an op)
+
+    def _progress(self):
+        """The supervisor sees the loop move through the schedule (launch.py: its watchdog and deadlock test count
+        from the ops; until the first event the rank is setting up), the time between events as an op's."""
+        now = time.monotonic()
+        if self.since is not None:
+            self.rank.note_op_time(now - self.since)
+        self.since = now
+        self.rank.mark(self.j, self.at)
 
     def _mismatch(self, event, why):
         where = "op %d (%s)" % (self.at, self.ops[self.at]) if self.at < len(self.ops) else "its end"
@@ -101,6 +113,7 @@ class _Driver:
                 values = self._grads(grads)
             self.rec.grads(self.names, values)
             self.at += 1
+        self._progress()
 
     def _grads(self, grads):
         if grads is None:
@@ -124,6 +137,7 @@ class _Driver:
             whole = [p.detach().clone() for p in self.params]
         self.shadow.load(whole)
         self.rec.params(self.names, whole)
+        self._progress()
 
     def finish(self):
         rest = [op for op in self.ops[self.at:] if op not in ("enter", "exit", "zero")]
@@ -134,13 +148,13 @@ class _Driver:
         self.rec.params(self.names, [p.detach() for p in self.params], end=True)
 
 
-def run(rank, job, module, batch, loss_fn, names, shadow, rec):
+def run(rank, j, job, module, batch, loss_fn, names, shadow, rec):
     """One job on one rank: the wrap function runs its loop on a Loop, and the recording follows its events."""
     if job.get("uneven") or job.get("joins"):
         raise Unsupported("--wrap %s is a training loop (ddpsim_loop): uneven inputs and join{...} are not "
                           "driven through one" % rank.cfg["wrap"])
     fn = loading.load(rank.cfg["wrap"], "--wrap")
-    driver = _Driver(rank, job, module, batch, loss_fn, names, shadow, rec)
+    driver = _Driver(rank, j, job, module, batch, loss_fn, names, shadow, rec)
     nfwd = sum(1 for op in job["ops"] if op == "fwd")
     fn(Loop(driver, module, [batch(i) for i in range(nfwd)], loss_fn, job["lr"], rank.rank, rank.nranks))
     driver.finish()

@@ -328,6 +328,11 @@ class Rank:
         self.rank, self.nranks, self.cfg, self.progress = rank, nranks, cfg, progress
         self.row = rank * ROW
 
+    def note_op_time(self, took):
+        """An op's time, for the supervisor's deadlock test (the slowest op so far)."""
+        if took > self.progress[self.row + SLOWEST]:
+            self.progress[self.row + SLOWEST] = took
+
     def mark(self, job, op, state=RUNNING):
         self.progress[self.row + JOB] = job
         self.progress[self.row + OP] = op
@@ -412,7 +417,7 @@ class Rank:
                                   job["ddp"], job["zero_grad"], job["lr"], job["ops"], buffers,
                                   job.get("joins", ()), job.get("uneven", ()), job.get("shard"))
         if self.cfg.get("loop"):  # a training loop of its own (a framework's Trainer) runs the ops: loop.py
-            loop.run(self, job, module, batch, loss_fn, names, shadow, rec)
+            loop.run(self, j, job, module, batch, loss_fn, names, shadow, rec)
             return
         wrapped, optimizer = self.wrap(module, job)
         params = map_params(named, wrapped)
@@ -486,9 +491,7 @@ class Rank:
                 shadow.load(whole)
                 rec.params(names, whole)
                 self.progress[self.row + RECORD_S] += time.monotonic() - t1
-            took = time.monotonic() - t0
-            if took > self.progress[self.row + SLOWEST]:
-                self.progress[self.row + SLOWEST] = took
+            self.note_op_time(time.monotonic() - t0)
         rec.params(names, [full(p) for p in params], end=True)
         del wrapped, optimizer
 

@@ -426,5 +426,16 @@ def loop_grads_misnamed(loop):
         loop.after_backward(grads=lambda: {"module." + n: p.grad for n, p in loop.module.named_parameters()})
 
 
-for _f in (loop_grads_misnamed, loop_forgets_zero_grad, loop_steps_every_microstep, loop_stops_early):
+def loop_hangs(loop):
+    """Rank 1's loop stops for good after its third backward: the watchdog names where, in the schedule's ops."""
+    ddp = nn.parallel.DistributedDataParallel(loop.module)
+    for i, (inputs, targets) in enumerate(loop.batches):
+        with ddp.no_sync() if i % 2 == 0 else contextlib.nullcontext():
+            loop.loss(ddp(*inputs), targets).backward()
+        loop.after_backward()
+        if loop.rank == 1 and i == 2:
+            time.sleep(3600)
+
+
+for _f in (loop_hangs, loop_grads_misnamed, loop_forgets_zero_grad, loop_steps_every_microstep, loop_stops_early):
     _f.ddpsim_loop = True
