@@ -98,8 +98,9 @@ grep -q "first divergence: grab 0 (after no_sync fwd+bwd), rank 0, parameter 0.w
 D=$F/deepspeed_ddp.py
 "$TORCH2_PYTHON" -c 'import deepspeed; print("deepspeed", deepspeed.__version__)' 2>/dev/null
 # DeepSpeed's communication backend on the CPU builds its shared-memory op with ninja at its first use (a
-# minute or more on 2 cores, cached under ~/.cache/torch_extensions): built here, before any run's watchdog.
-"$TORCH2_PYTHON" -c 'from deepspeed.accelerator import get_accelerator
+# minute or more on 2 cores, cached under ~/.cache/torch_extensions): built here, before any run's watchdog, and
+# given up after 15 minutes (torch's build waits for as long as another process's lock file is there).
+timeout 900 "$TORCH2_PYTHON" -c 'from deepspeed.accelerator import get_accelerator
 b = get_accelerator().create_op_builder("ShareMemCommBuilder")
 b and b.load()' >/dev/null 2>&1 || echo "deepspeed's shared-memory op did not build here: the runs below build it"
 under "$TORCH2_PYTHON" 1 "verdict: FAIL (14 of 18 scenarios pass; FAIL: nosync-edges, find-unused, buffers; FAULT: arming)" \
