@@ -57,8 +57,14 @@ else
 fi
 
 # --- ulimit -f (blocks of 512 bytes in POSIX sh, of 1024 in bash: dash's -f counts 512-byte blocks) ---
-expect_cmd 2 "file-size limit (ulimit -f)" "a shared segment over the file-size limit is refused before any rank starts" -- \
-    under_f 16 "$DDPSIM" --scenario classic --ranks 2
+# A coverage build (--enable-coverage) writes gcov's counts as it exits, files of up to 16 KiB each: under a limit
+# of 16 blocks that write itself is over it (SIGXFSZ), whatever ddpsim did. The case runs in every other build.
+if ls "${BUILD_DIR:-.}"/sim/*.gcno >/dev/null 2>&1; then
+    echo "SKIP: a coverage build writes its counts past 16 blocks as it exits: no ulimit -f 16 case"
+else
+    expect_cmd 2 "file-size limit (ulimit -f)" "a shared segment over the file-size limit is refused before any rank starts" -- \
+        under_f 16 "$DDPSIM" --scenario classic --ranks 2
+fi
 # 5000 blocks (2.4 MiB of 512, 4.9 MiB of 1024 bytes) hold the 2-rank segment of this run, not its 4 MiB weights.
 cd "$tmp" || exit 99
 seg_ok() { under_f 16000 "$DDPSIM" --ranks 2 --model mlp:1024-1024-16 --schedule "fwd bwd grab" -q >/dev/null 2>&1; }
