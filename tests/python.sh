@@ -318,6 +318,9 @@ front 2 "loop_stops_early returned where the schedule has op 15 (fwd): 11 more o
 front 2 "gave after_backward(grads=...) the names \['module.0.bias', 'module.0.weight'" \
     "... gradients handed by names the model does not have are refused" -- \
     --ranks 2 --wrap "$W:loop_grads_misnamed" --schedule "fwd bwd grab"
+front 2 "is a training loop (ddpsim_loop): uneven inputs and join{...} are not driven through one" \
+    "... nor uneven inputs under join, refused before any rank starts" -- \
+    --ranks 2 --wrap "$tmp/myloop.py:accumulation_loop" --schedule "fwd bwd grab join{ [2, -1:1]*( fwd bwd grab ) }"
 front 2 "is a training loop (ddpsim_loop): it decides itself when it syncs, steps and zeroes, so it runs no battery" \
     "... and runs no battery" -- --ranks 2 --wrap "$tmp/myloop.py:accumulation_loop"
 

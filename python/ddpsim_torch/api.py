@@ -213,6 +213,9 @@ class Plan:
                 self.rearming.append(name)
                 continue
             self.jobs.append(job)
+        if self.loop and any(j["joins"] or j["uneven"] for j in self.jobs):
+            raise BadInput("--wrap %s is a training loop (ddpsim_loop): uneven inputs and join{...} are not driven "
+                           "through one" % self.wrap)
         self.many = self.many or len(self.jobs) > 1
         self.cfg = {"wrap": self.wrap, "impl": self.wrap.rpartition(":")[2], "threads": a["threads"],
                     "jobs": self.jobs, "first_job": 0, "loop": self.loop,

@@ -23,10 +23,8 @@ against the reference as it judges any recording.
 """
 import time
 
-import torch
-
 from . import loading
-from .loading import BadInput, Unsupported
+from .loading import BadInput
 
 
 class Loop:
@@ -63,9 +61,9 @@ class Loop:
 class _Driver:
     """The schedule's ops, consumed as the loop's events come."""
 
-    def __init__(self, rank, j, job, module, batch, loss_fn, names, shadow, rec):
-        self.rank, self.j, self.job, self.ops = rank, j, job, job["ops"]
-        self.batch, self.loss_fn, self.names, self.shadow, self.rec = batch, loss_fn, names, shadow, rec
+    def __init__(self, rank, j, job, module, batches, loss_fn, names, shadow, rec):
+        self.rank, self.j, self.ops = rank, j, job["ops"]
+        self.batches, self.loss_fn, self.names, self.shadow, self.rec = batches, loss_fn, names, shadow, rec
         self.params = [p for _, p in module.named_parameters()]
         self.at = 0  # the next op of the schedule
         self.nfwd = 0
@@ -105,7 +103,7 @@ class _Driver:
         if fwd is None:
             raise self._mismatch("ran a backward", "that backward has no forward of its own")
         self.at += 1
-        inputs, targets = self.batch(fwd)
+        inputs, targets = self.batches[fwd]
         self.rank.record_local(self.shadow, self.rec, self.names, inputs, targets, self.loss_fn, None, divisor)
         values = None
         while self.at < len(self.ops) and self.ops[self.at] == "grab":
@@ -133,8 +131,7 @@ class _Driver:
         if self.at == len(self.ops) or self.ops[self.at] != "step":
             raise self._mismatch("stepped the optimizer", "no step comes there")
         self.at += 1
-        with torch.no_grad():
-            whole = [p.detach().clone() for p in self.params]
+        whole = [p.detach() for p in self.params]
         self.shadow.load(whole)
         self.rec.params(self.names, whole)
         self._progress()
@@ -149,12 +146,10 @@ class _Driver:
 
 
 def run(rank, j, job, module, batch, loss_fn, names, shadow, rec):
-    """One job on one rank: the wrap function runs its loop on a Loop, and the recording follows its events."""
-    if job.get("uneven") or job.get("joins"):
-        raise Unsupported("--wrap %s is a training loop (ddpsim_loop): uneven inputs and join{...} are not "
-                          "driven through one" % rank.cfg["wrap"])
+    """One job on one rank: the wrap function runs its loop on a Loop, and the recording follows its events (the
+    plan refused uneven inputs and join before any rank started)."""
     fn = loading.load(rank.cfg["wrap"], "--wrap")
-    driver = _Driver(rank, j, job, module, batch, loss_fn, names, shadow, rec)
-    nfwd = sum(1 for op in job["ops"] if op == "fwd")
-    fn(Loop(driver, module, [batch(i) for i in range(nfwd)], loss_fn, job["lr"], rank.rank, rank.nranks))
+    batches = [batch(i) for i in range(sum(1 for op in job["ops"] if op == "fwd"))]
+    driver = _Driver(rank, j, job, module, batches, loss_fn, names, shadow, rec)
+    fn(Loop(driver, module, batches, loss_fn, job["lr"], rank.rank, rank.nranks))
     driver.finish()
