@@ -13,7 +13,7 @@ replays the reference on the recording. See README.md, "Check your own DDP
 """
 __version__ = "0.1.0"
 
-from . import _spawned  # noqa: E402,F401  (first: a rank's start, before torch)
+from . import _rank_process  # noqa: E402,F401  (first: the fork server's start, before torch)
 from .api import check  # noqa: E402
 from .loading import BadInput  # noqa: E402
 from .result import Result  # noqa: E402

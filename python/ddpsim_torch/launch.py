@@ -1,4 +1,4 @@
-"""Starting N rank processes (torch.multiprocessing, spawn) on one gloo
+"""Starting N rank processes (multiprocessing's fork server) on one gloo
 process group and supervising them: a rank's error (bad input or a fault)
 stops every rank at once; a rank that finished its schedule while the
 others make no progress is a deadlock, named; no progress at all for
@@ -55,6 +55,25 @@ def _where(progress, r, ops_of):
     return "op %d (%s)" % (op, ops[op]) if op < len(ops) else "the end"
 
 
+# The ranks are forked from multiprocessing's fork server, a fresh interpreter that the launcher starts and that
+# imports these first, once for all ranks (a rank is still a process that ran nothing before its job: no
+# process group, no CUDA, no thread pool). Spawning each rank imported torch in each: under torch 2.15 (a CUDA
+# build, 2 s to import here) and its DDP, whose construction imports torch._dynamo (900 modules, 1.4 s), that was
+# most of a short run's time and CPU (doc/MEASUREMENTS.md). A module that is missing (torch._dynamo before 2.0)
+# is skipped by the fork server.
+FORK_SERVER_PRELOAD = ["ddpsim_torch.rank", "torch._dynamo"]
+
+
+def _stop_fork_server():
+    """The fork server ends with each run(): the next starts one from the environment as it is then (a rank
+    forked from an older one would have the environment of the first run). multiprocessing's own stop, which
+    its tests use; a Python without it keeps the server until the launcher exits."""
+    from multiprocessing import forkserver
+    stop = getattr(getattr(forkserver, "_forkserver", None), "_stop", None)
+    if stop is not None:
+        stop()
+
+
 def run(cfg, nranks, timeout, job_names):
     """Run cfg's jobs on nranks ranks; returns one outcome per job, None (it ran to its end) or the Fault that
     stopped it, and the time the ranks took: {"ranks_s", "shadow_s", "record_s"} (the last two the largest
@@ -62,21 +81,25 @@ def run(cfg, nranks, timeout, job_names):
     found the input unusable: every job would)."""
     outcomes, first = [], 0
     timing = {"ranks_s": 0.0, "shadow_s": 0.0, "record_s": 0.0}
-    while first < len(cfg["jobs"]):
-        t0 = time.monotonic()
-        done, fault = _run_from(cfg, nranks, timeout, job_names, first, timing)
-        timing["ranks_s"] += time.monotonic() - t0
-        outcomes += [None] * (done - first)
-        if fault is None:
-            break
-        outcomes.append(fault)
-        first = done + 1
+    try:
+        while first < len(cfg["jobs"]):
+            t0 = time.monotonic()
+            done, fault = _run_from(cfg, nranks, timeout, job_names, first, timing)
+            timing["ranks_s"] += time.monotonic() - t0
+            outcomes += [None] * (done - first)
+            if fault is None:
+                break
+            outcomes.append(fault)
+            first = done + 1
+    finally:
+        _stop_fork_server()
     return outcomes, timing
 
 
 def _run_from(cfg, nranks, timeout, job_names, first, timing):
     """Jobs first.. on fresh rank processes: (the first job not completed, its Fault or None)."""
-    ctx = mp.get_context("spawn")
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(FORK_SERVER_PRELOAD)
     progress = ctx.Array("d", [0.0] * (nranks * rank_mod.ROW), lock=False)
     for r in range(nranks):
         progress[r * rank_mod.ROW + rank_mod.JOB] = first
@@ -105,7 +128,7 @@ def _run_from(cfg, nranks, timeout, job_names, first, timing):
 
 
 def _end_group(p):
-    """Kill rank p and everything its code started: each rank leads its own process group (_spawned.py), so a
+    """Kill rank p and everything its code started: each rank leads its own process group (_rank_process.py), so a
     --wrap that forked leaves nothing running after the verdict."""
     if p.pid is None:
         return

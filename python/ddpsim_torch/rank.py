@@ -16,7 +16,7 @@ import traceback
 import torch
 import torch.distributed as dist
 
-from . import ddpsim, loading, loop, record, twins
+from . import _rank_process, ddpsim, loading, loop, record, twins
 from .loading import BadInput, Unsupported
 
 # Shared progress, one row per rank (launch.py reads it).
@@ -506,6 +506,7 @@ def _report(errors, message, code):
 def main(rank, nranks, cfg, progress, errors, barrier):
     """The rank process: every job in turn, a barrier (not a collective) between jobs; an error goes to the
     launcher as ("bad" | "fault", rank, message) and the rank exits non-zero."""
+    _rank_process.become_rank()
     torch.set_num_threads(cfg["threads"])
     r = Rank(rank, nranks, cfg, progress)
     try:
