@@ -88,6 +88,10 @@ static void header(const ddpsim_options *opt, const record_run *rec, const model
             d->find_unused ? ")" : "", d->bucket_view ? "yes" : "no", d->set_to_none ? "set_to_none" : "fills zeros", (double)d->lr,
             d->comm_hook ? ", comm hook " : "", d->comm_hook ? ddp_comm_hook_name(d->comm_hook) : "",
             tol_format(&opt->run.tol, tol, sizeof tol));
+    if (rec->params_averaged)
+        fprintf(opt->out, "# parameters only (the recording's optimizer.averages): every rank steps with its own "
+                          "gradients and the ranks average the parameters; each step's parameters are checked against "
+                          "DDP's step within the bound of that averaging, no .grad is compared\n");
     if (rec->held_at) {
         fprintf(opt->out, "# gradients sharded (grad_shards): each rank's own elements are checked, of %zu:",
                 model_size(m));

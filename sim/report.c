@@ -667,7 +667,11 @@ int report_verification(const ddpsim_options *opt, const verify_result *res, rep
     tol_format(&opt->run.tol, tol, sizeof tol);
     switch (s.verdict) {
     case JUDGE_PASS:
-        if (s.joined_records)
+        if (res->params_only)
+            fprintf(opt->out, "# verdict: PASS (%zu parameter checks x %d ranks match, %s; parameters only: the "
+                              "ranks average their parameters, no .grad compared)\n",
+                    s.params_checked, res->nranks, tol);
+        else if (s.joined_records)
             fprintf(opt->out, "# verdict: PASS (%zu grabs and %zu parameter checks x %d ranks match, %s; %zu of them "
                               "a rank did not reach, having run out of inputs)\n",
                     res->ngrabs, s.params_checked, res->nranks, tol, s.joined_records);
@@ -680,8 +684,13 @@ int report_verification(const ddpsim_options *opt, const verify_result *res, rep
                           "this run says can be trusted)\n");
         break;
     case JUDGE_DIVERGES:
-        fprintf(opt->out, "# verdict: FAIL (%zu of %zu grabs and %zu of %zu parameter checks diverge, %s)\n",
-                s.grabs_failed, res->ngrabs, s.params_failed, s.params_checked, tol);
+        if (res->params_only)
+            fprintf(opt->out, "# verdict: FAIL (%zu of %zu parameter checks diverge, %s; parameters only: the ranks "
+                              "average their parameters)\n",
+                    s.params_failed, s.params_checked, tol);
+        else
+            fprintf(opt->out, "# verdict: FAIL (%zu of %zu grabs and %zu of %zu parameter checks diverge, %s)\n",
+                    s.grabs_failed, res->ngrabs, s.params_failed, s.params_checked, tol);
         break;
     case JUDGE_NCCL_DISAGREE:
         fprintf(opt->out, "# verdict: FAIL (NCCL's allreduce gave the ranks different bits)\n");

@@ -325,6 +325,53 @@ front 2 "is a training loop (ddpsim_loop): it decides itself when it syncs, step
     "... and runs no battery" -- --ranks 2 --wrap "$tmp/myloop.py:accumulation_loop"
 
 
+# Model averaging (tests/python/averaging.py, --params-only): torch's post-local SGD (DDP with post_localSGD_hook,
+# PostLocalSGDOptimizer, PeriodicModelAverager; two warm-up steps of plain DDP, then local steps and the
+# parameters averaged) compares no .grad and every step's parameters, against DDP's within the averaging's proven
+# bound. Period 1 passes; period 2, an averager that sums, and a warm-up that ends in the hook before it ends in
+# the averager fail at the step where it shows.
+AV=$here/python/averaging.py
+AVS="4*( nosync{fwd bwd} fwd bwd grab step zero )"
+front 0 "verdict: PASS (5 parameter checks x 3 ranks match, order; parameters only" \
+    "post-local SGD, period 1: DDP's parameters, no .grad compared" -- --ranks 3 --wrap "$AV:local_sgd" --schedule "$AVS" \
+    --keep "$tmp/avg"
+grep -q "^# parameters only (model averaging)" "$out" && grep -q "^#   32 ops, 8 forwards, 0 grabs, 4 steps" "$out" &&
+    ok "... the header says so, and the grabs are left out" || bad "... the header says so, and the grabs are left out"
+# The averaging's rounding is really there (not bitwise DDP's) and inside the bound.
+ratio=$(sed -n 's/^# order: the largest |implementation - reference| was \([0-9.e+-]*\) of.*/\1/p' "$out")
+awk -v r="$ratio" 'BEGIN { exit !(r > 0 && r <= 1) }' &&
+    ok "... its parameters differ from the reference's within the bound (worst $ratio of it)" ||
+    bad "... the worst |implementation - reference| over the bound: '$ratio'"
+front 1 "first divergence: step 3 (parameters after step), rank 0" "period 2: the step that is not averaged fails" -- \
+    --ranks 3 --wrap "$AV:local_sgd_period_2" --schedule "$AVS"
+front 1 "first divergence: step 2 (parameters after step), rank 0" "an averager that sums the parameters fails at the first averaged step" -- \
+    --ranks 3 --wrap "$AV:averager_sums" --schedule "$AVS"
+front 0 "verdict: PASS (5 parameter checks x 3 ranks match" "plain DDP with its own SGD passes parameters-only too" -- \
+    --ranks 3 --wrap "$AV:ddp_sgd" --scenario classic
+# Three syncing backwards before the first step: the hook's warm-up (2 syncing backwards) is over at the third,
+# the averager's (2 steps) is not at the first step, so that step takes each rank's own gradients unaveraged. Shown
+# without the reference: the ranks' recorded parameters after step 0 differ, which DDP's never do.
+front 1 "first divergence: step 0 (parameters after step), rank 0" \
+    "post-local SGD with more syncs than steps: the warm-ups disagree, the first step is local" -- \
+    --ranks 3 --wrap "$AV:local_sgd" --scenario sync-after-sync --keep "$tmp/avg2"
+if "$py" -c 'import numpy as np, sys; d = sys.argv[1] + "/sync-after-sync/record/local_sgd"
+a, b = (np.load("%s/rank%d/step0/0.weight.npy" % (d, r)) for r in (0, 1)); sys.exit(not (a != b).any())' "$tmp/avg2"
+then ok "... independently: ranks 0 and 1 hold different parameters after that step"
+else bad "... ranks 0 and 1 hold the same parameters after step 0"; fi
+front 2 "--params-only: the schedule has no step" "--params-only without a step is refused" -- \
+    --ranks 2 --wrap "$AV:ddp_sgd" --schedule "fwd bwd grab"
+front 2 "--params-only with --shard zero2" "--params-only with --shard is refused" -- \
+    --ranks 2 --wrap "$AV:ddp_sgd" --schedule "fwd bwd step" --shard zero2
+# ddpsim check's own refusals, on the kept recording: a grab beside averaged parameters, an unknown averaging.
+m=$tmp/avg/schedule/record/manifest.json
+cp "$m" "$tmp/m.orig"
+sed 's/"averages": "parameters"/"averages": "gradients"/' "$tmp/m.orig" >"$m"
+expect 2 'optimizer.averages must be "parameters"' "ddpsim check: an unknown averaging is refused" -- check "$tmp/avg/schedule/record"
+"$py" -c 'import json, sys; m = json.load(open(sys.argv[1])); m["ops"].append("grab"); json.dump(m, open(sys.argv[1], "w"))' "$tmp/m.orig" &&
+    cp "$tmp/m.orig" "$m"
+expect 2 'optimizer.averages "parameters" with a grab' "ddpsim check: a grab beside averaged parameters is refused" -- \
+    check "$tmp/avg/schedule/record"
+
 fi # the semantics
 # A deadlock and a hang: exit 3, the rank named, no process left. No wall-clock limit here (a loaded machine
 # starts four Pythons slowly): the message says which rule fired, and the watchdog is far away.

@@ -217,6 +217,27 @@ static ddp_status read_options(const char *path, const json_value *root, record_
     return manifest_read_ddp(path, root, &r->ddp, &said); /* what a recording leaves out is PyTorch's default */
 }
 
+/* "optimizer": {"averages": "parameters"} (record.h): a run whose parameters, not gradients, are averaged. */
+static ddp_status read_averaging(const char *path, const json_value *root, record_run *r)
+{
+    const json_value *opt = json_get(root, "optimizer"), *v = opt ? json_get(opt, "averages") : NULL;
+    if (!v)
+        return DDP_OK;
+    if (v->type != JSON_STRING || strcmp(v->string, "parameters") != 0)
+        return ddp_error(DDP_ERR_INVALID, "%s: optimizer.averages must be \"parameters\" (model averaging)", path);
+    r->params_averaged = 1;
+    const char *why = r->shard != SHARD_NONE                             ? "with \"shard\""
+                      : ddp_comm_hook_compresses(r->ddp.comm_hook)          ? "with a compressing communication hook"
+                      : r->schedule.nuneven || r->schedule.njoins         ? "with uneven inputs or join"
+                      : r->schedule.ngrabs != 0                            ? "with a grab (its .grad is not DDP's)"
+                      : r->schedule.nsteps == 0                            ? "without a step to check"
+                                                                          : NULL;
+    if (why)
+        return ddp_error(DDP_ERR_INVALID, "%s: optimizer.averages \"parameters\" %s: only the parameters after "
+                                          "each step are compared", path, why);
+    return DDP_OK;
+}
+
 /* "shard" (record.h), when present: the mode and its mesh, and nothing the sharded reference does not model. */
 static ddp_status read_shard(const char *path, const json_value *root, record_run *r)
 {
@@ -803,6 +824,8 @@ ddp_status record_open(const char *dir, record_run *out)
     if (s == DDP_OK && out->shard != SHARD_NONE && (out->schedule.nuneven || out->schedule.njoins))
         s = ddp_error(DDP_ERR_INVALID, "%s: a %s recording with uneven inputs or join: not modelled by the sharded "
                                        "reference", path, shard_mode_name(out->shard));
+    if (s == DDP_OK)
+        s = read_averaging(path, root, out);
     if (s == DDP_OK)
         s = read_held(path, root, out);
     ssize_t clash = s == DDP_OK ? sched_step_conflict(&out->schedule, out->ddp.set_to_none) : -1;

@@ -79,6 +79,16 @@
  * backward that does not sync (zero2, hsdp), comm.json's "scatters" (the
  * reduce-scatters and reduces among its "reductions") are allowed there;
  * without "scatters" that backward's count is not held against it.
+ *
+ * "optimizer": {"averages": "parameters"} (version 5): the implementation
+ * averages the parameters over the ranks after each rank's local SGD step
+ * (model averaging, post-local SGD: torch.distributed.algorithms'
+ * PeriodicModelAverager with period 1), instead of averaging the gradients
+ * before one step. Its .grad are its own business (local, not synced), so
+ * the ops may have no grab; every step's parameters are compared with DDP's
+ * within the bound of averaging parameters instead of gradients
+ * (budget_averaged_params). Not with "shard", uneven inputs or join, and
+ * only with a step to check.
  */
 #ifndef DDPSIM_RECORD_H
 #define DDPSIM_RECORD_H
@@ -94,9 +104,9 @@
 #include "status.h"
 
 #define RECORD_NAME_LEN 128
-/* 4: "shard", comm.json's "scatters" and a parameter check's held.json; 3: "grad_shards" and a grab's none.json;
+/* 5: "optimizer": {"averages": "parameters"}; 4: "shard", comm.json's "scatters" and a parameter check's held.json; 3: "grad_shards" and a grab's none.json;
  * 2: "ddp" has every option (manifest.h), "algo" among them; versions 1 (without "algo") to 3 are read as well */
-#define RECORD_VERSION 4
+#define RECORD_VERSION 5
 
 /* A slice of a parameter's gradient that a rank holds (grad_shards): elements [start, start + count). */
 typedef struct record_held {
@@ -121,6 +131,7 @@ typedef struct record_run {
     int params_held;         /* some parameter check's held.json says what a rank held of the parameters */
     shard_mode shard;        /* "shard": the mode (SHARD_NONE: judged as DDP) and its mesh */
     mesh mesh;
+    int params_averaged;     /* "optimizer": {"averages": "parameters"}: parameters averaged, only they are checked */
 } record_run;
 
 /*

@@ -209,3 +209,39 @@ ddp_status budget_sharded_params(const shard_ref *s, world_rank *wr, float lr, c
     params_bound(lr, grads_allow, shard_ref_sharded(s), w, n, out);
     return DDP_OK;
 }
+
+/*
+ * Model averaging. Rank i steps with its own window's gradient G_i, the sum
+ * of its m_i micro-steps' local gradients g_it, and the ranks then average
+ * the parameters: p_impl = avg_i fl(p + fl(-lr * G_i)), in exact arithmetic
+ * p - (lr / N) * sum_it g_it, which is DDP's step too. Written as a sum of
+ * the terms p / N (once per rank) and -lr * g_it / N, every term of the
+ * implementation's computation passes through at most K + N + 2 roundings,
+ * K = sum_i m_i: m_i - 1 accumulations, the product with lr, the addition to
+ * p, the scaling by 1/N (one division, or a product with fl(1/N): two) and
+ * N - 1 additions over the ranks; so |p_impl - exact| <= gamma(K + N + 2) *
+ * (|p| + lr * A / N), A = sum_it |g_it| (Higham, Accuracy and Stability of
+ * Numerical Algorithms, 2nd ed., section 3.1 and 4.2: a sum whose every term
+ * carries at most k factors (1 + delta) is within gamma(k) of the sum of the
+ * terms' magnitudes). The reference's DDP step takes as many: the
+ * accumulation, the scaling, the N - 1 additions of the allreduce, the
+ * product with lr and the addition to p. |impl - ref| is at most twice
+ * that; each operation that underflows adds at most 2^-150 absolutely. p is
+ * the parameter before the step: |p| <= (|w| + lr |g|)(1 + gamma(2)) from
+ * the reference's w = fl(p + fl(-lr * g)). A and K are summed in double (K
+ * additions of non-negative terms: widened by 1 + gamma_double(K)).
+ */
+ddp_status budget_averaged_params(world_rank *wr, float lr, const float *w, const float *g, size_t n,
+                                  const double *abs_local, double *scratch, float *out)
+{
+    memcpy(scratch, abs_local, (n + 1) * sizeof *scratch);
+    DDP_CHECK(coll_allreduce(wr, scratch, n + 1, COLL_DOUBLE, COLL_SUM, COLL_ORDERED));
+    const double u = TOL_U_FLOAT, lr_d = fabs((double)lr), nranks = world_size(wr), K = scratch[n];
+    const double gm = 2 * tol_gamma(K + nranks + 2, u) * (1 + tol_gamma(K + 1, 0x1p-53));
+    const double before = 1 + tol_gamma(2, u), tiny = 2 * (K + 2 * nranks + 4) * 0x1p-150;
+    for (size_t j = 0; j < n; j++) {
+        double p = (fabs((double)w[j]) + lr_d * fabs((double)g[j])) * before;
+        out[j] = round_up(gm * (p + lr_d * scratch[j] / nranks) + tiny);
+    }
+    return DDP_OK;
+}

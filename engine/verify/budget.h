@@ -101,4 +101,17 @@ ddp_status budget_sharded(const shard_ref *s, world_rank *wr, int reads_local, s
 ddp_status budget_sharded_params(const shard_ref *s, world_rank *wr, float lr, const float *w, size_t n,
                                  double *scratch, float *grads_allow, float *out);
 
+/*
+ * Model averaging (record.h's "averages": "parameters"): the parameters after
+ * a step, between an implementation that steps each rank with its own local
+ * gradient and then averages the parameters over the ranks, and the
+ * reference's DDP step (budget.c says why). abs_local: this rank's sum of
+ * |local gradient| over the micro-steps since zero_grad, in double, n + 1
+ * entries (the last: how many micro-steps), summed over the ranks into
+ * scratch (n + 1; a collective: every rank calls it). w: the reference's
+ * parameters after its step, g: the gradient it stepped with.
+ */
+ddp_status budget_averaged_params(world_rank *wr, float lr, const float *w, const float *g, size_t n,
+                                  const double *abs_local, double *scratch, float *out);
+
 #endif

@@ -240,7 +240,7 @@ static ddp_status setup(check_rank *c, void *user)
                             .comm_hook = rec->ddp.comm_hook, .params_rule = PARAMS_REPLAY,
                             .agree = &c->area->agree, .fig = &c->area->fig, .explain_across_ranks = 1,
                             .allow_unsynced_comm = c->cfg->allow_unsynced_comm,
-                            .set_to_none = rec->ddp.set_to_none};
+                            .set_to_none = rec->ddp.set_to_none, .params_averaged = rec->params_averaged};
     DDP_CHECK(verify_ops_init(&c->v, &oc, c->wr, user));
     c->src = (source_ctx){rec, c->rank};
     model_grad_source src = {src_used, src_grad, &c->src, src_npieces, src_piece};
@@ -315,6 +315,7 @@ ddp_status check_run(const check_config *cfg, verify_result *out)
     const record_run *rec = cfg->rec;
     world_config wc = {.nranks = rec->nranks, .timeout_s = cfg->timeout_s};
     DDP_CHECK(verify_result_start(out, &wc, &rec->schedule, 0, &cfg->sink));
+    out->params_only = rec->params_averaged;
     double t0 = clock_now_s();
     ddp_status s = world_run(out->w, check_rank_main, (void *)cfg);
     out->wall_s = clock_now_s() - t0;

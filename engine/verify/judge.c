@@ -90,6 +90,7 @@ void judge_take_check(verify_tally *t, const sched_check *ck, const verify_recor
     }
     t->checks_failed += failed;
     if (!grads) {
+        t->steps_checked += !ck->at_end;
         t->params_checked++;
         t->params_failed += failed;
         return;
@@ -149,7 +150,7 @@ void judge_run(const verify_result *res, judgement *j)
         j->verdict = JUDGE_NCCL_DISAGREE;
     else if (j->disagree)
         j->verdict = JUDGE_RANKS_DISAGREE;
-    else if (j->informative_grabs == 0)
+    else if (res->params_only ? t->steps_checked == 0 : j->informative_grabs == 0)
         j->verdict = JUDGE_NOTHING;
     else
         j->verdict = JUDGE_PASS;

@@ -4,6 +4,7 @@
  */
 #include "ops.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +23,7 @@ ddp_status verify_ops_init(verify_ops *v, const verify_ops_config *cfg, world_ra
     v->sabotage = cfg->sabotage;
     v->allow_unsynced_comm = cfg->allow_unsynced_comm;
     v->set_to_none = cfg->set_to_none;
+    v->params_averaged = cfg->params_averaged;
     v->fig = cfg->fig;
     v->explain_across_ranks = cfg->explain_across_ranks;
     v->cost_ns = cfg->fig ? cfg->fig->cost_ns : NULL;
@@ -53,6 +55,9 @@ ddp_status verify_ops_attach(verify_ops *v, model *m, ddp_ref *ddp)
         if (!(v->param_allow = malloc(n * sizeof *v->param_allow)))
             return ddp_error(DDP_ERR_NOMEM, "the bound on the parameters: %zu floats", n);
     }
+    if (v->params_averaged && (!(v->abs_local = calloc(2 * (n + 1), sizeof *v->abs_local)) ||
+                               (!v->param_allow && !(v->param_allow = malloc(n * sizeof *v->param_allow)))))
+        return ddp_error(DDP_ERR_NOMEM, "the bound of averaged parameters: %zu elements", n);
     return DDP_OK;
 }
 
@@ -64,6 +69,7 @@ void verify_ops_free(verify_ops *v)
     agreement_free(&v->agreement);
     budget_free(&v->budget);
     free(v->param_allow);
+    free(v->abs_local);
     free(v->shard_allow);
     free(v->shard_abs);
     v->shard_allow = NULL;
@@ -219,6 +225,19 @@ static void count_ref_comm(verify_ops *v, uint64_t since_reductions, uint64_t si
     v->fig->ref_reduced_bytes += bytes - since_bytes;
 }
 
+/* Model averaging's bound (budget_averaged_params): this micro-step's |local gradient| into the window's sums. */
+static void add_abs_local(verify_ops *v)
+{
+    const float *g = model_local_grads(v->m);
+    const unsigned char *used = model_used(v->m);
+    for (int p = 0; p < model_nparams(v->m); p++) {
+        const model_param *par = model_param_at(v->m, p);
+        for (size_t j = par->offset; used[p] && j < par->offset + par->count; j++)
+            v->abs_local[j] += fabs((double)g[j]);
+    }
+    v->abs_local[model_size(v->m)] += 1;
+}
+
 /*
  * A backward: the reference's local backward (the implementation's side
  * hears of each gradient as it completes), the implementation ends its
@@ -244,6 +263,8 @@ static ddp_status do_backward(verify_ops *v, const verify_side *s, void *ctx)
             if (syncs)
                 budget_before_sync(&v->budget, model_grads(v->m));
         });
+    if (v->abs_local)
+        VERIFY_COSTED(v, COST_BOUND, add_abs_local(v));
     explain_backward(&v->explain, v->m, syncs);
     DDP_CHECK(ddp_ref_backward_end(v->ddp));
     if (v->shard)
@@ -382,7 +403,15 @@ static ddp_status do_params(verify_ops *v, const verify_side *s, void *ctx, int 
     int replay = v->params_rule == PARAMS_REPLAY;
     if (replay)
         tol.kind = after_step ? TOL_ORDER : TOL_BITWISE;
-    if (after_step && v->param_allow && v->shard && v->bounded) {
+    if (after_step && v->abs_local) { /* model averaging: the parameters are all there is to check */
+        ddp_status st = DDP_OK;
+        VERIFY_COSTED(v, COST_BOUND, st = AS_CHECKS(budget_averaged_params(v->wr, v->lr, w, model_grads(v->m),
+                                                                           model_size(v->m), v->abs_local,
+                                                                           v->abs_local + model_size(v->m) + 1,
+                                                                           v->param_allow)));
+        DDP_CHECK(st);
+        allow = v->param_allow;
+    } else if (after_step && v->param_allow && v->shard && v->bounded) {
         ddp_status st = shard_buffers(v);
         if (st == DDP_OK)
             VERIFY_COSTED(v, COST_BOUND, st = AS_CHECKS(budget_sharded_params(v->shard, v->wr, v->lr, w,
@@ -481,6 +510,8 @@ static ddp_status run_op(verify_ops *v, const verify_side *s, void *ctx, sched_o
             shard_ref_zero(v->shard, v->set_to_none);
         refcheck_zero(&v->refcheck);
         budget_zero(&v->budget);
+        if (v->abs_local)
+            memset(v->abs_local, 0, (model_size(v->m) + 1) * sizeof *v->abs_local);
         v->last_synced = v->bwd_since_zero = 0;
         return s->zero_grad ? s->zero_grad(ctx) : DDP_OK;
     case OP_STEP:

@@ -136,6 +136,9 @@ typedef struct verify_ops {
     verify_rank_figures *fig; /* this rank's figures (the implementation's reductions), or NULL */
     explain_state explain;    /* what a failing check's pattern is looked for in (explain.h) */
     int explain_across_ranks; /* verify_ops_config's */
+    int params_averaged;      /* verify_ops_config's */
+    double *abs_local;        /* ... the sum of |local gradient| on this rank since zero_grad, and [n] its micro-steps;
+                               * [n + 1 ..] the sums over ranks (budget_averaged_params) */
 } verify_ops;
 
 /* What verify_ops_init needs besides the reference (m, ddp: built by the driver, not owned). */
@@ -151,6 +154,8 @@ typedef struct verify_ops_config {
     int explain_across_ranks; /* a failing grab's pattern may use sums over ranks (a collective at every grab) */
     int allow_unsynced_comm;
     int set_to_none;
+    int params_averaged; /* the implementation averages parameters, not gradients (record.h): a step's bound is
+                          * budget_averaged_params (with PARAMS_REPLAY) */
 } verify_ops_config;
 
 /* The counts of the uneven inputs and the rank's checks' state; DDP_ERR_NOMEM. */

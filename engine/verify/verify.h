@@ -256,6 +256,7 @@ typedef struct verify_tally {
     size_t synced_grabs, synced_disagree, local_grabs, local_identical, global_checked, global_failed;
     double global_worst, bound_worst;
     size_t informative_grabs;
+    size_t steps_checked;           /* parameter checks after a step (not the end's) */
     uint64_t ulp_hist[TOL_ULP_BINS]; /* over every gradient record */
     uint32_t max_ulp;
     uint64_t ref_fingerprint, impl_fingerprint; /* every record's ref_hash (impl_hash), in check then rank order */
@@ -265,6 +266,8 @@ typedef struct verify_result {
     int nranks;
     size_t ngrabs;
     size_t nchecks;         /* grabs, steps and the end (sched_nchecks) */
+    int params_only;        /* only parameters are compared (a recording's model averaging, record.h): the steps'
+                             * checks are what verifies it */
     verify_tally tally;     /* what the records said (judge.h) */
     sched_check *checks;    /* with keep_records: [nchecks], what each record is; else NULL */
     verify_record *records; /* with keep_records: [nchecks][nranks]; else NULL */

@@ -58,6 +58,11 @@ def parser():
     p.add_argument("--find-unused-rule", choices=("window", "syncing-backward"),
                    help="which parameters find_unused syncs: used anywhere in the window (PyTorch >= 2.4) or by "
                         "the syncing backward (< 2.4); default: this torch's")
+    p.add_argument("--params-only", action="store_true", default=None,
+                   help="model averaging: the wrapper's optimizer averages the parameters over the ranks after each "
+                        "rank's local step (PeriodicModelAverager with period 1, post-local SGD); no .grad is "
+                        "compared, the parameters after every step are (default: the wrap function's "
+                        "ddpsim_params_only attribute)")
     p.add_argument("--shard", metavar="MODE",
                    help="the wrapper's sharded data parallelism, judged by its rule: zero1, zero2, fsdp, hsdp or "
                         "hsdp:RxS (default: the wrap function's ddpsim_shard attribute, else DDP's rule)")
@@ -103,7 +108,7 @@ def _main(argv):
               timeout=args.timeout, find_unused=args.find_unused, bucket_view=args.bucket_view,
               bucket_cap=args.bucket_cap, zero_grad=args.zero_grad, threads=args.threads, keep=args.keep,
               comm_hook=args.comm_hook, static_graph=args.static_graph, find_unused_rule=args.find_unused_rule,
-              allow_unsynced_comm=args.allow_unsynced_comm, shard=args.shard,
+              allow_unsynced_comm=args.allow_unsynced_comm, shard=args.shard, params_only=args.params_only,
               ddpsim_path=args.ddpsim)
     if torchrun.launched_by_torchrun():
         return api.check_under_torchrun(ranks=args.ranks, **kw)

@@ -50,7 +50,7 @@ def _run_args(ranks, seed, batch, lr, model, schedule, scenario, find_unused, bu
 def check(wrap, ranks=2, model=None, data=None, loss=None, schedule=None, scenario=None, seed=1, batch=4, lr=0.1,
           tolerance=None, timeout=60.0, find_unused=False, bucket_view=False, bucket_cap=None, zero_grad=None,
           threads=1, keep=None, ddpsim_path=None, comm_hook="none", static_graph=False, find_unused_rule=None,
-          allow_unsynced_comm=False, shard=None):
+          allow_unsynced_comm=False, shard=None, params_only=None):
     """Check the DDP wrapper `wrap` against ddpsim's reference DDP; returns a Result (never raises for the
     verdict: bad input is Result.exit_code 2, a fault 3).
 
@@ -83,12 +83,18 @@ def check(wrap, ranks=2, model=None, data=None, loss=None, schedule=None, scenar
       of shard groups of S ranks), when its gradients follow that mode's rule rather than DDP's (ZeRO-2 reduces
       every micro-step, HSDP defers its replica all-reduce): the recording says so and ddpsim check applies it
       (README, "Check a sharded implementation"). Default: the wrap function's attribute ddpsim_shard, if any.
+    params_only: the wrapper's optimizer averages the parameters over the ranks after each rank's local SGD
+      step (model averaging: PeriodicModelAverager with period 1, post-local SGD) instead of averaging the
+      gradients: no .grad is compared (the grabs are left out), every step's parameters are, against DDP's
+      step within the proven bound of that averaging (README, "Model averaging"). Default: the wrap function's
+      attribute ddpsim_params_only, if any.
     keep: a directory to keep the recordings in (default: a temporary one, removed)."""
     args = dict(wrap=wrap, ranks=ranks, model=model, data=data, loss=loss, schedule=schedule, scenario=scenario,
                 seed=seed, batch=batch, lr=lr, tolerance=tolerance, timeout=timeout, find_unused=find_unused,
                 bucket_view=bucket_view, bucket_cap=bucket_cap, zero_grad=zero_grad, threads=threads, keep=keep,
                 comm_hook=comm_hook, static_graph=static_graph, find_unused_rule=find_unused_rule,
-                allow_unsynced_comm=allow_unsynced_comm, ddpsim_path=ddpsim_path, shard=shard)
+                allow_unsynced_comm=allow_unsynced_comm, ddpsim_path=ddpsim_path, shard=shard,
+                params_only=params_only)
     plan = None
     try:
         plan = Plan(args)
@@ -140,6 +146,11 @@ class Plan:
         fn = loading.load(self.wrap, "--wrap")  # importable and callable, before any rank starts
         self.shard = _shard_spec(a.get("shard") or getattr(fn, "ddpsim_shard", None), a["ranks"])
         self.loop = bool(getattr(fn, "ddpsim_loop", False))  # a training loop of its own: loop.py
+        self.params_only = bool(a.get("params_only") if a.get("params_only") is not None else
+                                getattr(fn, "ddpsim_params_only", False))  # model averaging
+        if self.params_only and self.shard:
+            raise BadInput("--params-only with --shard %s: model averaging keeps whole parameters on every rank, "
+                           "which the sharded modes do not" % self.shard["mode"])
         if self.loop and (a["schedule"] is None or a["scenario"] is not None):
             raise BadInput("--wrap %s is a training loop (ddpsim_loop): it decides itself when it syncs, steps "
                            "and zeroes, so it runs no battery; give --schedule with the ops it runs" % self.wrap)
@@ -202,10 +213,16 @@ class Plan:
                                               "pieces), which your model may not allow; --static-graph runs the "
                                               "battery with it"))
                 continue
-            why = _not_sharded(job) if self.shard else None
+            why = _not_sharded(job) if self.shard else _not_averaged(job) if self.params_only else None
+            if why and self.params_only and not self.many:
+                raise BadInput("--params-only: %s" % why)
             if why:
-                self.impossible.append((name, "the sharded reference does not model %s" % why))
+                self.impossible.append((name, ("the sharded reference does not model %s" if self.shard else
+                                               "parameters only: %s") % why))
                 continue
+            if self.params_only:  # model averaging: the .grad are the wrapper's own, only parameters are checked
+                job["ops"] = [op for op in job["ops"] if op != "grab"]
+                job["params_only"] = True
             if self.user_model and any(j["ops"] == job["ops"] and j["ddp"] == job["ddp"] for j in self.jobs):
                 skipped.append(name)  # the same ops and options on the user's model: nothing new
                 continue
@@ -330,6 +347,10 @@ class Plan:
                                                  else "") if _rank._COUNTER is not None else
             "not counted (torch %s's collectives are no dispatcher ops): a wrapper that reduces in a backward that does not sync "
             "passes when its numbers are right" % torch.__version__))
+        if self.params_only:
+            lines.append("# parameters only (model averaging): each rank steps with its own gradients and the ranks "
+                         "average the parameters; no .grad is compared, every step's parameters are (the grabs are "
+                         "left out)")
         if self.shard:
             lines.append("# sharded: %s%s, judged by its rule (ddpsim check applies the recording's \"shard\")" % (
                 self.shard["mode"], " on a %s mesh" % self.shard["mesh"] if "mesh" in self.shard else ""))
@@ -464,6 +485,17 @@ def _not_sharded(job):
     return None
 
 
+def _not_averaged(job):
+    """Why a job cannot be checked with parameters only (None: it can)."""
+    if "step" not in job["ops"]:
+        return "the schedule has no step, and only the parameters after a step are compared"
+    if job["joins"] or job["uneven"]:
+        return "uneven inputs and join{...} are DDP's (the averaging of parameters has no join)"
+    if job["ddp"]["comm_hook"] != "none":
+        return "a compressing communication hook is DDP's, and the averaging bound covers float32 only"
+    return None
+
+
 def _command(wrap, a):
     """The command line that runs this check again."""
     args = ["python3", "-m", "ddpsim_torch", "--ranks", str(a["ranks"]), "--wrap", wrap]
@@ -481,7 +513,8 @@ def _command(wrap, a):
             args += [flag, str(value)]
     args += [f for f, on in (("--find-unused", a["find_unused"]), ("--bucket-view", a["bucket_view"]),
                              ("--static-graph", a["static_graph"]),
-                             ("--allow-unsynced-comm", a.get("allow_unsynced_comm"))) if on]
+                             ("--allow-unsynced-comm", a.get("allow_unsynced_comm")),
+                             ("--params-only", a.get("params_only"))) if on]
     return " ".join(shlex.quote(x) for x in args)
 
 

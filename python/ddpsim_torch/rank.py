@@ -415,7 +415,8 @@ class Rank:
         if self.rank == 0:
             record.write_manifest(root, self.nranks, impl, self.cfg["recorded_by"], job["model"], named,
                                   job["ddp"], job["zero_grad"], job["lr"], job["ops"], buffers,
-                                  job.get("joins", ()), job.get("uneven", ()), job.get("shard"))
+                                  job.get("joins", ()), job.get("uneven", ()), job.get("shard"),
+                                  job.get("params_only", False))
         if self.cfg.get("loop"):  # a training loop of its own (a framework's Trainer) runs the ops: loop.py
             loop.run(self, j, job, module, batch, loss_fn, names, shadow, rec)
             return
