@@ -3,7 +3,8 @@
 # PyTorch DDP on gloo: torch's own DDP passes (the battery at 2, 3 and 4
 # ranks, every twin, a user model with a convolution, a tied embedding, a
 # transformer block and a sometimes-unused layer), the wrappers of
-# tests/python/wrappers.py fail where their bugs show, a deadlock and a
+# tests/python/wrappers.py fail where their bugs show, model averaging
+# (tests/python/averaging.py) is judged by its parameters, a deadlock and a
 # hang end with exit 3 and no process left, and bad input is exit 2 naming
 # what is wrong. Skips (77) without a Python that has torch and numpy.
 DDPSIM=${DDPSIM:-./sim/ddpsim}
