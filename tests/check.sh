@@ -185,11 +185,11 @@ fresh; manifest 's/"ranks": 3/"ranks": 4/'
 expect 2 "rank3" "more ranks than recorded" -- check "$tmp/b"
 fresh; manifest 's/"ddpsim-record"/"ddpsim-dump"/'
 expect 2 "expected \"ddpsim-record\"" "the wrong format" -- check "$tmp/b"
-fresh; manifest 's/"version": 4/"version": 7/'
-expect 2 "version 7" "a later version" -- check "$tmp/b"
-fresh; manifest 's/"version": 4/"version": 1/; s/, "algo": "ordered"//'
+fresh; manifest 's/"version": [0-9]*/"version": 9/'
+expect 2 "version 9" "a later version" -- check "$tmp/b"
+fresh; manifest 's/"version": [0-9]*/"version": 1/; s/, "algo": "ordered"//'
 expect 0 "verdict: PASS" "a version-1 recording (no ddp.algo) is still read" -- check "$tmp/b"
-fresh; manifest 's/"version": 4/"version": 2/'; rm -f "$tmp"/b/bucketed/rank*/grab*/none.json
+fresh; manifest 's/"version": [0-9]*/"version": 2/'; rm -f "$tmp"/b/bucketed/rank*/grab*/none.json
 expect 0 "verdict: PASS" "a version-2 recording (no none.json) is still read" -- check "$tmp/b"
 fresh; manifest 's/"algo": "ordered"/"algo": "shuffled"/'
 expect 2 "ddp.algo is not an algorithm" "an unknown ddp.algo" -- check "$tmp/b"
