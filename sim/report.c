@@ -544,8 +544,11 @@ static void print_comm(FILE *out, const verify_result *res, shard_mode shard)
     }
     /* What PyTorch's DDP moves for the same schedule, beside it: a DDP that syncs too often (cosmos-framework
      * #161: four times the traffic, the numbers right) shows at once. */
-    char ref[96] = "";
-    if (ref_known && res->nranks > 0)
+    char ref[160] = "";
+    if (ref_known && res->nranks > 0 && shard != SHARD_NONE)
+        snprintf(ref, sizeof ref, "; --shard %s's own (every element once where the mode reduces, no padding): "
+                                  "%.3f MiB", shard_mode_name(shard), (double)ref_bytes / (1 << 20));
+    else if (ref_known && res->nranks > 0)
         snprintf(ref, sizeof ref, "; PyTorch's DDP (the reference): %llu (%.3f MiB)", (unsigned long long)ref_calls,
                  (double)ref_bytes / (1 << 20));
     char mib[48] = "";
@@ -554,7 +557,8 @@ static void print_comm(FILE *out, const verify_result *res, shard_mode shard)
     char rule[80] = "PyTorch's DDP: none";
     if (shard != SHARD_NONE)
         snprintf(rule, sizeof rule, "--shard %s: %s", shard_mode_name(shard),
-                 shard_mode_scatters_unsynced(shard) ? "reduce-scatters, not counted here" : "none");
+                 shard_mode_scatters_unsynced(shard) ? "its reduce-scatters there allowed, not counted in these"
+                                                     : "none");
     if (known)
         fprintf(out, "# communication: the implementation's reductions, all ranks: %llu%s, %llu of them in backwards "
                      "that do not sync (%s)%s\n",

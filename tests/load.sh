@@ -17,5 +17,7 @@ for i in 1 2; do
 done
 trap 'kill $loops 2>/dev/null' EXIT INT TERM
 echo "load.sh: busy loops$loops beside: $tests"
-# python.sh's processes-and-time part only (its semantics do not depend on timing, and ran in make check)
-DDPSIM_PYTHON_TESTS=processes make -C "$build" check TESTS="$tests"
+# python.sh's processes-and-time part only (its semantics do not depend on timing, and ran in make check). Two
+# tests at a time: each competes with the other as well as with the loops (more load, not less), and the stage
+# takes half the time.
+DDPSIM_PYTHON_TESTS=processes make -C "$build" -j2 check TESTS="$tests"

@@ -53,6 +53,24 @@ expect 1 "where --shard hsdp makes no all-reduce" \
 expect 1 "first divergence: grab 0 (after no_sync fwd+bwd), rank 0, parameter 0.weight" \
     "... and with --allow-unsynced-comm its values still fail it (no_sync's .grad is the local sum)" -- --ranks 3 \
     --shard fsdp --impl fsdp-no-sync-dropped --scenario s-window-3 --allow-unsynced-comm
+# The traffic beside what the mode must move (every element once where it reduces, no padding): each correct
+# built-in moves that and its padding; FSDP reducing inside no_sync moves three times as much as a window of 3
+# needs (cosmos-framework #161's 4x for a window of 4).
+comm_ratio() { # the implementation's MiB over the mode's, from the report's communication line
+    sed -n "s/^# communication: .*all ranks: [0-9]* (\([0-9.]*\) MiB).*--shard $1's own ([^)]*): \([0-9.]*\) MiB\$/\1 \2/p" "$out" |
+        awk '$2 > 0 { printf "%.3f", $1 / $2 }'
+}
+for m in zero1 zero2 fsdp hsdp; do
+    expect 0 "verdict: PASS" "--shard $m: the traffic beside the mode's" -- --ranks 4 --shard "$m" --scenario s-window-3
+    r=$(comm_ratio "$m")
+    if [ -n "$r" ] && awk -v r="$r" 'BEGIN { exit !(r >= 1 && r <= 1.1) }'; then ok "... $m moves $r times what the mode must"
+    else bad "... $m moves '$r' times what the mode must (want 1 to 1.1: its padding)"; fi
+done
+expect 1 "verdict: FAIL" "fsdp-no-sync-dropped" -- --ranks 3 --shard fsdp --impl fsdp-no-sync-dropped --scenario s-window-3 \
+    --allow-unsynced-comm
+r=$(comm_ratio fsdp)
+if [ -n "$r" ] && awk -v r="$r" 'BEGIN { exit !(r >= 2.9 && r <= 3.3) }'; then ok "... it moves $r times what FSDP must"
+else bad "... fsdp-no-sync-dropped moves '$r' times what FSDP must (want 3)"; fi
 expect 1 "verdict: FAIL" "a parameter exactly the unit cap left unreduced" -- --ranks 3 --shard fsdp \
     --impl exact-bucket-unreduced --scenario s-exact-unit
 expect 0 "verdict: PASS" "... which the other scenarios cannot see" -- --ranks 3 --shard fsdp \

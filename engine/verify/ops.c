@@ -195,9 +195,10 @@ static ddp_status check_comm(verify_ops *v, const verify_side *s, void *ctx, int
     if (s->backward_comm)
         DDP_CHECK(s->backward_comm(ctx, v->micro, &c));
     v->micro++;
+    record_comm_counts all = c; /* the totals count every reduction; what a mode allows is not held against it */
     comm_held(v, syncs, &c);
-    if (c.known && v->fig)
-        verify_count_comm(v->fig, c.reductions, c.bytes, !syncs);
+    if (all.known && v->fig)
+        verify_count_comm(v->fig, all.reductions, all.bytes, !syncs && c.known ? c.reductions : 0);
     if (!c.known || syncs || c.reductions == 0 || v->allow_unsynced_comm)
         return DDP_OK;
     if (v->unsynced_reductions == 0)
@@ -209,15 +210,41 @@ static ddp_status check_comm(verify_ops *v, const verify_side *s, void *ctx, int
 }
 
 /*
- * The DDP reference's reductions in one of this rank's own backwards into the figures (since: its counts before
- * it), as the implementation's are counted (not those of a backward it shadows after running out). None for a
- * sharded run (its reference reduces otherwise), nor under a compressing hook (the services have no 16-bit
- * allreduce: both sides' buckets travel as gathers).
+ * What a sharded mode must move in one backward of a rank, counted as an implementation's reductions are (a
+ * reduction's bytes are its input's): every element of the gradient reduced once where the mode reduces, without
+ * the padding of flat units (doc/SEMANTICS.md, "Sharded data parallelism"). ZeRO-1 and FSDP reduce-scatter the
+ * model at a syncing backward; ZeRO-2 at every backward; HSDP reduce-scatters in its shard group at every backward,
+ * and at a syncing one all-reduces its shard (1/S of the model) in the replica group when there are replicas.
  */
-static void count_ref_comm(verify_ops *v, uint64_t since_reductions, uint64_t since_bytes)
+static uint64_t shard_required_bytes(const verify_ops *v, int syncs)
 {
-    if (!v->fig || v->shard || ddp_comm_hook_compresses(v->comm_hook))
+    uint64_t whole = (uint64_t)model_size(v->m) * sizeof(float);
+    mesh me = shard_ref_mesh(v->shard);
+    switch (shard_ref_mode(v->shard)) {
+    case SHARD_ZERO1:
+    case SHARD_FSDP: return syncs ? whole : 0;
+    case SHARD_ZERO2: return whole;
+    case SHARD_HSDP: return whole + (syncs && me.replicas > 1 ? whole / (uint64_t)me.shards : 0);
+    case SHARD_NONE: break;
+    }
+    return 0;
+}
+
+/*
+ * The reference's traffic in one of this rank's own backwards into the figures (since: the DDP reference's counts
+ * before it), as the implementation's are counted (not those of a backward it shadows after running out): the DDP
+ * reference's own reductions, or what a sharded run's mode must move (its reference reduces otherwise). None under
+ * a compressing hook (the services have no 16-bit allreduce: both sides' buckets travel as gathers).
+ */
+static void count_ref_comm(verify_ops *v, int syncs, uint64_t since_reductions, uint64_t since_bytes)
+{
+    if (!v->fig || ddp_comm_hook_compresses(v->comm_hook))
         return;
+    if (v->shard) {
+        v->fig->ref_comm_known = 1;
+        v->fig->ref_reduced_bytes += shard_required_bytes(v, syncs);
+        return;
+    }
     uint64_t reductions, bytes;
     ddp_ref_comm_counts(v->ddp, &reductions, &bytes);
     v->fig->ref_comm_known = 1;
@@ -276,7 +303,7 @@ static ddp_status do_backward(verify_ops *v, const verify_side *s, void *ctx)
                                                                       ddp_ref_divisor(v->ddp))));
     DDP_CHECK(st);
     sabotage_after_backward(v);
-    count_ref_comm(v, ref_reductions, ref_bytes);
+    count_ref_comm(v, syncs, ref_reductions, ref_bytes);
     v->last_synced = ddp_ref_last_synced(v->ddp);
     v->bwd_since_zero = 1;
     v->bwd_op = v->op;

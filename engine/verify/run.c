@@ -23,13 +23,13 @@
 #include "rank.h"
 #include "stream.h"
 
-void verify_count_comm(verify_rank_figures *fig, uint64_t reductions, uint64_t bytes, int unsynced)
+void verify_count_comm(verify_rank_figures *fig, uint64_t reductions, uint64_t bytes, uint64_t unsynced)
 {
     fig->comm_known = 1;
     fig->impl_reductions += reductions;
     fig->impl_reduced_bytes = bytes == VERIFY_BYTES_UNCOUNTED || fig->impl_reduced_bytes == VERIFY_BYTES_UNCOUNTED
                                   ? VERIFY_BYTES_UNCOUNTED : fig->impl_reduced_bytes + bytes;
-    fig->impl_unsynced_reductions += unsynced ? reductions : 0;
+    fig->impl_unsynced_reductions += unsynced;
 }
 
 const char *verify_none_text(int first_none)

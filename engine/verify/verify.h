@@ -219,9 +219,9 @@ const char *verify_cost_name(verify_cost c);
 /* Bytes a recording did not count (record.h RECORD_BYTES_UNCOUNTED: torch's CommDebugMode counts calls only). */
 #define VERIFY_BYTES_UNCOUNTED UINT64_MAX
 struct verify_rank_figures;
-/* A backward's reductions into a rank's figures (unsynced: the backward does not sync; bytes may be
- * VERIFY_BYTES_UNCOUNTED, and then the total is). */
-void verify_count_comm(struct verify_rank_figures *fig, uint64_t reductions, uint64_t bytes, int unsynced);
+/* A backward's reductions into a rank's figures: all of them (bytes may be VERIFY_BYTES_UNCOUNTED, and then the
+ * total is), and those held against a backward that does not sync (ops.c check_comm). */
+void verify_count_comm(struct verify_rank_figures *fig, uint64_t reductions, uint64_t bytes, uint64_t unsynced);
 
 typedef struct verify_rank_figures {
     uint64_t compute_ns;           /* forward and backward math */
@@ -236,9 +236,11 @@ typedef struct verify_rank_figures {
                                             * the kernel does not say) */
     int comm_known;                /* the implementation's reductions were counted (live, or a recording's comm.json) */
     uint64_t impl_reductions, impl_reduced_bytes, impl_unsynced_reductions; /* ... in every backward, and in the
-                                                                              * ones that do not sync */
-    int ref_comm_known;            /* the DDP reference's own reductions below are this run's (not a sharded one) */
-    uint64_t ref_reductions, ref_reduced_bytes; /* ... so far: what PyTorch's DDP moves (ddp_ref_comm_counts) */
+                                                                              * ones that do not sync, held against
+                                                                              * them (a sharded mode's own allowed) */
+    int ref_comm_known;            /* the reference's traffic below is this run's */
+    uint64_t ref_reductions, ref_reduced_bytes; /* ... so far: what PyTorch's DDP moves (ddp_ref_comm_counts), or a
+                                                 * sharded run's mode (shard_required_bytes; reductions 0) */
 } verify_rank_figures;
 
 /*
