@@ -456,6 +456,7 @@ expect 2 "Usage: ddpsim bench" "bench without a kind" -- bench
 # Interrupt a long run: exit 128+signal, and nothing left behind. Job control
 # (set -m) so the background job does not start with SIGINT ignored.
 set -m
+none_with_marker() { ! pgrep -f -- "--jitter-seed $1" >/dev/null; }
 for sig in TERM INT; do
     marker=$((900000000 + $$))
     "$DDPSIM" selfcheck --ranks 4 --count 4M --iters 10000 --jitter-seed "$marker" >"$out" 2>"$err" &
@@ -466,7 +467,9 @@ for sig in TERM INT; do
     wait "$pid"
     got=$?
     want=$([ "$sig" = TERM ] && echo 143 || echo 130)
-    wait_until 30 sh -c "! pgrep -f -- '--jitter-seed $marker' >/dev/null"
+    # A function, not `sh -c "! pgrep -f ..."`: that shell's own command line holds the pattern, so the wait
+    # never ended before its deadline (30 s a signal, every run of this script).
+    wait_until 30 none_with_marker "$marker"
     left=$(pgrep -f -- "--jitter-seed $marker" | wc -l)
     if [ "$got" -eq "$want" ] && [ "$left" -eq 0 ] && grep -q "interrupted" "$err"; then
         ok "SIG$sig mid-run: exit $got, no rank left"
