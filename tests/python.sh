@@ -44,11 +44,12 @@ front() {
     shift 4
     expect_cmd "$code" "$pattern" "$what" -- "$py" -m ddpsim_torch "$@"
 }
-# This test's rank processes and their fork server (launch.py; a rank's command line is its server's): those
-# that carry its scratch directory in their environment (another test run on the machine has its own).
+# This test's front-end processes: launchers and their ranks (the command line forks its ranks itself, so a
+# rank's command line is its launcher's), fork servers and theirs (check() from Python; launch.py): those that
+# carry its scratch directory in their environment (another test run on the machine has its own).
 ranks_left() {
     n=0
-    for p in $(pgrep -f "multiprocessing.forkserver"); do
+    for p in $(pgrep -f -- "-m ddpsim_torch|multiprocessing.forkserver"); do
         grep -q "DDPSIM_TORCH_SCRATCH=$DDPSIM_TORCH_SCRATCH" "/proc/$p/environ" 2>/dev/null && n=$((n + 1))
     done
     echo "$n"
@@ -392,7 +393,7 @@ front 0 "verdict: PASS" "the watchdog starts after the ranks have set up (a wrap
     --ranks 2 --wrap "$W:slow_wrap" --schedule "fwd bwd grab" --timeout 3
 ranks_gone() { [ "$(ranks_left)" -le "$before" ]; }
 wait_until 30 ranks_gone
-[ "$(ranks_left)" -le "$before" ] && ok "no rank process left" || bad "rank processes left: $(pgrep -fa multiprocessing.forkserver)"
+[ "$(ranks_left)" -le "$before" ] && ok "no rank process left" || bad "rank processes left: $(pgrep -fa -- "-m ddpsim_torch|multiprocessing.forkserver")"
 
 # A rank that dies inside the wrapper is named first, how it died and where; then what that did to its peer.
 front 3 "rank 1 was killed by signal 9 (SIGKILL) in op .*; then rank 0 failed" \
@@ -417,7 +418,7 @@ fi
 # rendezvous store); after SIGKILL the ranks die with it and the next run removes what it left, saying so.
 # A background job starts with SIGINT ignored, which the front end honours (the shell's convention for
 # background jobs); the launcher below gives it SIGINT's default, as a terminal's foreground job has it.
-ranks_up() { [ "$(ranks_left)" -ge $((before + 3)) ]; }  # the fork server and two ranks
+ranks_up() { [ "$(ranks_left)" -ge $((before + 3)) ]; }  # the launcher and its two ranks
 stores() { ls "$TMPDIR" 2>/dev/null | grep -c '^ddpsim_torch-store-'; }
 saved_tmpdir=${TMPDIR-}
 TMPDIR=$tmp/tmpdir

@@ -102,7 +102,8 @@ def main(argv=None):
 
 def _main(argv):
     args = parser().parse_args(argv)
-    from . import api, torchrun  # after parsing: --help does not wait for torch
+    from . import api, launch, torchrun  # after parsing: --help does not wait for torch
+    launch.FORK_FROM_LAUNCHER = True  # this process is ours: its ranks fork from it (launch.py)
     kw = dict(wrap=args.wrap, model=args.model, data=args.data, loss=args.loss, schedule=args.schedule,
               scenario=args.scenario, seed=args.seed, batch=args.batch, lr=args.lr, tolerance=args.tolerance,
               timeout=args.timeout, find_unused=args.find_unused, bucket_view=args.bucket_view,

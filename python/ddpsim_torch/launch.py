@@ -1,4 +1,4 @@
-"""Starting N rank processes (multiprocessing's fork server) on one gloo
+"""Starting N rank processes (forked from the launcher, or from multiprocessing's fork server) on one gloo
 process group and supervising them: a rank's error (bad input or a fault)
 stops every rank at once; a rank that finished its schedule while the
 others make no progress is a deadlock, named; no progress at all for
@@ -6,8 +6,10 @@ others make no progress is a deadlock, named; no progress at all for
 this returns, whatever happened."""
 import os
 import queue
+import importlib
 import signal
 import tempfile
+import threading
 import time
 
 import torch.multiprocessing as mp
@@ -63,6 +65,30 @@ def _where(progress, r, ops_of):
 # is skipped by the fork server.
 FORK_SERVER_PRELOAD = ["ddpsim_torch.rank", "torch._dynamo"]
 
+# The command line (python3 -m ddpsim_torch, __main__.py) forks its ranks itself: it is a process of ours that has
+# imported torch, the front end and the user's modules and run no torch op, which is what the fork server is, and
+# a fork server's interpreter, imports and stop cost a check 2-3 s of CPU (torch 2.15: 3.0 s of a short check's
+# 5.7; doc/MEASUREMENTS.md). check() runs inside the caller's process, whose state is not ours to fork: it keeps
+# the fork server. Either way a rank has run nothing of its job before it starts: no process group, no CUDA.
+FORK_FROM_LAUNCHER = False
+
+
+def _fork_directly():
+    """Whether this run forks its ranks from this process: asked for (FORK_FROM_LAUNCHER), and no thread of
+    Python's running here (a thread holding a lock at the fork leaves that lock held in every rank). OpenBLAS's
+    pool, which importing torch starts, is no obstacle: OpenBLAS stops it before a fork (pthread_atfork), as it
+    does for the fork server's."""
+    return FORK_FROM_LAUNCHER and threading.active_count() == 1
+
+
+def _preload():
+    """What the fork server would have imported, imported here once for every rank."""
+    for name in FORK_SERVER_PRELOAD:
+        try:
+            importlib.import_module(name)
+        except ImportError:  # torch._dynamo before torch 2.0
+            pass
+
 
 def _stop_fork_server():
     """The fork server ends with each run(): the next starts one from the environment as it is then (a rank
@@ -98,8 +124,12 @@ def run(cfg, nranks, timeout, job_names):
 
 def _run_from(cfg, nranks, timeout, job_names, first, timing):
     """Jobs first.. on fresh rank processes: (the first job not completed, its Fault or None)."""
-    ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(FORK_SERVER_PRELOAD)
+    if _fork_directly():
+        _preload()
+        ctx = mp.get_context("fork")
+    else:
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(FORK_SERVER_PRELOAD)
     progress = ctx.Array("d", [0.0] * (nranks * rank_mod.ROW), lock=False)
     for r in range(nranks):
         progress[r * rank_mod.ROW + rank_mod.JOB] = first
