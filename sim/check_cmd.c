@@ -151,7 +151,11 @@ int check_main(int argc, char **argv)
     opt.sharded = rec.held_at != NULL || rec.held_by_grab;
     opt.run.shard = rec.shard; /* the recording's "shard": the report says the mode and its mesh */
     opt.run.mesh = rec.mesh;
-    if (tol_parse(co.tolerance ? co.tolerance : rec.nranks <= 2 ? "bitwise" : "order", &opt.run.tol) != DDP_OK) {
+    /* Bitwise at 2 ranks (one sum, one order) except for averaged parameters: an average of the ranks' stepped
+     * parameters rounds otherwise than DDP's step at any N, so only the averaging's proven bound holds for a
+     * correct averager (doc/SEMANTICS.md "Model averaging: parameters only"). */
+    const char *default_tol = rec.nranks <= 2 && !rec.params_averaged ? "bitwise" : "order";
+    if (tol_parse(co.tolerance ? co.tolerance : default_tol, &opt.run.tol) != DDP_OK) {
         record_close(&rec);
         return cli_usage_error("check", "--tolerance", ddp_error_text());
     }

@@ -78,7 +78,7 @@ def parser():
                    help="what zero_grad does: fill zeros or None (default: this torch's optimizer.zero_grad())")
     p.add_argument("--tolerance", "-T", metavar="TOL",
                    help="as ddpsim check: bitwise | order | ulp:N | rtol=X,atol=Y (default bitwise at 2 ranks, "
-                        "order above)")
+                        "order above; order for --params-only)")
     p.add_argument("--timeout", "-t", type=float, default=60.0,
                    help="watchdog: stop when no rank progresses for SEC s (default 60; 0 off)")
     p.add_argument("--threads", type=int, default=1, help="torch threads per rank (default 1)")

@@ -363,7 +363,9 @@ class Plan:
         else:
             models = "model %s (the twin of ddpsim's)" % self.jobs[0]["model"]
         lines.append("# %s; %s; tolerance %s" % (
-            models, what, a["tolerance"] or "bitwise at 2 ranks, order above (ddpsim check's default)"))
+            models, what, a["tolerance"] or ("order, the averaging's proven bound (ddpsim check's default for "
+                                              "averaged parameters)" if self.params_only else
+                                              "bitwise at 2 ranks, order above (ddpsim check's default)")))
         if skipped:
             lines.append("# on your model, %s repeat%s another scenario's ops and options: not run again" % (
                 ", ".join(skipped), "" if len(skipped) > 1 else "s"))
