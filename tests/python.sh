@@ -47,9 +47,10 @@ front() {
 # This test's front-end processes: launchers and their ranks (the command line forks its ranks itself, so a
 # rank's command line is its launcher's), fork servers and theirs (check() from Python; launch.py): those that
 # carry its scratch directory in their environment (another test run on the machine has its own).
+front_end_processes="-m ddpsim_torch|multiprocessing.forkserver"
 ranks_left() {
     n=0
-    for p in $(pgrep -f -- "-m ddpsim_torch|multiprocessing.forkserver"); do
+    for p in $(pgrep -f -- "$front_end_processes"); do
         grep -q "DDPSIM_TORCH_SCRATCH=$DDPSIM_TORCH_SCRATCH" "/proc/$p/environ" 2>/dev/null && n=$((n + 1))
     done
     echo "$n"
@@ -400,7 +401,7 @@ front 0 "verdict: PASS" "the watchdog starts after the ranks have set up (a wrap
     --ranks 2 --wrap "$W:slow_wrap" --schedule "fwd bwd grab" --timeout 3
 ranks_gone() { [ "$(ranks_left)" -le "$before" ]; }
 wait_until 30 ranks_gone
-[ "$(ranks_left)" -le "$before" ] && ok "no rank process left" || bad "rank processes left: $(pgrep -fa -- "-m ddpsim_torch|multiprocessing.forkserver")"
+[ "$(ranks_left)" -le "$before" ] && ok "no rank process left" || bad "rank processes left: $(pgrep -fa -- "$front_end_processes")"
 
 # A rank that dies inside the wrapper is named first, how it died and where; then what that did to its peer.
 front 3 "rank 1 was killed by signal 9 (SIGKILL) in op .*; then rank 0 failed" \

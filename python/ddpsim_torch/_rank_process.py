@@ -1,10 +1,11 @@
 """How a rank process stays tied to its launcher. The ranks are forked by the command line's launcher, or by
 multiprocessing's fork server (launch.py), which the launcher starts and which has imported torch once for all of
-them; a rank's first act (become_rank, before it reads its job) is to ask the kernel to kill it when its parent dies, however the parent
-dies (PR_SET_PDEATHSIG; the fork server ends as soon as the launcher does, multiprocessing/forkserver.py's
-"alive" pipe, so a SIGKILLed launcher leaves no rank running on), and to lead a process group of its own, so that
-the launcher ends whatever the rank's code started (a --wrap that forks) with it. The fork server asks the same
-at its start (the package imports this first): while it imports torch, a launcher killed leaves nothing behind."""
+them; a rank's first act (become_rank, before it reads its job) is to ask the kernel to kill it when its parent
+dies, however the parent dies (PR_SET_PDEATHSIG; the fork server ends as soon as the launcher does,
+multiprocessing/forkserver.py's "alive" pipe, so a SIGKILLed launcher leaves no rank running on), and to lead a
+process group of its own, so that the launcher ends whatever the rank's code started (a --wrap that forks) with it.
+The fork server asks the same at its start (the package imports this first): while it imports torch, a launcher
+killed leaves nothing behind."""
 import atexit
 import ctypes
 import os
@@ -34,7 +35,8 @@ def become_rank():
     it takes back Python's defaults, as a fork server's rank has them (an ignored signal stays ignored)."""
     _die_with_parent()
     for sig, default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL)):
-        if callable(signal.getsignal(sig)) and signal.getsignal(sig) is not signal.default_int_handler:
+        handler = signal.getsignal(sig)
+        if callable(handler) and handler is not default:
             signal.signal(sig, default)
     try:
         os.setpgid(0, 0)

@@ -4,9 +4,9 @@ stops every rank at once; a rank that finished its schedule while the
 others make no progress is a deadlock, named; no progress at all for
 --timeout seconds is the watchdog. Every rank is killed and reaped before
 this returns, whatever happened."""
+import importlib
 import os
 import queue
-import importlib
 import signal
 import tempfile
 import threading
@@ -66,10 +66,11 @@ def _where(progress, r, ops_of):
 FORK_SERVER_PRELOAD = ["ddpsim_torch.rank", "torch._dynamo"]
 
 # The command line (python3 -m ddpsim_torch, __main__.py) forks its ranks itself: it is a process of ours that has
-# imported torch, the front end and the user's modules and run no torch op, which is what the fork server is, and
-# a fork server's interpreter, imports and stop cost a check 2-3 s of CPU (torch 2.15: 3.0 s of a short check's
-# 5.7; doc/MEASUREMENTS.md). check() runs inside the caller's process, whose state is not ours to fork: it keeps
-# the fork server. Either way a rank has run nothing of its job before it starts: no process group, no CUDA.
+# imported torch, the front end and the user's modules and run no torch op, which is what the fork server is, and a
+# fork server's interpreter, imports and stop cost a short check about 2 s of CPU under either torch
+# (doc/MEASUREMENTS.md, "The command line forks its own ranks"). check() runs inside the caller's process, whose
+# state is not ours to fork: it keeps the fork server. Either way a rank has run nothing of its job before it
+# starts: no process group, no CUDA.
 FORK_FROM_LAUNCHER = False
 
 
