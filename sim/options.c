@@ -47,6 +47,28 @@ static int parse_lr(void *o, const char *arg, char *msg, size_t len)
     return 0;
 }
 
+/* --optimizer sgd | momentum[:M] (torch.optim.SGD's momentum; DDP_DEFAULT_MOMENTUM without M) */
+static int parse_optimizer(void *o, const char *arg, char *msg, size_t len)
+{
+    ddpsim_options *opt = o;
+    if (strcmp(arg, "sgd") == 0) {
+        opt->run.ddp.momentum = 0;
+        return 0;
+    }
+    if (strncmp(arg, "momentum", 8) == 0 && (arg[8] == '\0' || arg[8] == ':')) {
+        char *end = NULL;
+        double m = arg[8] ? strtod(arg + 9, &end) : DDP_DEFAULT_MOMENTUM;
+        if (arg[8] && (end == arg + 9 || *end || !(m > 0 && m < 1))) {
+            snprintf(msg, len, "'%s': the momentum must be a number in (0, 1)", arg);
+            return -1;
+        }
+        opt->run.ddp.momentum = (float)m;
+        return 0;
+    }
+    snprintf(msg, len, "'%s': expected sgd or momentum[:M]", arg);
+    return -1;
+}
+
 /* --shard MODE, or hsdp:RxS (the mesh, as --mesh gives it) */
 static int parse_shard(void *o, const char *arg, char *msg, size_t len)
 {
@@ -205,7 +227,7 @@ static int choose_run(ddpsim_options *opt, const char **which, char *msg, size_t
 {
     verify_config *run = &opt->run;
     opt->given = (battery_given){given(opt, "find-unused"), given(opt, "bucket-view"), given(opt, "bucket-cap"),
-                                 given(opt, "first-bucket-cap")};
+                                 given(opt, "first-bucket-cap"), given(opt, "optimizer")};
     int chosen = given(opt, "schedule") || given(opt, "model");
     if (opt->mutants) {
         if (!given(opt, "ranks"))
@@ -420,6 +442,8 @@ static const opt_spec specs[] = {
      "what zero does to .grad: fill zeros (set_to_none=False,\nPyTorch < 2.0) or None (set_to_none=True, PyTorch >= 2.0)",
      OPT_CHOICE, F(run.ddp.set_to_none), 0, 0, NULL, "zeros"},
     {"lr", 0, "X", "SGD learning rate of step", OPT_CUSTOM, 0, 0, 0, parse_lr, "0.1"},
+    {"optimizer", 0, "sgd|momentum[:M]", "what step does: torch.optim.SGD plain, or with momentum M\n(0.9 when not "
+     "given; dampening 0, no Nesterov)", OPT_CUSTOM, 0, 0, 0, parse_optimizer, "sgd"},
     {"inputs", 0, "DIR", "initial parameters and batches from a dump directory\n(DIR/init, DIR/rank<r>/batch<b>.{x,y}.npy)",
      OPT_STRING, F(run.inputs_dir), 0, 0, NULL, NULL},
     {"dump", 0, "DIR", "write parameters, batches and every grab's gradients", OPT_STRING, F(run.dump_dir), 0, 0, NULL,

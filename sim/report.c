@@ -85,7 +85,7 @@ int report_header(const ddpsim_options *opt)
     int members[MODEL_MAX_PARAMS], sizes[MODEL_MAX_PARAMS];
     int nb = ddp_bucket_layout(m, run->ddp.first_bucket_cap, run->ddp.bucket_cap, run->ddp.find_unused, NULL, 0,
                                members, sizes);
-    char tol[64], cap[32], fcap[32];
+    char tol[64], cap[32], fcap[32], mom[48];
     fprintf(opt->out, "# ddpsim %s: %s under test against %s\n", PACKAGE_VERSION, run->impl,
             run->shard == SHARD_NONE ? "the reference DDP (PyTorch semantics)" : "the sharded reference");
     fprintf(opt->out, "# ranks %d, model %s (%zu parameters in %d tensors, %d bucket%s%s), batch %d, seed %llu%s\n",
@@ -95,13 +95,14 @@ int report_header(const ddpsim_options *opt)
     fprintf(opt->out, "# schedule: %s\n", opt->schedule_text);
     fprintf(opt->out, "#   %zu ops, %zu forwards, %zu grabs\n", run->schedule->nops, run->schedule->nfwd, run->schedule->ngrabs);
     fprintf(opt->out, "# algo %s, tolerance %s, bucket cap %s (first %s), find_unused %s%s%s%s, bucket_view %s, "
-                      "zero_grad %s, lr %g%s%s\n",
+                      "zero_grad %s, lr %g%s%s%s\n",
            coll_algo_name(run->ddp.algo), tol_format(&run->tol, tol, sizeof tol),
            units_format_size(run->ddp.bucket_cap, cap, sizeof cap),
            units_format_size(run->ddp.first_bucket_cap, fcap, sizeof fcap), run->ddp.find_unused ? "yes" : "no",
            run->ddp.find_unused ? " (" : "", run->ddp.find_unused ? ddp_find_unused_rule_text(&run->ddp) : "",
            run->ddp.find_unused ? ")" : "", run->ddp.bucket_view ? "yes" : "no",
            run->ddp.set_to_none ? "set_to_none" : "fills zeros", (double)run->ddp.lr,
+           ddp_optim_text(run->ddp.momentum, mom, sizeof mom),
            run->ddp.comm_hook ? ", comm hook " : "", run->ddp.comm_hook ? ddp_comm_hook_name(run->ddp.comm_hook) : "");
     if (run->chaos)
         fprintf(opt->out, "# chaos seed %llu: seeded delays before collectives, a straggler, shuffled ready events and bucket "

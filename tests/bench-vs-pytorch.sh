@@ -4,7 +4,7 @@
 # (tests/bench/pytorch_style.py: spawned gloo ranks, DDP against plain copies of the module on the global
 # and on the rank's own batch, every grab compared at torch.testing.assert_close's float32 tolerance), on
 # Debian's python3-torch, in one run. The two take turns for ROUNDS rounds, each timed whole (process
-# start included); the medians give the ratios: ddpsim's whole battery (20 scenarios, bitwise) and its
+# start included); the medians give the ratios: ddpsim's whole battery (21 scenarios, bitwise) and its
 # classic scenario alone, each over the PyTorch-style check of the classic schedule. Exit 77 without torch.
 set -e
 ranks=${1:-4}
@@ -34,5 +34,5 @@ while [ "$r" -le "$rounds" ]; do
 done
 b=$(median <"$work/b"); c=$(median <"$work/c"); p=$(median <"$work/p")
 printf '# medians: ddpsim battery %.3f s, ddpsim classic %.3f s, PyTorch-style classic %.3f s\n' "$b" "$c" "$p"
-printf '# the PyTorch-style check of one schedule takes %.1fx ddpsim'"'"'s whole battery of 20, and %.0fx its classic scenario\n' \
+printf '# the PyTorch-style check of one schedule takes %.1fx ddpsim'"'"'s whole battery of 21, and %.0fx its classic scenario\n' \
     "$(echo "$p / $b" | bc -l)" "$(echo "$p / $c" | bc -l)"

@@ -66,6 +66,8 @@ same "a step's parameters" -- --ranks 2 --schedule "fwd bwd grab step" --impl bu
 # The recording says which reduction order the reference used (manifest.h: ddp.algo); before it did, a run with
 # --algo ring replayed bitwise under the ordered sum failed at its first sync by 1 ulp.
 same "a run with --algo ring" -- --ranks 3 --scenario classic --impl bucketed --algo ring
+same "SGD with momentum: a buffer advanced per micro-step (DeepSpeed #8443)" -- --ranks 3 --scenario momentum --impl momentum-per-microstep
+same "SGD with momentum: post-divide" -- --ranks 3 --scenario momentum --impl post-divide
 
 # The two drivers of the ops (ops.h) cannot drift: every scenario of the battery, live and replayed, gives the
 # same records check by check and rank by rank (tests/same_records.py), for a correct implementation and for a
@@ -205,6 +207,10 @@ fresh; manifest 's/"find_unused_rule": "window"/"find_unused_rule": "sometimes"/
 expect 2 "find_unused_rule" "an unknown find_unused rule" -- check "$tmp/b"
 fresh; manifest 's/"lr": 0.1/"lr": "fast"/'
 expect 2 "optimizer.lr" "a learning rate that is no number" -- check "$tmp/b"
+fresh; manifest 's/"momentum": 0/"momentum": 1.5/'
+expect 2 "optimizer.momentum must be a number in \[0, 1)" "a momentum of 1.5" -- check "$tmp/b"
+fresh; manifest 's/"momentum": 0/"momentum": 0.9/'
+expect 1 "first divergence: step 1 (parameters after step)" "a recording of plain SGD checked as momentum: the second step sees it (the first is the same)" -- check "$tmp/b"
 fresh; printf '{"format": "ddpsim-record", ' >"$tmp/b/manifest.json"
 expect 2 "manifest.json" "a truncated manifest" -- check "$tmp/b"
 fresh

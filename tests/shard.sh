@@ -28,8 +28,18 @@ expect 0 "on a 2x2 mesh" "hsdp at 4 ranks defaults to 2 x 2" -- --ranks 4 --shar
 expect 0 "on a 3x1 mesh" "hsdp at 3 ranks defaults to 3 x 1" -- --ranks 3 --shard hsdp --scenario s-window-3
 expect 0 "verdict: PASS" "zero_grad(set_to_none) and the exact order" -- --ranks 3 --shard zero2 --zero-grad none --algo exact -q
 expect 0 "verdict: PASS" "a chaos seed shakes the communication thread, not the values" -- --ranks 3 --shard fsdp --scenario s-units --chaos 5
-expect 0 "verdict: PASS (10 of 10" "the example plugin (interface version 5), 3 ranks" -- --ranks 3 --shard zero2 --impl "$PLUGIN_DIR/libexample_zero2.so" -q
+expect 0 "verdict: PASS (10 of 10" "the example plugin (interface version 6), 3 ranks" -- --ranks 3 --shard zero2 --impl "$PLUGIN_DIR/libexample_zero2.so" -q
 expect 0 "verdict: PASS (10 of 10" "the example plugin, 4 ranks" -- --ranks 4 --shard zero2 --impl "$PLUGIN_DIR/libexample_zero2.so" -q
+# SGD with momentum (--optimizer): the sharded reference steps A through its buffers; the example keeps its slice's.
+expect 0 "verdict: PASS (10 of 10" "momentum: the example plugin's slices keep torch's buffers" -- --ranks 4 --shard zero2 --optimizer momentum --impl "$PLUGIN_DIR/libexample_zero2.so" -q
+for mode in zero1 zero2 fsdp hsdp; do
+    expect 0 "verdict: PASS" "momentum: the $mode built-in" -- --ranks 4 --shard $mode --optimizer momentum:0.8 -q
+done
+expect 0 "verdict: PASS" "a step before any grab under order: the sharded bound's buffers made there" -- --ranks 3 --shard zero2 --tolerance order --schedule "step fwd bwd grab step zero fwd bwd grab step" -q
+expect 0 "verdict: PASS (10 of 10" "momentum under order: the carried bound holds for a reordered reduction" -- --ranks 3 --shard zero2 --optimizer momentum --tolerance order --impl "$PLUGIN_DIR/libzero2_divide_after.so" -q
+expect 1 "first divergence: step 1 (parameters after step), rank 0, parameter 0.weight" "momentum: a slice stepped without its buffer is caught at the second step" -- --ranks 4 --shard zero2 --optimizer momentum --scenario s-window-3 --impl "$PLUGIN_DIR/libzero2_plain_sgd.so"
+expect 0 "verdict: PASS (10 of 10" "... which is right without momentum" -- --ranks 4 --shard zero2 --impl "$PLUGIN_DIR/libzero2_plain_sgd.so" -q
+expect 2 "built for interface version 5, which does not tell it the momentum; rebuild it against version 6" "momentum: a version-5 plugin that owns its update is refused before any rank starts" -- --ranks 4 --shard zero2 --optimizer momentum --impl "$PLUGIN_DIR/libzero2_v5.so"
 expect 0 "s-exact-unit" "--scenarios --shard lists the sharded battery" -- --scenarios --shard fsdp
 expect 0 "^ padding-not-zero .*Megatron-LM PR #5898.* (--shard zero1)" "--list names each sharded bug's mode" -- --list
 grep -q "s-one-rank-groups" "$out" && bad "the one-rank-groups scenario is HSDP's alone" || ok "the one-rank-groups scenario is HSDP's alone"

@@ -10,6 +10,7 @@
  * order).
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -37,8 +38,8 @@ static const struct {
 static const int ranks[] = {2, 3, 5, 8, 16};
 
 /* Run one configuration; the verdict, and the worst |impl - ref| over its bound seen at any check. */
-static judge_verdict run(const ddpsim_impl_ops *ops, const char *spec, int find_unused, int n, const char *tol,
-                         double *worst)
+static judge_verdict run_with(const ddpsim_impl_ops *ops, const char *spec, int find_unused, int n, const char *tol,
+                              float momentum, double *worst)
 {
     sched s;
     CU_ASSERT_EQUAL_FATAL(sched_parse(ORDER_SCHEDULE, &s), DDP_OK);
@@ -47,6 +48,7 @@ static judge_verdict run(const ddpsim_impl_ops *ops, const char *spec, int find_
     c.model_spec = spec;
     c.ddp.find_unused = find_unused;
     c.nranks = n;
+    c.ddp.momentum = momentum;
     CU_ASSERT_EQUAL_FATAL(tol_parse(tol, &c.tol), DDP_OK);
     verify_result res;
     judge_verdict v = JUDGE_REFERENCE_BAD;
@@ -64,6 +66,12 @@ static judge_verdict run(const ddpsim_impl_ops *ops, const char *spec, int find_
     verify_result_free(&res);
     sched_free(&s);
     return v;
+}
+
+static judge_verdict run(const ddpsim_impl_ops *ops, const char *spec, int find_unused, int n, const char *tol,
+                         double *worst)
+{
+    return run_with(ops, spec, find_unused, n, tol, 0, worst);
 }
 
 static void test_reorderings_pass(void)
@@ -133,24 +141,148 @@ static void test_bound_arithmetic(void)
     /* The parameters' bound covers the update's two roundings even with equal gradients. */
     float w[2] = {1.0f, 0.5f}, out[2];
     b.E[0] = 0;
-    budget_params(&b, 1, 0.1f, g, w, out);
+    budget_step(0.1f, b.E, g, w, 2, out);
     CU_ASSERT(out[0] >= 2 * TOL_U_FLOAT * (1.0 + 0.1 * 3));
     CU_ASSERT(out[0] < 4 * TOL_U_FLOAT * (1.0 + 0.1 * 3));
     /* The gradients' bound goes through lr only when the gradients were judged by it. */
     float with[2], without[2];
     b.E[0] = 1e-3f;
-    budget_params(&b, 1, 0.1f, g, w, with);
-    budget_params(&b, 0, 0.1f, g, w, without);
+    budget_step(0.1f, b.E, g, w, 2, with);
+    budget_step(0.1f, NULL, g, w, 2, without);
     CU_ASSERT(with[0] >= out[0] + 0.1f * 1e-3f * 0.999f);
     CU_ASSERT_EQUAL(without[0], out[0]);
     model_destroy(m);
     budget_free(&b);
 }
 
+/*
+ * SGD with momentum (optim.h): the reorderings pass order through five steps of carried buffers, the worst
+ * element within its bound, and bitwise still sees them.
+ */
+static void test_momentum_reorderings_pass(void)
+{
+    static const char *const which[] = {"reverse", "double", "ring"};
+    static const int at[] = {3, 8};
+    int runs = 0, failed = 0, differs = 0;
+    double worst = 0;
+    for (size_t p = 0; p < sizeof which / sizeof which[0]; p++) {
+        char path[256];
+        snprintf(path, sizeof path, PLUGIN_DIR "/libreorder_%s.so", which[p]);
+        impl_handle h;
+        CU_ASSERT_EQUAL_FATAL(impl_open(path, &h), DDP_OK);
+        for (size_t m = 0; m < 3; m++)
+            for (size_t r = 0; r < sizeof at / sizeof at[0]; r++) {
+                double w = 0, unused;
+                runs++;
+                if (run_with(h.ops, models[m].spec, models[m].find_unused, at[r], "order", 0.9f, &w) != JUDGE_PASS) {
+                    failed++;
+                    fprintf(stderr, "  %s on %s at %d ranks, momentum: not a pass under order\n", which[p],
+                            models[m].spec, at[r]);
+                }
+                worst = w > worst ? w : worst;
+                differs += run_with(h.ops, models[m].spec, models[m].find_unused, at[r], "bitwise", 0.9f, &unused) ==
+                           JUDGE_DIVERGES;
+            }
+        impl_close(&h);
+    }
+    printf("\n  %d runs with momentum 0.9 under order, worst |impl - ref| %.3g of its bound; bitwise differs in %d\n",
+           runs, worst, differs);
+    CU_ASSERT_EQUAL(failed, 0);
+    CU_ASSERT(worst > 0 && worst <= 1);
+    CU_ASSERT(differs >= runs * 3 / 4);
+}
+
+/* A deterministic generator for the trials below (xorshift64*), uniform in [-1, 1). */
+static double uniform(uint64_t *x)
+{
+    *x ^= *x >> 12;
+    *x ^= *x << 25;
+    *x ^= *x >> 27;
+    return (double)((*x * 0x2545F4914F6CDD1DULL) >> 11) * 0x1p-52 - 1.0;
+}
+
+/*
+ * The momentum step as torch.optim.SGD takes it (the buffer a copy at the first step, then two roundings; a None
+ * .grad skipped), and budget_momentum's bound: it holds for buffers and gradients anywhere within their bounds
+ * (random trials, subnormal magnitudes among them), and is not loose: the worst trial uses a good part of it,
+ * and with exact inputs it is a few units in the last place.
+ */
+static void test_momentum_step_and_bound(void)
+{
+    model *m = NULL;
+    CU_ASSERT_EQUAL_FATAL(model_create_layout("mlp:1-1", 1, &m), DDP_OK); /* 0.weight, 0.bias: one element each */
+    ddp_optim o;
+    CU_ASSERT_EQUAL_FATAL(ddp_optim_init(&o, 0.1f, 0.9f, 2), DDP_OK);
+    float w[2] = {1.0f, 2.0f}, g[2] = {-0.0f, 0.3f};
+    const unsigned char both[2] = {1, 1}, bias_none[2] = {1, 0};
+    ddp_optim_step(&o, m, both, w, g);
+    CU_ASSERT(o.buf[0] == 0 && signbit(o.buf[0])); /* a copy: -0 stays -0 */
+    CU_ASSERT_EQUAL(o.last[1], OPTIM_STARTED);
+    volatile float b1 = 0.3f, p1 = 2.0f + -0.1f * b1;
+    CU_ASSERT_EQUAL(w[1], p1);
+    g[1] = 0.7f;
+    ddp_optim_step(&o, m, both, w, g);
+    volatile float decayed = 0.9f * b1, b2 = decayed + 0.7f, p2 = p1 + -0.1f * b2;
+    CU_ASSERT_EQUAL(o.buf[1], b2);
+    CU_ASSERT_EQUAL(w[1], p2);
+    CU_ASSERT_EQUAL(o.prev[1], b1);
+    CU_ASSERT_EQUAL(o.last[1], OPTIM_ADVANCED);
+    ddp_optim_step(&o, m, bias_none, w, g); /* the bias's .grad is None: nothing moves */
+    CU_ASSERT_EQUAL(o.buf[1], b2);
+    CU_ASSERT_EQUAL(w[1], p2);
+    CU_ASSERT_EQUAL(o.last[1], OPTIM_SKIPPED);
+    CU_ASSERT_EQUAL(ddp_optim_direction(&o, g), o.buf);
+    ddp_optim_free(&o);
+    model_destroy(m);
+
+    /* The bound, on one element advanced many times over. */
+    enum { TRIALS = 200000 };
+    const float mom = 0.9f;
+    uint64_t x = 0x9E3779B97F4A7C15ULL;
+    int covered = 0, ran = 0;
+    double worst = 0;
+    for (int t = 0; t < TRIALS; t++) {
+        double scale = ldexp(1.0, (int)(uniform(&x) * 140)); /* 2^-140 .. 2^140: subnormal products too */
+        if (scale > 0x1p100)
+            scale = 0x1p100; /* finite sums */
+        float b_ref = (float)(uniform(&x) * scale), g_ref = (float)(uniform(&x) * scale);
+        float B = (float)(fabs(uniform(&x)) * 1e-6 * fabs(b_ref)), E = (float)(fabs(uniform(&x)) * 1e-6 * fabs(g_ref));
+        float b_impl = (float)(b_ref + uniform(&x) * B), g_impl = (float)(g_ref + uniform(&x) * E);
+        if (fabs((double)b_impl - b_ref) > B || fabs((double)g_impl - g_ref) > E)
+            continue; /* rounded out of its bound: not a trial of it */
+        ddp_optim one = {.momentum = mom, .n = 1, .prev = &b_ref, .last = (unsigned char[]){OPTIM_ADVANCED}};
+        float out = B;
+        budget_momentum(&one, &g_ref, &E, &out);
+        volatile float dr = mom * b_ref, di = mom * b_impl;
+        float r = dr + g_ref, i = di + g_impl;
+        double d = fabs((double)r - (double)i);
+        ran++;
+        covered += d <= out;
+        if (out > 0 && d / out > worst)
+            worst = d / out;
+    }
+    printf("\n  momentum bound: %d trials, worst |impl - ref| %.3g of it\n", ran, worst);
+    CU_ASSERT(ran > TRIALS / 2);
+    CU_ASSERT_EQUAL(covered, ran);
+    CU_ASSERT(worst <= 1);
+    CU_ASSERT(worst > 0.25); /* tight enough to matter */
+    /* Exact inputs: the two sides' roundings alone, a few ulps of the result; the bound is not a blanket. */
+    ddp_optim one = {.momentum = mom, .n = 1, .prev = (float[]){1.0f}, .last = (unsigned char[]){OPTIM_ADVANCED}};
+    float out = 0;
+    budget_momentum(&one, (const float[]){1.0f}, NULL, &out);
+    CU_ASSERT(out > 0 && out < 16 * TOL_U_FLOAT * 1.9);
+    /* A fresh buffer is a copy of the gradient: its bound is the gradient's. */
+    one.last[0] = OPTIM_STARTED;
+    budget_momentum(&one, (const float[]){1.0f}, (const float[]){3e-7f}, &out);
+    CU_ASSERT_EQUAL(out, 3e-7f);
+}
+
 int main(void)
 {
     static const test_entry tests[] = {
         {"the bound on hand values", test_bound_arithmetic},
+        {"momentum: torch's step, and its buffer's bound holds and is tight", test_momentum_step_and_bound},
+        {"momentum: every correct reordering passes order through carried buffers", test_momentum_reorderings_pass},
         {"every correct reordering passes order on every model at 2-16 ranks; bitwise sees them",
          test_reorderings_pass},
         TEST_END,

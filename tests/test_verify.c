@@ -258,7 +258,7 @@ static void test_manifest(void)
         ("\"ddp\": {\"bucket_cap\": 26214400, \"first_bucket_cap\": 1048576, \"find_unused_parameters\": false, "
          "\"find_unused_rule\": \"window\", \"gradient_as_bucket_view\": false, \"algo\": \"ordered\", \"comm_hook\": \"none\", "
          "\"static_graph\": false, \"broadcast_buffers\": true}"),
-        "\"zero_grad\": \"fill_zeros\"", "\"optimizer\": {\"type\": \"sgd\", \"lr\": 0.1}"};
+        "\"zero_grad\": \"fill_zeros\"", "\"optimizer\": {\"type\": \"sgd\", \"lr\": 0.1, \"momentum\": 0}"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         if (!strstr(text, want[i]))
             fprintf(stderr, "  manifest lacks %s\n", want[i]);
@@ -283,6 +283,7 @@ static void test_manifest_codec(void)
     d.no_broadcast_buffers = 1;
     d.comm_hook = DDP_HOOK_BF16;
     d.lr = 0.25f;
+    d.momentum = 0.75f;
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
@@ -301,7 +302,7 @@ static void test_manifest_codec(void)
     static const char *const named[MF_NFIELDS] = {
         "ddp.bucket_cap", "ddp.first_bucket_cap", "ddp.find_unused_parameters", "ddp.find_unused_rule",
         "ddp.gradient_as_bucket_view", "ddp.algo", "ddp.comm_hook", "ddp.static_graph", "ddp.broadcast_buffers",
-        "zero_grad", "optimizer.lr"};
+        "zero_grad", "optimizer.lr", "optimizer.momentum"};
     for (int k = 0; k < MF_NFIELDS; k++) {
         ddp_config run = d;
         switch ((manifest_ddp_field)k) {
@@ -316,6 +317,7 @@ static void test_manifest_codec(void)
         case MF_BROADCAST_BUFFERS: run.no_broadcast_buffers = 0; break;
         case MF_ZERO_GRAD: run.set_to_none = 0; break;
         case MF_LR: run.lr = 0.5f; break;
+        case MF_MOMENTUM: run.momentum = 0.5f; break;
         case MF_NFIELDS: break;
         }
         CU_ASSERT_EQUAL(manifest_ddp_compare("m", "dump", &back, &run, MF_ALL), DDP_ERR_INVALID);

@@ -46,7 +46,8 @@
  *    gives a value to every parameter it reduces, None or not, and a
  *    parameter no rank used keeps its .grad as it was; with
  *    gradient_as_bucket_view a None .grad is no longer its bucket's view, so
- *    the next sync multiplies it again; step is SGD, p = p + (-lr) * g.
+ *    the next sync multiplies it again; ddp_ref_step is plain SGD, p = p + (-lr) * g
+ *    (the benchmarks'; a verification steps through optim.h, momentum included).
  *
  * Not here: scheduling, comparison, implementations under test.
  */
@@ -73,6 +74,7 @@ typedef struct ddp_config {
     int find_unused_syncing_backward; /* PyTorch < 2.4: "used" means used by the syncing backward alone (before PR
                                        * #124193), not by any backward of the window */
     float lr;
+    float momentum;          /* the step's SGD momentum (optim.h), 0: plain SGD */
     ddp_comm_hook comm_hook; /* register_comm_hook with one of PyTorch's built-in hooks (comm_hook.h) */
     int static_graph;        /* static_graph=True: the same gradients; schedules and models it cannot run refused */
     int static_graph_first_iteration; /* PyTorch < 2.1: static_graph's delayed allreduce is queued by every
@@ -85,7 +87,7 @@ typedef struct ddp_config {
 #define DDP_DEFAULT_LR 0.1f
 
 /* PyTorch DDP's constructor defaults (bucket caps 25 MiB and 1 MiB, broadcast_buffers=True, no hook, the ordered
- * reference allreduce), zero_grad filling zeros, SGD with DDP_DEFAULT_LR: the one place they are written. */
+ * reference allreduce), zero_grad filling zeros, plain SGD with DDP_DEFAULT_LR: the one place they are written. */
 ddp_config ddp_config_default(void);
 
 typedef struct ddp_ref ddp_ref;

@@ -272,11 +272,3 @@ const float *shard_ref_sharded(const shard_ref *s)
 {
     return s->A;
 }
-
-void shard_ref_step(shard_ref *s, float lr)
-{
-    float *w = model_weights(s->m);
-    float neg_lr = -lr;
-    for (size_t i = 0; i < s->n; i++)
-        w[i] = w[i] + neg_lr * s->A[i];
-}

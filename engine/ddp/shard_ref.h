@@ -86,9 +86,7 @@ mesh shard_ref_mesh(const shard_ref *s);
 int shard_ref_reads_local(const shard_ref *s, int last_synced);
 /* The gradient a grab compares with (every element; shard_mode_reads_local says which sum). */
 const float *shard_ref_grads(const shard_ref *s, int last_synced);
-/* step: the replica's parameters p = p + (-lr) * A (the optimizer's SGD on the sharded gradient). */
-void shard_ref_step(shard_ref *s, float lr);
-/* A, what the optimizer steps with. */
+/* A, what the optimizer steps with (optim.h). */
 const float *shard_ref_sharded(const shard_ref *s);
 
 /*

@@ -118,7 +118,11 @@
     X(FIRST_HOOK_REDUCES, "first-hook-reduces",                                                                      \
       "a gradient that comes in pieces (a tied weight used on both sides of a reentrant checkpoint) is reduced at "  \
       "its first hook: the later pieces stay local",                                                                \
-      "deepspeedai/DeepSpeed #8224 (missing one subgraph's contribution; #988: a hook per piece)", 0)
+      "deepspeedai/DeepSpeed #8224 (missing one subgraph's contribution; #988: a hook per piece)", 0)              \
+    X(MOMENTUM_PER_MICROSTEP, "momentum-per-microstep",                                                              \
+      "the momentum buffer advances at every backward, with what that backward added to .grad, so a window of k "    \
+      "micro-steps decays it k times: right for windows of one, and without momentum",                              \
+      "deepspeedai/DeepSpeed #8443 (ZeRO-3 ran Muon's momentum per micro-batch; fixed by PR #8600)", 0)
 
 #define AS_ENUM(id, name, mechanism, source, bitwise_only) BUG_##id,
 typedef enum bug { BUGS(AS_ENUM) BUG_COUNT } bug;
@@ -180,6 +184,7 @@ struct mutant {
     unsigned window;       /* tail-window-dropped: the first window's length (0 until the first sync) */
     int rebind_pending;    /* rebuild-drops-accumulation: the next backward overwrites */
     int reduce_at_step;    /* boundary-false-in-backward: a window waits for the step to be reduced */
+    float *momentum;       /* momentum-per-microstep: the buffer (zeros until the first backward) */
     impl_join join;        /* join (impl.h), as bucketed.c keeps it */
     int div;               /* what the next sync divides by: n, or under join the ranks running */
 };
@@ -305,7 +310,8 @@ static int create_mutant(const ddpsim_services *svc, void **state, const bug_hoo
     m->first = malloc(bytes);
     m->saved = malloc(bytes);
     m->kept = malloc(bytes);
-    if (!m->g0 || !m->first || !m->saved || !m->kept)
+    m->momentum = calloc(svc->total_count ? svc->total_count : 1, sizeof(float));
+    if (!m->g0 || !m->first || !m->saved || !m->kept || !m->momentum)
         return m_error(m, "out of memory");
     m->fwd_param_sync = 1;
     if (h->no_initial_broadcast)
@@ -325,6 +331,7 @@ static void destroy_mutant(void *state)
     free(m->first);
     free(m->saved);
     free(m->kept);
+    free(m->momentum);
     free(m);
 }
 
@@ -826,6 +833,39 @@ static int reduce_and_drop(mutant *m)
     return rc ? -1 : 0;
 }
 static const bug_hooks hooks_REDUCES_IN_NO_SYNC = {.not_syncing_comm = reduce_and_drop};
+
+/*
+ * momentum-per-microstep: every backward advances the buffer with its own part of .grad (the change since the
+ * last backward or zero_grad, kept in m->kept), b = m * b + part, and the step moves along b; torch's SGD advances
+ * it once per step with the whole .grad. Without momentum the step is ddpsim's SGD.
+ */
+static void advance_momentum(mutant *m)
+{
+    const ddpsim_services *svc = m->svc;
+    for (size_t i = 0; i < svc->total_count; i++) {
+        float part = svc->all_grads[i] - (m->have_kept ? m->kept[i] : 0.0f);
+        float decayed = svc->momentum * m->momentum[i];
+        m->momentum[i] = decayed + part;
+    }
+    memcpy(m->kept, svc->all_grads, svc->total_count * sizeof(float));
+    m->have_kept = 1;
+}
+static int step_along_momentum(mutant *m, int *owned)
+{
+    const ddpsim_services *svc = m->svc;
+    if (svc->momentum == 0)
+        return 0;
+    float neg_lr = -svc->lr;
+    const float *b = m->momentum;
+    for (int p = 0; p < svc->nparams; p++)
+        for (size_t i = 0; i < svc->params[p].count; i++, b++)
+            svc->params[p].data[i] = svc->params[p].data[i] + neg_lr * *b;
+    *owned = 1;
+    return 0;
+}
+static const bug_hooks hooks_MOMENTUM_PER_MICROSTEP = {.not_syncing = advance_momentum,
+                                                       .after_reduce = advance_momentum,
+                                                       .optimizer_step = step_along_momentum};
 
 /* ---- the tables the registry reads ---- */
 

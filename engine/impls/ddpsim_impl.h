@@ -8,12 +8,13 @@
  *
  *     const ddpsim_impl_ops *ddpsim_impl_get(void);
  *
- * whose table's api_version is DDPSIM_IMPL_API_VERSION (5), 4, 3, 2 or 1:
+ * whose table's api_version is DDPSIM_IMPL_API_VERSION (6), 5, 4, 3, 2 or 1:
  * ddpsim loads plugins built against any of them. A plugin sees the parts of
  * both structures of its version and nothing changes for it; what it cannot
  * see it is not given (a model with buffers needs version 3, which added
  * them; a schedule with join{...} needs version 4, a sharded run (--shard)
- * version 5).
+ * version 5; an optimizer_step that owns the update under --optimizer
+ * momentum version 6, which says the momentum).
  *
  * On every rank ddpsim gives the implementation its own model replica (the
  * parameter and gradient views below) and drives it through the schedule:
@@ -30,7 +31,9 @@
  *   zero   ddpsim zeroes every .grad (or, with --zero-grad none, makes it
  *          None: see grad_defined), then zero_grad()
  *   step   optimizer_step() (version 2; it may own the update), then
- *          ddpsim's SGD p += -lr * grad unless it did, then step()
+ *          ddpsim's SGD unless it did (p += -lr * grad, or with momentum
+ *          torch.optim.SGD's buffer b = m * b + grad, p += -lr * b), then
+ *          step()
  *   join{  join_enter(divide_by_initial_world_size) on every rank (version 4)
  *   }      join_exit() on every rank, once every rank has run out
  *
@@ -60,7 +63,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DDPSIM_IMPL_API_VERSION 5
+#define DDPSIM_IMPL_API_VERSION 6
 /* The oldest version ddpsim still loads. */
 #define DDPSIM_IMPL_API_MIN_VERSION 1
 
@@ -202,6 +205,19 @@ typedef struct ddpsim_services {
     int (*reduce_scatter_sum)(void *env, int group, const float *send, float *recv, size_t count_per_rank);
     int (*allreduce_group)(void *env, int group, float *buf, size_t count);
     int (*allgather_group)(void *env, int group, const void *send, void *recv, size_t bytes_per_rank);
+
+    /* ---- version 6 (a plugin of version 5 or less never reads past here) ---- */
+    /*
+     * The step's SGD momentum (--optimizer momentum[:M]; 0: plain SGD), for
+     * an optimizer_step that owns the update: torch.optim.SGD's, dampening 0,
+     * the buffer a copy of .grad at a parameter's first step with one, then
+     * b = (m * b) + grad, each operation rounded to float, p += -lr * b; a
+     * parameter whose .grad is None is skipped. ddpsim keeps the buffers of
+     * its own steps only: under momentum own every step's update or none.
+     * ddpsim refuses a run with momentum for an older plugin that has an
+     * optimizer_step.
+     */
+    float momentum;
 } ddpsim_services;
 
 /*

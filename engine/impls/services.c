@@ -244,6 +244,7 @@ void impl_services_init(ddpsim_services *svc, ddpsim_param_view *views, impl_env
         .env = env,
         .version = DDPSIM_IMPL_API_VERSION,
         .lr = env->cfg.lr,
+        .momentum = env->cfg.momentum,
         .zero_to_none = env->zero_to_none,
         .grad_defined = model_grad_defined(m),
         .chaos = env->chaos,

@@ -50,7 +50,9 @@ typedef struct unit {
     size_t off, len, padded, shard; /* offset into all_grads, real elements, padded, per shard index */
     float *send;                    /* [padded]: the staging buffer */
     float *grad_shard, *param_shard, *partial; /* [shard] each (param_shard: FSDP and HSDP) */
+    float *momentum;                /* [shard]: the SGD momentum buffer of this rank's slice (optim.h) */
     int grad_empty, partial_empty;
+    int momentum_started;           /* the buffer exists: a copy of the slice's first stepped gradient */
     int pending;                    /* gradients of this backward not yet ready */
     int launched;
 } unit;
@@ -209,9 +211,10 @@ static int build_layout(sharded *s)
         u->send = calloc(u->padded, sizeof(float));
         u->grad_shard = calloc(u->shard + 1, sizeof(float));
         u->partial = calloc(u->shard + 1, sizeof(float));
+        u->momentum = calloc(u->shard + 1, sizeof(float));
         u->param_shard = DDPSIM_SHARD_FSDP == s->mode || DDPSIM_SHARD_HSDP == s->mode
                              ? calloc(u->shard + 1, sizeof(float)) : NULL;
-        if (!u->send || !u->grad_shard || !u->partial ||
+        if (!u->send || !u->grad_shard || !u->partial || !u->momentum ||
             (!u->param_shard && (s->mode == DDPSIM_SHARD_FSDP || s->mode == DDPSIM_SHARD_HSDP)))
             return s_error(s, "out of memory for the sharded layout");
         u->grad_empty = u->partial_empty = 1;
@@ -319,6 +322,7 @@ void sharded_destroy(void *state)
         free(s->u[k].grad_shard);
         free(s->u[k].param_shard);
         free(s->u[k].partial);
+        free(s->u[k].momentum);
     }
     free(s->tmp);
     free(s->gathered);
@@ -423,6 +427,23 @@ int sharded_zero_grad(void *state)
     return 0;
 }
 
+/*
+ * What the step moves this rank's slice of unit u along: its gradient shard, or with momentum the slice's
+ * buffer, torch.optim.SGD's (a copy of the gradient at the first step, then m * b + g, each rounded).
+ */
+static const float *step_direction(const sharded *s, unit *u, size_t elems)
+{
+    const float m = s->svc->momentum;
+    if (m == 0)
+        return u->grad_shard;
+    for (size_t i = 0; i < elems; i++) {
+        float decayed = m * u->momentum[i];
+        u->momentum[i] = u->momentum_started ? decayed + u->grad_shard[i] : u->grad_shard[i];
+    }
+    u->momentum_started = 1;
+    return u->momentum;
+}
+
 int sharded_optimizer_step(void *state, int *owned)
 {
     sharded *s = state;
@@ -431,15 +452,17 @@ int sharded_optimizer_step(void *state, int *owned)
     for (int k = 0; k < s->nu; k++) {
         unit *u = &s->u[k];
         size_t lo = (size_t)s->j * u->shard;
+        size_t elems = lo >= u->len ? 0 : u->len - lo < u->shard ? u->len - lo : u->shard;
+        const float *dir = step_direction(s, u, elems);
         if (u->param_shard) {
-            for (size_t i = 0; i < u->shard && lo + i < u->len; i++)
-                u->param_shard[i] = u->param_shard[i] + neg_lr * u->grad_shard[i];
+            for (size_t i = 0; i < elems; i++)
+                u->param_shard[i] = u->param_shard[i] + neg_lr * dir[i];
             continue;
         }
         float *mine = s->tmp;
         take_param_slice(s, u, mine);
-        for (size_t i = 0; i < u->shard && lo + i < u->len; i++)
-            mine[i] = mine[i] + neg_lr * u->grad_shard[i];
+        for (size_t i = 0; i < elems; i++)
+            mine[i] = mine[i] + neg_lr * dir[i];
         if (s->h && s->h->gather_into_send) {
             if (s->h->gather_into_send(s, k, u->send, mine, u->shard))
                 return -1;

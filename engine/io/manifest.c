@@ -24,6 +24,7 @@ static const struct {
     [MF_BROADCAST_BUFFERS] = {"ddp.broadcast_buffers", "--broadcast-buffers"},
     [MF_ZERO_GRAD] = {"zero_grad", "--zero-grad"},
     [MF_LR] = {"optimizer.lr", "--lr"},
+    [MF_MOMENTUM] = {"optimizer.momentum", "--optimizer"},
 };
 
 static const char *tf(int b)
@@ -46,6 +47,7 @@ static void field_text(const ddp_config *d, manifest_ddp_field f, char *buf, siz
     case MF_BROADCAST_BUFFERS: snprintf(buf, len, "%s", tf(!d->no_broadcast_buffers)); break;
     case MF_ZERO_GRAD: snprintf(buf, len, "\"%s\"", d->set_to_none ? "set_to_none" : "fill_zeros"); break;
     case MF_LR: jsonw_float_text(d->lr, buf, len); break;
+    case MF_MOMENTUM: jsonw_float_text(d->momentum, buf, len); break;
     case MF_NFIELDS: buf[0] = '\0'; break;
     }
 }
@@ -61,6 +63,8 @@ void manifest_write_ddp(FILE *f, const ddp_config *d)
     field_text(d, MF_ZERO_GRAD, v, sizeof v);
     fprintf(f, "},\n \"zero_grad\": %s,\n \"optimizer\": {\"type\": \"sgd\", \"lr\": ", v);
     field_text(d, MF_LR, v, sizeof v);
+    fprintf(f, "%s, \"momentum\": ", v);
+    field_text(d, MF_MOMENTUM, v, sizeof v);
     fprintf(f, "%s}", v);
 }
 
@@ -119,6 +123,11 @@ static ddp_status read_field(const char *path, const json_value *v, manifest_ddp
             return ddp_error(DDP_ERR_INVALID, "%s: optimizer.lr must be a finite number", path);
         out->lr = (float)v->number;
         return DDP_OK;
+    case MF_MOMENTUM:
+        if (v->type != JSON_NUMBER || !(v->number >= 0 && v->number < 1))
+            return ddp_error(DDP_ERR_INVALID, "%s: optimizer.momentum must be a number in [0, 1)", path);
+        out->momentum = (float)v->number;
+        return DDP_OK;
     case MF_NFIELDS: break;
     }
     return DDP_OK;
@@ -147,12 +156,16 @@ ddp_status manifest_read_ddp(const char *path, const json_value *root, ddp_confi
         DDP_CHECK(read_field(path, v, MF_LR, out));
         *read |= 1u << MF_LR;
     }
+    if ((v = opt ? json_get(opt, "momentum") : NULL)) {
+        DDP_CHECK(read_field(path, v, MF_MOMENTUM, out));
+        *read |= 1u << MF_MOMENTUM;
+    }
     if (!(*read & (1u << MF_FIND_UNUSED)) && (v = json_get(root, "find_unused_parameters"))) {
         DDP_CHECK(read_field(path, v, MF_FIND_UNUSED, out));
         *read |= 1u << MF_FIND_UNUSED;
     }
     if (opt && (v = json_get(opt, "type")) && (v->type != JSON_STRING || strcmp(v->string, "sgd") != 0))
-        return ddp_error(DDP_ERR_INVALID, "%s: optimizer.type: only \"sgd\" (p = p - lr * grad) is checked", path);
+        return ddp_error(DDP_ERR_INVALID, "%s: optimizer.type: only \"sgd\" (torch.optim.SGD, with \"momentum\" or without) is checked", path);
     return DDP_OK;
 }
 

@@ -9,7 +9,7 @@
  *           "algo": "ordered" | ..., "comm_hook": "none" | "allreduce" | "fp16" | "bf16",
  *           "static_graph": bool, "broadcast_buffers": bool},
  *   "zero_grad": "fill_zeros" | "set_to_none",
- *   "optimizer": {"type": "sgd", "lr": X},
+ *   "optimizer": {"type": "sgd", "lr": X, "momentum": M},
  *   "joins": [...], "uneven": [...]   (schedule.h's blocks, resolved: manifest_write_uneven)
  *
  * Every member of "ddp", "zero_grad" and "optimizer" may be left out: a
@@ -40,6 +40,7 @@ typedef enum manifest_ddp_field {
     MF_BROADCAST_BUFFERS,
     MF_ZERO_GRAD,
     MF_LR,
+    MF_MOMENTUM,
     MF_NFIELDS
 } manifest_ddp_field;
 typedef unsigned manifest_ddp_fields;

@@ -34,6 +34,7 @@ typedef struct scenario {
     int static_graph;      /* DDP(static_graph=True): the scenario needs it (the user's --static-graph sets it
                             * for every scenario) */
     int one_rank_groups;   /* sharded battery, HSDP only: a mesh of N x 1, every shard group one rank */
+    float momentum;        /* the step's SGD momentum (0: plain SGD, or the user's --optimizer) */
 } scenario;
 
 int battery_count(void);
@@ -55,7 +56,7 @@ const scenario *battery_find_for(shard_mode mode, const char *name);
 
 /* Which DDP options the user gave explicitly: those keep the user's value in every scenario. */
 typedef struct battery_given {
-    int find_unused, bucket_view, bucket_cap, first_bucket_cap;
+    int find_unused, bucket_view, bucket_cap, first_bucket_cap, optimizer;
 } battery_given;
 
 /*

@@ -148,18 +148,35 @@ ddp_status budget_shadow_sync(order_budget *b, world_rank *wr)
     return coll_allreduce(wr, b->v, b->n, COLL_FLOAT, COLL_SUM, COLL_ORDERED);
 }
 
-/* The parameters' bound after p = p + (-lr) * g with g's bound E (NULL: g exact): budget_params and sharded. */
-static void params_bound(float lr, const float *E, const float *g, const float *w, size_t n, float *out)
+void budget_step(float lr, const float *E, const float *dir, const float *w, size_t n, float *out)
 {
     const double u = TOL_U_FLOAT, lr_d = fabs((double)lr);
     for (size_t j = 0; j < n; j++)
-        out[j] = round_up(((E ? lr_d * E[j] * (1 + u) : 0) + 2 * u * (fabs((double)w[j]) + lr_d * fabs((double)g[j]))) *
+        out[j] = round_up(((E ? lr_d * E[j] * (1 + u) : 0) + 2 * u * (fabs((double)w[j]) + lr_d * fabs((double)dir[j]))) *
                           (1 + tol_gamma(4, u)));
 }
 
-void budget_params(const order_budget *b, int grads_bounded, float lr, const float *g, const float *w, float *out)
+/*
+ * The momentum buffer b' = fl(fl(m b) + g) on both sides, |b_impl - b_ref| <= B before and |g_impl - g_ref| <= E.
+ * Each side's result is within u (2 + u) m |b| + u |g| + 2^-150 of its exact m b + g (the product's rounding, an
+ * underflow's absolute one, then the sum's of a value within (1 + u) of m |b| + |g|), and the exact values differ
+ * by at most m B + E; with |b_impl| <= |b_ref| + B and |g_impl| <= |g_ref| + E:
+ *   B' <= m B + E + u (2 + u) m (2 |b_ref| + B) + u (2 |g_ref| + E) + 2^-149,
+ * evaluated in double (a few roundings of 2^-53: the factor 1 + gamma(8)) and rounded up. A buffer made by this
+ * step is a copy of g: B' = E. One left alone keeps its B.
+ */
+void budget_momentum(const ddp_optim *o, const float *g, const float *E, float *B)
 {
-    params_bound(lr, grads_bounded ? b->E : NULL, g, w, b->n, out);
+    const double u = TOL_U_FLOAT, m = o->momentum;
+    for (size_t j = 0; j < o->n; j++) {
+        double e = E ? E[j] : 0;
+        if (o->last[j] == OPTIM_STARTED)
+            B[j] = (float)e;
+        else if (o->last[j] == OPTIM_ADVANCED)
+            B[j] = round_up((m * B[j] + e + u * (2 + u) * m * (2 * fabs((double)o->prev[j]) + B[j]) +
+                             u * (2 * fabs((double)g[j]) + e) + 0x1p-149) *
+                            (1 + tol_gamma(8, 0x1p-53)));
+    }
 }
 
 /*
@@ -199,14 +216,6 @@ ddp_status budget_sharded(const shard_ref *s, world_rank *wr, int reads_local, s
     int ranks = world_size(wr);
     DDP_CHECK(n ? coll_allreduce(wr, scratch, n, COLL_DOUBLE, COLL_SUM, COLL_ORDERED) : DDP_OK);
     sharded_bound(scratch, (double)m * ranks, ranks, n, out);
-    return DDP_OK;
-}
-
-ddp_status budget_sharded_params(const shard_ref *s, world_rank *wr, float lr, const float *w, size_t n,
-                                 double *scratch, float *grads_allow, float *out)
-{
-    DDP_CHECK(budget_sharded(s, wr, 0, n, scratch, grads_allow));
-    params_bound(lr, grads_allow, shard_ref_sharded(s), w, n, out);
     return DDP_OK;
 }
 

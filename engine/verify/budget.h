@@ -35,7 +35,9 @@
  * the difference at most once each (the implementation may own its update),
  * so |w'_impl - w'_ref| <= lr E (1 + u) + 2u (|w'_ref| + lr |g|), rounded
  * up; at the end of the run (parameters rebased after every passing step)
- * the bound is 0.
+ * the bound is 0. With momentum (optim.h) the step moves along the buffer,
+ * whose own bound budget_momentum carries from step to step
+ * (doc/SEMANTICS.md, "The step").
  */
 #ifndef DDPSIM_BUDGET_H
 #define DDPSIM_BUDGET_H
@@ -81,13 +83,18 @@ ddp_status budget_after_sync(order_budget *b, world_rank *wr, const model *layou
 ddp_status budget_shadow_sync(order_budget *b, world_rank *wr);
 
 /*
- * The bound on the parameters after a step with lr (gradients g, the
- * reference's new parameters w) into out: the update's own rounding (a fused
- * multiply-add or not), and with grads_bounded the gradients' bound carried
- * through lr (the order tolerance; otherwise the gradients were compared
- * under their own tolerance at the grab).
+ * The bound on the parameters after a step p + (-lr) * dir (w: the reference's new parameters) into out: the
+ * update's own rounding (a fused multiply-add or not), and dir's bound E carried through lr (NULL: dir is the
+ * same on both sides; otherwise the gradients were compared under their own tolerance at the grab). dir is the
+ * gradient, or the momentum buffer with budget_momentum's bound.
  */
-void budget_params(const order_budget *b, int grads_bounded, float lr, const float *g, const float *w, float *out);
+void budget_step(float lr, const float *E, const float *dir, const float *w, size_t n, float *out);
+/*
+ * The momentum buffers' bound after the last step of o (optim.h), which took the reference's gradients g, bounded
+ * by E (NULL: exact): B holds the buffers' bound before the step and gets it after (o->n elements, carried from
+ * step to step: a buffer keeps every earlier gradient's error, decayed by the momentum).
+ */
+void budget_momentum(const ddp_optim *o, const float *g, const float *E, float *B);
 
 /*
  * --shard: the bound at a grab of a sharded run, every element, between the
@@ -97,10 +104,6 @@ void budget_params(const order_budget *b, int grads_bounded, float lr, const flo
  * rank calls it at the same check). scratch: n doubles.
  */
 ddp_status budget_sharded(const shard_ref *s, world_rank *wr, int reads_local, size_t n, double *scratch, float *out);
-/* ... and the parameters' after a step p + (-lr) * A (w: after it), A's bound left in grads_allow. */
-ddp_status budget_sharded_params(const shard_ref *s, world_rank *wr, float lr, const float *w, size_t n,
-                                 double *scratch, float *grads_allow, float *out);
-
 /*
  * Model averaging (record.h's "averages": "parameters"): the parameters after
  * a step, between an implementation that steps each rank with its own local

@@ -18,6 +18,7 @@ ddp_status verify_ops_init(verify_ops *v, const verify_ops_config *cfg, world_ra
     v->tol = cfg->tol;
     v->schedule = cfg->schedule;
     v->lr = cfg->lr;
+    v->momentum = cfg->momentum;
     v->comm_hook = cfg->comm_hook;
     v->params_rule = cfg->params_rule;
     v->sabotage = cfg->sabotage;
@@ -49,10 +50,12 @@ ddp_status verify_ops_attach(verify_ops *v, model *m, ddp_ref *ddp)
     DDP_CHECK(model_batch_alloc(m, &v->batch));
     DDP_CHECK(refcheck_init(&v->refcheck, n, v->comm_hook));
     DDP_CHECK(explain_init(&v->explain, m));
+    DDP_CHECK(ddp_optim_init(&v->optim, v->lr, v->momentum, n));
     /* The parameters' bound after a step: the order tolerance's, and a replay's every step (PARAMS_REPLAY). */
     if (v->bounded || v->params_rule == PARAMS_REPLAY) {
         DDP_CHECK(budget_init(&v->budget, n, v->n, v->comm_hook));
-        if (!(v->param_allow = malloc(n * sizeof *v->param_allow)))
+        if (!(v->param_allow = malloc(n * sizeof *v->param_allow)) ||
+            (v->momentum != 0 && !(v->momentum_allow = calloc(n ? n : 1, sizeof *v->momentum_allow))))
             return ddp_error(DDP_ERR_NOMEM, "the bound on the parameters: %zu floats", n);
     }
     if (v->params_averaged && (!(v->abs_local = calloc(2 * (n + 1), sizeof *v->abs_local)) ||
@@ -68,7 +71,10 @@ void verify_ops_free(verify_ops *v)
     explain_free(&v->explain);
     agreement_free(&v->agreement);
     budget_free(&v->budget);
+    ddp_optim_free(&v->optim);
     free(v->param_allow);
+    free(v->momentum_allow);
+    v->momentum_allow = NULL;
     free(v->abs_local);
     free(v->shard_allow);
     free(v->shard_abs);
@@ -417,6 +423,30 @@ static void rebase(const verify_ops *v, float *w, const float *actual)
             w[i] = actual[i];
 }
 
+/*
+ * The parameters' bound after the step just made (budget.h): the gradients' bound (a sharded run's, a collective;
+ * none when they were judged under a tolerance of their own), through the momentum buffers when there are some,
+ * through the update.
+ */
+static ddp_status step_bound(verify_ops *v, const float *w)
+{
+    size_t n = model_size(v->m);
+    const float *g = v->shard ? shard_ref_sharded(v->shard) : model_grads(v->m), *E = NULL;
+    if (v->shard && v->bounded) {
+        DDP_CHECK(shard_buffers(v)); /* a step before any grab made them */
+        DDP_CHECK(budget_sharded(v->shard, v->wr, 0, n, v->shard_abs, v->shard_allow));
+        E = v->shard_allow;
+    } else if (v->bounded) {
+        E = v->budget.E;
+    }
+    if (v->optim.momentum != 0) {
+        budget_momentum(&v->optim, g, E, v->momentum_allow);
+        E = v->momentum_allow;
+    }
+    budget_step(v->lr, E, ddp_optim_direction(&v->optim, g), w, n, v->param_allow);
+    return DDP_OK;
+}
+
 /* The parameters after a step or at the end (verify_params_rule). */
 static ddp_status do_params(verify_ops *v, const verify_side *s, void *ctx, int after_step)
 {
@@ -438,17 +468,10 @@ static ddp_status do_params(verify_ops *v, const verify_side *s, void *ctx, int 
                                                                            v->param_allow)));
         DDP_CHECK(st);
         allow = v->param_allow;
-    } else if (after_step && v->param_allow && v->shard && v->bounded) {
-        ddp_status st = shard_buffers(v);
-        if (st == DDP_OK)
-            VERIFY_COSTED(v, COST_BOUND, st = AS_CHECKS(budget_sharded_params(v->shard, v->wr, v->lr, w,
-                                                                              model_size(v->m), v->shard_abs,
-                                                                              v->shard_allow, v->param_allow)));
+    } else if (after_step && v->param_allow) {
+        ddp_status st = DDP_OK;
+        VERIFY_COSTED(v, COST_BOUND, st = AS_CHECKS(step_bound(v, w)));
         DDP_CHECK(st);
-        allow = v->param_allow;
-    } else if (after_step && v->param_allow) { /* a sharded replay under a tolerance of its own: the update's */
-        const float *g = v->shard ? shard_ref_sharded(v->shard) : model_grads(v->m);
-        VERIFY_COSTED(v, COST_BOUND, budget_params(&v->budget, v->bounded, v->lr, g, w, v->param_allow));
         allow = v->param_allow;
     }
     VERIFY_COSTED(v, COST_COMPARE, {
@@ -544,9 +567,9 @@ static ddp_status run_op(verify_ops *v, const verify_side *s, void *ctx, sched_o
     case OP_STEP:
         explain_before_step(&v->explain, v->m);
         if (v->shard)
-            shard_ref_step(v->shard, v->lr);
+            ddp_optim_step(&v->optim, v->m, NULL, model_weights(v->m), shard_ref_sharded(v->shard));
         else
-            ddp_ref_step(v->ddp);
+            ddp_optim_step(&v->optim, v->m, model_grad_defined(v->m), model_weights(v->m), model_grads(v->m));
         if (s->step)
             DDP_CHECK(s->step(ctx));
         return do_params(v, s, ctx, 1);

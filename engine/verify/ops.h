@@ -97,13 +97,15 @@ typedef struct verify_ops {
     model *m;                 /* the reference's replica (not owned) */
     ddp_ref *ddp;             /* its DDP (not owned) */
     model_batch batch;
-    float lr;
+    float lr, momentum;
+    ddp_optim optim;          /* the reference's step (optim.h) */
     ddp_comm_hook comm_hook;
     verify_params_rule params_rule;
     verify_sabotage sabotage; /* ddpsim's own tests: a deliberately wrong reference */
     int bounded;              /* --tolerance order: the bound is carried (budget.h) */
     order_budget budget;
     float *param_allow;       /* the parameters' bound after a step */
+    float *momentum_allow;    /* ... and the momentum buffers', carried from step to step (budget_momentum) */
     ref_check refcheck;       /* the reference's own check (refcheck.h) */
     agreement_state agreement; /* the implementation's ranks agree (agreement.h) */
     verify_record buffers;    /* buffer divergences since the last check (replays), merged into its record */
@@ -145,7 +147,7 @@ typedef struct verify_ops {
 typedef struct verify_ops_config {
     const tolerance *tol;
     const sched *schedule;
-    float lr;
+    float lr, momentum; /* the step: torch.optim.SGD (optim.h) */
     ddp_comm_hook comm_hook;
     verify_params_rule params_rule;
     verify_sabotage sabotage;

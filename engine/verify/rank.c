@@ -118,6 +118,7 @@ static ddp_status impl_create(rank_ctx *c)
 {
     impl_side *s = &c->impl;
     DDP_CHECK(replica_create(c, &s->m));
+    DDP_CHECK(ddp_optim_init(&s->optim, c->cfg->ddp.lr, c->cfg->ddp.momentum, model_size(s->m)));
     s->ops = c->cfg->impl_ops;
     s->env = (impl_env){.wr = c->wr, .m = s->m, .cfg = c->cfg->ddp, .chaos = c->cfg->chaos,
                         .chaos_seed = c->cfg->chaos_seed, .zero_to_none = c->cfg->ddp.set_to_none,
@@ -147,6 +148,7 @@ static void impl_destroy(rank_ctx *c, int failed)
         s->ops->destroy(s->state); /* first: an implementation's own threads may still reduce */
     shard_view_free(&c->view);
     nccl_comm_destroy(s->env.nccl, failed);
+    ddp_optim_free(&s->optim);
     model_destroy(s->m);
 }
 
@@ -403,7 +405,7 @@ static ddp_status live_step(void *ctx)
     if (im->ops->optimizer_step)
         DDP_CHECK(IMPL_CALL(c, im->ops->optimizer_step(im->state, &owned), "optimizer_step"));
     if (!owned)
-        ddp_sgd_step(im->m, c->cfg->ddp.lr);
+        ddp_optim_step(&im->optim, im->m, model_grad_defined(im->m), model_weights(im->m), model_grads(im->m));
     return IMPL_CALL(c, im->ops->step(im->state), "step");
 }
 
@@ -530,7 +532,7 @@ static const verify_side live_side = {
 static ddp_status rank_setup(rank_ctx *c, verify_rank_area *area)
 {
     const verify_config *cfg = c->cfg;
-    verify_ops_config oc = {.tol = &cfg->tol, .schedule = cfg->schedule, .lr = cfg->ddp.lr,
+    verify_ops_config oc = {.tol = &cfg->tol, .schedule = cfg->schedule, .lr = cfg->ddp.lr, .momentum = cfg->ddp.momentum,
                             .comm_hook = cfg->ddp.comm_hook, .params_rule = PARAMS_LIVE,
                             .sabotage = cfg->sabotage, .agree = &area->agree, .fig = c->fig,
                             /* not beside NCCL: a collective of ddpsim's at every grab would move where a hang shows */

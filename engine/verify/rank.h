@@ -36,7 +36,8 @@ typedef struct impl_side {
     impl_env env;
     ddpsim_services svc;
     ddpsim_param_view views[MODEL_MAX_PARAMS];
-    int no_sync; /* no_sync contexts open (nested ones count) */
+    int no_sync;     /* no_sync contexts open (nested ones count) */
+    ddp_optim optim; /* ddpsim's step of its parameters, unless its optimizer_step owns the update */
 } impl_side;
 
 typedef struct rank_ctx {

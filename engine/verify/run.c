@@ -392,6 +392,12 @@ ddp_status verify_check_config(const verify_config *cfg)
     DDP_CHECK(check_comm_hook(cfg));
     DDP_CHECK(check_static_graph(cfg, branchy));
     DDP_CHECK(check_uneven(cfg));
+    if (cfg->ddp.momentum != 0 && cfg->impl_ops->optimizer_step && cfg->impl_ops->api_version < 6)
+        return ddp_error(DDP_ERR_INVALID,
+                         "--optimizer: momentum, and '%s' has an optimizer_step that may own the update, built for "
+                         "interface version %u, which does not tell it the momentum; rebuild it against version 6 "
+                         "(services->momentum)",
+                         cfg->impl, (unsigned)cfg->impl_ops->api_version);
     if (cfg->ddp.set_to_none && cfg->ddp.bucket_view && cfg->impl_ops->api_version < 2)
         return ddp_error(DDP_ERR_INVALID,
                          "--zero-grad: none with --bucket-view changes how the next sync scales (it multiplies "

@@ -1,11 +1,12 @@
 /*
- * example_zero2.c - an example plugin for interface version 5: ZeRO-2, the
+ * example_zero2.c - an example plugin for interface version 6: ZeRO-2, the
  * gradients sharded and reduced in every backward (DeepSpeed stage 2), in as
  * few lines as the interface allows. Every parameter is one flat unit,
  * padded with zeros to a multiple of the world size; rank r owns the r-th
  * slice. After each backward it scales .grad by 1/N into a staging buffer,
  * reduce-scatters it, adds its slice into its gradient shard (copies into an
  * empty one) and clears .grad; the step updates its slice of the parameters
+ * (torch.optim.SGD: with --optimizer momentum its slice's momentum buffer)
  * and all-gathers the slices.
  *
  *     cc -shared -fPIC $(pkg-config --cflags ddpsim) -o libexample_zero2.so example_zero2.c
@@ -18,8 +19,11 @@
  * -DEXAMPLE_DIRTY_PADDING it leaves ones in the staging buffer's padding (the
  * padding check names the element), with -DEXAMPLE_DIVIDE_AFTER it divides the
  * reduced sum by N instead of scaling each gradient first (right in real
- * arithmetic, other bits: --tolerance order passes it): ddpsim's own tests
- * use all three.
+ * arithmetic, other bits: --tolerance order passes it), with
+ * -DEXAMPLE_PLAIN_SGD it steps without momentum whatever the run says (a
+ * momentum run catches it), and with -DEXAMPLE_API_VERSION=5 as well it is
+ * a version-5 plugin (a momentum run refuses it): ddpsim's own tests use
+ * them all.
  */
 #include <ddpsim_impl.h>
 #include <stdlib.h>
@@ -29,6 +33,8 @@ typedef struct zero2 {
     const ddpsim_services *svc;
     size_t total, padded, shard; /* the unit: every parameter, padded to a multiple of N; one rank's slice */
     float *send, *mine, *got, *flat; /* [padded], [shard], [shard], [padded] */
+    float *momentum;             /* [shard]: this slice's SGD momentum buffer */
+    int momentum_started;
     int empty;                   /* the shard holds nothing since zero_grad */
     int sync_buffers;            /* the next forward broadcasts the buffers (DDP's rule, services version 3) */
     ddpsim_flat_unit unit;
@@ -62,7 +68,8 @@ static int z_create(const ddpsim_services *svc, void **state)
     z->mine = calloc(z->shard, sizeof(float));
     z->got = calloc(z->shard, sizeof(float));
     z->flat = calloc(z->padded, sizeof(float));
-    if (!z->send || !z->mine || !z->got || !z->flat)
+    z->momentum = calloc(z->shard, sizeof(float));
+    if (!z->send || !z->mine || !z->got || !z->flat || !z->momentum)
         return svc->set_error(svc->env, "out of memory");
 #ifdef EXAMPLE_DIRTY_PADDING
     for (size_t i = z->total; i < z->padded; i++)
@@ -87,6 +94,7 @@ static void z_destroy(void *state)
         free(z->mine);
         free(z->got);
         free(z->flat);
+        free(z->momentum);
     }
     free(z);
 }
@@ -147,6 +155,23 @@ static int z_zero_grad(void *state)
     return 0;
 }
 
+/* What the slice steps along: its gradient shard, or torch.optim.SGD's momentum buffer (a copy, then m * b + g). */
+static const float *z_direction(zero2 *z)
+{
+#ifndef EXAMPLE_PLAIN_SGD
+    const float m = z->svc->momentum;
+    if (m != 0) {
+        for (size_t k = 0; k < z->shard; k++) {
+            float decayed = m * z->momentum[k];
+            z->momentum[k] = z->momentum_started ? decayed + z->mine[k] : z->mine[k];
+        }
+        z->momentum_started = 1;
+        return z->momentum;
+    }
+#endif
+    return z->mine;
+}
+
 /* SGD on this rank's slice, ddpsim's expression p + (-lr) * g, then every slice to every rank. */
 static int z_optimizer_step(void *state, int *owned)
 {
@@ -155,8 +180,9 @@ static int z_optimizer_step(void *state, int *owned)
     size_t lo = (size_t)svc->rank * z->shard;
     float neg_lr = -svc->lr;
     float *slice = z->send; /* free after the backward */
+    const float *dir = z_direction(z);
     for (size_t k = 0; k < z->shard; k++)
-        slice[k] = lo + k < z->total ? *param_at(svc, lo + k) + neg_lr * z->mine[k] : 0.0f;
+        slice[k] = lo + k < z->total ? *param_at(svc, lo + k) + neg_lr * dir[k] : 0.0f;
     if (svc->allgather_group(svc->env, DDPSIM_GROUP_WORLD, slice, z->flat, z->shard * sizeof(float)))
         return -1;
     for (size_t i = 0; i < z->total; i++)
@@ -176,8 +202,12 @@ static int z_layout(void *state, int *nunits, const ddpsim_flat_unit **units)
     return 0;
 }
 
+#ifndef EXAMPLE_API_VERSION
+#define EXAMPLE_API_VERSION DDPSIM_IMPL_API_VERSION
+#endif
+
 static const ddpsim_impl_ops zero2_ops = {
-    .api_version = DDPSIM_IMPL_API_VERSION,
+    .api_version = EXAMPLE_API_VERSION,
     .name = "example-zero2",
     .description = "the ZeRO-2 example: one padded unit, reduce-scattered every backward, slices stepped and gathered",
     .create = z_create,
