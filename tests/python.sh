@@ -70,7 +70,7 @@ expect_cmd 0 "twin attn: names, shapes and gradients match" "the torch twins of 
 
 # Real DDP passes.
 for n in 2 3 4; do
-    front 0 "verdict: PASS (20 of 20 scenarios)" "torch's DDP passes the battery at $n ranks" -- --ranks "$n" --wrap "$DDP"
+    front 0 "verdict: PASS (21 of 21 scenarios)" "torch's DDP passes the battery at $n ranks" -- --ranks "$n" --wrap "$DDP"
 done
 grep -q "find_unused counts what the syncing backward used (PyTorch < 2.4)\|any micro-step of the window used (PyTorch >= 2.4" "$out" &&
     ok "the header says which torch's semantics" || bad "the header says which torch's semantics"
@@ -110,7 +110,7 @@ if grep -q "class MyDDP" "$tmp/myddp.py"; then ok "the README's smallest wrapper
 front 0 "verdict: PASS" "the README's smallest wrapper, 2 ranks" -- --ranks 2 --wrap "$tmp/myddp.py:MyDDP" --scenario classic
 # ... and over the battery at 3 ranks, what the README says: 16 of the 18 scenarios it can run pass; the verdict
 # names every scenario that did not, the FAULT beside the FAIL.
-front 1 "verdict: FAIL (16 of 18 scenarios pass; FAIL: buffers; FAULT: find-unused)" \
+front 1 "verdict: FAIL (17 of 19 scenarios pass; FAIL: buffers; FAULT: find-unused)" \
     "the README's smallest wrapper over the battery, 3 ranks" -- --ranks 3 --wrap "$tmp/myddp.py:MyDDP"
 # Each row says how many of its grabs and of its parameter checks held: buffers fails in its grabs (the buffers
 # are compared with the gradients), a fault reached none.
@@ -119,7 +119,7 @@ grep -Eq '^ buffers +FAIL +[0-9]+/[0-9]+ +[0-9]+/[0-9]+ +first divergence' "$out
 sed 's/            self.syncing = before/            self.syncing = before\n            if before: self._average()/' "$tmp/myddp.py" >"$tmp/myddp_exit.py"
 front 1 "first divergence: grab 0 (after no_sync fwd+bwd)" "... and with thunder's sync on exit it fails at the first grab" -- \
     --ranks 2 --wrap "$tmp/myddp_exit.py:MyDDP" --scenario classic
-front 0 "verdict: PASS (18 of 18 scenarios; not run, the header says why: uneven, uneven-divide)" "a thunder-style functional wrapper (after PR #2255)" -- --ranks 3 --wrap "$W:hook_ddp"
+front 0 "verdict: PASS (19 of 19 scenarios; not run, the header says why: uneven, uneven-divide)" "a thunder-style functional wrapper (after PR #2255)" -- --ranks 3 --wrap "$W:hook_ddp"
 # Buffers: real DDP's broadcast_buffers is the reference's rule (the battery above, bitwise at 2 ranks, has the
 # buffers scenario); DDP with broadcast_buffers=False fails it, naming the buffer, live and from its recording.
 front 1 "rank 1, buffer bn.running_mean, element 0" "DDP(broadcast_buffers=False) fails the buffers scenario" -- \
@@ -151,6 +151,20 @@ front 1 "first divergence: grab 0 (after no_sync fwd+bwd), rank 0, parameter 2.w
 front 1 "first divergence: grab 2 (after fwd+bwd (3 acc)), rank 2, parameter 4.bias" \
     "the remainder bucket never reduced (DeepSpeed #4879): fails at its owner" -- \
     --ranks 3 --wrap "$SH:sharded_remainder_unreduced" --scenario classic
+# The step's momentum (--optimizer, the momentum scenario): an owner-stepped optimizer keeping torch's buffers passes
+# bitwise; one that declares the momentum and never applies it (planted) fails at the second step (the first step's
+# buffer is the gradient itself); an own optimizer that cannot follow the momentum is not judged by it.
+front 0 "verdict: PASS (8 grabs and 5 parameter checks x 2 ranks match, bitwise)" "momentum: a sharded optimizer with torch's buffers, bitwise" -- \
+    --ranks 2 --wrap "$SH:sharded_momentum" --scenario momentum
+front 1 "first divergence: step 1 (parameters after step), rank 0, parameter 0.weight" "momentum declared and never applied (planted): fails at the second step" -- \
+    --ranks 3 --wrap "$SH:sharded_momentum_dropped" --scenario momentum
+front 2 "returned an optimizer whose momentum it does not say" "an own optimizer that cannot follow the momentum is refused, not judged" -- \
+    --ranks 2 --wrap "$SH:sharded" --scenario momentum
+front 0 "lr 0.1, SGD momentum 0.5" "--optimizer momentum:0.5 on torch's DDP: the front end's SGD and the reference's, bitwise" -- \
+    --ranks 2 --wrap "$DDP" --optimizer momentum:0.5 --scenario classic
+grep -q "verdict: PASS (8 grabs and 5 parameter checks x 2 ranks match, bitwise)" "$out" && ok "... and it passes bitwise" ||
+    bad "... and it passes bitwise"
+front 2 "expected sgd or momentum" "--optimizer with an unknown name" -- --ranks 2 --wrap "$DDP" --optimizer adam
 # A mode other than DDP's (README, "Check a sharded implementation"): a ZeRO-2-style wrapper (every backward reduces
 # to the owner's partition) declared zero2 (its wrap function's ddpsim_shard, or --shard) is judged by ZeRO-2's rule,
 # the scenarios that rule does not model left out with the reason; judged as DDP it fails where DDP holds the local
@@ -183,6 +197,8 @@ front 1 "rank 0, parameter unused.weight: its .grad holds a tensor, where DDP's 
 # rank the owner's update instead. Its join hook steps once per shadowed forward (zero_redundancy_optimizer.py
 # _ZeROJoinHook), so with a rank out of inputs the owner's shard on that rank never moves.
 front 0 "verdict: PASS" "DDP with ZeroRedundancyOptimizer, 2 ranks, bitwise" -- --ranks 2 --wrap "$SH:zero_optimizer" --scenario classic
+front 0 "verdict: PASS (8 grabs and 5 parameter checks x 2 ranks match, bitwise)" "... over SGD with momentum (its wrap takes the run's): each owner's buffers, bitwise" -- \
+    --ranks 2 --wrap "$SH:zero_optimizer" --scenario momentum
 front 1 "first divergence: step 1 (parameters after step), rank 0, parameter 0.weight" \
     "... a step on unsynced gradients: the owner's update, not each rank's" -- --ranks 2 --wrap "$SH:zero_optimizer" --scenario ends-in-window
 front 1 "first divergence: step 2 (parameters after step), rank 0, parameter 0.weight" \
@@ -212,7 +228,7 @@ front 2 "element 0 of 4.bias is held by no rank" "a layout that leaves an elemen
 # Communication hooks, against torch's own (default_hooks.py): DDP with fp16_compress_hook matches the reference's
 # float16 arithmetic bitwise at 2 ranks over the whole battery and within the order bound at 3; allreduce_hook too;
 # a wrapper that registers fp16_compress_hook itself fails when the reference is not told (order tolerance).
-front 0 "verdict: PASS (18 of 18 scenarios; not run, the header says why: uneven, uneven-divide)" "real DDP with fp16_compress_hook, 2 ranks, bitwise" -- --ranks 2 --wrap "$DDP" --comm-hook fp16
+front 0 "verdict: PASS (19 of 19 scenarios; not run, the header says why: uneven, uneven-divide)" "real DDP with fp16_compress_hook, 2 ranks, bitwise" -- --ranks 2 --wrap "$DDP" --comm-hook fp16
 front 0 "verdict: PASS" "... 3 ranks, the order bound" -- --ranks 3 --wrap "$DDP" --comm-hook fp16 --scenario classic
 front 0 "verdict: PASS" "real DDP with allreduce_hook, 2 ranks, bitwise" -- --ranks 2 --wrap "$DDP" --comm-hook allreduce --scenario bucket-view
 front 1 "first divergence: grab 2 (after fwd+bwd (3 acc)), rank 0, parameter 0.weight" "a DDP compressing in float16 unannounced fails" -- \
@@ -223,7 +239,7 @@ front 0 "verdict: PASS" "... and passes once --comm-hook fp16 says so" -- --rank
 if [ "$tv" -ge 200 ] && "$py" -c 'from ddpsim_torch import semantics; assert semantics.bf16_hook_runs()' 2>/dev/null; then
     # torch 2.x from PyPI is a CUDA build: its DDP takes bf16_compress_hook on gloo, with no GPU (_check_comm_hook
     # asks how torch was built), and ddpsim's bfloat16 reference is checked against it.
-    front 0 "verdict: PASS (18 of 18 scenarios; not run, the header says why: uneven, uneven-divide)" "real DDP with bf16_compress_hook, 2 ranks, bitwise" -- --ranks 2 --wrap "$DDP" --comm-hook bf16
+    front 0 "verdict: PASS (19 of 19 scenarios; not run, the header says why: uneven, uneven-divide)" "real DDP with bf16_compress_hook, 2 ranks, bitwise" -- --ranks 2 --wrap "$DDP" --comm-hook bf16
     front 0 "verdict: PASS" "... 3 ranks, the order bound" -- --ranks 3 --wrap "$DDP" --comm-hook bf16 --scenario classic
     front 1 "first divergence: grab 2 (after fwd+bwd (3 acc)), rank 0, parameter 0.weight" "a DDP compressing in bfloat16 unannounced fails" -- \
         --ranks 3 --wrap "$W:ddp_bf16_hook" --scenario classic

@@ -51,6 +51,10 @@ def parser():
     p.add_argument("--seed", "-S", type=int, default=1, help="seed of init and data (default 1)")
     p.add_argument("--batch", "-b", type=int, default=4, help="rows per micro-batch of ddpsim's models (default 4)")
     p.add_argument("--lr", type=float, default=0.1, help="SGD learning rate (default 0.1)")
+    p.add_argument("--optimizer", metavar="sgd|momentum[:M]",
+                   help="the reference's step, and the front end's own optimizer: torch.optim.SGD plain or with "
+                        "momentum M (0.9 when not given); a wrapper's own optimizer must match it (default: sgd, "
+                        "or the scenario's)")
     p.add_argument("--find-unused", action="store_true", help="find_unused_parameters=True")
     p.add_argument("--allow-unsynced-comm", action="store_true",
                    help="reductions in a backward that does not sync are allowed (torch 2.x counts them; PyTorch's "
@@ -110,7 +114,7 @@ def _main(argv):
               bucket_cap=args.bucket_cap, zero_grad=args.zero_grad, threads=args.threads, keep=args.keep,
               comm_hook=args.comm_hook, static_graph=args.static_graph, find_unused_rule=args.find_unused_rule,
               allow_unsynced_comm=args.allow_unsynced_comm, shard=args.shard, params_only=args.params_only,
-              ddpsim_path=args.ddpsim)
+              optimizer=args.optimizer, ddpsim_path=args.ddpsim)
     if torchrun.launched_by_torchrun():
         return api.check_under_torchrun(ranks=args.ranks, **kw)
     r = api.check(ranks=2 if args.ranks is None else args.ranks, **kw)

@@ -19,7 +19,7 @@ SCRATCH_MIN_FREE = 4 << 30  # bytes free in /dev/shm before a recording goes the
 
 
 def _run_args(ranks, seed, batch, lr, model, schedule, scenario, find_unused, bucket_view, bucket_cap, zero,
-              comm_hook, static_graph):
+              comm_hook, static_graph, optimizer=None):
     """ddpsim's options for --prepare: the schedule, scenario and DDP options it checks and expands (zero_grad
     too: whether a step may come between a forward and its backward depends on it)."""
     args = ["--ranks", str(ranks), "--seed", str(seed), "--lr", repr(float(lr)),
@@ -43,6 +43,8 @@ def _run_args(ranks, seed, batch, lr, model, schedule, scenario, find_unused, bu
         args += ["--comm-hook", comm_hook]
     if static_graph:
         args.append("--static-graph")
+    if optimizer is not None:
+        args += ["--optimizer", optimizer]
     # This torch's rule, for a scenario that brings static_graph itself (tied) too.
     return args + ["--static-graph-rule", semantics.static_graph_rule()]
 
@@ -50,7 +52,7 @@ def _run_args(ranks, seed, batch, lr, model, schedule, scenario, find_unused, bu
 def check(wrap, ranks=2, model=None, data=None, loss=None, schedule=None, scenario=None, seed=1, batch=4, lr=0.1,
           tolerance=None, timeout=60.0, find_unused=False, bucket_view=False, bucket_cap=None, zero_grad=None,
           threads=1, keep=None, ddpsim_path=None, comm_hook="none", static_graph=False, find_unused_rule=None,
-          allow_unsynced_comm=False, shard=None, params_only=None):
+          allow_unsynced_comm=False, shard=None, params_only=None, optimizer=None):
     """Check the DDP wrapper `wrap` against ddpsim's reference DDP; returns a Result (never raises for the
     verdict: bad input is Result.exit_code 2, a fault 3).
 
@@ -88,13 +90,17 @@ def check(wrap, ranks=2, model=None, data=None, loss=None, schedule=None, scenar
       gradients: no .grad is compared (the grabs are left out), every step's parameters are, against DDP's
       step within the proven bound of that averaging (README, "Model averaging"). Default: the wrap function's
       attribute ddpsim_params_only, if any.
+    optimizer: 'sgd' or 'momentum[:M]' (M 0.9 when not given): the step, torch.optim.SGD plain or with momentum
+      M, the front end's own optimizer and the reference's; a wrapper's own optimizer must step the same (a
+      wrap function that takes a momentum argument is given it). Default: plain, except where a scenario of the
+      battery asks for momentum (momentum).
     keep: a directory to keep the recordings in (default: a temporary one, removed)."""
     args = dict(wrap=wrap, ranks=ranks, model=model, data=data, loss=loss, schedule=schedule, scenario=scenario,
                 seed=seed, batch=batch, lr=lr, tolerance=tolerance, timeout=timeout, find_unused=find_unused,
                 bucket_view=bucket_view, bucket_cap=bucket_cap, zero_grad=zero_grad, threads=threads, keep=keep,
                 comm_hook=comm_hook, static_graph=static_graph, find_unused_rule=find_unused_rule,
                 allow_unsynced_comm=allow_unsynced_comm, ddpsim_path=ddpsim_path, shard=shard,
-                params_only=params_only)
+                params_only=params_only, optimizer=optimizer)
     plan = None
     try:
         plan = Plan(args)
@@ -247,7 +253,7 @@ class Plan:
         with tempfile.TemporaryDirectory(dir=self.root) as d:
             ddpsim.prepare(self.binary, os.path.join(d, "inputs"), _run_args(
                 a["ranks"], a["seed"], a["batch"], a["lr"], self.model, "fwd bwd grab", None, a["find_unused"],
-                a["bucket_view"], a["bucket_cap"], self.zero, a["comm_hook"], a["static_graph"]))
+                a["bucket_view"], a["bucket_cap"], self.zero, a["comm_hook"], a["static_graph"], a["optimizer"]))
 
     def _check_model(self):
         if self.a["scenario"] and self.a["model"] is not None and not self.user_model:
@@ -272,7 +278,7 @@ class Plan:
         prep = ddpsim.prepare(self.binary, os.path.join(d, "inputs"), _run_args(
             a["ranks"], a["seed"], a["batch"], a["lr"], self.model, a["schedule"],
             name if name != "schedule" else None, a["find_unused"], a["bucket_view"], a["bucket_cap"], self.zero,
-            a["comm_hook"], a["static_graph"]))
+            a["comm_hook"], a["static_graph"], a["optimizer"]))
         ddp = {k: prep["ddp"][k] for k in ("bucket_cap", "first_bucket_cap", "find_unused_parameters",
                                            "gradient_as_bucket_view")}
         ddp["comm_hook"] = prep["ddp"].get("comm_hook", "none")
@@ -283,7 +289,7 @@ class Plan:
                 "shard": self.shard,
                 "model": self.model if self.user_model else prep["model"], "ops": prep["ops"], "ddp": ddp,
                 "joins": prep["joins"], "uneven": prep["uneven"], "rearms": prep["rearms"],
-                "lr": prep["lr"], "zero_grad": self.zero, "seed": a["seed"], "data": self.data, "loss": self.loss}
+                "lr": prep["lr"], "momentum": prep["momentum"], "zero_grad": self.zero, "seed": a["seed"], "data": self.data, "loss": self.loss}
 
     def finish(self, outcomes, timing=None):
         """ddpsim check on every job's recording (a job a fault stopped keeps its fault): the Result."""
@@ -495,6 +501,8 @@ def _not_averaged(job):
         return "uneven inputs and join{...} are DDP's (the averaging of parameters has no join)"
     if job["ddp"]["comm_hook"] != "none":
         return "a compressing communication hook is DDP's, and the averaging bound covers float32 only"
+    if job["momentum"]:
+        return "SGD with momentum: each rank's own buffer is not what the averaging bound covers"
     return None
 
 
@@ -507,7 +515,8 @@ def _command(wrap, a):
                                ("--timeout", "timeout", 60.0), ("--threads", "threads", 1),
                                ("--tolerance", "tolerance", None), ("--bucket-cap", "bucket_cap", None),
                                ("--zero-grad", "zero_grad", None), ("--comm-hook", "comm_hook", "none"),
-                               ("--find-unused-rule", "find_unused_rule", None), ("--shard", "shard", None)):
+                               ("--find-unused-rule", "find_unused_rule", None), ("--shard", "shard", None),
+                               ("--optimizer", "optimizer", None)):
         value = a.get(key, default)
         if key in ("model", "data", "loss"):
             value = loading.as_spec(value, "--" + key)

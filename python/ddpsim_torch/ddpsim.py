@@ -71,7 +71,8 @@ def prepare(binary, directory, run_args):
         forwards += o["op"] == "forward"
         # ddpsim says which backward syncs and which forward armed it (PyTorch's arming, schedule.c)
         rearms = rearms or (o["op"] == "backward" and o.get("syncs", False) and o["armed_by"] != forwards - 1)
-    return {"ops": ops, "ddp": m["ddp"], "lr": m["optimizer"]["lr"], "model": m["model"]["name"],
+    return {"ops": ops, "ddp": m["ddp"], "lr": m["optimizer"]["lr"],
+            "momentum": m["optimizer"].get("momentum", 0.0), "model": m["model"]["name"],
             "joins": m.get("joins", []), "uneven": m.get("uneven", []), "rearms": rearms}
 
 

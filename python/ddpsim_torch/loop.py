@@ -34,15 +34,16 @@ class Loop:
     batches: this rank's micro-batches in the order the schedule's forwards take them, each
       (inputs tuple, targets): a loop must consume them in that order, one per forward;
     loss(output, targets): the run's loss;
-    lr: the learning rate of the reference's SGD (the loop's optimizer must be torch.optim.SGD with it);
+    lr, momentum: the reference's step, torch.optim.SGD with this learning rate and momentum (0.0: none), which
+      the loop's optimizer must be;
     rank, world_size;
     loss_divisor: set by the loop when it divides each micro-batch's loss before its backward (Lightning's
       automatic optimization divides by accumulate_grad_batches): the shadow's local gradient is then that of
       loss / loss_divisor, computed the same way, and the reference sums those (default 1)."""
 
-    def __init__(self, driver, module, batches, loss, lr, rank, world_size):
+    def __init__(self, driver, module, batches, loss, lr, rank, world_size, momentum=0.0):
         self._driver = driver
-        self.module, self.batches, self.loss, self.lr = module, batches, loss, lr
+        self.module, self.batches, self.loss, self.lr, self.momentum = module, batches, loss, lr, momentum
         self.rank, self.world_size = rank, world_size
         self.loss_divisor = 1
 
@@ -151,5 +152,5 @@ def run(rank, j, job, module, batch, loss_fn, names, shadow, rec):
     fn = loading.load(rank.cfg["wrap"], "--wrap")
     batches = [batch(i) for i in range(sum(1 for op in job["ops"] if op == "fwd"))]
     driver = _Driver(rank, j, job, module, batches, loss_fn, names, shadow, rec)
-    fn(Loop(driver, module, batches, loss_fn, job["lr"], rank.rank, rank.nranks))
+    fn(Loop(driver, module, batches, loss_fn, job["lr"], rank.rank, rank.nranks, job.get("momentum", 0.0)))
     driver.finish()

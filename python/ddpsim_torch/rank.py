@@ -29,8 +29,14 @@ STARTING = -2.0  # OP before the rank has joined the process group
 DDP_KWARGS = ("find_unused_parameters", "bucket_cap_mb", "gradient_as_bucket_view", "static_graph")
 
 
-def wrap_kwargs(wrap, ddp):
-    """The DDP options the wrap function accepts (by name, or all of them through **kwargs)."""
+def wrap_kwargs(wrap, ddp, momentum=0.0):
+    """The DDP options the wrap function accepts (by name, or all of them through **kwargs), and the step's
+    momentum when it names a momentum argument (a wrapper that builds its own optimizer)."""
+    try:
+        named = inspect.signature(wrap).parameters
+    except (TypeError, ValueError):
+        named = {}
+    extra = {"momentum": momentum} if "momentum" in named else {}
     values = {"find_unused_parameters": ddp["find_unused_parameters"],
               "bucket_cap_mb": ddp["bucket_cap"] / (1024.0 * 1024.0),
               "gradient_as_bucket_view": ddp["gradient_as_bucket_view"]}
@@ -41,8 +47,32 @@ def wrap_kwargs(wrap, ddp):
     except (TypeError, ValueError):
         return {}
     if any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values()):
-        return values
-    return {k: v for k, v in values.items() if k in sig.parameters}
+        return dict(values, **extra)
+    return dict({k: v for k, v in values.items() if k in sig.parameters}, **extra)
+
+
+def _momentum_of(optimizer):
+    """The momentum an optimizer steps with: torch.optim.SGD's param_groups', or those of the optimizer it wraps
+    (ZeroRedundancyOptimizer's and OSS's .optim, DeepSpeed's .optimizer); None when no group says."""
+    for o in (optimizer, getattr(optimizer, "optim", None), getattr(optimizer, "optimizer", None)):
+        groups = [g for g in getattr(o, "param_groups", None) or () if isinstance(g, dict)]
+        if isinstance(o, torch.optim.SGD) or any("momentum" in g for g in groups):
+            values = {float(g.get("momentum", 0.0)) for g in groups}
+            return values.pop() if len(values) == 1 else None
+    return None
+
+
+def check_momentum(optimizer, momentum, wrap):
+    """A wrapper's own optimizer must step as the reference does: a scenario whose step has another momentum is
+    not run (Unsupported, said in the header), rather than failed or passed."""
+    mine = _momentum_of(optimizer)
+    if mine is None and not momentum:
+        return  # an optimizer that says nothing of momentum, and a reference without it: the check decides
+    if mine is None or torch.tensor(mine, dtype=torch.float32) != torch.tensor(momentum, dtype=torch.float32):
+        raise Unsupported("the step is torch.optim.SGD with momentum %g, and --wrap %s returned an optimizer %s: "
+                          "give the wrap function a momentum argument to build it with" % (
+                              momentum, wrap, "whose momentum it does not say" if mine is None
+                              else "with momentum %g" % mine))
 
 
 def register_comm_hook(wrapped, hook):
@@ -363,7 +393,7 @@ class Rank:
     def wrap(self, module, job):
         """The wrapped module, and the wrapper's own optimizer when wrap returned (module, optimizer)."""
         fn = loading.load(self.cfg["wrap"], "--wrap")
-        wrapped = fn(module, **wrap_kwargs(fn, job["ddp"]))
+        wrapped = fn(module, **wrap_kwargs(fn, job["ddp"], job.get("momentum", 0.0)))
         optimizer = None
         if isinstance(wrapped, tuple):
             if len(wrapped) != 2 or not callable(getattr(wrapped[1], "step", None)):
@@ -416,7 +446,7 @@ class Rank:
             record.write_manifest(root, self.nranks, impl, self.cfg["recorded_by"], job["model"], named,
                                   job["ddp"], job["zero_grad"], job["lr"], job["ops"], buffers,
                                   job.get("joins", ()), job.get("uneven", ()), job.get("shard"),
-                                  job.get("params_only", False))
+                                  job.get("params_only", False), job.get("momentum", 0.0))
         if self.cfg.get("loop"):  # a training loop of its own (a framework's Trainer) runs the ops: loop.py
             loop.run(self, j, job, module, batch, loss_fn, names, shadow, rec)
             return
@@ -424,7 +454,9 @@ class Rank:
         params = map_params(named, wrapped)
         own_optimizer = optimizer is not None
         if optimizer is None:
-            optimizer = torch.optim.SGD(params, lr=job["lr"])
+            optimizer = torch.optim.SGD(params, lr=job["lr"], momentum=job.get("momentum", 0.0))
+        else:
+            check_momentum(optimizer, job.get("momentum", 0.0), self.cfg["wrap"])
         # A wrapper that synchronizes in its own backward call (DeepSpeed's engine.backward) says so.
         backward = getattr(wrapped, "ddpsim_backward", None) or (lambda loss: loss.backward())
         # ... and one whose zero_grad is the module's (fairscale's ShardedDataParallel resets its reduction state

@@ -6,6 +6,8 @@ says what its rank holds (ddpsim_grad_shards), and wrap returns (module, optimiz
 
   sharded                     correct (where every window starts from zero_grad, DDP's values)
   sharded_undeclared          the same without ddpsim_grad_shards(): a non-owner's .grad is None
+  sharded_momentum            sharded, its optimizer torch's SGD with the run's momentum (each owner's buffers)
+  sharded_momentum_dropped    (planted) the momentum declared in its optimizer's defaults and never applied
   sharded_every_backward      every backward is a boundary and the owner's accumulator is reset, only the
                               last micro-batch survives (allenai/open-instruct PR #1498: DeepSpeed told
                               gradient_accumulation_steps=1 while the trainer accumulates)
@@ -72,29 +74,48 @@ class ShardedDDP(HookDDP):
 
 
 class ShardedSGD(torch.optim.Optimizer):
-    """OSS-style: each rank steps the parameters it owns (SGD), then every parameter comes from its owner."""
+    """OSS-style: each rank steps the parameters it owns (SGD, with momentum as torch.optim.SGD keeps it when
+    given one), then every parameter comes from its owner. keeps_momentum=False (planted): the momentum is
+    declared and never applied."""
 
-    def __init__(self, wrapped, lr):
-        super().__init__(wrapped.params, dict(lr=lr))
-        self.wrapped = wrapped
+    def __init__(self, wrapped, lr, momentum=0.0, keeps_momentum=True):
+        super().__init__(wrapped.params, dict(lr=lr, momentum=momentum) if momentum else dict(lr=lr))
+        self.wrapped, self.keeps_momentum = wrapped, keeps_momentum
 
     @torch.no_grad()
     def step(self):
         w = self.wrapped
+        momentum = self.defaults.get("momentum", 0.0) if self.keeps_momentum else 0.0
         for i, p in enumerate(w.params):
             if w.owner[i] == w.rank and p.grad is not None:
-                p.add_(p.grad, alpha=-self.defaults["lr"])
+                d = p.grad
+                if momentum:
+                    buf = self.state[p].get("momentum_buffer")
+                    if buf is None:
+                        buf = self.state[p]["momentum_buffer"] = torch.clone(d).detach()
+                    else:
+                        buf.mul_(momentum).add_(d)
+                    d = buf
+                p.add_(d, alpha=-self.defaults["lr"])
         for i, p in enumerate(w.params):
             dist.broadcast(p, src=w.owner[i])
 
 
-def _sharded(cls, module, lr=0.1):
+def _sharded(cls, module, lr=0.1, momentum=0.0, keeps_momentum=True):
     wrapped = cls(module)
-    return wrapped, ShardedSGD(wrapped, lr)
+    return wrapped, ShardedSGD(wrapped, lr, momentum, keeps_momentum)
 
 
 def sharded(module):
     return _sharded(ShardedDDP, module)
+
+
+def sharded_momentum(module, momentum):
+    return _sharded(ShardedDDP, module, momentum=momentum)
+
+
+def sharded_momentum_dropped(module, momentum):
+    return _sharded(ShardedDDP, module, momentum=momentum, keeps_momentum=False)
 
 
 class Undeclared(ShardedDDP):
@@ -228,10 +249,10 @@ def zeros_for_none(module):
     return ZerosForNone(module)
 
 
-def zero_optimizer(module, **ddp_options):
+def zero_optimizer(module, momentum=0.0, **ddp_options):
     from torch.distributed.optim import ZeroRedundancyOptimizer
     ddp = torch.nn.parallel.DistributedDataParallel(module, **ddp_options)
-    return ddp, ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=torch.optim.SGD, lr=0.1)
+    return ddp, ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=torch.optim.SGD, lr=0.1, momentum=momentum)
 
 
 # Bad input, refused with its reason.

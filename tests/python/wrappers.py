@@ -388,7 +388,7 @@ def reduces_in_no_sync(module):
 # "3*( nosync{fwd bwd grab} fwd bwd grab step zero )"), with the mistakes such loops make.
 def _accumulate(loop, k=2, zero=True, step_every=False, stop_after=None):
     ddp = nn.parallel.DistributedDataParallel(loop.module)
-    opt = torch.optim.SGD(ddp.parameters(), lr=loop.lr)
+    opt = torch.optim.SGD(ddp.parameters(), lr=loop.lr, momentum=loop.momentum)
     for i, (inputs, targets) in enumerate(loop.batches):
         if stop_after is not None and i == stop_after:
             return

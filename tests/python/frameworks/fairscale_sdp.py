@@ -12,12 +12,12 @@ import torch
 
 
 class Sharded(torch.nn.Module):
-    def __init__(self, module):
+    def __init__(self, module, momentum=0.0):
         super().__init__()
         from fairscale.nn.data_parallel import ShardedDataParallel
         from fairscale.optim import OSS
         self.names = {id(p): n for n, p in module.named_parameters()}
-        self.oss = OSS(module.parameters(), optim=torch.optim.SGD, lr=0.1)
+        self.oss = OSS(module.parameters(), optim=torch.optim.SGD, lr=0.1, momentum=momentum)
         self.model = ShardedDataParallel(module, self.oss)
 
     def forward(self, *inputs):
@@ -41,8 +41,8 @@ class Undeclared(Sharded):
     ddpsim_grad_shards = None
 
 
-def sharded(module, **ddp_options):
-    wrapped = Sharded(module)
+def sharded(module, momentum=0.0, **ddp_options):
+    wrapped = Sharded(module, momentum)  # the run's step (a momentum scenario's), as the front end asks
     return wrapped, wrapped.oss
 
 
