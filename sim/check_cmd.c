@@ -87,7 +87,8 @@ static void header(const ddpsim_options *opt, const record_run *rec, const model
     fprintf(opt->out, "# find_unused %s%s%s%s, bucket_view %s, zero_grad %s, lr %g%s%s%s, tolerance %s\n",
             d->find_unused ? "yes" : "no", d->find_unused ? " (" : "", d->find_unused ? ddp_find_unused_rule_text(d) : "",
             d->find_unused ? ")" : "", d->bucket_view ? "yes" : "no", d->set_to_none ? "set_to_none" : "fills zeros", (double)d->lr,
-            ddp_optim_text(d->momentum, mom, sizeof mom), d->comm_hook ? ", comm hook " : "", d->comm_hook ? ddp_comm_hook_name(d->comm_hook) : "",
+            ddp_optim_text(d->momentum, mom, sizeof mom), d->comm_hook ? ", comm hook " : "",
+            d->comm_hook ? ddp_comm_hook_name(d->comm_hook) : "",
             tol_format(&opt->run.tol, tol, sizeof tol));
     if (rec->params_averaged)
         fprintf(opt->out, "# parameters only (the recording's optimizer.averages): every rank steps with its own "

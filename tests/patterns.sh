@@ -89,6 +89,8 @@ expect 1 '"pattern": {"kind": "factor", "of": "gradient", "factor": 3, "name": "
     --ranks 3 --impl sum-not-average --scenario classic --json -
 expect 1 '"pattern": {"kind": "zero", "of": "update"}' "an update's pattern in --json" -- \
     --ranks 3 --impl unscale-never-scaled --scenario classic --json -
+expect 1 '"pattern": {"kind": "no_momentum", "of": "update"}' "a momentum step along the gradient alone, in --json" -- \
+    --ranks 4 --shard zero2 --optimizer momentum --scenario s-window-3 --impl "${PLUGIN_DIR:-./tests/plugin}/libzero2_plain_sgd.so" --json -
 # The battery's first-divergence column.
 expect 1 "grab 2, rank 0, 0.weight\[0\]: 3 x the reference's (N)" "the pattern in the battery's column" -- \
     --ranks 3 --impl sum-not-average

@@ -158,6 +158,8 @@ front 0 "verdict: PASS (8 grabs and 5 parameter checks x 2 ranks match, bitwise)
     --ranks 2 --wrap "$SH:sharded_momentum" --scenario momentum
 front 1 "first divergence: step 1 (parameters after step), rank 0, parameter 0.weight" "momentum declared and never applied (planted): fails at the second step" -- \
     --ranks 3 --wrap "$SH:sharded_momentum_dropped" --scenario momentum
+grep -q "pattern: its update is -lr times the gradient alone: plain SGD, the momentum buffer not applied" "$out" &&
+    ok "... its pattern says so" || bad "... its pattern says so"
 front 2 "returned an optimizer whose momentum it does not say" "an own optimizer that cannot follow the momentum is refused, not judged" -- \
     --ranks 2 --wrap "$SH:sharded" --scenario momentum
 front 0 "lr 0.1, SGD momentum 0.5" "--optimizer momentum:0.5 on torch's DDP: the front end's SGD and the reference's, bitwise" -- \

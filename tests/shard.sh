@@ -38,6 +38,8 @@ done
 expect 0 "verdict: PASS" "a step before any grab under order: the sharded bound's buffers made there" -- --ranks 3 --shard zero2 --tolerance order --schedule "step fwd bwd grab step zero fwd bwd grab step" -q
 expect 0 "verdict: PASS (10 of 10" "momentum under order: the carried bound holds for a reordered reduction" -- --ranks 3 --shard zero2 --optimizer momentum --tolerance order --impl "$PLUGIN_DIR/libzero2_divide_after.so" -q
 expect 1 "first divergence: step 1 (parameters after step), rank 0, parameter 0.weight" "momentum: a slice stepped without its buffer is caught at the second step" -- --ranks 4 --shard zero2 --optimizer momentum --scenario s-window-3 --impl "$PLUGIN_DIR/libzero2_plain_sgd.so"
+grep -q "^# pattern: its update is -lr times the gradient alone: plain SGD, the momentum buffer not applied" "$out" &&
+    ok "... and its pattern says the buffer was not applied" || bad "... and its pattern says the buffer was not applied"
 expect 0 "verdict: PASS (10 of 10" "... which is right without momentum" -- --ranks 4 --shard zero2 --impl "$PLUGIN_DIR/libzero2_plain_sgd.so" -q
 expect 2 "built for interface version 5, which does not tell it the momentum; rebuild it against version 6" "momentum: a version-5 plugin that owns its update is refused before any rank starts" -- --ranks 4 --shard zero2 --optimizer momentum --impl "$PLUGIN_DIR/libzero2_v5.so"
 expect 0 "s-exact-unit" "--scenarios --shard lists the sharded battery" -- --scenarios --shard fsdp

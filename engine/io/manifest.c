@@ -165,7 +165,9 @@ ddp_status manifest_read_ddp(const char *path, const json_value *root, ddp_confi
         *read |= 1u << MF_FIND_UNUSED;
     }
     if (opt && (v = json_get(opt, "type")) && (v->type != JSON_STRING || strcmp(v->string, "sgd") != 0))
-        return ddp_error(DDP_ERR_INVALID, "%s: optimizer.type: only \"sgd\" (torch.optim.SGD, with \"momentum\" or without) is checked", path);
+        return ddp_error(DDP_ERR_INVALID,
+                         "%s: optimizer.type: only \"sgd\" (torch.optim.SGD, with \"momentum\" or without) is checked",
+                         path);
     return DDP_OK;
 }
 

@@ -104,7 +104,8 @@
 #include "status.h"
 
 #define RECORD_NAME_LEN 128
-/* 6: "optimizer": {"momentum": M}; 5: "optimizer": {"averages": "parameters"}; 4: "shard", comm.json's "scatters" and a parameter check's held.json; 3: "grad_shards" and a grab's none.json;
+/* 6: "optimizer": {"momentum": M};
+ * 5: "optimizer": {"averages": "parameters"}; 4: "shard", comm.json's "scatters" and a parameter check's held.json; 3: "grad_shards" and a grab's none.json;
  * 2: "ddp" has every option (manifest.h), "algo" among them; versions 1 (without "algo") to 3 are read as well */
 #define RECORD_VERSION 6
 

@@ -152,7 +152,8 @@ void budget_step(float lr, const float *E, const float *dir, const float *w, siz
 {
     const double u = TOL_U_FLOAT, lr_d = fabs((double)lr);
     for (size_t j = 0; j < n; j++)
-        out[j] = round_up(((E ? lr_d * E[j] * (1 + u) : 0) + 2 * u * (fabs((double)w[j]) + lr_d * fabs((double)dir[j]))) *
+        out[j] = round_up(((E ? lr_d * E[j] * (1 + u) : 0) +
+                           2 * u * (fabs((double)w[j]) + lr_d * fabs((double)dir[j]))) *
                           (1 + tol_gamma(4, u)));
 }
 

@@ -215,27 +215,32 @@ void explain_remember_grab(explain_state *e, const model *m, uint64_t grab, cons
 }
 
 void explain_step(const explain_state *e, const model *m, const float *after, const float *actual,
-                  const held_mask *held, const pattern_constants *k, verify_record *rec)
+                  const float *plain_grads, float lr, const held_mask *held, const pattern_constants *k,
+                  verify_record *rec)
 {
     const model_param *par = diverged(e, m, rec);
     if (!par)
         return;
     int p = rec->first_param;
-    enum { AFTER, ACT, BEFORE, NARR };
+    enum { AFTER, ACT, GRAD, BEFORE, NARR };
     float *buf = malloc((e->klen[p] ? e->klen[p] : 1) * NARR * sizeof *buf);
     if (!buf)
         return;
     float *out[NARR];
     for (int c = 0; c < NARR; c++)
         out[c] = buf + (size_t)c * e->klen[p];
-    const float *full[] = {after, actual};
+    const float *full[] = {after, actual, plain_grads};
     const float *kept[] = {e->w_before};
-    size_t n = gather(e, par, p, held, full, 2, kept, 1, out);
+    size_t n = gather(e, par, p, held, full, 3, kept, 1, out);
+    const float neg_lr = -lr;
     for (size_t j = 0; j < n; j++) { /* the updates: exact differences of nearby floats (Sterbenz) mostly */
         out[AFTER][j] -= out[BEFORE][j];
         out[ACT][j] -= out[BEFORE][j];
+        if (plain_grads) /* what plain SGD would have moved it by */
+            out[GRAD][j] = (out[BEFORE][j] + neg_lr * out[GRAD][j]) - out[BEFORE][j];
     }
-    pattern_explain(out[AFTER], out[ACT], n, NULL, 0, k, &rec->pattern);
+    pattern_candidate plain = {.kind = PATTERN_NO_MOMENTUM, .values = out[GRAD]};
+    pattern_explain(out[AFTER], out[ACT], n, plain_grads ? &plain : NULL, plain_grads ? 1 : 0, k, &rec->pattern);
     rec->pattern.on_update = 1;
     free(buf);
 }

@@ -66,8 +66,13 @@ void explain_after_step(explain_state *e, const model *m, const float *grads);
 /* After a grab's checks: its digests, for the next grabs' stale test. */
 void explain_remember_grab(explain_state *e, const model *m, uint64_t grab, const float *expected,
                            const float *actual, const held_mask *held);
-/* A step's record failed: the pattern of the first diverging tensor's update (after: the reference's). */
+/*
+ * A step's record failed: the pattern of the first diverging tensor's update (after: the reference's).
+ * plain_grads: with momentum, the gradients the step took, so that an update along them alone (plain SGD with
+ * lr, the buffer not applied) is named; NULL without momentum.
+ */
 void explain_step(const explain_state *e, const model *m, const float *after, const float *actual,
-                  const held_mask *held, const pattern_constants *k, verify_record *rec);
+                  const float *plain_grads, float lr, const held_mask *held, const pattern_constants *k,
+                  verify_record *rec);
 
 #endif

@@ -482,7 +482,8 @@ static ddp_status do_params(verify_ops *v, const verify_side *s, void *ctx, int 
         s->padding(ctx, after_step ? RECORD_STEP : RECORD_END, rec);
     if (after_step && rec->ndiff) {
         pattern_constants k = pattern_constants_of(v);
-        explain_step(&v->explain, v->m, w, actual, v->param_held, &k, rec);
+        const float *g = v->shard ? shard_ref_sharded(v->shard) : model_grads(v->m);
+        explain_step(&v->explain, v->m, w, actual, v->momentum != 0 ? g : NULL, v->lr, v->param_held, &k, rec);
     }
     if (after_step)
         explain_after_step(&v->explain, v->m, v->shard ? shard_ref_sharded(v->shard) : model_grads(v->m));

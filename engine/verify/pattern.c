@@ -123,6 +123,7 @@ const char *pattern_kind_name(verify_pattern_kind k)
     case PATTERN_UNCHANGED: return "unchanged";
     case PATTERN_FACTOR: return "factor";
     case PATTERN_ROUNDING: return "rounding";
+    case PATTERN_NO_MOMENTUM: return "no_momentum";
     }
     return "?";
 }
@@ -224,6 +225,9 @@ const char *pattern_text(const verify_pattern *p, char *buf, size_t len)
     case PATTERN_ROUNDING:
         snprintf(buf, len, "%s is the reference's rounded otherwise: the same sums in another order", its);
         break;
+    case PATTERN_NO_MOMENTUM:
+        snprintf(buf, len, "its update is -lr times the gradient alone: plain SGD, the momentum buffer not applied");
+        break;
     }
     return buf;
 }
@@ -250,6 +254,7 @@ const char *pattern_short(const verify_pattern *p, char *buf, size_t len)
                  name[0] ? " (" : "", name, name[0] ? ")" : "");
         break;
     case PATTERN_ROUNDING: snprintf(buf, len, "rounding only (another order)"); break;
+    case PATTERN_NO_MOMENTUM: snprintf(buf, len, "momentum not applied"); break;
     }
     return buf;
 }

@@ -532,7 +532,8 @@ static const verify_side live_side = {
 static ddp_status rank_setup(rank_ctx *c, verify_rank_area *area)
 {
     const verify_config *cfg = c->cfg;
-    verify_ops_config oc = {.tol = &cfg->tol, .schedule = cfg->schedule, .lr = cfg->ddp.lr, .momentum = cfg->ddp.momentum,
+    verify_ops_config oc = {.tol = &cfg->tol, .schedule = cfg->schedule, .lr = cfg->ddp.lr,
+                            .momentum = cfg->ddp.momentum,
                             .comm_hook = cfg->ddp.comm_hook, .params_rule = PARAMS_LIVE,
                             .sabotage = cfg->sabotage, .agree = &area->agree, .fig = c->fig,
                             /* not beside NCCL: a collective of ddpsim's at every grab would move where a hang shows */

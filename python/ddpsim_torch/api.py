@@ -289,7 +289,8 @@ class Plan:
                 "shard": self.shard,
                 "model": self.model if self.user_model else prep["model"], "ops": prep["ops"], "ddp": ddp,
                 "joins": prep["joins"], "uneven": prep["uneven"], "rearms": prep["rearms"],
-                "lr": prep["lr"], "momentum": prep["momentum"], "zero_grad": self.zero, "seed": a["seed"], "data": self.data, "loss": self.loss}
+                "lr": prep["lr"], "momentum": prep["momentum"], "zero_grad": self.zero, "seed": a["seed"],
+                "data": self.data, "loss": self.loss}
 
     def finish(self, outcomes, timing=None):
         """ddpsim check on every job's recording (a job a fault stopped keeps its fault): the Result."""

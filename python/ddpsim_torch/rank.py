@@ -69,10 +69,12 @@ def check_momentum(optimizer, momentum, wrap):
     if mine is None and not momentum:
         return  # an optimizer that says nothing of momentum, and a reference without it: the check decides
     if mine is None or torch.tensor(mine, dtype=torch.float32) != torch.tensor(momentum, dtype=torch.float32):
-        raise Unsupported("the step is torch.optim.SGD with momentum %g, and --wrap %s returned an optimizer %s: "
-                          "give the wrap function a momentum argument to build it with" % (
-                              momentum, wrap, "whose momentum it does not say" if mine is None
-                              else "with momentum %g" % mine))
+        hint = ("give the wrap function a momentum argument to build it with" if mine is None else
+                "run with --optimizer %s, or give the wrap function a momentum argument" % (
+                    "momentum:%g" % mine if mine else "sgd"))
+        what = "whose momentum it does not say" if mine is None else "with momentum %g" % mine
+        raise Unsupported("the step is torch.optim.SGD with momentum %g, and --wrap %s returned an optimizer %s: %s"
+                          % (momentum, wrap, what, hint))
 
 
 def register_comm_hook(wrapped, hook):
