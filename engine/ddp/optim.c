@@ -7,6 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* p = p + (-lr) * g over n elements: PyTorch's p.add_(g, alpha=-lr), two roundings. */
+static void sgd(float *w, const float *g, size_t n, float lr)
+{
+    const float neg_lr = -lr;
+    for (size_t i = 0; i < n; i++)
+        w[i] = w[i] + neg_lr * g[i];
+}
+
 ddp_status ddp_optim_init(ddp_optim *o, float lr, float momentum, size_t n)
 {
     memset(o, 0, sizeof *o);
@@ -59,9 +67,7 @@ static void momentum_range(ddp_optim *o, float *w, const float *g, size_t lo, si
 void ddp_optim_step(ddp_optim *o, const model *m, const unsigned char *defined, float *w, const float *g)
 {
     if (o->momentum == 0) {
-        const float neg_lr = -o->lr;
-        for (size_t i = 0; i < o->n; i++)
-            w[i] = w[i] + neg_lr * g[i];
+        sgd(w, g, o->n, o->lr);
         return;
     }
     if (!defined) {
@@ -94,10 +100,5 @@ const char *ddp_optim_text(float momentum, char *buf, size_t len)
 
 void ddp_sgd_step(model *m, float lr)
 {
-    float *w = model_weights(m);
-    const float *g = model_grads(m);
-    float neg_lr = -lr;
-    size_t n = model_size(m); /* once: the stores through w could change *m as far as the compiler knows */
-    for (size_t i = 0; i < n; i++)
-        w[i] = w[i] + neg_lr * g[i];
+    sgd(model_weights(m), model_grads(m), model_size(m), lr);
 }
