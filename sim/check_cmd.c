@@ -83,11 +83,11 @@ static void header(const ddpsim_options *opt, const record_run *rec, const model
             rec->model[0] ? rec->model : "(not said)", model_size(m), model_nparams(m));
     fprintf(opt->out, "#   %zu ops, %zu forwards, %zu grabs, %zu steps\n", rec->schedule.nops, rec->schedule.nfwd,
             rec->schedule.ngrabs, rec->schedule.nsteps);
-    char mom[48];
+    char mom[96];
     fprintf(opt->out, "# find_unused %s%s%s%s, bucket_view %s, zero_grad %s, lr %g%s%s%s, tolerance %s\n",
             d->find_unused ? "yes" : "no", d->find_unused ? " (" : "", d->find_unused ? ddp_find_unused_rule_text(d) : "",
             d->find_unused ? ")" : "", d->bucket_view ? "yes" : "no", d->set_to_none ? "set_to_none" : "fills zeros", (double)d->lr,
-            ddp_optim_text(d->momentum, mom, sizeof mom), d->comm_hook ? ", comm hook " : "",
+            ddp_optim_text(d->momentum, &d->adamw, mom, sizeof mom), d->comm_hook ? ", comm hook " : "",
             d->comm_hook ? ddp_comm_hook_name(d->comm_hook) : "",
             tol_format(&opt->run.tol, tol, sizeof tol));
     if (rec->params_averaged)

@@ -47,13 +47,56 @@ static int parse_lr(void *o, const char *arg, char *msg, size_t len)
     return 0;
 }
 
-/* --optimizer sgd | momentum[:M] (torch.optim.SGD's momentum; DDP_DEFAULT_MOMENTUM without M) */
+/* adamw[:KEY=V,...]: beta1, beta2, eps, wd (torch.optim.AdamW's betas, eps, weight_decay), into *a. */
+static int parse_adamw(const char *arg, ddp_adamw *a, char *msg, size_t len)
+{
+    *a = ddp_adamw_default();
+    const char *at = arg + 5;
+    if (*at == ':')
+        at++;
+    else if (*at) {
+        snprintf(msg, len, "'%s': expected adamw[:beta1=B,beta2=B,eps=E,wd=W]", arg);
+        return -1;
+    }
+    while (*at) {
+        static const char *const keys[] = {"beta1=", "beta2=", "eps=", "wd="};
+        double *fields[] = {&a->beta1, &a->beta2, &a->eps, &a->weight_decay};
+        int k = 0;
+        while (k < 4 && strncmp(at, keys[k], strlen(keys[k])) != 0)
+            k++;
+        char *end = NULL;
+        if (k < 4)
+            *fields[k] = strtod(at + strlen(keys[k]), &end);
+        if (k == 4 || end == at + strlen(keys[k]) || (*end && *end != ',')) {
+            snprintf(msg, len, "'%s': expected adamw[:beta1=B,beta2=B,eps=E,wd=W] (the learning rate is --lr's)",
+                     arg);
+            return -1;
+        }
+        at = *end ? end + 1 : end;
+    }
+    const char *bad = ddp_adamw_invalid(a);
+    if (bad) {
+        snprintf(msg, len, "'%s': %s", arg, bad);
+        return -1;
+    }
+    return 0;
+}
+
+/*
+ * --optimizer sgd | momentum[:M] (torch.optim.SGD's momentum; DDP_DEFAULT_MOMENTUM without M) | adamw[:...]
+ * (torch.optim.AdamW, its defaults without values)
+ */
 static int parse_optimizer(void *o, const char *arg, char *msg, size_t len)
 {
     ddpsim_options *opt = o;
+    opt->run.ddp.adamw.on = 0;
     if (strcmp(arg, "sgd") == 0) {
         opt->run.ddp.momentum = 0;
         return 0;
+    }
+    if (strncmp(arg, "adamw", 5) == 0) {
+        opt->run.ddp.momentum = 0;
+        return parse_adamw(arg, &opt->run.ddp.adamw, msg, len);
     }
     if (strncmp(arg, "momentum", 8) == 0 && (arg[8] == '\0' || arg[8] == ':')) {
         char *end = NULL;
@@ -65,7 +108,7 @@ static int parse_optimizer(void *o, const char *arg, char *msg, size_t len)
         opt->run.ddp.momentum = (float)m;
         return 0;
     }
-    snprintf(msg, len, "'%s': expected sgd or momentum[:M]", arg);
+    snprintf(msg, len, "'%s': expected sgd, momentum[:M] or adamw[:beta1=B,beta2=B,eps=E,wd=W]", arg);
     return -1;
 }
 
@@ -442,8 +485,9 @@ static const opt_spec specs[] = {
      "what zero does to .grad: fill zeros (set_to_none=False,\nPyTorch < 2.0) or None (set_to_none=True, PyTorch >= 2.0)",
      OPT_CHOICE, F(run.ddp.set_to_none), 0, 0, NULL, "zeros"},
     {"lr", 0, "X", "SGD learning rate of step", OPT_CUSTOM, 0, 0, 0, parse_lr, "0.1"},
-    {"optimizer", 0, "sgd|momentum[:M]", "what step does: torch.optim.SGD plain, or with momentum M\n(0.9 when not "
-     "given; dampening 0, no Nesterov)", OPT_CUSTOM, 0, 0, 0, parse_optimizer, "sgd"},
+    {"optimizer", 0, "sgd|momentum[:M]|adamw[:K=V,..]", "what step does: torch.optim.SGD plain, or with momentum M\n(0.9 "
+     "when not given; dampening 0, no Nesterov), or\ntorch.optim.AdamW with --lr and beta1, beta2, eps, wd\n(defaults "
+     "0.9, 0.999, 1e-8, 0.01)", OPT_CUSTOM, 0, 0, 0, parse_optimizer, "sgd"},
     {"inputs", 0, "DIR", "initial parameters and batches from a dump directory\n(DIR/init, DIR/rank<r>/batch<b>.{x,y}.npy)",
      OPT_STRING, F(run.inputs_dir), 0, 0, NULL, NULL},
     {"dump", 0, "DIR", "write parameters, batches and every grab's gradients", OPT_STRING, F(run.dump_dir), 0, 0, NULL,

@@ -85,7 +85,7 @@ int report_header(const ddpsim_options *opt)
     int members[MODEL_MAX_PARAMS], sizes[MODEL_MAX_PARAMS];
     int nb = ddp_bucket_layout(m, run->ddp.first_bucket_cap, run->ddp.bucket_cap, run->ddp.find_unused, NULL, 0,
                                members, sizes);
-    char tol[64], cap[32], fcap[32], mom[48];
+    char tol[64], cap[32], fcap[32], mom[96];
     fprintf(opt->out, "# ddpsim %s: %s under test against %s\n", PACKAGE_VERSION, run->impl,
             run->shard == SHARD_NONE ? "the reference DDP (PyTorch semantics)" : "the sharded reference");
     fprintf(opt->out, "# ranks %d, model %s (%zu parameters in %d tensors, %d bucket%s%s), batch %d, seed %llu%s\n",
@@ -102,7 +102,7 @@ int report_header(const ddpsim_options *opt)
            run->ddp.find_unused ? " (" : "", run->ddp.find_unused ? ddp_find_unused_rule_text(&run->ddp) : "",
            run->ddp.find_unused ? ")" : "", run->ddp.bucket_view ? "yes" : "no",
            run->ddp.set_to_none ? "set_to_none" : "fills zeros", (double)run->ddp.lr,
-           ddp_optim_text(run->ddp.momentum, mom, sizeof mom),
+           ddp_optim_text(run->ddp.momentum, &run->ddp.adamw, mom, sizeof mom),
            run->ddp.comm_hook ? ", comm hook " : "", run->ddp.comm_hook ? ddp_comm_hook_name(run->ddp.comm_hook) : "");
     if (run->chaos)
         fprintf(opt->out, "# chaos seed %llu: seeded delays before collectives, a straggler, shuffled ready events and bucket "

@@ -20,7 +20,7 @@ trap 'rm -f "$out" "$err" "$sched_file"; rm -rf "$scratch"' EXIT
 
 orphans_before=$(shm_orphans ddpsim)
 
-expect 0 "verdict: PASS (21 of 21 scenarios" "ddpsim --ranks 4 passes the battery" -- --ranks 4
+expect 0 "verdict: PASS (22 of 22 scenarios" "ddpsim --ranks 4 passes the battery" -- --ranks 4
 grep -q "note: N = 4 is a power of two" "$out" && ok "at 4 ranks the battery says which bugs need 3 or 5" ||
     bad "at 4 ranks the battery says which bugs need 3 or 5"
 expect 0 "verdict: PASS" "the battery at 3 ranks" -- --ranks 3 -q
@@ -104,13 +104,13 @@ expect 2 "Try 'ddpsim --help'" "errors point to --help" -- --batch 0
 # fails bitwise at 3; without --comm-hook the same compression is a bug even under the order tolerance.
 hookp=${PLUGIN_DIR:-$(dirname "$0")/plugin}/libreorder_fp16.so
 for h in allreduce fp16 bf16; do
-    expect 0 "verdict: PASS (19 of 21 scenarios" "--comm-hook $h: bucketed passes the battery bitwise" -- --ranks 3 --comm-hook $h --impl bucketed
+    expect 0 "verdict: PASS (20 of 22 scenarios" "--comm-hook $h: bucketed passes the battery bitwise" -- --ranks 3 --comm-hook $h --impl bucketed
 done
 expect 0 "comm hook fp16" "--comm-hook: the header says so" -- --ranks 2 --comm-hook fp16 --scenario classic
-expect 0 "verdict: PASS (19 of 21 scenarios" "--comm-hook fp16 --algo exact" -- --ranks 3 --comm-hook fp16 --algo exact --impl bucketed
-expect 0 "verdict: PASS (19 of 21 scenarios, 132 grabs x 2 ranks, bitwise; not run here" "an independent float16 DDP matches bitwise at 2 ranks" -- --ranks 2 --comm-hook fp16 --impl "$hookp"
-expect 0 "verdict: PASS (19 of 21 scenarios" "... and the order tolerance at 3 ranks" -- --ranks 3 --comm-hook fp16 --impl "$hookp" --tolerance order
-expect 0 "verdict: PASS (19 of 21 scenarios" "... and at 5 ranks" -- --ranks 5 --comm-hook fp16 --impl "$hookp" --tolerance order
+expect 0 "verdict: PASS (20 of 22 scenarios" "--comm-hook fp16 --algo exact" -- --ranks 3 --comm-hook fp16 --algo exact --impl bucketed
+expect 0 "verdict: PASS (20 of 22 scenarios, 140 grabs x 2 ranks, bitwise; not run here" "an independent float16 DDP matches bitwise at 2 ranks" -- --ranks 2 --comm-hook fp16 --impl "$hookp"
+expect 0 "verdict: PASS (20 of 22 scenarios" "... and the order tolerance at 3 ranks" -- --ranks 3 --comm-hook fp16 --impl "$hookp" --tolerance order
+expect 0 "verdict: PASS (20 of 22 scenarios" "... and at 5 ranks" -- --ranks 5 --comm-hook fp16 --impl "$hookp" --tolerance order
 expect 1 "verdict: FAIL" "... bitwise tells its order apart at 3 ranks" -- --ranks 3 --comm-hook fp16 --impl "$hookp" --scenario classic
 expect 1 "first divergence: grab 2 (after fwd+bwd (3 acc)), rank 0, parameter 0.weight" "a compression nobody asked for fails under the order tolerance" -- --ranks 3 --impl "$hookp" --tolerance order --scenario classic
 expect 2 "not ring: give --algo ordered or exact" "--comm-hook fp16 with --algo ring" -- --comm-hook fp16 --algo ring
@@ -127,8 +127,8 @@ rm -rf "$tmph"
 
 # static_graph: the same gradients; what the torch of --static-graph-rule cannot run with it is refused (python.sh
 # checks both rules on real torch: 1.13 and 2.x).
-expect 0 "verdict: PASS (10 of 21 scenarios, 69 grabs x 3 ranks, bitwise; not run here, each row says why: window-2, window-5, buckets, odd-sizes, find-unused, tail-window, buffers, ends-in-window, uneven, uneven-divide, momentum)" "--static-graph: the battery, less what torch < 2.1 cannot run" -- --ranks 3 --static-graph --static-graph-rule first-iteration --impl bucketed
-expect 0 "verdict: PASS (6 of 21 scenarios, 34 grabs x 3 ranks, bitwise; not run here, each row says why: classic, window-2, window-5, nosync-edges, zero-and-step, buckets, odd-sizes, bucket-view, find-unused, attention, tiny-tensor, tail-window, uneven, uneven-divide, momentum)" "--static-graph: the battery, less what torch 2.1+ cannot run" -- --ranks 3 --static-graph --impl bucketed
+expect 0 "verdict: PASS (10 of 22 scenarios, 69 grabs x 3 ranks, bitwise; not run here, each row says why: window-2, window-5, buckets, odd-sizes, find-unused, tail-window, buffers, ends-in-window, uneven, uneven-divide, momentum, adamw)" "--static-graph: the battery, less what torch < 2.1 cannot run" -- --ranks 3 --static-graph --static-graph-rule first-iteration --impl bucketed
+expect 0 "verdict: PASS (6 of 22 scenarios, 34 grabs x 3 ranks, bitwise; not run here, each row says why: classic, window-2, window-5, nosync-edges, zero-and-step, buckets, odd-sizes, bucket-view, find-unused, attention, tiny-tensor, tail-window, uneven, uneven-divide, momentum, adamw)" "--static-graph: the battery, less what torch 2.1+ cannot run" -- --ranks 3 --static-graph --impl bucketed
 expect 2 "op 4 (bwd) is a backward no sync armed, through a forward between the first and the second syncing forward" "--static-graph, torch < 2.1: a no_sync micro-step after the first sync" -- --static-graph --static-graph-rule first-iteration --schedule "fwd bwd nosync{fwd bwd} grab"
 expect 0 "verdict: PASS" "... which torch 2.1+ runs" -- --static-graph --schedule "fwd bwd nosync{fwd bwd} grab"
 expect 0 "verdict: PASS" "--static-graph: the same micro-step after the second sync runs" -- --static-graph --static-graph-rule first-iteration --schedule "fwd bwd fwd bwd nosync{fwd bwd} grab"
@@ -180,7 +180,7 @@ rm -rf "$tmpj"
 
 # Implementations: a catalogued bug is a divergence (exit 1) with its first divergence; plugins.
 plugins=${PLUGIN_DIR:-$(dirname "$0")/plugin}
-expect 0 "verdict: PASS (17 of 21 scenarios" "a plugin that refuses some scenarios' options passes the rest" -- --ranks 3 --impl "$plugins/libexample_impl.so"
+expect 0 "verdict: PASS (18 of 22 scenarios" "a plugin that refuses some scenarios' options passes the rest" -- --ranks 3 --impl "$plugins/libexample_impl.so"
 grep -q "find-unused .* REFUSED .*does not support find_unused" "$out" && ok "a refused scenario says why" ||
     bad "a refused scenario says why"
 expect 1 "first divergence: grab 0 (after no_sync fwd+bwd), rank 0, parameter 0.weight" "sync-on-exit is caught" -- --impl sync-on-exit --ranks 2 --scenario classic
@@ -193,10 +193,21 @@ expect 0 "verdict: PASS (8 grabs and 5 parameter checks x 3 ranks match, bitwise
 expect 1 "first divergence: step 0 (parameters after step), rank 0, parameter 0.weight" "momentum-per-microstep: a buffer advanced at every backward is caught at the first step after a window" -- --ranks 3 --impl momentum-per-microstep --scenario momentum
 expect 0 "verdict: PASS" "momentum-per-microstep is right without momentum, windows or not" -- --ranks 3 --impl momentum-per-microstep --scenario window-5
 expect 0 "verdict: PASS (10 grabs and 11 parameter checks x 3 ranks match, bitwise)" "momentum-per-microstep is right with windows of one" -- --ranks 3 --impl momentum-per-microstep --optimizer momentum --scenario window-1
-expect 0 "verdict: PASS (21 of 21" "--optimizer momentum:0.5, the battery: post-divide passes order through carried buffers" -- --ranks 5 --impl post-divide --tolerance order --optimizer momentum:0.5
+expect 0 "verdict: PASS (22 of 22" "--optimizer momentum:0.5, the battery: post-divide passes order through carried buffers" -- --ranks 5 --impl post-divide --tolerance order --optimizer momentum:0.5
 expect 1 "verdict: FAIL" "... and bitwise sees post-divide there" -- --ranks 5 --impl post-divide --optimizer momentum:0.5 --scenario momentum
 expect 0 "verdict: PASS" "a version-1 plugin (no optimizer_step) is stepped by ddpsim with momentum" -- --ranks 3 --impl "$plugins/libv1_plugin.so" --optimizer momentum --scenario momentum
-expect 2 "--optimizer: 'adam': expected sgd or momentum" "--optimizer with an unknown name" -- --optimizer adam
+# torch.optim.AdamW (--optimizer adamw): its moments and count carried, its bound through the division.
+expect 0 "verdict: PASS (8 grabs and 5 parameter checks x 3 ranks match, bitwise)" "--scenario adamw: DDP with torch's AdamW" -- --ranks 3 --scenario adamw
+grep -q "lr 0.1, AdamW betas (0.9, 0.999), eps 1e-08, weight decay 0.01$" "$out" || bad "the report's header says AdamW and its hyperparameters"
+expect 0 "AdamW betas (0.8, 0.99), eps 1e-06, weight decay 0" "--optimizer adamw: the hyperparameters given" -- --ranks 3 --scenario classic --optimizer adamw:beta1=0.8,beta2=0.99,eps=1e-6,wd=0
+expect 0 "verdict: PASS (22 of 22" "--optimizer adamw, the battery: post-divide passes order through carried moments" -- --ranks 5 --impl post-divide --tolerance order --optimizer adamw
+expect 1 "verdict: FAIL (6 of 8 grabs and 5 of 5 parameter checks diverge, bitwise)" "... and bitwise sees post-divide there" -- --ranks 5 --impl post-divide --optimizer adamw --scenario adamw
+expect 0 "verdict: PASS" "a version-1 plugin (no optimizer_step) is stepped by ddpsim with AdamW" -- --ranks 3 --impl "$plugins/libv1_plugin.so" --optimizer adamw --scenario adamw
+expect 2 "--optimizer: 'adamw:beta2=1': beta2 must be in .0, 1)" "--optimizer adamw: a beta out of range" -- --optimizer adamw:beta2=1
+expect 2 "--optimizer: 'adamw:eps=0': eps must be a number in .1e-30, 1e30. (with eps 0 a zero moment makes the update 0 / 0)" "--optimizer adamw: eps 0" -- --optimizer adamw:eps=0
+expect 2 "--optimizer: 'adamw:lr=0.1': expected adamw.:beta1=B,beta2=B,eps=E,wd=W. (the learning rate is --lr's)" "--optimizer adamw: an unknown key" -- --optimizer adamw:lr=0.1
+expect 2 "--optimizer: 'adamwx': expected adamw.:beta1=B" "--optimizer adamwx" -- --optimizer adamwx
+expect 2 "--optimizer: 'adam': expected sgd, momentum.:M. or adamw" "--optimizer with an unknown name" -- --optimizer adam
 expect 2 "--optimizer: 'momentum:1': the momentum must be a number in (0, 1)" "--optimizer momentum:1" -- --optimizer momentum:1
 expect 2 "the momentum must be a number in (0, 1)" "--optimizer momentum with a bad number" -- --optimizer momentum:0.9x
 expect 0 "self-add-each-microstep" "--list shows the catalogue" -- --list

@@ -70,7 +70,7 @@ expect_cmd 0 "twin attn: names, shapes and gradients match" "the torch twins of 
 
 # Real DDP passes.
 for n in 2 3 4; do
-    front 0 "verdict: PASS (21 of 21 scenarios)" "torch's DDP passes the battery at $n ranks" -- --ranks "$n" --wrap "$DDP"
+    front 0 "verdict: PASS (22 of 22 scenarios)" "torch's DDP passes the battery at $n ranks" -- --ranks "$n" --wrap "$DDP"
 done
 grep -q "find_unused counts what the syncing backward used (PyTorch < 2.4)\|any micro-step of the window used (PyTorch >= 2.4" "$out" &&
     ok "the header says which torch's semantics" || bad "the header says which torch's semantics"

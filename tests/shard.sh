@@ -42,6 +42,17 @@ grep -q "^# pattern: its update is -lr times the gradient alone: plain SGD, the 
     ok "... and its pattern says the buffer was not applied" || bad "... and its pattern says the buffer was not applied"
 expect 0 "verdict: PASS (10 of 10" "... which is right without momentum" -- --ranks 4 --shard zero2 --impl "$PLUGIN_DIR/libzero2_plain_sgd.so" -q
 expect 2 "built for interface version 5, which does not tell it the momentum; rebuild it against version 6" "momentum: a version-5 plugin that owns its update is refused before any rank starts" -- --ranks 4 --shard zero2 --optimizer momentum --impl "$PLUGIN_DIR/libzero2_v5.so"
+# AdamW (--optimizer adamw): the sharded reference steps A with it; the example keeps its slice's moments, written
+# from the interface's text alone, and matches bit for bit.
+expect 0 "verdict: PASS (10 of 10" "adamw: the example plugin's slices keep torch's moments" -- --ranks 4 --shard zero2 --optimizer adamw --impl "$PLUGIN_DIR/libexample_zero2.so" -q
+for mode in zero1 zero2 fsdp hsdp; do
+    expect 0 "verdict: PASS" "adamw: the $mode built-in" -- --ranks 4 --shard $mode --optimizer adamw:wd=0.1 -q
+done
+expect 0 "verdict: PASS (10 of 10" "adamw under order: the carried bound holds for a reordered reduction" -- --ranks 3 --shard zero2 --optimizer adamw --tolerance order --impl "$PLUGIN_DIR/libzero2_divide_after.so" -q
+expect 1 "first divergence: step 0 (parameters after step), rank 0, parameter 0.weight" "adamw: a slice stepped with plain SGD is caught at the first step" -- --ranks 4 --shard zero2 --optimizer adamw --scenario s-window-3 --impl "$PLUGIN_DIR/libzero2_plain_sgd.so"
+grep -q "^# pattern: its update is -lr times the gradient: plain SGD's, not AdamW's" "$out" &&
+    ok "... and its pattern says plain SGD, not AdamW" || bad "... and its pattern says plain SGD, not AdamW"
+expect 2 "built for interface version 5, which does not tell it AdamW's hyperparameters; rebuild it against version 7" "adamw: a version-5 plugin that owns its update is refused before any rank starts" -- --ranks 4 --shard zero2 --optimizer adamw --impl "$PLUGIN_DIR/libzero2_v5.so"
 expect 0 "s-exact-unit" "--scenarios --shard lists the sharded battery" -- --scenarios --shard fsdp
 expect 0 "^ padding-not-zero .*Megatron-LM PR #5898.* (--shard zero1)" "--list names each sharded bug's mode" -- --list
 grep -q "s-one-rank-groups" "$out" && bad "the one-rank-groups scenario is HSDP's alone" || ok "the one-rank-groups scenario is HSDP's alone"

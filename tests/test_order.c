@@ -39,7 +39,7 @@ static const int ranks[] = {2, 3, 5, 8, 16};
 
 /* Run one configuration; the verdict, and the worst |impl - ref| over its bound seen at any check. */
 static judge_verdict run_with(const ddpsim_impl_ops *ops, const char *spec, int find_unused, int n, const char *tol,
-                              float momentum, double *worst)
+                              float momentum, int adamw, double *worst)
 {
     sched s;
     CU_ASSERT_EQUAL_FATAL(sched_parse(ORDER_SCHEDULE, &s), DDP_OK);
@@ -49,6 +49,8 @@ static judge_verdict run_with(const ddpsim_impl_ops *ops, const char *spec, int 
     c.ddp.find_unused = find_unused;
     c.nranks = n;
     c.ddp.momentum = momentum;
+    if (adamw)
+        c.ddp.adamw = ddp_adamw_default();
     CU_ASSERT_EQUAL_FATAL(tol_parse(tol, &c.tol), DDP_OK);
     verify_result res;
     judge_verdict v = JUDGE_REFERENCE_BAD;
@@ -71,7 +73,7 @@ static judge_verdict run_with(const ddpsim_impl_ops *ops, const char *spec, int 
 static judge_verdict run(const ddpsim_impl_ops *ops, const char *spec, int find_unused, int n, const char *tol,
                          double *worst)
 {
-    return run_with(ops, spec, find_unused, n, tol, 0, worst);
+    return run_with(ops, spec, find_unused, n, tol, 0, 0, worst);
 }
 
 static void test_reorderings_pass(void)
@@ -156,13 +158,12 @@ static void test_bound_arithmetic(void)
 }
 
 /*
- * SGD with momentum (optim.h): the reorderings pass order through five steps of carried buffers, the worst
- * element within its bound, and bitwise still sees them.
+ * A stateful step (SGD with momentum, or AdamW): three reorderings pass order through five steps of carried state
+ * on three models at each of the ranks `at`, the worst element within its bound, and bitwise still sees them.
  */
-static void test_momentum_reorderings_pass(void)
+static void stateful_reorderings_pass(const char *what, float momentum, int adamw, const int *at, size_t nat)
 {
     static const char *const which[] = {"reverse", "double", "ring"};
-    static const int at[] = {3, 8};
     int runs = 0, failed = 0, differs = 0;
     double worst = 0;
     for (size_t p = 0; p < sizeof which / sizeof which[0]; p++) {
@@ -171,25 +172,38 @@ static void test_momentum_reorderings_pass(void)
         impl_handle h;
         CU_ASSERT_EQUAL_FATAL(impl_open(path, &h), DDP_OK);
         for (size_t m = 0; m < 3; m++)
-            for (size_t r = 0; r < sizeof at / sizeof at[0]; r++) {
+            for (size_t r = 0; r < nat; r++) {
                 double w = 0, unused;
                 runs++;
-                if (run_with(h.ops, models[m].spec, models[m].find_unused, at[r], "order", 0.9f, &w) != JUDGE_PASS) {
+                if (run_with(h.ops, models[m].spec, models[m].find_unused, at[r], "order", momentum, adamw, &w) !=
+                    JUDGE_PASS) {
                     failed++;
-                    fprintf(stderr, "  %s on %s at %d ranks, momentum: not a pass under order\n", which[p],
-                            models[m].spec, at[r]);
+                    fprintf(stderr, "  %s on %s at %d ranks, %s: not a pass under order\n", which[p], models[m].spec,
+                            at[r], what);
                 }
                 worst = w > worst ? w : worst;
-                differs += run_with(h.ops, models[m].spec, models[m].find_unused, at[r], "bitwise", 0.9f, &unused) ==
-                           JUDGE_DIVERGES;
+                differs += run_with(h.ops, models[m].spec, models[m].find_unused, at[r], "bitwise", momentum, adamw,
+                                    &unused) == JUDGE_DIVERGES;
             }
         impl_close(&h);
     }
-    printf("\n  %d runs with momentum 0.9 under order, worst |impl - ref| %.3g of its bound; bitwise differs in %d\n",
-           runs, worst, differs);
+    printf("\n  %d runs with %s under order, worst |impl - ref| %.3g of its bound; bitwise differs in %d\n", runs, what,
+           worst, differs);
     CU_ASSERT_EQUAL(failed, 0);
     CU_ASSERT(worst > 0 && worst <= 1);
     CU_ASSERT(differs >= runs * 3 / 4);
+}
+
+static void test_momentum_reorderings_pass(void)
+{
+    static const int at[] = {3, 8};
+    stateful_reorderings_pass("momentum 0.9", 0.9f, 0, at, 2);
+}
+
+static void test_adamw_reorderings_pass(void)
+{
+    static const int at[] = {5};
+    stateful_reorderings_pass("AdamW", 0, 1, at, 1);
 }
 
 /* A deterministic generator for the trials below (xorshift64*), uniform in [-1, 1). */
@@ -212,7 +226,7 @@ static void test_momentum_step_and_bound(void)
     model *m = NULL;
     CU_ASSERT_EQUAL_FATAL(model_create_layout("mlp:1-1", 1, &m), DDP_OK); /* 0.weight, 0.bias: one element each */
     ddp_optim o;
-    CU_ASSERT_EQUAL_FATAL(ddp_optim_init(&o, 0.1f, 0.9f, 2), DDP_OK);
+    CU_ASSERT_EQUAL_FATAL(ddp_optim_init(&o, 0.1f, 0.9f, NULL, 2), DDP_OK);
     float w[2] = {1.0f, 2.0f}, g[2] = {-0.0f, 0.3f};
     const unsigned char both[2] = {1, 1}, bias_none[2] = {1, 0};
     ddp_optim_step(&o, m, both, w, g);
@@ -277,12 +291,144 @@ static void test_momentum_step_and_bound(void)
     CU_ASSERT_EQUAL(out, 3e-7f);
 }
 
+/* Other ways of rounding AdamW's rule (budget_adamw says which it covers), and a wrong rule. */
+enum { ADAM_FMA, ADAM_LERP, ADAM_DOUBLE, ADAM_NVARIANTS, ADAM_STEP_BEHIND = ADAM_NVARIANTS };
+
+/* One element's AdamW step by variant k, with t its count (the scalars as torch computes them). */
+static void adamw_variant(int k, const ddp_adamw *a, float lr, uint32_t t, float *w, float *m, float *v, float g)
+{
+    ddp_adamw_scalars s = ddp_adamw_scalars_at(a, lr, k == ADAM_STEP_BEHIND && t > 1 ? t - 1 : t);
+    switch (k) {
+    case ADAM_FMA: { /* a CPU kernel's fused multiply-adds: one rounding where two were */
+        float p = *w * s.decay;
+        *m = fmaf(s.a1, g, s.b1 * *m);
+        *v = fmaf(s.a2 * g, g, s.b2 * *v);
+        float d = sqrtf(*v) / s.c2 + s.eps;
+        *w = fmaf(s.neg_step, *m / d, p);
+        return;
+    }
+    case ADAM_LERP: { /* torch 2.x: exp_avg.lerp_(g, 1 - b1), its kernel's two branches; addcdiv as value * (m / d) */
+        float p = *w * s.decay;
+        *m = s.a1 < 0.5f ? *m + s.a1 * (g - *m) : g - (g - *m) * (1.0f - s.a1);
+        float vb = s.b2 * *v;
+        *v = vb + s.a2 * (g * g);
+        float d = sqrtf(*v) / s.c2 + s.eps;
+        *w = p + s.neg_step * (*m / d);
+        return;
+    }
+    case ADAM_DOUBLE: { /* each tensor op in double, rounded once to float */
+        double bc1 = 1 - pow(a->beta1, t), bc2 = 1 - pow(a->beta2, t);
+        double p = (double)*w * (1 - (double)lr * a->weight_decay);
+        *m = (float)(a->beta1 * *m + (1 - a->beta1) * g);
+        *v = (float)(a->beta2 * *v + (1 - a->beta2) * (double)g * g);
+        double d = sqrt((double)*v) / sqrt(bc2) + a->eps;
+        *w = (float)(p - (double)lr / bc1 * *m / d);
+        return;
+    }
+    default: ddp_adamw_element(&s, w, m, v, g); /* ADAM_STEP_BEHIND: the bias corrections of the step before */
+    }
+}
+
+/*
+ * AdamW as torch.optim.AdamW takes it, and budget_adamw's bound: through runs of carried steps, every other rounding
+ * of the rule (fused, lerp, double) stays within the bound of the parameters and of both moments, with gradients
+ * anywhere within their own bound; with exact inputs it is a few units in the last place; and a wrong rule (the
+ * bias corrections one step behind) breaks it.
+ */
+static void test_adamw_step_and_bound(void)
+{
+    model *mdl = NULL;
+    CU_ASSERT_EQUAL_FATAL(model_create_layout("mlp:1-1", 1, &mdl), DDP_OK);
+    ddp_adamw a = ddp_adamw_default();
+    ddp_optim o;
+    CU_ASSERT_EQUAL_FATAL(ddp_optim_init(&o, 0.1f, 0.9f, &a, 2), DDP_OK);
+    CU_ASSERT_EQUAL(o.momentum, 0); /* AdamW has no SGD momentum */
+    float w[2] = {1.0f, 2.0f}, g[2] = {0.5f, -0.25f};
+    const unsigned char both[2] = {1, 1}, bias_none[2] = {1, 0};
+    ddp_optim_step(&o, mdl, both, w, g);
+    /* step 1 by hand: m = 0.1 g, v = 0.001 g^2, bias corrections 0.1 and 0.001 */
+    volatile float p = 2.0f * (float)(1 - 0.1 * 0.01), mm = 0.1f * -0.25f, vv = ((float)(1 - 0.999) * -0.25f) * -0.25f;
+    volatile float d = sqrtf(vv) / (float)sqrt(1 - 0.999) + 1e-8f, want = p + ((float)(-0.1 / (1 - 0.9)) * mm) / d;
+    CU_ASSERT_EQUAL(o.buf[1], mm);
+    CU_ASSERT_EQUAL(o.sq[1], vv);
+    CU_ASSERT_EQUAL(w[1], want);
+    CU_ASSERT(fabs(w[1] - (2.0 * 0.999 + 0.1)) < 1e-5); /* the first step moves by lr * sign(g) */
+    float before = w[1];
+    ddp_optim_step(&o, mdl, bias_none, w, g); /* the bias's .grad is None: skipped, count and all */
+    CU_ASSERT_EQUAL(w[1], before);
+    CU_ASSERT_EQUAL(o.t[1], 1);
+    CU_ASSERT_EQUAL(o.t[0], 2);
+    CU_ASSERT_EQUAL(o.last[1], OPTIM_SKIPPED);
+    ddp_optim_free(&o);
+    model_destroy(mdl);
+
+    enum { RUNS = 3000, STEPS = 24 };
+    uint64_t x = 0x2545F4914F6CDD1DULL;
+    int ran = 0, covered = 0, wrong_caught = 0, wrong_runs = 0;
+    double worst = 0, worst_exact = 0;
+    for (int r = 0; r < RUNS; r++) {
+        int k = r % (ADAM_NVARIANTS + 1);
+        ddp_adamw h = ddp_adamw_default();
+        if (r % 3 == 1) { /* other hyperparameters too */
+            h.beta1 = 0.5 + 0.45 * fabs(uniform(&x));
+            h.beta2 = 0.9 + 0.0999 * fabs(uniform(&x));
+            h.eps = ldexp(1.0, -10 - (int)(30 * fabs(uniform(&x))));
+            h.weight_decay = 0.1 * fabs(uniform(&x));
+        }
+        float lr = (float)ldexp(1.0, -(int)(12 * fabs(uniform(&x))));
+        double scale = ldexp(1.0, (int)(uniform(&x) * 60)), rel = r % 2 ? 1e-6 * fabs(uniform(&x)) : 0;
+        ddp_optim ref;
+        CU_ASSERT_EQUAL_FATAL(ddp_optim_init(&ref, lr, 0, &h, 1), DDP_OK);
+        float wr = (float)uniform(&x), mi = 0, vi = 0, Dm = 0, Dv = 0;
+        for (int t = 1; t <= STEPS; t++) {
+            float gr = (float)(uniform(&x) * scale), E = (float)(rel * fabs(gr)), gi = (float)(gr + uniform(&x) * E);
+            if (fabs((double)gi - gr) > E)
+                gi = gr;
+            float wi = wr, w0 = wr, out; /* both sides start from the same parameters: the checker rebases them */
+            ddp_optim_step(&ref, NULL, NULL, &wr, &gr);
+            adamw_variant(k, &h, lr, (uint32_t)t, &wi, &mi, &vi, gi);
+            budget_adamw(&ref, &gr, E > 0 ? &E : NULL, &wr, &Dm, &Dv, &out);
+            double dw = fabs((double)wi - wr), dm = fabs((double)mi - ref.buf[0]), dv = fabs((double)vi - ref.sq[0]);
+            if (k == ADAM_STEP_BEHIND) {
+                int visible = t == 2 && fabs((double)wr - w0) > 0x1p-10 * fabs((double)w0); /* above p's ulps */
+                wrong_runs += visible;
+                wrong_caught += visible && dw > out;
+                mi = ref.buf[0]; /* judged one step at a time */
+                vi = ref.sq[0];
+                continue;
+            }
+            ran++;
+            covered += dw <= out && dm <= Dm && dv <= Dv;
+            if (dw > out || dm > Dm || dv > Dv)
+                fprintf(stderr, "  variant %d step %d: |dw| %g of %g, |dm| %g of %g, |dv| %g of %g\n", k, t, dw,
+                        (double)out, dm, (double)Dm, dv, (double)Dv);
+            if (out > 0 && dw / out > worst)
+                worst = dw / out;
+            /* exact inputs: in units of rounding of |p| and of lr (an Adam update's scale: |m^ / sqrt(v^)| <= ~1) */
+            double units = out / (TOL_U_FLOAT * (fabs((double)w0) + lr));
+            if (rel == 0 && units > worst_exact)
+                worst_exact = units;
+        }
+        ddp_optim_free(&ref);
+    }
+    printf("\n  AdamW bound: %d steps of %d runs, worst |impl - ref| %.3g of it; a step behind caught in %d of %d;"
+           " exact inputs: at most %.3g u (|p| + lr)\n", ran, RUNS, worst, wrong_caught, wrong_runs, worst_exact);
+    CU_ASSERT_EQUAL(covered, ran);
+    CU_ASSERT(worst <= 1);
+    CU_ASSERT(worst > 0.01); /* not a blanket */
+    CU_ASSERT(wrong_caught >= wrong_runs * 9 / 10);
+    CU_ASSERT(worst_exact < 256); /* exact inputs: a bound of roundings, not of the update's size */
+}
+
 int main(void)
 {
     static const test_entry tests[] = {
         {"the bound on hand values", test_bound_arithmetic},
         {"momentum: torch's step, and its buffer's bound holds and is tight", test_momentum_step_and_bound},
         {"momentum: every correct reordering passes order through carried buffers", test_momentum_reorderings_pass},
+        {"AdamW: torch's step, and its bound holds for other roundings and catches a wrong rule",
+         test_adamw_step_and_bound},
+        {"AdamW: every correct reordering passes order through carried moments", test_adamw_reorderings_pass},
         {"every correct reordering passes order on every model at 2-16 ranks; bitwise sees them",
          test_reorderings_pass},
         TEST_END,

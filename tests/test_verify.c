@@ -302,7 +302,7 @@ static void test_manifest_codec(void)
     static const char *const named[MF_NFIELDS] = {
         "ddp.bucket_cap", "ddp.first_bucket_cap", "ddp.find_unused_parameters", "ddp.find_unused_rule",
         "ddp.gradient_as_bucket_view", "ddp.algo", "ddp.comm_hook", "ddp.static_graph", "ddp.broadcast_buffers",
-        "zero_grad", "optimizer.lr", "optimizer.momentum"};
+        "zero_grad", "optimizer.lr", "optimizer.momentum", "optimizer.type"};
     for (int k = 0; k < MF_NFIELDS; k++) {
         ddp_config run = d;
         switch ((manifest_ddp_field)k) {
@@ -318,6 +318,7 @@ static void test_manifest_codec(void)
         case MF_ZERO_GRAD: run.set_to_none = 0; break;
         case MF_LR: run.lr = 0.5f; break;
         case MF_MOMENTUM: run.momentum = 0.5f; break;
+        case MF_OPTIMIZER: run.adamw = ddp_adamw_default(); break;
         case MF_NFIELDS: break;
         }
         CU_ASSERT_EQUAL(manifest_ddp_compare("m", "dump", &back, &run, MF_ALL), DDP_ERR_INVALID);
@@ -328,6 +329,44 @@ static void test_manifest_codec(void)
     }
     json_free(root);
     free(text);
+    /* AdamW: its hyperparameters round-trip bit for bit (doubles), and each one differing is named. */
+    d.momentum = 0;
+    d.adamw = (ddp_adamw){1, 0.85, 0.995, 1e-7, 0.03};
+    f = open_memstream(&text, &len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "{\"x\": 0");
+    manifest_write_ddp(f, &d);
+    fprintf(f, "}");
+    fclose(f);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "\"type\": \"adamw\", \"betas\": [0.85, 0.995], \"eps\": 1e-07, \"weight_decay\": 0.03, \"lr\": 0.25}"));
+    CU_ASSERT_EQUAL_FATAL(json_parse(text, &root), DDP_OK);
+    CU_ASSERT_EQUAL(manifest_read_ddp("m", root, &back, &said), DDP_OK);
+    CU_ASSERT_EQUAL(said, MF_ALL & ~(1u << MF_MOMENTUM)); /* AdamW has none */
+    CU_ASSERT(back.adamw.on && back.adamw.beta1 == 0.85 && back.adamw.beta2 == 0.995 && back.adamw.eps == 1e-7 &&
+              back.adamw.weight_decay == 0.03);
+    CU_ASSERT_EQUAL(manifest_ddp_compare("m", "dump", &back, &d, MF_ALL), DDP_OK);
+    ddp_config other = d;
+    other.adamw.eps = 1e-8;
+    CU_ASSERT_EQUAL(manifest_ddp_compare("m", "dump", &back, &other, MF_ALL), DDP_ERR_INVALID);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ddp_error_text(), "\"eps\": 1e-07"));
+    json_free(root);
+    free(text);
+    static const char *const bad[][2] = {
+        {"{\"optimizer\": {\"type\": \"adam\"}}", "\"adamw\" (torch.optim.AdamW) are checked"},
+        {"{\"optimizer\": {\"type\": \"adamw\", \"betas\": [0.9]}}", "optimizer.betas must be an array of two"},
+        {"{\"optimizer\": {\"type\": \"adamw\", \"betas\": [0.9, 1]}}", "beta2 must be in [0, 1)"},
+        {"{\"optimizer\": {\"type\": \"adamw\", \"eps\": 0}}", "eps must be a number in [1e-30, 1e30]"},
+        {"{\"optimizer\": {\"type\": \"adamw\", \"weight_decay\": \"x\"}}", "optimizer.weight_decay must be a number"},
+        {"{\"optimizer\": {\"type\": \"adamw\", \"momentum\": 0.9}}", "momentum belongs to \"sgd\""},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CU_ASSERT_EQUAL_FATAL(json_parse(bad[i][0], &root), DDP_OK);
+        CU_ASSERT_EQUAL(manifest_read_ddp("m", root, &back, &said), DDP_ERR_INVALID);
+        if (!strstr(ddp_error_text(), bad[i][1]))
+            fprintf(stderr, "  %s: %s\n", bad[i][0], ddp_error_text());
+        CU_ASSERT_PTR_NOT_NULL(strstr(ddp_error_text(), bad[i][1]));
+        json_free(root);
+    }
     /* Nothing said: the defaults, nothing to compare; a wrong type is named. */
     CU_ASSERT_EQUAL_FATAL(json_parse("{\"ddp\": {\"static_graph\": 1}}", &root), DDP_OK);
     CU_ASSERT_EQUAL(manifest_read_ddp("m", root, &back, &said), DDP_ERR_INVALID);

@@ -47,6 +47,11 @@ void jsonw_float_text(float x, char *buf, size_t len)
     shortest_text(x, 1, buf, len);
 }
 
+void jsonw_number_text(double x, char *buf, size_t len)
+{
+    shortest_text(x, 0, buf, len);
+}
+
 void jsonw_number(FILE *f, double x)
 {
     shortest(f, x, 0);

@@ -15,5 +15,7 @@ void jsonw_number(FILE *f, double x);
 void jsonw_float(FILE *f, float x);
 /* ... the same into buf. */
 void jsonw_float_text(float x, char *buf, size_t len);
+/* A double as the shortest decimal that reads back as the same double, into buf. */
+void jsonw_number_text(double x, char *buf, size_t len);
 
 #endif

@@ -75,6 +75,7 @@ typedef struct ddp_config {
                                        * #124193), not by any backward of the window */
     float lr;
     float momentum;          /* the step's SGD momentum (optim.h), 0: plain SGD */
+    ddp_adamw adamw;         /* ... or the step is torch.optim.AdamW's (adamw.on; momentum is then 0) */
     ddp_comm_hook comm_hook; /* register_comm_hook with one of PyTorch's built-in hooks (comm_hook.h) */
     int static_graph;        /* static_graph=True: the same gradients; schedules and models it cannot run refused */
     int static_graph_first_iteration; /* PyTorch < 2.1: static_graph's delayed allreduce is queued by every

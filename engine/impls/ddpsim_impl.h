@@ -8,13 +8,14 @@
  *
  *     const ddpsim_impl_ops *ddpsim_impl_get(void);
  *
- * whose table's api_version is DDPSIM_IMPL_API_VERSION (6), 5, 4, 3, 2 or 1:
+ * whose table's api_version is DDPSIM_IMPL_API_VERSION (7), 6, 5, 4, 3, 2 or 1:
  * ddpsim loads plugins built against any of them. A plugin sees the parts of
  * both structures of its version and nothing changes for it; what it cannot
  * see it is not given (a model with buffers needs version 3, which added
  * them; a schedule with join{...} needs version 4, a sharded run (--shard)
  * version 5; an optimizer_step that owns the update under --optimizer
- * momentum version 6, which says the momentum).
+ * momentum version 6, which says the momentum, and under --optimizer adamw
+ * version 7, which says AdamW's hyperparameters).
  *
  * On every rank ddpsim gives the implementation its own model replica (the
  * parameter and gradient views below) and drives it through the schedule:
@@ -32,8 +33,8 @@
  *          None: see grad_defined), then zero_grad()
  *   step   optimizer_step() (version 2; it may own the update), then
  *          ddpsim's SGD unless it did (p += -lr * grad, or with momentum
- *          torch.optim.SGD's buffer b = m * b + grad, p += -lr * b), then
- *          step()
+ *          torch.optim.SGD's buffer b = m * b + grad, p += -lr * b; or
+ *          torch.optim.AdamW, see services->adamw), then step()
  *   join{  join_enter(divide_by_initial_world_size) on every rank (version 4)
  *   }      join_exit() on every rank, once every rank has run out
  *
@@ -63,7 +64,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DDPSIM_IMPL_API_VERSION 6
+#define DDPSIM_IMPL_API_VERSION 7
 /* The oldest version ddpsim still loads. */
 #define DDPSIM_IMPL_API_MIN_VERSION 1
 
@@ -218,6 +219,26 @@ typedef struct ddpsim_services {
      * optimizer_step.
      */
     float momentum;
+
+    /* ---- version 7 ---- */
+    /*
+     * --optimizer adamw: the step is torch.optim.AdamW's (adamw_on = 1;
+     * momentum is then 0), for an optimizer_step that owns the update. Per
+     * element, with t the parameter's own count of steps (a parameter
+     * whose .grad is None is skipped and not counted) and every scalar
+     * computed in double, then rounded to float (doc/SEMANTICS.md):
+     *   p = p * (float)(1 - lr wd)
+     *   m = (b1 * m) + (1 - b1) * g          (moments start at zero)
+     *   v = (b2 * v) + ((1 - b2) * g) * g
+     *   d = sqrtf(v) / (float)sqrt(1 - b2^t) + (float)eps
+     *   p = p + ((float)(-lr / (1 - b1^t)) * m) / d
+     * Those roundings give ddpsim's own steps' bits; another order of the
+     * same rule (a fused multiply-add, torch 2.x's lerp) passes the order
+     * tolerance. ddpsim refuses a run with AdamW for an older plugin that
+     * has an optimizer_step.
+     */
+    int adamw_on;
+    double beta1, beta2, eps, weight_decay;
 } ddpsim_services;
 
 /*

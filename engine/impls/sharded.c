@@ -26,8 +26,8 @@
  * partial, then the all-reduce). Units with a parameter this backward did not
  * use go at backward_end, in the same order.
  *
- * The step is the optimizer's, on this rank's shards (SGD, ddpsim's
- * expression); ZeRO then all-gathers the updated parameter slices so every
+ * The step is the optimizer's, on this rank's shards (SGD or AdamW,
+ * optim.h's expressions, with the slice's own state); ZeRO then all-gathers the updated parameter slices so every
  * rank holds every parameter, FSDP and HSDP keep parameter shards and gather
  * them into the parameters before each forward (and poison the parameters
  * after each backward, as resharding frees them: ddpsim must not read them).
@@ -41,6 +41,7 @@
 
 #include "comm_worker.h"
 #include "impl.h"
+#include "optim.h"
 #include "sharded.h"
 
 #define MAXP MODEL_MAX_PARAMS
@@ -50,7 +51,10 @@ typedef struct unit {
     size_t off, len, padded, shard; /* offset into all_grads, real elements, padded, per shard index */
     float *send;                    /* [padded]: the staging buffer */
     float *grad_shard, *param_shard, *partial; /* [shard] each (param_shard: FSDP and HSDP) */
-    float *momentum;                /* [shard]: the SGD momentum buffer of this rank's slice (optim.h) */
+    float *momentum;                /* [shard]: the SGD momentum buffer of this rank's slice (optim.h), or AdamW's
+                                     * exp_avg */
+    float *second;                  /* [shard]: AdamW's exp_avg_sq of the slice (NULL without AdamW) */
+    uint32_t adam_steps;            /* AdamW: the slice's count of steps (every slice steps at every step) */
     int grad_empty, partial_empty;
     int momentum_started;           /* the buffer exists: a copy of the slice's first stepped gradient */
     int pending;                    /* gradients of this backward not yet ready */
@@ -214,7 +218,8 @@ static int build_layout(sharded *s)
         u->momentum = calloc(u->shard + 1, sizeof(float));
         u->param_shard = DDPSIM_SHARD_FSDP == s->mode || DDPSIM_SHARD_HSDP == s->mode
                              ? calloc(u->shard + 1, sizeof(float)) : NULL;
-        if (!u->send || !u->grad_shard || !u->partial || !u->momentum ||
+        u->second = s->svc->adamw_on ? calloc(u->shard + 1, sizeof(float)) : NULL;
+        if (!u->send || !u->grad_shard || !u->partial || !u->momentum || (s->svc->adamw_on && !u->second) ||
             (!u->param_shard && (s->mode == DDPSIM_SHARD_FSDP || s->mode == DDPSIM_SHARD_HSDP)))
             return s_error(s, "out of memory for the sharded layout");
         u->grad_empty = u->partial_empty = 1;
@@ -323,6 +328,7 @@ void sharded_destroy(void *state)
         free(s->u[k].param_shard);
         free(s->u[k].partial);
         free(s->u[k].momentum);
+        free(s->u[k].second);
     }
     free(s->tmp);
     free(s->gathered);
@@ -428,8 +434,8 @@ int sharded_zero_grad(void *state)
 }
 
 /*
- * What the step moves this rank's slice of unit u along: its gradient shard, or with momentum the slice's
- * buffer, torch.optim.SGD's (a copy of the gradient at the first step, then m * b + g, each rounded).
+ * What SGD moves this rank's slice of unit u along: its gradient shard, or with momentum the slice's buffer,
+ * torch.optim.SGD's (a copy of the gradient at the first step, then m * b + g, each rounded).
  */
 static const float *step_direction(const sharded *s, unit *u, size_t elems)
 {
@@ -444,25 +450,36 @@ static const float *step_direction(const sharded *s, unit *u, size_t elems)
     return u->momentum;
 }
 
+/* The step of this rank's slice of unit u: its elems parameters p, in place (optim.h's SGD or AdamW). */
+static void step_slice(const sharded *s, unit *u, float *p, size_t elems)
+{
+    const ddpsim_services *svc = s->svc;
+    if (svc->adamw_on) {
+        ddp_adamw a = {1, svc->beta1, svc->beta2, svc->eps, svc->weight_decay};
+        ddp_adamw_scalars sc = ddp_adamw_scalars_at(&a, svc->lr, ++u->adam_steps);
+        for (size_t i = 0; i < elems; i++)
+            ddp_adamw_element(&sc, &p[i], &u->momentum[i], &u->second[i], u->grad_shard[i]);
+        return;
+    }
+    const float *dir = step_direction(s, u, elems), neg_lr = -svc->lr;
+    for (size_t i = 0; i < elems; i++)
+        p[i] = p[i] + neg_lr * dir[i];
+}
+
 int sharded_optimizer_step(void *state, int *owned)
 {
     sharded *s = state;
-    const ddpsim_services *svc = s->svc;
-    float neg_lr = -svc->lr;
     for (int k = 0; k < s->nu; k++) {
         unit *u = &s->u[k];
         size_t lo = (size_t)s->j * u->shard;
         size_t elems = lo >= u->len ? 0 : u->len - lo < u->shard ? u->len - lo : u->shard;
-        const float *dir = step_direction(s, u, elems);
         if (u->param_shard) {
-            for (size_t i = 0; i < elems; i++)
-                u->param_shard[i] = u->param_shard[i] + neg_lr * dir[i];
+            step_slice(s, u, u->param_shard, elems);
             continue;
         }
         float *mine = s->tmp;
         take_param_slice(s, u, mine);
-        for (size_t i = 0; i < elems; i++)
-            mine[i] = mine[i] + neg_lr * dir[i];
+        step_slice(s, u, mine, elems);
         if (s->h && s->h->gather_into_send) {
             if (s->h->gather_into_send(s, k, u->send, mine, u->shard))
                 return -1;

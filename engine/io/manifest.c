@@ -25,6 +25,7 @@ static const struct {
     [MF_ZERO_GRAD] = {"zero_grad", "--zero-grad"},
     [MF_LR] = {"optimizer.lr", "--lr"},
     [MF_MOMENTUM] = {"optimizer.momentum", "--optimizer"},
+    [MF_OPTIMIZER] = {"optimizer.type", "--optimizer"},
 };
 
 static const char *tf(int b)
@@ -48,24 +49,41 @@ static void field_text(const ddp_config *d, manifest_ddp_field f, char *buf, siz
     case MF_ZERO_GRAD: snprintf(buf, len, "\"%s\"", d->set_to_none ? "set_to_none" : "fill_zeros"); break;
     case MF_LR: jsonw_float_text(d->lr, buf, len); break;
     case MF_MOMENTUM: jsonw_float_text(d->momentum, buf, len); break;
+    case MF_OPTIMIZER:
+        if (d->adamw.on) {
+            char b1[32], b2[32], eps[32], wd[32];
+            jsonw_number_text(d->adamw.beta1, b1, sizeof b1);
+            jsonw_number_text(d->adamw.beta2, b2, sizeof b2);
+            jsonw_number_text(d->adamw.eps, eps, sizeof eps);
+            jsonw_number_text(d->adamw.weight_decay, wd, sizeof wd);
+            snprintf(buf, len, "\"adamw\", \"betas\": [%s, %s], \"eps\": %s, \"weight_decay\": %s", b1, b2, eps, wd);
+        } else {
+            snprintf(buf, len, "\"sgd\"");
+        }
+        break;
     case MF_NFIELDS: buf[0] = '\0'; break;
     }
 }
 
 void manifest_write_ddp(FILE *f, const ddp_config *d)
 {
-    char v[64];
+    char v[256];
     fprintf(f, ",\n \"ddp\": {");
     for (int k = MF_BUCKET_CAP; k <= MF_BROADCAST_BUFFERS; k++) {
         field_text(d, (manifest_ddp_field)k, v, sizeof v);
         fprintf(f, "%s\"%s\": %s", k ? ", " : "", fields[k].key + strlen("ddp."), v);
     }
     field_text(d, MF_ZERO_GRAD, v, sizeof v);
-    fprintf(f, "},\n \"zero_grad\": %s,\n \"optimizer\": {\"type\": \"sgd\", \"lr\": ", v);
+    fprintf(f, "},\n \"zero_grad\": %s,\n \"optimizer\": {\"type\": ", v);
+    field_text(d, MF_OPTIMIZER, v, sizeof v);
+    fprintf(f, "%s, \"lr\": ", v);
     field_text(d, MF_LR, v, sizeof v);
-    fprintf(f, "%s, \"momentum\": ", v);
-    field_text(d, MF_MOMENTUM, v, sizeof v);
-    fprintf(f, "%s}", v);
+    fprintf(f, "%s", v);
+    if (!d->adamw.on) {
+        field_text(d, MF_MOMENTUM, v, sizeof v);
+        fprintf(f, ", \"momentum\": %s", v);
+    }
+    fprintf(f, "}");
 }
 
 static ddp_status need_bool(const char *path, const json_value *v, manifest_ddp_field f, int *dst)
@@ -128,8 +146,51 @@ static ddp_status read_field(const char *path, const json_value *v, manifest_ddp
             return ddp_error(DDP_ERR_INVALID, "%s: optimizer.momentum must be a number in [0, 1)", path);
         out->momentum = (float)v->number;
         return DDP_OK;
-    case MF_NFIELDS: break;
+    case MF_OPTIMIZER:
+    case MF_NFIELDS: break; /* read_optimizer */
     }
+    return DDP_OK;
+}
+
+/* A number of "optimizer" into *dst, when the member is there. */
+static ddp_status optional_number(const char *path, const json_value *opt, const char *key, double *dst)
+{
+    const json_value *v = json_get(opt, key);
+    if (!v)
+        return DDP_OK;
+    if (v->type != JSON_NUMBER)
+        return ddp_error(DDP_ERR_INVALID, "%s: optimizer.%s must be a number", path, key);
+    *dst = v->number;
+    return DDP_OK;
+}
+
+/* optimizer.type: "sgd" (its momentum read as a field of its own), or "adamw" and its hyperparameters. */
+static ddp_status read_optimizer(const char *path, const json_value *opt, ddp_config *out, int *given)
+{
+    const json_value *type = json_get(opt, "type"), *betas = json_get(opt, "betas");
+    *given = type != NULL;
+    if (!type || (type->type == JSON_STRING && strcmp(type->string, "sgd") == 0))
+        return DDP_OK;
+    if (type->type != JSON_STRING || strcmp(type->string, "adamw") != 0)
+        return ddp_error(DDP_ERR_INVALID,
+                         "%s: optimizer.type: \"sgd\" (torch.optim.SGD, with \"momentum\" or without) and \"adamw\" "
+                         "(torch.optim.AdamW) are checked",
+                         path);
+    if (json_get(opt, "momentum"))
+        return ddp_error(DDP_ERR_INVALID, "%s: optimizer.momentum belongs to \"sgd\", not \"adamw\"", path);
+    out->adamw = ddp_adamw_default();
+    if (betas) {
+        if (betas->type != JSON_ARRAY || betas->n != 2 || betas->items[0].type != JSON_NUMBER ||
+            betas->items[1].type != JSON_NUMBER)
+            return ddp_error(DDP_ERR_INVALID, "%s: optimizer.betas must be an array of two numbers", path);
+        out->adamw.beta1 = betas->items[0].number;
+        out->adamw.beta2 = betas->items[1].number;
+    }
+    DDP_CHECK(optional_number(path, opt, "eps", &out->adamw.eps));
+    DDP_CHECK(optional_number(path, opt, "weight_decay", &out->adamw.weight_decay));
+    const char *bad = ddp_adamw_invalid(&out->adamw);
+    if (bad)
+        return ddp_error(DDP_ERR_INVALID, "%s: optimizer (adamw): %s", path, bad);
     return DDP_OK;
 }
 
@@ -164,17 +225,18 @@ ddp_status manifest_read_ddp(const char *path, const json_value *root, ddp_confi
         DDP_CHECK(read_field(path, v, MF_FIND_UNUSED, out));
         *read |= 1u << MF_FIND_UNUSED;
     }
-    if (opt && (v = json_get(opt, "type")) && (v->type != JSON_STRING || strcmp(v->string, "sgd") != 0))
-        return ddp_error(DDP_ERR_INVALID,
-                         "%s: optimizer.type: only \"sgd\" (torch.optim.SGD, with \"momentum\" or without) is checked",
-                         path);
+    int typed = 0;
+    if (opt)
+        DDP_CHECK(read_optimizer(path, opt, out, &typed));
+    if (typed)
+        *read |= 1u << MF_OPTIMIZER;
     return DDP_OK;
 }
 
 ddp_status manifest_ddp_compare(const char *path, const char *what, const ddp_config *file, const ddp_config *run,
                                 manifest_ddp_fields which)
 {
-    char a[64], b[64];
+    char a[256], b[256];
     for (int k = 0; k < MF_NFIELDS; k++) {
         if (!(which & (1u << k)))
             continue;

@@ -9,7 +9,8 @@
  *           "algo": "ordered" | ..., "comm_hook": "none" | "allreduce" | "fp16" | "bf16",
  *           "static_graph": bool, "broadcast_buffers": bool},
  *   "zero_grad": "fill_zeros" | "set_to_none",
- *   "optimizer": {"type": "sgd", "lr": X, "momentum": M},
+ *   "optimizer": {"type": "sgd", "lr": X, "momentum": M}
+ *              | {"type": "adamw", "lr": X, "betas": [B1, B2], "eps": E, "weight_decay": W},
  *   "joins": [...], "uneven": [...]   (schedule.h's blocks, resolved: manifest_write_uneven)
  *
  * Every member of "ddp", "zero_grad" and "optimizer" may be left out: a
@@ -41,6 +42,7 @@ typedef enum manifest_ddp_field {
     MF_ZERO_GRAD,
     MF_LR,
     MF_MOMENTUM,
+    MF_OPTIMIZER, /* optimizer.type, and AdamW's hyperparameters */
     MF_NFIELDS
 } manifest_ddp_field;
 typedef unsigned manifest_ddp_fields;

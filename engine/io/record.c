@@ -228,6 +228,7 @@ static ddp_status read_averaging(const char *path, const json_value *root, recor
     r->params_averaged = 1;
     const char *why = r->shard != SHARD_NONE                             ? "with \"shard\""
                       : r->ddp.momentum != 0                               ? "with momentum (each rank's own buffer)"
+                      : r->ddp.adamw.on                                    ? "with AdamW (each rank's own moments)"
                       : ddp_comm_hook_compresses(r->ddp.comm_hook)          ? "with a compressing communication hook"
                       : r->schedule.nuneven || r->schedule.njoins         ? "with uneven inputs or join"
                       : r->schedule.ngrabs != 0                            ? "with a grab (its .grad is not DDP's)"

@@ -104,10 +104,11 @@
 #include "status.h"
 
 #define RECORD_NAME_LEN 128
-/* 6: "optimizer": {"momentum": M};
+/* 7: "optimizer": {"type": "adamw", "betas": [B1, B2], "eps": E, "weight_decay": W};
+ * 6: "optimizer": {"momentum": M};
  * 5: "optimizer": {"averages": "parameters"}; 4: "shard", comm.json's "scatters" and a parameter check's held.json; 3: "grad_shards" and a grab's none.json;
  * 2: "ddp" has every option (manifest.h), "algo" among them; versions 1 (without "algo") to 3 are read as well */
-#define RECORD_VERSION 6
+#define RECORD_VERSION 7
 
 /* A slice of a parameter's gradient that a rank holds (grad_shards): elements [start, start + count). */
 typedef struct record_held {

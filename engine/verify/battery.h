@@ -35,6 +35,7 @@ typedef struct scenario {
                             * for every scenario) */
     int one_rank_groups;   /* sharded battery, HSDP only: a mesh of N x 1, every shard group one rank */
     float momentum;        /* the step's SGD momentum (0: plain SGD, or the user's --optimizer) */
+    int adamw;             /* the step is torch.optim.AdamW's, its defaults (unless the user's --optimizer) */
 } scenario;
 
 int battery_count(void);

@@ -181,6 +181,76 @@ void budget_momentum(const ddp_optim *o, const float *g, const float *E, float *
 }
 
 /*
+ * AdamW. Each side computes optim.h's rule on its own moments m, v and gradient g with its own roundings; the
+ * bound compares each with the exact rule on its own inputs, and the exact rules with each other
+ * (doc/SEMANTICS.md, "The step: AdamW", has the proof). With u = 2^-24, g5 = gamma(5), eta = 2^-149 (an
+ * underflow's absolute error, counted generously), |x_impl - x_ref| <= D for the inputs:
+ *   m' = b1 m + (1 - b1) g: any of the kernels (two products and a sum, a fused one, a lerp in either branch) is
+ *        within r(m, g) = g4 (b1 |m| + (1 - b1) |g|) + g4 min(b1, 1 - b1) (|m| + |g|) [+ g3 (1 - b1) |m| when
+ *        b1 <= 1/2: the lerp's second branch] + 4 eta of it, so Dm' = b1 Dm + (1 - b1) E + r(m, g) + r(|m| + Dm,
+ *        |g| + E);
+ *   v' = b2 v + (1 - b2) g g: every term is non-negative, so each side is within g5 of it (+ 5 eta), and
+ *        |g_i^2 - g_r^2| <= E (2 |g| + E): Dv' = b2 Dv + (1 - b2) E (2 |g| + E) + g5 (2 b2 v + b2 Dv
+ *        + (1 - b2) (g^2 + (|g| + E)^2)) + 10 eta;
+ *   d = sqrt(v') / c2 + eps, positive terms: each side within g5 + s of its exact value (s: the double scalars'
+ *        own error, below), and |sqrt(a) - sqrt(b)| <= min(sqrt|a - b|, |a - b| / (sqrt a + sqrt b));
+ *   q = m' / d: |q_i - q_r| <= Dm' / d_i + |m'| |d_i - d_r| / (d_i d_r), with d_i >= max(eps, d_r - S / c2);
+ *   t = (-lr / bc1) q: three roundings (the scalar's, the product's, the quotient's) and s;
+ *   p' = p (1 - lr wd) + t: the decay's two roundings on each side, the sum's one on each.
+ * The scalars bc1 = 1 - b1^t, bc2 = 1 - b2^t are computed in double on each side (pow, a subtraction, a sqrt):
+ * relative s = 16 2^-53 / min(bc1, bc2). Evaluated in double; lower bounds shrunk by 2^-45, the result widened by
+ * gamma(16) of 2^-53 and rounded up.
+ */
+void budget_adamw(const ddp_optim *o, const float *g, const float *E, const float *w, float *Dm, float *Dv,
+                  float *out)
+{
+    const double u = TOL_U_FLOAT, g3 = tol_gamma(3, u), g4 = tol_gamma(4, u), g5 = tol_gamma(5, u), eta = 0x1p-149;
+    const double b1 = o->adamw.beta1, low = b1 < 1 - b1 ? b1 : 1 - b1, lerp2 = b1 <= 0.5 ? g3 * (1 - b1) : 0;
+    const double b2 = o->adamw.beta2, eps = o->adamw.eps, lr = fabs((double)o->lr);
+    const double lo = 1 - 0x1p-45, widen = 1 + tol_gamma(16, 0x1p-53);
+    uint32_t cached = 0;
+    double c2 = 1, step = 0, s = 0;
+    for (size_t j = 0; j < o->n; j++) {
+        if (o->last[j] == OPTIM_SKIPPED) {
+            out[j] = 0;
+            continue;
+        }
+        if (o->t[j] != cached) {
+            cached = o->t[j];
+            double bc1 = 1 - pow(b1, (double)cached), bc2 = 1 - pow(b2, (double)cached);
+            c2 = sqrt(bc2);
+            step = lr / bc1;
+            s = 16 * 0x1p-53 / (bc1 < bc2 ? bc1 : bc2);
+        }
+        double e = E ? E[j] : 0, gr = fabs((double)g[j]), m0 = fabs((double)o->prev[j]), v0 = o->prev_sq[j];
+        double dm = Dm[j], dv = Dv[j];
+        double mi = m0 + dm, gi = gr + e; /* the implementation's inputs are no larger */
+        dm = b1 * dm + (1 - b1) * e + g4 * (b1 * (m0 + mi) + (1 - b1) * (gr + gi)) +
+             g4 * low * (m0 + gr + mi + gi) + lerp2 * (m0 + mi) + 8 * eta;
+        dv = b2 * dv + (1 - b2) * e * (2 * gr + e) +
+             g5 * (2 * b2 * v0 + b2 * dv + (1 - b2) * (gr * gr + (gr + e) * (gr + e))) + 10 * eta;
+        Dm[j] = round_up(dm * widen);
+        Dv[j] = round_up(dv * widen);
+        dm = Dm[j];
+        dv = Dv[j];
+        double m1 = fabs((double)o->buf[j]), v1 = o->sq[j], sq1 = sqrt(v1);
+        double below = v1 > dv ? sqrt(v1 - dv) * lo : 0;
+        double S = dv == 0 ? 0 : sq1 + below > 0 ? fmin(sqrt(dv), dv / ((sq1 + below) * lo)) : sqrt(dv);
+        double Dn = sq1 / c2 + eps, rel = g5 + s;
+        double dr_lo = Dn * (1 - rel) * lo - 4 * eta;
+        double di_lo = fmax(eps, Dn - S / c2) * (1 - rel) * lo - 4 * eta;
+        double dd = S / c2 + rel * (2 * Dn + S / c2) + 8 * eta;
+        double qr = m1 / dr_lo, dq = dm / di_lo + m1 * dd / (di_lo * dr_lo);
+        double dt = step * dq + (g3 + s) * step * (2 * qr + dq) + 4 * eta;
+        double T = step * qr * (1 + g3 + s) + 2 * eta;
+        double W = (fabs((double)w[j]) / (1 - u) + T) * (1 + tol_gamma(2, u)) + eta;
+        double allow = 2 * tol_gamma(2, u) * W + 2 * eta + dt +
+                       2 * u * (W * (1 + 2 * tol_gamma(2, u)) + T + dt + 2 * eta) + 2 * eta;
+        out[j] = round_up(allow * widen);
+    }
+}
+
+/*
  * --shard (shard_ref.h). In exact arithmetic every mode's sharded gradient
  * A of an element is (1/N) times the sum of its K = N * mA terms, every
  * rank's local gradient of every micro-step behind A. Any implementation

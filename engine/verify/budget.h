@@ -95,6 +95,15 @@ void budget_step(float lr, const float *E, const float *dir, const float *w, siz
  * step to step: a buffer keeps every earlier gradient's error, decayed by the momentum).
  */
 void budget_momentum(const ddp_optim *o, const float *g, const float *E, float *B);
+/*
+ * AdamW (optim.h): the parameters' bound after the last step of o into out (o->n elements), and the moments'
+ * bounds Dm (exp_avg) and Dv (exp_avg_sq), carried from step to step like budget_momentum's B. g: the reference's
+ * gradients of the step, bounded by E (NULL: exact); w: the reference's new parameters. It holds for any
+ * implementation that computes the rule with its own roundings: torch 1.13's kernels, 2.x's lerp, fused
+ * multiply-adds, the order of addcdiv's product and quotient (doc/SEMANTICS.md, "The step: AdamW").
+ */
+void budget_adamw(const ddp_optim *o, const float *g, const float *E, const float *w, float *Dm, float *Dv,
+                  float *out);
 
 /*
  * --shard: the bound at a grab of a sharded run, every element, between the

@@ -238,6 +238,7 @@ static ddp_status setup(check_rank *c, void *user)
     const record_run *rec = c->rec;
     verify_ops_config oc = {.tol = &c->cfg->tol, .schedule = &rec->schedule, .lr = rec->ddp.lr,
                             .momentum = rec->ddp.momentum,
+                            .adamw = rec->ddp.adamw,
                             .comm_hook = rec->ddp.comm_hook, .params_rule = PARAMS_REPLAY,
                             .agree = &c->area->agree, .fig = &c->area->fig, .explain_across_ranks = 1,
                             .allow_unsynced_comm = c->cfg->allow_unsynced_comm,

@@ -215,8 +215,8 @@ void explain_remember_grab(explain_state *e, const model *m, uint64_t grab, cons
 }
 
 void explain_step(const explain_state *e, const model *m, const float *after, const float *actual,
-                  const float *plain_grads, float lr, const held_mask *held, const pattern_constants *k,
-                  verify_record *rec)
+                  const float *plain_grads, verify_pattern_kind plain_kind, float lr, const held_mask *held,
+                  const pattern_constants *k, verify_record *rec)
 {
     const model_param *par = diverged(e, m, rec);
     if (!par)
@@ -239,7 +239,7 @@ void explain_step(const explain_state *e, const model *m, const float *after, co
         if (plain_grads) /* what plain SGD would have moved it by */
             out[GRAD][j] = (out[BEFORE][j] + neg_lr * out[GRAD][j]) - out[BEFORE][j];
     }
-    pattern_candidate plain = {.kind = PATTERN_NO_MOMENTUM, .values = out[GRAD]};
+    pattern_candidate plain = {.kind = plain_kind, .values = out[GRAD]};
     pattern_explain(out[AFTER], out[ACT], n, plain_grads ? &plain : NULL, plain_grads ? 1 : 0, k, &rec->pattern);
     rec->pattern.on_update = 1;
     free(buf);

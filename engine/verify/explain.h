@@ -68,11 +68,11 @@ void explain_remember_grab(explain_state *e, const model *m, uint64_t grab, cons
                            const float *actual, const held_mask *held);
 /*
  * A step's record failed: the pattern of the first diverging tensor's update (after: the reference's).
- * plain_grads: with momentum, the gradients the step took, so that an update along them alone (plain SGD with
- * lr, the buffer not applied) is named; NULL without momentum.
+ * plain_grads: with momentum or AdamW, the gradients the step took, so that an update along them alone (plain SGD
+ * with lr) is named, as plain_kind (PATTERN_NO_MOMENTUM, PATTERN_SGD_UPDATE); NULL with plain SGD.
  */
 void explain_step(const explain_state *e, const model *m, const float *after, const float *actual,
-                  const float *plain_grads, float lr, const held_mask *held, const pattern_constants *k,
-                  verify_record *rec);
+                  const float *plain_grads, verify_pattern_kind plain_kind, float lr, const held_mask *held,
+                  const pattern_constants *k, verify_record *rec);
 
 #endif

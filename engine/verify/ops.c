@@ -19,6 +19,7 @@ ddp_status verify_ops_init(verify_ops *v, const verify_ops_config *cfg, world_ra
     v->schedule = cfg->schedule;
     v->lr = cfg->lr;
     v->momentum = cfg->momentum;
+    v->adamw = cfg->adamw;
     v->comm_hook = cfg->comm_hook;
     v->params_rule = cfg->params_rule;
     v->sabotage = cfg->sabotage;
@@ -50,12 +51,14 @@ ddp_status verify_ops_attach(verify_ops *v, model *m, ddp_ref *ddp)
     DDP_CHECK(model_batch_alloc(m, &v->batch));
     DDP_CHECK(refcheck_init(&v->refcheck, n, v->comm_hook));
     DDP_CHECK(explain_init(&v->explain, m));
-    DDP_CHECK(ddp_optim_init(&v->optim, v->lr, v->momentum, n));
+    DDP_CHECK(ddp_optim_init(&v->optim, v->lr, v->momentum, &v->adamw, n));
     /* The parameters' bound after a step: the order tolerance's, and a replay's every step (PARAMS_REPLAY). */
     if (v->bounded || v->params_rule == PARAMS_REPLAY) {
         DDP_CHECK(budget_init(&v->budget, n, v->n, v->comm_hook));
-        if (!(v->param_allow = malloc(n * sizeof *v->param_allow)) ||
-            (v->momentum != 0 && !(v->momentum_allow = calloc(n ? n : 1, sizeof *v->momentum_allow))))
+        size_t k = n ? n : 1;
+        if (!(v->param_allow = malloc(k * sizeof *v->param_allow)) ||
+            (ddp_optim_stateful(&v->optim) && !(v->momentum_allow = calloc(k, sizeof *v->momentum_allow))) ||
+            (v->adamw.on && !(v->second_allow = calloc(k, sizeof *v->second_allow))))
             return ddp_error(DDP_ERR_NOMEM, "the bound on the parameters: %zu floats", n);
     }
     if (v->params_averaged && (!(v->abs_local = calloc(2 * (n + 1), sizeof *v->abs_local)) ||
@@ -74,7 +77,8 @@ void verify_ops_free(verify_ops *v)
     ddp_optim_free(&v->optim);
     free(v->param_allow);
     free(v->momentum_allow);
-    v->momentum_allow = NULL;
+    free(v->second_allow);
+    v->momentum_allow = v->second_allow = NULL;
     free(v->abs_local);
     free(v->shard_allow);
     free(v->shard_abs);
@@ -426,7 +430,7 @@ static void rebase(const verify_ops *v, float *w, const float *actual)
 /*
  * The parameters' bound after the step just made (budget.h): the gradients' bound (a sharded run's, a collective;
  * none when they were judged under a tolerance of their own), through the momentum buffers when there are some,
- * through the update.
+ * through the update; AdamW's through its moments and its division (budget_adamw).
  */
 static ddp_status step_bound(verify_ops *v, const float *w)
 {
@@ -438,6 +442,10 @@ static ddp_status step_bound(verify_ops *v, const float *w)
         E = v->shard_allow;
     } else if (v->bounded) {
         E = v->budget.E;
+    }
+    if (v->optim.adamw.on) {
+        budget_adamw(&v->optim, g, E, w, v->momentum_allow, v->second_allow, v->param_allow);
+        return DDP_OK;
     }
     if (v->optim.momentum != 0) {
         budget_momentum(&v->optim, g, E, v->momentum_allow);
@@ -483,7 +491,8 @@ static ddp_status do_params(verify_ops *v, const verify_side *s, void *ctx, int 
     if (after_step && rec->ndiff) {
         pattern_constants k = pattern_constants_of(v);
         const float *g = v->shard ? shard_ref_sharded(v->shard) : model_grads(v->m);
-        explain_step(&v->explain, v->m, w, actual, v->momentum != 0 ? g : NULL, v->lr, v->param_held, &k, rec);
+        explain_step(&v->explain, v->m, w, actual, ddp_optim_stateful(&v->optim) ? g : NULL,
+                     v->adamw.on ? PATTERN_SGD_UPDATE : PATTERN_NO_MOMENTUM, v->lr, v->param_held, &k, rec);
     }
     if (after_step)
         explain_after_step(&v->explain, v->m, v->shard ? shard_ref_sharded(v->shard) : model_grads(v->m));

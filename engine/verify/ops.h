@@ -98,6 +98,7 @@ typedef struct verify_ops {
     ddp_ref *ddp;             /* its DDP (not owned) */
     model_batch batch;
     float lr, momentum;
+    ddp_adamw adamw;
     ddp_optim optim;          /* the reference's step (optim.h) */
     ddp_comm_hook comm_hook;
     verify_params_rule params_rule;
@@ -105,7 +106,9 @@ typedef struct verify_ops {
     int bounded;              /* --tolerance order: the bound is carried (budget.h) */
     order_budget budget;
     float *param_allow;       /* the parameters' bound after a step */
-    float *momentum_allow;    /* ... and the momentum buffers', carried from step to step (budget_momentum) */
+    float *momentum_allow;    /* ... and the momentum buffers' (AdamW: exp_avg's), carried from step to step
+                               * (budget_momentum, budget_adamw) */
+    float *second_allow;      /* ... AdamW's exp_avg_sq's */
     ref_check refcheck;       /* the reference's own check (refcheck.h) */
     agreement_state agreement; /* the implementation's ranks agree (agreement.h) */
     verify_record buffers;    /* buffer divergences since the last check (replays), merged into its record */
@@ -148,6 +151,7 @@ typedef struct verify_ops_config {
     const tolerance *tol;
     const sched *schedule;
     float lr, momentum; /* the step: torch.optim.SGD (optim.h) */
+    ddp_adamw adamw;    /* ... or torch.optim.AdamW */
     ddp_comm_hook comm_hook;
     verify_params_rule params_rule;
     verify_sabotage sabotage;

@@ -124,6 +124,7 @@ const char *pattern_kind_name(verify_pattern_kind k)
     case PATTERN_FACTOR: return "factor";
     case PATTERN_ROUNDING: return "rounding";
     case PATTERN_NO_MOMENTUM: return "no_momentum";
+    case PATTERN_SGD_UPDATE: return "sgd_update";
     }
     return "?";
 }
@@ -228,6 +229,9 @@ const char *pattern_text(const verify_pattern *p, char *buf, size_t len)
     case PATTERN_NO_MOMENTUM:
         snprintf(buf, len, "its update is -lr times the gradient alone: plain SGD, the momentum buffer not applied");
         break;
+    case PATTERN_SGD_UPDATE:
+        snprintf(buf, len, "its update is -lr times the gradient: plain SGD's, not AdamW's");
+        break;
     }
     return buf;
 }
@@ -255,6 +259,7 @@ const char *pattern_short(const verify_pattern *p, char *buf, size_t len)
         break;
     case PATTERN_ROUNDING: snprintf(buf, len, "rounding only (another order)"); break;
     case PATTERN_NO_MOMENTUM: snprintf(buf, len, "momentum not applied"); break;
+    case PATTERN_SGD_UPDATE: snprintf(buf, len, "plain SGD, not AdamW"); break;
     }
     return buf;
 }

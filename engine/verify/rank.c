@@ -118,7 +118,8 @@ static ddp_status impl_create(rank_ctx *c)
 {
     impl_side *s = &c->impl;
     DDP_CHECK(replica_create(c, &s->m));
-    DDP_CHECK(ddp_optim_init(&s->optim, c->cfg->ddp.lr, c->cfg->ddp.momentum, model_size(s->m)));
+    DDP_CHECK(ddp_optim_init(&s->optim, c->cfg->ddp.lr, c->cfg->ddp.momentum, &c->cfg->ddp.adamw,
+                             model_size(s->m)));
     s->ops = c->cfg->impl_ops;
     s->env = (impl_env){.wr = c->wr, .m = s->m, .cfg = c->cfg->ddp, .chaos = c->cfg->chaos,
                         .chaos_seed = c->cfg->chaos_seed, .zero_to_none = c->cfg->ddp.set_to_none,
@@ -534,6 +535,7 @@ static ddp_status rank_setup(rank_ctx *c, verify_rank_area *area)
     const verify_config *cfg = c->cfg;
     verify_ops_config oc = {.tol = &cfg->tol, .schedule = cfg->schedule, .lr = cfg->ddp.lr,
                             .momentum = cfg->ddp.momentum,
+                            .adamw = cfg->ddp.adamw,
                             .comm_hook = cfg->ddp.comm_hook, .params_rule = PARAMS_LIVE,
                             .sabotage = cfg->sabotage, .agree = &area->agree, .fig = c->fig,
                             /* not beside NCCL: a collective of ddpsim's at every grab would move where a hang shows */

@@ -398,6 +398,12 @@ ddp_status verify_check_config(const verify_config *cfg)
                          "interface version %u, which does not tell it the momentum; rebuild it against version 6 "
                          "(services->momentum)",
                          cfg->impl, (unsigned)cfg->impl_ops->api_version);
+    if (cfg->ddp.adamw.on && cfg->impl_ops->optimizer_step && cfg->impl_ops->api_version < 7)
+        return ddp_error(DDP_ERR_INVALID,
+                         "--optimizer: adamw, and '%s' has an optimizer_step that may own the update, built for "
+                         "interface version %u, which does not tell it AdamW's hyperparameters; rebuild it against "
+                         "version 7 (services->adamw_on)",
+                         cfg->impl, (unsigned)cfg->impl_ops->api_version);
     if (cfg->ddp.set_to_none && cfg->ddp.bucket_view && cfg->impl_ops->api_version < 2)
         return ddp_error(DDP_ERR_INVALID,
                          "--zero-grad: none with --bucket-view changes how the next sync scales (it multiplies "

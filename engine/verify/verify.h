@@ -131,7 +131,8 @@ typedef enum verify_pattern_kind {
     PATTERN_UNCHANGED,  /* the implementation's own values at an earlier check: nothing moved since */
     PATTERN_FACTOR,     /* a constant times the reference's (of a step: times its update) */
     PATTERN_ROUNDING,   /* the reference's values rounded otherwise: another order of the same sums */
-    PATTERN_NO_MOMENTUM /* of a momentum step: the update along the gradient alone, the buffer not applied */
+    PATTERN_NO_MOMENTUM, /* of a momentum step: the update along the gradient alone, the buffer not applied */
+    PATTERN_SGD_UPDATE  /* of an AdamW step: plain SGD's update, -lr times the gradient */
 } verify_pattern_kind;
 
 /* A factor's name (pattern.h pattern_factor_name). */

@@ -21,8 +21,9 @@
  * example sharded there, and the battery's zero-and-step and ends-in-window
  * scenarios caught it. Like example_impl.c it models neither
  * find_unused_parameters nor gradient_as_bucket_view; nor momentum (version
- * 6's services->momentum): an update it owns at some steps and leaves to
- * ddpsim at others would need ddpsim's buffers kept at its own steps too.
+ * 6's services->momentum) or AdamW (version 7's services->adamw_on): an
+ * update it owns at some steps and leaves to ddpsim at others would need
+ * ddpsim's optimizer state kept at its own steps too.
  */
 #include <ddpsim_impl.h>
 #include <stdlib.h>
@@ -55,6 +56,8 @@ static int z_create(const ddpsim_services *svc, void **state)
         return svc->set_error(svc->env, "example_zero1 models neither find_unused nor gradient_as_bucket_view");
     if (svc->version >= 6 && svc->momentum != 0) /* its fallback to ddpsim's step would find ddpsim's buffers behind */
         return svc->set_error(svc->env, "example_zero1 steps plain SGD: run it without --optimizer momentum");
+    if (svc->version >= 7 && svc->adamw_on)
+        return svc->set_error(svc->env, "example_zero1 steps plain SGD: run it without --optimizer adamw");
     zero1 *z = calloc(1, sizeof *z);
     *state = z;
     if (!z)

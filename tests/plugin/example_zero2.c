@@ -1,15 +1,16 @@
 /*
- * example_zero2.c - an example plugin for interface version 6: ZeRO-2, the
+ * example_zero2.c - an example plugin for interface version 7: ZeRO-2, the
  * gradients sharded and reduced in every backward (DeepSpeed stage 2), in as
  * few lines as the interface allows. Every parameter is one flat unit,
  * padded with zeros to a multiple of the world size; rank r owns the r-th
  * slice. After each backward it scales .grad by 1/N into a staging buffer,
  * reduce-scatters it, adds its slice into its gradient shard (copies into an
  * empty one) and clears .grad; the step updates its slice of the parameters
- * (torch.optim.SGD: with --optimizer momentum its slice's momentum buffer)
- * and all-gathers the slices.
+ * (torch.optim.SGD: with --optimizer momentum its slice's momentum buffer;
+ * with --optimizer adamw torch.optim.AdamW with its slice's moments) and
+ * all-gathers the slices.
  *
- *     cc -shared -fPIC $(pkg-config --cflags ddpsim) -o libexample_zero2.so example_zero2.c
+ *     cc -shared -fPIC $(pkg-config --cflags ddpsim) -o libexample_zero2.so example_zero2.c -lm
  *     ddpsim --ranks 4 --shard zero2 --impl ./libexample_zero2.so
  *
  * ddpsim compares each rank's shard with its slice of the sharded reference
@@ -20,21 +21,28 @@
  * padding check names the element), with -DEXAMPLE_DIVIDE_AFTER it divides the
  * reduced sum by N instead of scaling each gradient first (right in real
  * arithmetic, other bits: --tolerance order passes it), with
- * -DEXAMPLE_PLAIN_SGD it steps without momentum whatever the run says (a
- * momentum run catches it), and with -DEXAMPLE_API_VERSION=5 as well it is
- * a version-5 plugin (a momentum run refuses it): ddpsim's own tests use
- * them all.
+ * -DEXAMPLE_PLAIN_SGD it steps with plain SGD whatever the run says (a
+ * momentum or AdamW run catches it), and with -DEXAMPLE_API_VERSION=5 as
+ * well it is a version-5 plugin (a momentum or AdamW run refuses it):
+ * ddpsim's own tests use them all.
  */
 #include <ddpsim_impl.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#ifndef EXAMPLE_API_VERSION
+#define EXAMPLE_API_VERSION DDPSIM_IMPL_API_VERSION
+#endif
 
 typedef struct zero2 {
     const ddpsim_services *svc;
     size_t total, padded, shard; /* the unit: every parameter, padded to a multiple of N; one rank's slice */
     float *send, *mine, *got, *flat; /* [padded], [shard], [shard], [padded] */
-    float *momentum;             /* [shard]: this slice's SGD momentum buffer */
+    float *momentum;             /* [shard]: this slice's SGD momentum buffer, or AdamW's exp_avg */
+    float *second;               /* [shard]: AdamW's exp_avg_sq */
     int momentum_started;
+    unsigned steps;              /* AdamW's count of steps (state['step']) */
     int empty;                   /* the shard holds nothing since zero_grad */
     int sync_buffers;            /* the next forward broadcasts the buffers (DDP's rule, services version 3) */
     ddpsim_flat_unit unit;
@@ -69,7 +77,8 @@ static int z_create(const ddpsim_services *svc, void **state)
     z->got = calloc(z->shard, sizeof(float));
     z->flat = calloc(z->padded, sizeof(float));
     z->momentum = calloc(z->shard, sizeof(float));
-    if (!z->send || !z->mine || !z->got || !z->flat || !z->momentum)
+    z->second = calloc(z->shard, sizeof(float));
+    if (!z->send || !z->mine || !z->got || !z->flat || !z->momentum || !z->second)
         return svc->set_error(svc->env, "out of memory");
 #ifdef EXAMPLE_DIRTY_PADDING
     for (size_t i = z->total; i < z->padded; i++)
@@ -95,6 +104,7 @@ static void z_destroy(void *state)
         free(z->got);
         free(z->flat);
         free(z->momentum);
+        free(z->second);
     }
     free(z);
 }
@@ -172,7 +182,29 @@ static const float *z_direction(zero2 *z)
     return z->mine;
 }
 
-/* SGD on this rank's slice, ddpsim's expression p + (-lr) * g, then every slice to every rank. */
+#if EXAMPLE_API_VERSION >= 7 && !defined(EXAMPLE_PLAIN_SGD)
+/* torch.optim.AdamW on the slice, into slice: the rule of services->adamw_on (version 7), rounded as it is written. */
+static void z_adamw(zero2 *z, size_t lo, float *slice)
+{
+    const ddpsim_services *svc = z->svc;
+    z->steps++;
+    double bc1 = 1 - pow(svc->beta1, z->steps), bc2 = 1 - pow(svc->beta2, z->steps);
+    const float b1 = (float)svc->beta1, a1 = (float)(1 - svc->beta1), b2 = (float)svc->beta2;
+    const float a2 = (float)(1 - svc->beta2), decay = (float)(1 - (double)svc->lr * svc->weight_decay);
+    const float c2 = (float)sqrt(bc2), eps = (float)svc->eps, neg_step = (float)(-(double)svc->lr / bc1);
+    for (size_t k = 0; k < z->shard && lo + k < z->total; k++) {
+        float g = z->mine[k], p = *param_at(svc, lo + k) * decay;
+        float mb = b1 * z->momentum[k], vb = b2 * z->second[k];
+        z->momentum[k] = mb + a1 * g;
+        z->second[k] = vb + (a2 * g) * g;
+        float d = sqrtf(z->second[k]) / c2 + eps;
+        slice[k] = p + (neg_step * z->momentum[k]) / d;
+    }
+}
+#endif
+
+/* The optimizer on this rank's slice (SGD: ddpsim's expression p + (-lr) * g; or AdamW), then every slice to
+ * every rank. */
 static int z_optimizer_step(void *state, int *owned)
 {
     zero2 *z = state;
@@ -180,9 +212,18 @@ static int z_optimizer_step(void *state, int *owned)
     size_t lo = (size_t)svc->rank * z->shard;
     float neg_lr = -svc->lr;
     float *slice = z->send; /* free after the backward */
-    const float *dir = z_direction(z);
     for (size_t k = 0; k < z->shard; k++)
-        slice[k] = lo + k < z->total ? *param_at(svc, lo + k) + neg_lr * dir[k] : 0.0f;
+        slice[k] = 0.0f;
+#if EXAMPLE_API_VERSION >= 7 && !defined(EXAMPLE_PLAIN_SGD)
+    if (svc->adamw_on)
+        z_adamw(z, lo, slice);
+    else
+#endif
+    {
+        const float *dir = z_direction(z);
+        for (size_t k = 0; k < z->shard && lo + k < z->total; k++)
+            slice[k] = *param_at(svc, lo + k) + neg_lr * dir[k];
+    }
     if (svc->allgather_group(svc->env, DDPSIM_GROUP_WORLD, slice, z->flat, z->shard * sizeof(float)))
         return -1;
     for (size_t i = 0; i < z->total; i++)
@@ -201,10 +242,6 @@ static int z_layout(void *state, int *nunits, const ddpsim_flat_unit **units)
     *units = &z->unit;
     return 0;
 }
-
-#ifndef EXAMPLE_API_VERSION
-#define EXAMPLE_API_VERSION DDPSIM_IMPL_API_VERSION
-#endif
 
 static const ddpsim_impl_ops zero2_ops = {
     .api_version = EXAMPLE_API_VERSION,
