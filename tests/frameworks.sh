@@ -40,7 +40,7 @@ done
 # scenarios say so).
 A=$F/accelerate_ddp.py
 "$TORCH2_PYTHON" -c 'import accelerate; print("accelerate", accelerate.__version__)'
-under "$TORCH2_PYTHON" 0 "verdict: PASS (19 of 19 scenarios; not run, the header says why: uneven, uneven-divide)" \
+under "$TORCH2_PYTHON" 0 "verdict: PASS (20 of 20 scenarios; not run, the header says why: uneven, uneven-divide)" \
     "accelerate: accelerator.no_sync passes the battery, 3 ranks" -- --ranks 3 --wrap "$A:no_sync"
 grep -q "# ddpsim_torch .*: torch 2.15" "$out" "$err" && ok "... the header names the torch" || bad "... the header names the torch"
 S="3*( 3*( nosync{fwd bwd} grab ) fwd bwd grab step zero )"
@@ -67,7 +67,7 @@ grep "max |" "$out"
 # public API (planted) syncs inside the window and fails at its first grab.
 L=$F/fabric_ddp.py
 "$TORCH2_PYTHON" -c 'import lightning; print("lightning", lightning.__version__)'
-under "$TORCH2_PYTHON" 0 "verdict: PASS (19 of 19 scenarios; not run, the header says why: uneven, uneven-divide)" \
+under "$TORCH2_PYTHON" 0 "verdict: PASS (20 of 20 scenarios; not run, the header says why: uneven, uneven-divide)" \
     "fabric: no_backward_sync passes the battery, 3 ranks" -- --ranks 3 --wrap "$L:no_backward_sync"
 under "$TORCH2_PYTHON" 1 "first divergence: grab 0 (after no_sync fwd+bwd), rank 0, parameter 0.weight" \
     "fabric: no_backward_sync(enabled=...) inverted (planted)" -- --ranks 3 --wrap "$L:enabled_inverted" --scenario classic
@@ -103,7 +103,7 @@ D=$F/deepspeed_ddp.py
 timeout 900 "$TORCH2_PYTHON" -c 'from deepspeed.accelerator import get_accelerator
 b = get_accelerator().create_op_builder("ShareMemCommBuilder")
 b and b.load()' >/dev/null 2>&1 || echo "deepspeed's shared-memory op did not build here: the runs below build it"
-under "$TORCH2_PYTHON" 1 "verdict: FAIL (15 of 19 scenarios pass; FAIL: nosync-edges, find-unused, buffers; FAULT: arming)" \
+under "$TORCH2_PYTHON" 1 "verdict: FAIL (16 of 20 scenarios pass; FAIL: nosync-edges, find-unused, buffers; FAULT: arming)" \
     "deepspeed ZeRO-0: the battery, 3 ranks" -- --ranks 3 --wrap "$D:zero0"
 under "$TORCH2_PYTHON" 0 "verdict: PASS (8 grabs and 5 parameter checks x 2 ranks match, bitwise)" \
     "deepspeed ZeRO-0: classic, 2 ranks, bitwise" -- --ranks 2 --wrap "$D:zero0" --scenario classic
@@ -141,7 +141,7 @@ under "$TORCH2_PYTHON" 1 "pattern: its gradient is the average over ranks of the
 # sees it. zero_grad is the model's: OSS's alone leaves ShardedDataParallel's reduction state, and every window
 # after the first went wrong (ddpsim_zero_grad in the adapter).
 Z=$F/fairscale_sdp.py
-under "$TORCH2_PYTHON" 1 "verdict: FAIL (10 of 19 scenarios pass; FAIL: nosync-edges, arming, sync-after-sync, zero-and-step, bucket-view, find-unused, buffers, ends-in-window, tied)" \
+under "$TORCH2_PYTHON" 1 "verdict: FAIL (11 of 20 scenarios pass; FAIL: nosync-edges, arming, sync-after-sync, zero-and-step, bucket-view, find-unused, buffers, ends-in-window, tied)" \
     "fairscale ShardedDataParallel + OSS, sharded: the battery, 3 ranks" -- --ranks 3 --wrap "$Z:sharded"
 under "$TORCH2_PYTHON" 0 "verdict: PASS" "... classic, 2 ranks, bitwise" -- --ranks 2 --wrap "$Z:sharded" --scenario classic
 expect_cmd 0 "grab 0: max |sharded_undeclared - torch DDP| = [0-9.]*[1-9]" "... a no_sync forward's backward outside syncs, as torch DDP does not" -- \
@@ -158,7 +158,7 @@ under "$TORCH2_PYTHON" 1 "first divergence: grab 2 (after fwd+bwd (3 acc)), rank
 # (buffers), and a parameter some ranks do not use breaks its reduce-scatter (find-unused: gloo aborts).
 # no_sync that does nothing (NVIDIA/cosmos-framework #161, planted) is caught at the first micro-step.
 G=$F/fsdp2.py
-under "$TORCH2_PYTHON" 1 "verdict: FAIL (13 of 19 scenarios pass; FAIL: nosync-edges, arming, zero-and-step, buffers, ends-in-window; FAULT: find-unused)" \
+under "$TORCH2_PYTHON" 1 "verdict: FAIL (14 of 20 scenarios pass; FAIL: nosync-edges, arming, zero-and-step, buffers, ends-in-window; FAULT: find-unused)" \
     "FSDP2 fully_shard: the battery, 3 ranks" -- --ranks 3 --wrap "$G:fsdp2" --timeout 30
 under "$TORCH2_PYTHON" 0 "verdict: PASS (8 grabs and 5 parameter checks x 2 ranks match, bitwise)" "... classic, 2 ranks, bitwise" -- \
     --ranks 2 --wrap "$G:fsdp2" --scenario classic
@@ -177,7 +177,7 @@ under "$TORCH2_PYTHON" 1 "first divergence: grab 0 (after no_sync fwd+bwd), rank
 under "$TORCH2_PYTHON" 0 "verdict: PASS (8 grabs and 5 parameter checks x 4 ranks match, bitwise)" \
     "FSDP2 HSDP with the replica all-reduce deferred, judged by HSDP's rule, bitwise" -- \
     --ranks 4 --wrap "$G:hsdp_deferred" --scenario classic -T bitwise
-under "$TORCH2_PYTHON" 1 "verdict: FAIL (13 of 16 scenarios pass; FAIL: nosync-edges, arming, buffers)" \
+under "$TORCH2_PYTHON" 1 "verdict: FAIL (14 of 17 scenarios pass; FAIL: nosync-edges, arming, buffers)" \
     "... its battery: FSDP2's own rules fail as above (the sync flag read at the backward, no buffer broadcast)" -- \
     --ranks 4 --wrap "$G:hsdp_deferred" --timeout 60
 grep -q "# sharded: hsdp, judged by its rule" "$out" && ok "... the header says so" || bad "... the header says so"
@@ -185,12 +185,12 @@ under "$TORCH2_PYTHON" 1 "first divergence: grab 0 (after no_sync fwd+bwd), rank
     "... judged as DDP it fails inside the window" -- --ranks 4 --wrap "$G:hsdp_deferred_undeclared" --scenario classic
 
 # FSDP1 (torch 2.15's FullyShardedDataParallel, on CPU with gloo; tests/python/frameworks/fsdp1.py). NO_SHARD keeps
-# the module's parameters whole: 14 of the 18 scenarios pass; the others are FSDP1's semantics, not DDP's: its
+# the module's parameters whole: 16 of the 20 scenarios it runs pass; the others are FSDP1's semantics, not DDP's: its
 # no_sync is read at the backward (nosync-edges, arming), a parameter no rank used gets a zero gradient where
 # DDP's stays None (find-unused), and it broadcasts no buffers (buffers). Its flat layouts are refused, each
 # saying why: the FlatParameter of use_orig_params=False, and with use_orig_params=True the per-rank flat shard.
 H=$F/fsdp1.py
-under "$TORCH2_PYTHON" 1 "verdict: FAIL (15 of 19 scenarios pass; FAIL: nosync-edges, arming, find-unused, buffers)" \
+under "$TORCH2_PYTHON" 1 "verdict: FAIL (16 of 20 scenarios pass; FAIL: nosync-edges, arming, find-unused, buffers)" \
     "FSDP1 NO_SHARD: the battery, 3 ranks" -- --ranks 3 --wrap "$H:no_shard" --timeout 30
 under "$TORCH2_PYTHON" 2 "the wrapper replaced the module's 6 parameters by 1 flat one (_fsdp_wrapped_module._flat_param" \
     "FSDP1's FlatParameter is refused with the reason" -- --ranks 2 --wrap "$H:flat" --scenario classic

@@ -110,7 +110,7 @@ if grep -q "class MyDDP" "$tmp/myddp.py"; then ok "the README's smallest wrapper
 front 0 "verdict: PASS" "the README's smallest wrapper, 2 ranks" -- --ranks 2 --wrap "$tmp/myddp.py:MyDDP" --scenario classic
 # ... and over the battery at 3 ranks, what the README says: 16 of the 18 scenarios it can run pass; the verdict
 # names every scenario that did not, the FAULT beside the FAIL.
-front 1 "verdict: FAIL (17 of 19 scenarios pass; FAIL: buffers; FAULT: find-unused)" \
+front 1 "verdict: FAIL (18 of 20 scenarios pass; FAIL: buffers; FAULT: find-unused)" \
     "the README's smallest wrapper over the battery, 3 ranks" -- --ranks 3 --wrap "$tmp/myddp.py:MyDDP"
 # Each row says how many of its grabs and of its parameter checks held: buffers fails in its grabs (the buffers
 # are compared with the gradients), a fault reached none.
@@ -119,7 +119,7 @@ grep -Eq '^ buffers +FAIL +[0-9]+/[0-9]+ +[0-9]+/[0-9]+ +first divergence' "$out
 sed 's/            self.syncing = before/            self.syncing = before\n            if before: self._average()/' "$tmp/myddp.py" >"$tmp/myddp_exit.py"
 front 1 "first divergence: grab 0 (after no_sync fwd+bwd)" "... and with thunder's sync on exit it fails at the first grab" -- \
     --ranks 2 --wrap "$tmp/myddp_exit.py:MyDDP" --scenario classic
-front 0 "verdict: PASS (19 of 19 scenarios; not run, the header says why: uneven, uneven-divide)" "a thunder-style functional wrapper (after PR #2255)" -- --ranks 3 --wrap "$W:hook_ddp"
+front 0 "verdict: PASS (20 of 20 scenarios; not run, the header says why: uneven, uneven-divide)" "a thunder-style functional wrapper (after PR #2255)" -- --ranks 3 --wrap "$W:hook_ddp"
 # Buffers: real DDP's broadcast_buffers is the reference's rule (the battery above, bitwise at 2 ranks, has the
 # buffers scenario); DDP with broadcast_buffers=False fails it, naming the buffer, live and from its recording.
 front 1 "rank 1, buffer bn.running_mean, element 0" "DDP(broadcast_buffers=False) fails the buffers scenario" -- \
@@ -166,7 +166,20 @@ front 0 "lr 0.1, SGD momentum 0.5" "--optimizer momentum:0.5 on torch's DDP: the
     --ranks 2 --wrap "$DDP" --optimizer momentum:0.5 --scenario classic
 grep -q "verdict: PASS (8 grabs and 5 parameter checks x 2 ranks match, bitwise)" "$out" && ok "... and it passes bitwise" ||
     bad "... and it passes bitwise"
-front 2 "expected sgd or momentum" "--optimizer with an unknown name" -- --ranks 2 --wrap "$DDP" --optimizer adam
+front 2 "expected sgd, momentum.:M. or adamw" "--optimizer with an unknown name" -- --ranks 2 --wrap "$DDP" --optimizer adam
+# AdamW (--optimizer adamw, the adamw scenario): the front end's own optimizer is torch's AdamW, judged by the AdamW
+# bound (its roundings are torch's); a wrapper's own optimizer built from its optimizer argument passes bitwise,
+# one that declares the weight decay and skips it (planted) fails at the first step, and one that is not AdamW is
+# refused, not judged.
+front 0 "lr 0.1, AdamW betas (0.8, 0.99), eps 1e-06, weight decay 0.1" "--optimizer adamw on torch's DDP: the front end's AdamW" -- \
+    --ranks 3 --wrap "$DDP" --optimizer adamw:beta1=0.8,beta2=0.99,eps=1e-6,wd=0.1 --scenario window-2
+grep -q "verdict: PASS (6 grabs and 4 parameter checks x 3 ranks match" "$out" && ok "... and it passes" || bad "... and it passes"
+front 0 "verdict: PASS (8 grabs and 5 parameter checks x 2 ranks match, bitwise)" "adamw: ZeroRedundancyOptimizer over the run's AdamW, bitwise" -- \
+    --ranks 2 --wrap "$SH:zero_optimizer" --scenario adamw
+front 1 "first divergence: step 0 (parameters after step), rank 0, parameter 0.weight" "adamw: the weight decay declared and skipped (planted): fails at the first step" -- \
+    --ranks 3 --wrap "$SH:adamw_decay_dropped" --scenario adamw
+front 2 "returned an optimizer that is not torch.optim.AdamW" "adamw: an own optimizer that is not AdamW is refused, not judged" -- \
+    --ranks 2 --wrap "$SH:sharded_momentum" --scenario adamw
 # A mode other than DDP's (README, "Check a sharded implementation"): a ZeRO-2-style wrapper (every backward reduces
 # to the owner's partition) declared zero2 (its wrap function's ddpsim_shard, or --shard) is judged by ZeRO-2's rule,
 # the scenarios that rule does not model left out with the reason; judged as DDP it fails where DDP holds the local
@@ -230,7 +243,7 @@ front 2 "element 0 of 4.bias is held by no rank" "a layout that leaves an elemen
 # Communication hooks, against torch's own (default_hooks.py): DDP with fp16_compress_hook matches the reference's
 # float16 arithmetic bitwise at 2 ranks over the whole battery and within the order bound at 3; allreduce_hook too;
 # a wrapper that registers fp16_compress_hook itself fails when the reference is not told (order tolerance).
-front 0 "verdict: PASS (19 of 19 scenarios; not run, the header says why: uneven, uneven-divide)" "real DDP with fp16_compress_hook, 2 ranks, bitwise" -- --ranks 2 --wrap "$DDP" --comm-hook fp16
+front 0 "verdict: PASS (20 of 20 scenarios; not run, the header says why: uneven, uneven-divide)" "real DDP with fp16_compress_hook, 2 ranks, bitwise" -- --ranks 2 --wrap "$DDP" --comm-hook fp16
 front 0 "verdict: PASS" "... 3 ranks, the order bound" -- --ranks 3 --wrap "$DDP" --comm-hook fp16 --scenario classic
 front 0 "verdict: PASS" "real DDP with allreduce_hook, 2 ranks, bitwise" -- --ranks 2 --wrap "$DDP" --comm-hook allreduce --scenario bucket-view
 front 1 "first divergence: grab 2 (after fwd+bwd (3 acc)), rank 0, parameter 0.weight" "a DDP compressing in float16 unannounced fails" -- \
@@ -241,7 +254,7 @@ front 0 "verdict: PASS" "... and passes once --comm-hook fp16 says so" -- --rank
 if [ "$tv" -ge 200 ] && "$py" -c 'from ddpsim_torch import semantics; assert semantics.bf16_hook_runs()' 2>/dev/null; then
     # torch 2.x from PyPI is a CUDA build: its DDP takes bf16_compress_hook on gloo, with no GPU (_check_comm_hook
     # asks how torch was built), and ddpsim's bfloat16 reference is checked against it.
-    front 0 "verdict: PASS (19 of 19 scenarios; not run, the header says why: uneven, uneven-divide)" "real DDP with bf16_compress_hook, 2 ranks, bitwise" -- --ranks 2 --wrap "$DDP" --comm-hook bf16
+    front 0 "verdict: PASS (20 of 20 scenarios; not run, the header says why: uneven, uneven-divide)" "real DDP with bf16_compress_hook, 2 ranks, bitwise" -- --ranks 2 --wrap "$DDP" --comm-hook bf16
     front 0 "verdict: PASS" "... 3 ranks, the order bound" -- --ranks 3 --wrap "$DDP" --comm-hook bf16 --scenario classic
     front 1 "first divergence: grab 2 (after fwd+bwd (3 acc)), rank 0, parameter 0.weight" "a DDP compressing in bfloat16 unannounced fails" -- \
         --ranks 3 --wrap "$W:ddp_bf16_hook" --scenario classic
@@ -342,6 +355,10 @@ front 2 "gave after_backward(grads=...) the names \['module.0.bias', 'module.0.w
 front 2 "is a training loop (ddpsim_loop): uneven inputs and join{...} are not driven through one" \
     "... nor uneven inputs under join, refused before any rank starts" -- \
     --ranks 2 --wrap "$tmp/myloop.py:accumulation_loop" --schedule "fwd bwd grab join{ [2, -1:1]*( fwd bwd grab ) }"
+front 0 "verdict: PASS" "the README's training loop with --optimizer adamw: loop.optimizer() builds the run's AdamW" -- \
+    --ranks 2 --wrap "$tmp/myloop.py:accumulation_loop" --schedule "$LS" --optimizer adamw
+front 2 "the step is torch.optim.AdamW, and --wrap $W:loop_own_sgd built its optimizer without loop.optimizer" \
+    "... a loop that builds its own SGD under AdamW is not run" -- --ranks 2 --wrap "$W:loop_own_sgd" --schedule "$LS" --optimizer adamw
 front 2 "is a training loop (ddpsim_loop): it decides itself when it syncs, steps and zeroes, so it runs no battery" \
     "... and runs no battery" -- --ranks 2 --wrap "$tmp/myloop.py:accumulation_loop"
 

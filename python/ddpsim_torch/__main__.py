@@ -50,11 +50,12 @@ def parser():
     p.add_argument("--scenario", metavar="NAME", help="one scenario of the battery (ddpsim --scenarios)")
     p.add_argument("--seed", "-S", type=int, default=1, help="seed of init and data (default 1)")
     p.add_argument("--batch", "-b", type=int, default=4, help="rows per micro-batch of ddpsim's models (default 4)")
-    p.add_argument("--lr", type=float, default=0.1, help="SGD learning rate (default 0.1)")
-    p.add_argument("--optimizer", metavar="sgd|momentum[:M]",
+    p.add_argument("--lr", type=float, default=0.1, help="the step's learning rate, SGD's or AdamW's (default 0.1)")
+    p.add_argument("--optimizer", metavar="sgd|momentum[:M]|adamw[:K=V,..]",
                    help="the reference's step, and the front end's own optimizer: torch.optim.SGD plain or with "
-                        "momentum M (0.9 when not given); a wrapper's own optimizer must match it (default: sgd, "
-                        "or the scenario's)")
+                        "momentum M (0.9 when not given), or torch.optim.AdamW with the keys beta1, beta2, eps, wd "
+                        "(0.9, 0.999, 1e-8, 0.01 when not given); a wrapper's own optimizer must match it (default: "
+                        "sgd, or the scenario's)")
     p.add_argument("--find-unused", action="store_true", help="find_unused_parameters=True")
     p.add_argument("--allow-unsynced-comm", action="store_true",
                    help="reductions in a backward that does not sync are allowed (torch 2.x counts them; PyTorch's "

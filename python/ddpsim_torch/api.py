@@ -90,10 +90,12 @@ def check(wrap, ranks=2, model=None, data=None, loss=None, schedule=None, scenar
       gradients: no .grad is compared (the grabs are left out), every step's parameters are, against DDP's
       step within the proven bound of that averaging (README, "Model averaging"). Default: the wrap function's
       attribute ddpsim_params_only, if any.
-    optimizer: 'sgd' or 'momentum[:M]' (M 0.9 when not given): the step, torch.optim.SGD plain or with momentum
-      M, the front end's own optimizer and the reference's; a wrapper's own optimizer must step the same (a
-      wrap function that takes a momentum argument is given it). Default: plain, except where a scenario of the
-      battery asks for momentum (momentum).
+    optimizer: 'sgd', 'momentum[:M]' (M 0.9 when not given) or 'adamw[:beta1=B,beta2=B,eps=E,wd=W]' (torch's
+      defaults, but weight decay 0.01, when not given; the lr is lr's): the step, torch.optim.SGD plain or with
+      momentum M, or torch.optim.AdamW, the front end's own optimizer and the reference's; a wrapper's own
+      optimizer must step the same (a wrap function that takes a momentum argument is given the momentum, one
+      that takes an optimizer argument the step as (class, kwargs)), or the scenario is not run. Default:
+      plain, except where a scenario of the battery asks for momentum (momentum) or AdamW (adamw).
     keep: a directory to keep the recordings in (default: a temporary one, removed)."""
     args = dict(wrap=wrap, ranks=ranks, model=model, data=data, loss=loss, schedule=schedule, scenario=scenario,
                 seed=seed, batch=batch, lr=lr, tolerance=tolerance, timeout=timeout, find_unused=find_unused,
@@ -289,7 +291,8 @@ class Plan:
                 "shard": self.shard,
                 "model": self.model if self.user_model else prep["model"], "ops": prep["ops"], "ddp": ddp,
                 "joins": prep["joins"], "uneven": prep["uneven"], "rearms": prep["rearms"],
-                "lr": prep["lr"], "momentum": prep["momentum"], "zero_grad": self.zero, "seed": a["seed"],
+                "lr": prep["lr"], "momentum": prep["momentum"], "adamw": prep["adamw"], "zero_grad": self.zero,
+                "seed": a["seed"],
                 "data": self.data, "loss": self.loss}
 
     def finish(self, outcomes, timing=None):
@@ -504,6 +507,8 @@ def _not_averaged(job):
         return "a compressing communication hook is DDP's, and the averaging bound covers float32 only"
     if job["momentum"]:
         return "SGD with momentum: each rank's own buffer is not what the averaging bound covers"
+    if job["adamw"]:
+        return "AdamW: each rank's own moments are not what the averaging bound covers"
     return None
 
 

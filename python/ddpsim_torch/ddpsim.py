@@ -71,8 +71,11 @@ def prepare(binary, directory, run_args):
         forwards += o["op"] == "forward"
         # ddpsim says which backward syncs and which forward armed it (PyTorch's arming, schedule.c)
         rearms = rearms or (o["op"] == "backward" and o.get("syncs", False) and o["armed_by"] != forwards - 1)
-    return {"ops": ops, "ddp": m["ddp"], "lr": m["optimizer"]["lr"],
-            "momentum": m["optimizer"].get("momentum", 0.0), "model": m["model"]["name"],
+    opt = m["optimizer"]
+    adamw = ({"betas": tuple(opt["betas"]), "eps": opt["eps"], "weight_decay": opt["weight_decay"]}
+             if opt.get("type") == "adamw" else None)
+    return {"ops": ops, "ddp": m["ddp"], "lr": opt["lr"], "momentum": opt.get("momentum", 0.0), "adamw": adamw,
+            "model": m["model"]["name"],
             "joins": m.get("joins", []), "uneven": m.get("uneven", []), "rearms": rearms}
 
 

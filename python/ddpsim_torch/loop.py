@@ -24,7 +24,8 @@ against the reference as it judges any recording.
 import time
 
 from . import loading
-from .loading import BadInput
+from .loading import BadInput, Unsupported
+from .optimizer import step_optimizer
 
 
 class Loop:
@@ -34,18 +35,28 @@ class Loop:
     batches: this rank's micro-batches in the order the schedule's forwards take them, each
       (inputs tuple, targets): a loop must consume them in that order, one per forward;
     loss(output, targets): the run's loss;
-    lr, momentum: the reference's step, torch.optim.SGD with this learning rate and momentum (0.0: none), which
-      the loop's optimizer must be;
+    lr, momentum: the reference's step when it is torch.optim.SGD, with this learning rate and momentum (0.0:
+      none), which the loop's optimizer must be;
+    optimizer(params): the reference's step built over params, whatever it is (SGD with lr and momentum, or
+      torch.optim.AdamW under --optimizer adamw): a loop that builds its optimizer with it follows every
+      scenario; under AdamW one that does not is not run (its step would be SGD);
     rank, world_size;
     loss_divisor: set by the loop when it divides each micro-batch's loss before its backward (Lightning's
       automatic optimization divides by accumulate_grad_batches): the shadow's local gradient is then that of
       loss / loss_divisor, computed the same way, and the reference sums those (default 1)."""
 
-    def __init__(self, driver, module, batches, loss, lr, rank, world_size, momentum=0.0):
+    def __init__(self, driver, module, batches, loss, lr, rank, world_size, momentum=0.0, step=None):
         self._driver = driver
         self.module, self.batches, self.loss, self.lr, self.momentum = module, batches, loss, lr, momentum
         self.rank, self.world_size = rank, world_size
         self.loss_divisor = 1
+        self._step = step  # (class, kwargs): rank.step_optimizer's
+
+    def optimizer(self, params):
+        """The run's step, a torch.optim optimizer over params."""
+        self._driver.built_optimizer = True
+        cls, kwargs = self._step
+        return cls(params, **kwargs)
 
     def after_backward(self, grads=None):
         """A backward has finished: call it once per backward, after it and before anything else touches .grad.
@@ -56,6 +67,9 @@ class Loop:
 
     def after_step(self):
         """The optimizer has stepped: call it once per optimizer step, right after it."""
+        if self._driver.adamw and not self._driver.built_optimizer:
+            raise Unsupported("the step is torch.optim.AdamW, and --wrap %s built its optimizer without "
+                              "loop.optimizer(params)" % self._driver.wrap)
         self._driver.step_done()
 
 
@@ -70,6 +84,7 @@ class _Driver:
         self.nfwd = 0
         self.wrap = rank.cfg["wrap"]
         self.since = None  # when the last event came (the loop's set-up before the first is not an op)
+        self.adamw, self.built_optimizer = bool(job.get("adamw")), False
 
     def _progress(self):
         """The supervisor sees the loop move through the schedule (launch.py: its watchdog and deadlock test count
@@ -152,5 +167,6 @@ def run(rank, j, job, module, batch, loss_fn, names, shadow, rec):
     fn = loading.load(rank.cfg["wrap"], "--wrap")
     batches = [batch(i) for i in range(sum(1 for op in job["ops"] if op == "fwd"))]
     driver = _Driver(rank, j, job, module, batches, loss_fn, names, shadow, rec)
-    fn(Loop(driver, module, batches, loss_fn, job["lr"], rank.rank, rank.nranks, job.get("momentum", 0.0)))
+    fn(Loop(driver, module, batches, loss_fn, job["lr"], rank.rank, rank.nranks, job.get("momentum", 0.0),
+            step_optimizer(job)))
     driver.finish()

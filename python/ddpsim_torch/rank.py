@@ -18,6 +18,7 @@ import torch.distributed as dist
 
 from . import _rank_process, ddpsim, loading, loop, record, twins
 from .loading import BadInput, Unsupported
+from .optimizer import check_optimizer, step_optimizer
 
 # Shared progress, one row per rank (launch.py reads it).
 ROW = 6
@@ -29,14 +30,17 @@ STARTING = -2.0  # OP before the rank has joined the process group
 DDP_KWARGS = ("find_unused_parameters", "bucket_cap_mb", "gradient_as_bucket_view", "static_graph")
 
 
-def wrap_kwargs(wrap, ddp, momentum=0.0):
-    """The DDP options the wrap function accepts (by name, or all of them through **kwargs), and the step's
-    momentum when it names a momentum argument (a wrapper that builds its own optimizer)."""
+def wrap_kwargs(wrap, ddp, momentum=0.0, optimizer=None):
+    """The DDP options the wrap function accepts (by name, or all of them through **kwargs); for a wrapper that
+    builds its own optimizer, the step's momentum when it names a momentum argument, and the step itself,
+    step_optimizer's (class, kwargs), when it names an optimizer argument."""
     try:
         named = inspect.signature(wrap).parameters
     except (TypeError, ValueError):
         named = {}
     extra = {"momentum": momentum} if "momentum" in named else {}
+    if "optimizer" in named and optimizer is not None:
+        extra["optimizer"] = optimizer
     values = {"find_unused_parameters": ddp["find_unused_parameters"],
               "bucket_cap_mb": ddp["bucket_cap"] / (1024.0 * 1024.0),
               "gradient_as_bucket_view": ddp["gradient_as_bucket_view"]}
@@ -49,32 +53,6 @@ def wrap_kwargs(wrap, ddp, momentum=0.0):
     if any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values()):
         return dict(values, **extra)
     return dict({k: v for k, v in values.items() if k in sig.parameters}, **extra)
-
-
-def _momentum_of(optimizer):
-    """The momentum an optimizer steps with: torch.optim.SGD's param_groups', or those of the optimizer it wraps
-    (ZeroRedundancyOptimizer's and OSS's .optim, DeepSpeed's .optimizer); None when no group says."""
-    for o in (optimizer, getattr(optimizer, "optim", None), getattr(optimizer, "optimizer", None)):
-        groups = [g for g in getattr(o, "param_groups", None) or () if isinstance(g, dict)]
-        if isinstance(o, torch.optim.SGD) or any("momentum" in g for g in groups):
-            values = {float(g.get("momentum", 0.0)) for g in groups}
-            return values.pop() if len(values) == 1 else None
-    return None
-
-
-def check_momentum(optimizer, momentum, wrap):
-    """A wrapper's own optimizer must step as the reference does: a scenario whose step has another momentum is
-    not run (Unsupported, said in the header), rather than failed or passed."""
-    mine = _momentum_of(optimizer)
-    if mine is None and not momentum:
-        return  # an optimizer that says nothing of momentum, and a reference without it: the check decides
-    if mine is None or torch.tensor(mine, dtype=torch.float32) != torch.tensor(momentum, dtype=torch.float32):
-        hint = ("give the wrap function a momentum argument to build it with" if mine is None else
-                "run with --optimizer %s, or give the wrap function a momentum argument" % (
-                    "momentum:%g" % mine if mine else "sgd"))
-        what = "whose momentum it does not say" if mine is None else "with momentum %g" % mine
-        raise Unsupported("the step is torch.optim.SGD with momentum %g, and --wrap %s returned an optimizer %s: %s"
-                          % (momentum, wrap, what, hint))
 
 
 def register_comm_hook(wrapped, hook):
@@ -395,7 +373,7 @@ class Rank:
     def wrap(self, module, job):
         """The wrapped module, and the wrapper's own optimizer when wrap returned (module, optimizer)."""
         fn = loading.load(self.cfg["wrap"], "--wrap")
-        wrapped = fn(module, **wrap_kwargs(fn, job["ddp"], job.get("momentum", 0.0)))
+        wrapped = fn(module, **wrap_kwargs(fn, job["ddp"], job.get("momentum", 0.0), step_optimizer(job)))
         optimizer = None
         if isinstance(wrapped, tuple):
             if len(wrapped) != 2 or not callable(getattr(wrapped[1], "step", None)):
@@ -448,7 +426,7 @@ class Rank:
             record.write_manifest(root, self.nranks, impl, self.cfg["recorded_by"], job["model"], named,
                                   job["ddp"], job["zero_grad"], job["lr"], job["ops"], buffers,
                                   job.get("joins", ()), job.get("uneven", ()), job.get("shard"),
-                                  job.get("params_only", False), job.get("momentum", 0.0))
+                                  job.get("params_only", False), job.get("momentum", 0.0), job.get("adamw"))
         if self.cfg.get("loop"):  # a training loop of its own (a framework's Trainer) runs the ops: loop.py
             loop.run(self, j, job, module, batch, loss_fn, names, shadow, rec)
             return
@@ -456,9 +434,10 @@ class Rank:
         params = map_params(named, wrapped)
         own_optimizer = optimizer is not None
         if optimizer is None:
-            optimizer = torch.optim.SGD(params, lr=job["lr"], momentum=job.get("momentum", 0.0))
+            cls, kwargs = step_optimizer(job)
+            optimizer = cls(params, **kwargs)
         else:
-            check_momentum(optimizer, job.get("momentum", 0.0), self.cfg["wrap"])
+            check_optimizer(optimizer, job, self.cfg["wrap"])
         # A wrapper that synchronizes in its own backward call (DeepSpeed's engine.backward) says so.
         backward = getattr(wrapped, "ddpsim_backward", None) or (lambda loss: loss.backward())
         # ... and one whose zero_grad is the module's (fairscale's ShardedDataParallel resets its reduction state

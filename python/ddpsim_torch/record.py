@@ -118,15 +118,16 @@ class Recorder:
 
 
 def write_manifest(root, ranks, impl, recorded_by, model, named_params, ddp, zero_grad, lr, ops,
-                   named_buffers=(), joins=(), uneven=(), shard=None, params_only=False, momentum=0.0):
+                   named_buffers=(), joins=(), uneven=(), shard=None, params_only=False, momentum=0.0, adamw=None):
     """root/manifest.json; ddp: bucket_cap, first_bucket_cap, find_unused_parameters,
     gradient_as_bucket_view, find_unused_rule, broadcast_buffers; joins and uneven as ddpsim --prepare
     wrote them (the join blocks, and each uneven repetition with every rank's count); shard: the sharded data
     parallelism whose rule judges the run ({"mode", "mesh"}, version 4), None: DDP's; params_only: the
     optimizer averages the parameters (model averaging, version 5); momentum: the step's SGD momentum (version
-    6 when not 0)."""
+    6 when not 0); adamw: the step is torch.optim.AdamW's, {"betas", "eps", "weight_decay"} (version 7)."""
+    version = 7 if adamw else 6 if momentum else 5 if params_only else 4 if shard else 3
     manifest = {
-        "format": "ddpsim-record", "version": 6 if momentum else 5 if params_only else 4 if shard else 3,
+        "format": "ddpsim-record", "version": version,
         "ranks": ranks, "impl": impl,
         "recorded_by": recorded_by,
         "model": model,
@@ -145,6 +146,9 @@ def write_manifest(root, ranks, impl, recorded_by, model, named_params, ddp, zer
         manifest["optimizer"]["averages"] = "parameters"
     if momentum:
         manifest["optimizer"]["momentum"] = momentum
+    if adamw:
+        manifest["optimizer"] = dict(manifest["optimizer"], type="adamw", betas=list(adamw["betas"]),
+                                     eps=adamw["eps"], weight_decay=adamw["weight_decay"])
     os.makedirs(root, exist_ok=True)
     with open(os.path.join(root, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)

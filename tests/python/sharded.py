@@ -8,6 +8,8 @@ says what its rank holds (ddpsim_grad_shards), and wrap returns (module, optimiz
   sharded_undeclared          the same without ddpsim_grad_shards(): a non-owner's .grad is None
   sharded_momentum            sharded, its optimizer torch's SGD with the run's momentum (each owner's buffers)
   sharded_momentum_dropped    (planted) the momentum declared in its optimizer's defaults and never applied
+  zero_optimizer              DDP with ZeroRedundancyOptimizer over the run's step (its optimizer argument)
+  adamw_decay_dropped         (planted) DDP with an AdamW that declares the run's weight decay and skips it
   sharded_every_backward      every backward is a boundary and the owner's accumulator is reset, only the
                               last micro-batch survives (allenai/open-instruct PR #1498: DeepSpeed told
                               gradient_accumulation_steps=1 while the trainer accumulates)
@@ -249,10 +251,32 @@ def zeros_for_none(module):
     return ZerosForNone(module)
 
 
-def zero_optimizer(module, momentum=0.0, **ddp_options):
+def zero_optimizer(module, momentum=0.0, optimizer=None, **ddp_options):
     from torch.distributed.optim import ZeroRedundancyOptimizer
     ddp = torch.nn.parallel.DistributedDataParallel(module, **ddp_options)
-    return ddp, ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=torch.optim.SGD, lr=0.1, momentum=momentum)
+    cls, kwargs = optimizer or (torch.optim.SGD, {"lr": 0.1, "momentum": momentum})  # the run's step, when given
+    return ddp, ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=cls, **kwargs)
+
+
+class _AdamWWithoutDecay(torch.optim.AdamW):
+    """(planted) torch's AdamW with the run's weight decay in its groups, stepping without it."""
+
+    def step(self, closure=None):
+        declared = [g["weight_decay"] for g in self.param_groups]
+        for g in self.param_groups:
+            g["weight_decay"] = 0.0
+        try:
+            return super().step(closure)
+        finally:
+            for g, w in zip(self.param_groups, declared):
+                g["weight_decay"] = w
+
+
+def adamw_decay_dropped(module, optimizer, **ddp_options):
+    """DDP with its own AdamW (planted): the run's weight decay declared and never applied."""
+    ddp = torch.nn.parallel.DistributedDataParallel(module, **ddp_options)
+    cls, kwargs = optimizer
+    return ddp, (_AdamWWithoutDecay if cls is torch.optim.AdamW else cls)(ddp.parameters(), **kwargs)
 
 
 # Bad input, refused with its reason.

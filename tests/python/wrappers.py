@@ -388,7 +388,7 @@ def reduces_in_no_sync(module):
 # "3*( nosync{fwd bwd grab} fwd bwd grab step zero )"), with the mistakes such loops make.
 def _accumulate(loop, k=2, zero=True, step_every=False, stop_after=None):
     ddp = nn.parallel.DistributedDataParallel(loop.module)
-    opt = torch.optim.SGD(ddp.parameters(), lr=loop.lr, momentum=loop.momentum)
+    opt = loop.optimizer(ddp.parameters())
     for i, (inputs, targets) in enumerate(loop.batches):
         if stop_after is not None and i == stop_after:
             return
@@ -437,5 +437,18 @@ def loop_hangs(loop):
             time.sleep(3600)
 
 
-for _f in (loop_hangs, loop_grads_misnamed, loop_forgets_zero_grad, loop_steps_every_microstep, loop_stops_early):
+def loop_own_sgd(loop):
+    """A loop that builds torch.optim.SGD itself instead of loop.optimizer(): under AdamW its step is not the run's."""
+    ddp = nn.parallel.DistributedDataParallel(loop.module)
+    opt = torch.optim.SGD(ddp.parameters(), lr=loop.lr)
+    for inputs, targets in loop.batches:
+        loop.loss(ddp(*inputs), targets).backward()
+        loop.after_backward()
+        opt.step()
+        loop.after_step()
+        opt.zero_grad()
+
+
+for _f in (loop_hangs, loop_grads_misnamed, loop_forgets_zero_grad, loop_steps_every_microstep, loop_stops_early,
+           loop_own_sgd):
     _f.ddpsim_loop = True

@@ -72,7 +72,7 @@ def _zero_engine(loop, stage, gradient_accumulation_steps):
                       LOCAL_RANK=str(dist.get_rank()))
     import deepspeed
     from deepspeed.utils import safe_get_full_grad
-    optimizer = torch.optim.SGD(loop.module.parameters(), lr=loop.lr, momentum=loop.momentum)
+    optimizer = loop.optimizer(loop.module.parameters())
     engine, _, _, _ = deepspeed.initialize(model=loop.module, optimizer=optimizer, config=config,
                                            dist_init_required=False)
     named = list(engine.module.named_parameters())

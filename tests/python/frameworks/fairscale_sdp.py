@@ -12,12 +12,13 @@ import torch
 
 
 class Sharded(torch.nn.Module):
-    def __init__(self, module, momentum=0.0):
+    def __init__(self, module, optimizer=(torch.optim.SGD, {"lr": 0.1})):
         super().__init__()
         from fairscale.nn.data_parallel import ShardedDataParallel
         from fairscale.optim import OSS
         self.names = {id(p): n for n, p in module.named_parameters()}
-        self.oss = OSS(module.parameters(), optim=torch.optim.SGD, lr=0.1, momentum=momentum)
+        cls, kwargs = optimizer
+        self.oss = OSS(module.parameters(), optim=cls, **kwargs)
         self.model = ShardedDataParallel(module, self.oss)
 
     def forward(self, *inputs):
@@ -41,8 +42,9 @@ class Undeclared(Sharded):
     ddpsim_grad_shards = None
 
 
-def sharded(module, momentum=0.0, **ddp_options):
-    wrapped = Sharded(module, momentum)  # the run's step (a momentum scenario's), as the front end asks
+def sharded(module, momentum=0.0, optimizer=None, **ddp_options):
+    # the run's step (the momentum or adamw scenario's), as the front end gives it
+    wrapped = Sharded(module, optimizer or (torch.optim.SGD, {"lr": 0.1, "momentum": momentum}))
     return wrapped, wrapped.oss
 
 

@@ -59,7 +59,7 @@ def _module(loop):
             loop.after_backward()
 
         def configure_optimizers(self):
-            return torch.optim.SGD(self.net.parameters(), lr=loop.lr, momentum=loop.momentum)
+            return loop.optimizer(self.net.parameters())
 
         def optimizer_step(self, *args, **kwargs):
             super().optimizer_step(*args, **kwargs)
