@@ -25,6 +25,7 @@ typedef struct ddpsim_options {
     sched schedule;          /* owned */
     const char *schedule_arg; /* --schedule as given (text or @FILE) */
     char *schedule_text;     /* owned: the text parsed (from --schedule or its @FILE) */
+    int clip_inserted;       /* --clip put clip ops into it (a scenario that clips keeps its own) */
     const char *json_path;   /* --json FILE */
     const char *prepare_dir; /* --prepare DIR: write the run's inputs there and run nothing */
     FILE *json_file;         /* opened by main before the run: the file, or stdout for "-" (not by parsing) */

@@ -92,7 +92,11 @@ int report_header(const ddpsim_options *opt)
            run->nranks, model_spec(m), model_size(m), model_nparams(m), nb, nb == 1 ? "" : "s",
            run->ddp.find_unused ? "" : " until the rebuild", run->batch,
            (unsigned long long)run->seed, run->inputs_dir ? ", inputs from a dump" : "");
-    fprintf(opt->out, "# schedule: %s\n", opt->schedule_text);
+    if (opt->clip_inserted)
+        fprintf(opt->out, "# schedule: %s + --clip %g%s (before every step a training loop clips)\n",
+                opt->schedule_text, opt->run.clip_max, opt->run.clip_inf ? ":inf" : "");
+    else
+        fprintf(opt->out, "# schedule: %s\n", opt->schedule_text);
     fprintf(opt->out, "#   %zu ops, %zu forwards, %zu grabs\n", run->schedule->nops, run->schedule->nfwd, run->schedule->ngrabs);
     fprintf(opt->out, "# algo %s, tolerance %s, bucket cap %s (first %s), find_unused %s%s%s%s, bucket_view %s, "
                       "zero_grad %s, lr %g%s%s%s\n",
@@ -129,6 +133,65 @@ int report_header(const ddpsim_options *opt)
     return fflush(opt->out) != 0 || ferror(opt->out) ? -1 : 0;
 }
 
+/* --json's "clip": the clip ops' checks over all ranks, and the first failing one (null: none failed). */
+static void json_clips(FILE *f, const verify_result *res, const judgement *s)
+{
+    uint64_t clips = 0, failed = 0;
+    double worst = 0;
+    for (int r = 0; r < res->nranks; r++) {
+        clips += res->figures[r].clips;
+        failed += res->figures[r].clips_failed;
+        worst = fmax(worst, res->figures[r].clip_worst);
+    }
+    fprintf(f, ",\n \"clip\": {\"checked\": %llu, \"failed\": %llu, \"worst\": ", (unsigned long long)clips,
+            (unsigned long long)failed);
+    jsonw_number(f, worst);
+    fprintf(f, ", \"first_failure\": ");
+    const verify_clip_check *k = s->first ? &s->first->clip : NULL;
+    if (k && k->failed) {
+        fprintf(f, "{\"op\": %llu, \"rank\": %d, \"kind\": \"%s\", \"coef\": ", (unsigned long long)k->op, s->first_rank,
+                k->failed == VERIFY_CLIP_RANKS ? "ranks_differ" : "outside_bound");
+        jsonw_number(f, k->coef);
+        fprintf(f, ", \"reference_coef\": ");
+        jsonw_number(f, k->ref_coef);
+        fprintf(f, ", \"reference_norm\": ");
+        jsonw_number(f, k->ref_norm);
+        fprintf(f, ", \"bound\": [");
+        jsonw_number(f, k->lo);
+        fprintf(f, ", ");
+        jsonw_number(f, k->hi);
+        fprintf(f, "], \"outside\": %s", k->outside ? "true" : "false");
+        if (k->failed == VERIFY_CLIP_RANKS) {
+            fprintf(f, ", \"other_rank\": %d, \"other_coef\": ", k->other_rank);
+            jsonw_number(f, k->other_coef);
+        }
+        fprintf(f, "}");
+    } else {
+        fprintf(f, "null");
+    }
+    fprintf(f, "}");
+}
+
+/* A clip that failed its check, in words. */
+static void print_clip_failure(FILE *out, const char *where, const char *label, int rank, const verify_clip_check *k)
+{
+    char bound[160];
+    snprintf(bound, sizeof bound, "the bound of a correct clip is [%.9g, %.9g] around the reference's %.9g (exact "
+                                  "global norm %.9g)",
+             k->lo, k->hi, (double)k->ref_coef, k->ref_norm);
+    if (k->failed == VERIFY_CLIP_RANKS)
+        fprintf(out, "# first divergence: the clip at op %llu, before %s (%s), rank %d: coefficient %.9g, rank %d's "
+                     "%.9g: the ranks clipped by different norms (a norm not reduced over the shard group?) where "
+                     "every rank's reference is the same; %s%s\n",
+                (unsigned long long)k->op, where, label, rank, (double)k->coef, k->other_rank, (double)k->other_coef,
+                bound, k->outside ? ", and this rank's lies outside it" : "");
+    else
+        fprintf(out, "# first divergence: the clip at op %llu, before %s (%s), rank %d: coefficient %.9g, outside it: "
+                     "%s; %.6g x the reference's\n",
+                (unsigned long long)k->op, where, label, rank, (double)k->coef, bound,
+                (double)k->coef / (double)k->ref_coef);
+}
+
 static void print_first(const ddpsim_options *opt, const judgement *s)
 {
     const verify_record *f = s->first;
@@ -140,18 +203,23 @@ static void print_first(const ddpsim_options *opt, const judgement *s)
         return;
     }
     model *m = layout_get(opt);
+    const char *first = "first divergence";
+    if (f->clip.failed) { /* the clip came before the values it made */
+        print_clip_failure(opt->out, where, ck->label, s->first_rank, &f->clip);
+        first = "after it";
+    }
     if (f->has_first && f->first_padding)
-        fprintf(opt->out, "# first divergence: %s (%s), rank %d, the padding of flat unit %d, element %llu of the "
+        fprintf(opt->out, "# %s: %s (%s), rank %d, the padding of flat unit %d, element %llu of the "
                           "padded unit: %.9g, where padding is exactly 0\n",
-                where, ck->label, s->first_rank, f->first_param, (unsigned long long)f->first_index,
+                first, where, ck->label, s->first_rank, f->first_param, (unsigned long long)f->first_index,
                 (double)f->first_actual);
     else if (f->has_first && f->first_none)
-        fprintf(opt->out, "# first divergence: %s (%s), rank %d, parameter %s: %s\n", where, ck->label,
+        fprintf(opt->out, "# %s: %s (%s), rank %d, parameter %s: %s\n", first, where, ck->label,
                 s->first_rank, checker_first_name(m, f), verify_none_text(f->first_none));
     else if (f->has_first)
-        fprintf(opt->out, "# first divergence: %s (%s), rank %d, %s %s, element %llu: expected %.9g, actual %.9g, "
+        fprintf(opt->out, "# %s: %s (%s), rank %d, %s %s, element %llu: expected %.9g, actual %.9g, "
                "%u ulp\n",
-               where, ck->label, s->first_rank, f->first_buffer ? "buffer" : "parameter", checker_first_name(m, f), (unsigned long long)f->first_index,
+               first, where, ck->label, s->first_rank, f->first_buffer ? "buffer" : "parameter", checker_first_name(m, f), (unsigned long long)f->first_index,
                (double)f->first_expected, (double)f->first_actual, f->first_ulp);
     if (f->has_first && f->pattern.kind != PATTERN_NONE) {
         char pat[256];
@@ -489,6 +557,7 @@ static int write_json(const ddpsim_options *opt, const verify_result *res, const
     } else {
         fprintf(f, "null");
     }
+    json_clips(f, res, s);
     fprintf(f, ",\n \"sanity\": {\"synced_grabs\": %zu, \"synced_disagree\": %zu, \"local_grabs\": %zu, "
                "\"local_identical\": %zu, \"global_checked\": %zu, \"global_failed\": %zu, \"agreement_syncs\": %llu, \"global_worst\": ",
             s->synced_grabs, s->synced_disagree, s->local_grabs, s->local_identical, s->global_checked,
@@ -586,6 +655,38 @@ void report_shard_line(const ddpsim_options *opt)
             shard_mode_name(run->shard), me.replicas, me.shards);
 }
 
+/* The clip ops' checks, every rank's together (verify_clip_check). */
+static void print_clips(FILE *out, const verify_result *res)
+{
+    uint64_t clips = 0, failed = 0;
+    double worst = 0;
+    float lo = 1, hi = 0;
+    for (int r = 0; r < res->nranks; r++) {
+        const verify_rank_figures *f = &res->figures[r];
+        clips += f->clips;
+        failed += f->clips_failed;
+        worst = fmax(worst, f->clip_worst);
+        if (f->clips) {
+            lo = fminf(lo, f->clip_ref_min);
+            hi = fmaxf(hi, f->clip_ref_max);
+        }
+    }
+    if (clips == 0)
+        return;
+    char range[96];
+    if (lo == 1 && hi == 1)
+        snprintf(range, sizeof range, "every coefficient 1: nothing was clipped, lower MAX to check the clipping");
+    else
+        snprintf(range, sizeof range, "the reference's coefficients %.3g to %.3g", (double)lo, (double)hi);
+    if (failed)
+        fprintf(out, "# clip: FAIL at %llu of %llu clips over all ranks (the first divergence says which; %s)\n",
+                (unsigned long long)failed, (unsigned long long)clips, range);
+    else
+        fprintf(out, "# clip: %llu clips over all ranks: every rank's coefficient the same bits, within the bound of "
+                     "the reference's exact norm (worst %.2g of it); %s\n",
+                (unsigned long long)clips, worst, range);
+}
+
 static void print_sanity(const ddpsim_options *opt, const verify_result *res, const judgement *s)
 {
     FILE *out = opt->out;
@@ -634,6 +735,7 @@ static void print_sanity(const ddpsim_options *opt, const verify_result *res, co
                     s->disagree ? "NO" : "yes", (unsigned long long)s->agreement_syncs);
     }
     print_comm(out, res, opt->run.shard);
+    print_clips(out, res);
 }
 
 int report_verification(const ddpsim_options *opt, const verify_result *res, report_stream *rs)

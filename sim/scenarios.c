@@ -87,6 +87,9 @@ static void header(const ddpsim_options *opt)
             battery_count_for(opt->run.shard), run->nranks, run->batch, (unsigned long long)run->seed, coll_algo_name(run->ddp.algo),
             tol_format(&run->tol, tol, sizeof tol), run->chaos ? ", under chaos" : "");
     fprintf(opt->out, "#   ddpsim --scenarios says what each exposes; --scenario NAME runs one with its full report\n");
+    if (run->clip_max > 0)
+        fprintf(opt->out, "# --clip %g%s: clip_grad_norm_ before every step a training loop clips, in every scenario\n",
+                run->clip_max, run->clip_inf ? ":inf" : "");
     char math[160];
     report_shard_line(opt);
     fprintf(opt->out, "# math: %s\n", model_math(math, sizeof math));

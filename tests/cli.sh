@@ -214,7 +214,35 @@ expect 0 "self-add-each-microstep" "--list shows the catalogue" -- --list
 expect 0 "sync-flag-steps .*huggingface/accelerate PR #2790" "--list: each bug with its source" -- --list
 expect 1 "first divergence: grab 9 (after fwd+bwd (2 acc))" "tail-window: the short window's sync is missed by an engine that counts" -- --ranks 3 --impl tail-window-dropped --scenario tail-window
 expect 3 "ranks disagree on a collective: rank 0 called allreduce of 280 float" "skip-none-grads: different sizes named, not hung" -- --ranks 3 --impl skip-none-grads --scenario find-unused
-expect 0 "mutation score: 51 of 51 caught" "--mutants catches every bug, DDP's and the sharded ones" -- --mutants
+# clip_grad_norm_ (clip:MAX, --clip MAX[:inf]): DDP's implementations are clipped by ddpsim's torch-like clip of
+# their .grad; its float norm is within the bound of the reference's exact one, the same bits on every rank.
+expect 0 "# clip: 8 clips over all ranks: every rank's coefficient the same bits, within the bound of the reference's exact norm" "clip: the L2 and the inf norm in a schedule" -- --ranks 4 --schedule "fwd bwd clip:0.01 grab step zero fwd bwd clip:0.005:inf grab step"
+grep -q "^# verdict: PASS (2 grabs and 3 parameter checks x 4 ranks match, bitwise)" "$out" && ok "... and the clipped gradients and steps match bitwise" || bad "... and the clipped gradients and steps match bitwise"
+expect 0 "every coefficient 1: nothing was clipped, lower MAX to check the clipping" "clip: a MAX that clips nothing is said" -- --ranks 3 --schedule "fwd bwd clip:1000 grab step"
+expect 0 "verdict: PASS (22 of 22 scenarios, 153 grabs x 3 ranks, order)" "--clip: the battery clipped before every step a loop clips, under order" -- --ranks 3 --clip 0.01 --tolerance order -q
+expect 0 "verdict: PASS (22 of 22" "--clip: the bucketed built-in, the inf norm, with momentum" -- --ranks 5 --impl bucketed --clip 0.01:inf --optimizer momentum -q
+expect 0 "grab step zero ) + --clip 0.01 (before every step a training loop clips)" "--clip: the header says the schedule is clipped" -- --ranks 2 --scenario classic --clip 0.01
+expect 2 "--schedule: schedule line 1, column 14: clip's max_norm must be a positive finite number (found '0')" "clip:0 is refused" -- --schedule "fwd bwd clip:0 step"
+expect 2 "clip's max_norm must be a positive finite number" "clip:-1 is refused" -- --schedule "fwd bwd clip:-1 step"
+expect 2 "clip's max_norm must be a positive finite number" "clip:inf is refused" -- --schedule "fwd bwd clip:inf step"
+expect 2 "expected ':MAX' after 'clip'" "clip without MAX is refused" -- --schedule "fwd bwd clip step"
+expect 2 "clip's norm type must be 2 or inf" "clip:1:3 is refused" -- --schedule "fwd bwd clip:1:3 step"
+expect 2 "clip's norm type must be 2 or inf" "clip:1:infx is refused" -- --schedule "fwd bwd clip:1:infx step"
+expect 2 "unexpected text after a clip op (found '{')" "clip:1{ is refused" -- --schedule "fwd bwd clip:1{ step"
+expect 2 "clipping needs the gradients of a syncing backward" "clip after a backward inside no_sync is refused" -- --schedule "nosync{fwd bwd} clip:1 step"
+expect 2 "clipping needs the gradients of a syncing backward" "clip after zero_grad is refused" -- --schedule "fwd bwd zero clip:1 step"
+expect 2 "a backward onto clipped gradients" "a backward after a clip, before zero_grad, is refused" -- --schedule "fwd bwd clip:1 fwd bwd grab"
+expect 2 "clipping inside join is not supported" "clip inside join is refused" -- --ranks 2 --schedule "fwd bwd step zero join{ [2, -1:1]*( fwd bwd clip:1 step zero ) }"
+expect 2 "--clip: the schedule has clip ops of its own" "--clip with a schedule that clips is refused" -- --clip 1 --schedule "fwd bwd clip:1 step"
+expect 2 "--clip: '0': expected MAX or MAX:inf" "--clip 0 is refused" -- --clip 0
+expect 2 "--clip: '1:x': expected MAX or MAX:inf" "--clip 1:x is refused" -- --clip 1:x
+cscratch=$(mktemp -d)
+expect 2 "--record: a schedule with clip ops (or --clip) is checked in live runs" "--record with a clip is refused" -- --schedule "fwd bwd clip:1 step" --record "$cscratch/r"
+expect 2 "--prepare: a schedule with clip ops (or --clip) is checked in live runs" "--prepare with --clip is refused" -- --scenario classic --clip 1 --prepare "$cscratch/p"
+expect 2 "--dump: a schedule with clip ops" "--dump with a clip is refused" -- --schedule "fwd bwd clip:1 step" --dump "$cscratch/d"
+[ -z "$(ls -A "$cscratch")" ] && ok "... and none of them wrote anything" || bad "... and none of them wrote anything"
+rm -rf "$cscratch"
+expect 0 "mutation score: 53 of 53 caught" "--mutants catches every bug, DDP's and the sharded ones" -- --mutants
 grep -q "^ momentum-per-microstep .*caught .* momentum " "$out" && ok "--mutants: the momentum scenario catches a buffer advanced per micro-step" ||
     bad "--mutants: the momentum scenario catches a buffer advanced per micro-step"
 expect 0 "1 bug only a bitwise comparison catches passes, as the catalogue says: post-divide" "--mutants under the order tolerance (the NCCL backend's default) says which bugs only bitwise catches" -- --mutants --tolerance order

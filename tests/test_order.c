@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "budget.h"
+#include "clip.h"
 #include "impl.h"
 #include "judge.h"
 #include "testutil.h"
@@ -420,6 +421,118 @@ static void test_adamw_step_and_bound(void)
     CU_ASSERT(worst_exact < 256); /* exact inputs: a bound of roundings, not of the update's size */
 }
 
+/* ---- clip_grad_norm_ (clip.h): ways a correct implementation sums the squares ---- */
+
+/* The squares in float, element order (or reversed), in chunks of n / chunks whose norms (sqrt_each) or sums are
+ * combined: per-tensor norms, per-rank shards, a reduction over ranks. */
+static float norm_chunked(const float *g, size_t n, int chunks, int sqrt_each, int reverse)
+{
+    float total = 0;
+    for (int c = 0; c < chunks; c++) {
+        size_t lo = n * (size_t)c / (size_t)chunks, hi = n * (size_t)(c + 1) / (size_t)chunks;
+        float sum = 0;
+        for (size_t i = lo; i < hi; i++) {
+            float x = g[reverse ? n - 1 - i : i];
+            sum += x * x;
+        }
+        if (sqrt_each) {
+            float r = sqrtf(sum);
+            sum = r * r;
+        }
+        total += sum;
+    }
+    return sqrtf(total);
+}
+
+static float norm_pairwise_sq(const float *g, size_t n)
+{
+    if (n == 1)
+        return g[0] * g[0];
+    return norm_pairwise_sq(g, n / 2) + norm_pairwise_sq(g + n / 2, n - n / 2);
+}
+
+static float norm_double(const float *g, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++)
+        s += (double)g[i] * g[i];
+    return (float)sqrt(s);
+}
+
+/*
+ * clip_reference's interval: torch's coefficient from every correct way of summing the squares (in float, in any
+ * order and grouping, or in double) of gradients anywhere within their bound lies in it, with torch's reciprocal
+ * or a plain division; a norm 2^-10 off, a shard's own norm, or sqrt(2) times it (a group counted twice) does not.
+ * The inf norm is exact: a max 2^-10 off is outside. The bound after clipping holds for the products.
+ */
+static void test_clip_bound(void)
+{
+    enum { N = 6000 };
+    static float g[N], gp[N], E[N], after[N];
+    uint64_t x = 0x9e3779b97f4a7c15ULL;
+    double widest = 0, used[2] = {0, 0}; /* L2, inf */
+    int active = 0;
+    for (int trial = 0; trial < 300; trial++) {
+        size_t n = 1 + (size_t)((uniform(&x) + 1) / 2 * (N - 1));
+        int bounded = trial % 2, inf_norm = trial % 5 == 4;
+        for (size_t i = 0; i < n; i++) {
+            g[i] = (float)(uniform(&x) * ldexp(1, (int)(uniform(&x) * 12) - 6));
+            E[i] = bounded ? (float)(fabs(g[i]) * 1e-5 * (uniform(&x) + 1)) : 0;
+            gp[i] = (float)(g[i] + E[i] * uniform(&x));
+            if (fabsf(gp[i] - g[i]) > E[i])
+                E[i] = fabsf(gp[i] - g[i]);
+        }
+        double norm = clip_norm_of(g, n, inf_norm);
+        double max_norm = norm * (trial % 7 == 6 ? 2.0 : 0.01 + 0.9 * (uniform(&x) + 1) / 2);
+        clip_ref ref;
+        clip_reference(g, bounded ? E : NULL, n, max_norm, inf_norm, &ref);
+        CU_ASSERT(ref.lo <= ref.coef && ref.coef <= ref.hi);
+        float t[6];
+        int nt = 0;
+        if (inf_norm) {
+            float m = 0;
+            for (size_t i = 0; i < n; i++)
+                m = fmaxf(m, fabsf(gp[i]));
+            t[nt++] = m;
+        } else {
+            t[nt++] = norm_chunked(gp, n, 1, 0, 0);
+            t[nt++] = norm_chunked(gp, n, 1, 0, 1);
+            t[nt++] = norm_chunked(gp, n, 1 + trial % 8, 1, 0);
+            t[nt++] = norm_chunked(gp, n, 1 + trial % 8, 0, 1);
+            t[nt++] = sqrtf(norm_pairwise_sq(gp, n));
+            t[nt++] = norm_double(gp, n);
+        }
+        for (int k = 0; k < nt; k++) {
+            float c1 = clip_coef_torch(t[k], max_norm), c2 = (float)(max_norm / ((double)t[k] + CLIP_EPS));
+            c2 = c2 < 1 ? c2 : 1;
+            CU_ASSERT(ref.lo <= c1 && c1 <= ref.hi);
+            CU_ASSERT(ref.lo <= c2 && c2 <= ref.hi);
+            double room = c1 >= ref.coef ? ref.hi - ref.coef : ref.coef - ref.lo;
+            if (room > 0)
+                used[inf_norm] = fmax(used[inf_norm], fabs((double)c1 - ref.coef) / room);
+        }
+        widest = fmax(widest, (ref.hi - ref.lo) / ref.coef);
+        if (ref.coef < 0.999f) {
+            active++;
+            float wrong[3] = {t[0] * (1 + 0x1p-10f), norm_chunked(gp, n / 2 + 1, 1, 0, 0), t[0] * sqrtf(2)};
+            for (int k = 0; k < (inf_norm ? 1 : 3); k++) {
+                float c = clip_coef_torch(wrong[k], max_norm);
+                CU_ASSERT(!(ref.lo <= c && c <= ref.hi) || (k == 1 && n < 4));
+            }
+        } else {
+            CU_ASSERT(ref.lo == 1 && ref.hi == 1); /* nothing clips: the coefficient must be exactly 1 */
+        }
+        clip_bound_after(g, bounded ? E : NULL, n, ref.coef, after);
+        for (size_t i = 0; i < n; i++)
+            CU_ASSERT(fabsf(gp[i] * ref.coef - g[i] * ref.coef) <= after[i]);
+    }
+    CU_ASSERT(active > 200);
+    fprintf(stderr, "  clip: %d clipping trials; the interval at most %.3g of the coefficient wide; the worst "
+                    "correct coefficient used %.3g of it with the L2 norm, %.3g with the inf norm\n",
+            active, widest, used[0], used[1]);
+    CU_ASSERT(clip_coef_torch(NAN, 1) != clip_coef_torch(NAN, 1)); /* a NaN norm is never a coefficient */
+}
+
 int main(void)
 {
     static const test_entry tests[] = {
@@ -429,6 +542,8 @@ int main(void)
         {"AdamW: torch's step, and its bound holds for other roundings and catches a wrong rule",
          test_adamw_step_and_bound},
         {"AdamW: every correct reordering passes order through carried moments", test_adamw_reorderings_pass},
+        {"clip: every correct norm's coefficient lies in the reference's interval, wrong ones do not",
+         test_clip_bound},
         {"every correct reordering passes order on every model at 2-16 ranks; bitwise sees them",
          test_reorderings_pass},
         TEST_END,

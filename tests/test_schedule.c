@@ -11,8 +11,8 @@
 
 static int ops_equal(const sched *s, const char *want)
 {
-    /* want: one letter per op, f b g z s e x, J and X for join_enter and join_exit */
-    static const char letters[] = "fbgzsexJX";
+    /* want: one letter per op, f b g z s e x, J and X for join_enter and join_exit, c for clip */
+    static const char letters[] = "fbgzsexJXc";
     if (strlen(want) != s->nops)
         return 0;
     for (size_t i = 0; i < s->nops; i++)
@@ -57,6 +57,79 @@ static void test_expansion(void)
         CU_ASSERT(ops_equal(&s, ok[i].ops));
         sched_free(&s);
     }
+}
+
+/* clip:MAX[:inf] ops keep their arguments through repetitions; sched_clip_at finds them by op. */
+static void test_clip_ops(void)
+{
+    sched s;
+    CU_ASSERT_EQUAL_FATAL(sched_parse("fwd bwd clip:0.5 step zero 2*( fwd bwd clip:1e-2:inf step zero )", &s), DDP_OK);
+    CU_ASSERT(ops_equal(&s, "fbcszfbcszfbcsz"));
+    CU_ASSERT_EQUAL_FATAL(s.nclips, 3);
+    CU_ASSERT_EQUAL(s.clips[0].op, 2);
+    CU_ASSERT_EQUAL(s.clips[1].op, 7);
+    CU_ASSERT_EQUAL(s.clips[2].op, 12);
+    CU_ASSERT_EQUAL(s.clips[0].max_norm, 0.5);
+    CU_ASSERT_EQUAL(s.clips[2].max_norm, 1e-2);
+    CU_ASSERT(!s.clips[0].inf_norm && s.clips[1].inf_norm && s.clips[2].inf_norm);
+    CU_ASSERT_PTR_EQUAL(sched_clip_at(&s, 7), &s.clips[1]);
+    CU_ASSERT_PTR_NULL(sched_clip_at(&s, 8));
+    sched_free(&s);
+    /* a recording's ops without their arguments: refused */
+    sched_op ops[] = {OP_FWD, OP_BWD, OP_CLIP, OP_STEP};
+    CU_ASSERT_EQUAL(sched_from_ops(ops, 4, NULL, 0, NULL, 0, &s), DDP_ERR_INVALID);
+}
+
+/* --clip: a clip before every step a loop clips, the uneven repetitions and join blocks moved with their ops. */
+static void test_clip_steps(void)
+{
+    static const struct {
+        const char *text, *ops;
+    } cases[] = {
+        {"fwd bwd grab step zero", "fbgcsz"},
+        {"nosync{fwd bwd} step fwd bwd grab step step zero", "efbxsfbgcscsz"}, /* unsynced: not clipped */
+        {"fwd bwd step fwd bwd step zero", "fbsfbcsz"},        /* a backward before the next zero: not clipped */
+        {"step fwd bwd zero step", "sfbzs"},                    /* no gradient: not clipped */
+        {"[3, -1:1]*( fwd bwd step zero )", "fbcszfbcszfbcsz"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        sched s;
+        CU_ASSERT_EQUAL_FATAL(sched_parse(cases[i].text, &s), DDP_OK);
+        CU_ASSERT_EQUAL_FATAL(sched_clip_steps(&s, 0.25, 0), DDP_OK);
+        if (!ops_equal(&s, cases[i].ops))
+            fprintf(stderr, "  --clip of '%s' is not %s\n", cases[i].text, cases[i].ops);
+        CU_ASSERT(ops_equal(&s, cases[i].ops));
+        for (size_t k = 0; k < s.nclips; k++)
+            CU_ASSERT(s.ops[s.clips[k].op] == OP_CLIP && s.clips[k].max_norm == 0.25);
+        sched_free(&s);
+    }
+    sched s;
+    CU_ASSERT_EQUAL_FATAL(sched_parse("[3, -1:1]*( fwd bwd step zero )", &s), DDP_OK);
+    CU_ASSERT_EQUAL_FATAL(sched_clip_steps(&s, 1, 1), DDP_OK);
+    CU_ASSERT_EQUAL(s.uneven[0].first_op, 0);
+    CU_ASSERT_EQUAL(s.uneven[0].body_ops, 5);
+    CU_ASSERT(s.clips[0].inf_norm);
+    sched_free(&s);
+    /* inside join: the steps stay unclipped; the block's ops move past the clip before it */
+    CU_ASSERT_EQUAL_FATAL(sched_parse("fwd bwd step zero join{ [2, -1:1]*( fwd bwd step zero ) } fwd bwd step", &s),
+                          DDP_OK);
+    CU_ASSERT_EQUAL_FATAL(sched_clip_steps(&s, 1, 0), DDP_OK);
+    CU_ASSERT(ops_equal(&s, "fbcszJfbszfbszXfbcs"));
+    CU_ASSERT_EQUAL(s.joins[0].enter_op, 5);
+    CU_ASSERT_EQUAL(s.joins[0].exit_op, 14);
+    CU_ASSERT_EQUAL(s.uneven[0].first_op, 6);
+    CU_ASSERT_EQUAL(s.uneven[0].body_ops, 4);
+    CU_ASSERT_EQUAL(sched_clip_steps(&s, 1, 0), DDP_ERR_INVALID); /* clip ops of its own now */
+    sched_free(&s);
+    /* the last iteration's step has no backward after it, the first's has: they would differ, and one body is kept */
+    CU_ASSERT_EQUAL_FATAL(sched_parse("[2, -1:1]*( fwd bwd step )", &s), DDP_OK);
+    CU_ASSERT_EQUAL(sched_clip_steps(&s, 1, 0), DDP_ERR_INVALID);
+    CU_ASSERT(strstr(ddp_error_text(), "would not all be clipped alike") != NULL);
+    sched_free(&s);
+    CU_ASSERT_EQUAL_FATAL(sched_parse("fwd bwd step", &s), DDP_OK);
+    CU_ASSERT_EQUAL(sched_clip_steps(&s, 0, 0), DDP_ERR_INVALID);
+    CU_ASSERT_EQUAL(sched_clip_steps(&s, NAN, 0), DDP_ERR_INVALID);
+    sched_free(&s);
 }
 
 static void test_default(void)
@@ -410,6 +483,8 @@ int main(void)
     static const test_entry tests[] = {
         {"expansion of ops, repeats, nosync, comments", test_expansion},
         {"the default schedule", test_default},
+        {"clip ops and their arguments", test_clip_ops},
+        {"--clip puts a clip before every step a loop clips", test_clip_steps},
         {"grab labels", test_labels},
         {"arming: which backwards sync; a step inside fwd..bwd only without gradients", test_arming_counts},
         {"every error names where and what", test_errors},

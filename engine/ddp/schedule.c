@@ -8,12 +8,14 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* The ops a schedule may name; join_enter and join_exit come only from join{...} (and recordings). */
-static const char *const op_names[] = {"fwd", "bwd", "grab", "zero", "step", "enter", "exit", "join_enter", "join_exit"};
+static const char *const op_names[] = {"fwd",   "bwd",        "grab",      "zero", "step",
+                                       "enter", "exit",       "join_enter", "join_exit", "clip"};
 enum { WRITABLE_OPS = 7 };
 
 const char *sched_op_name(sched_op op)
@@ -24,7 +26,7 @@ const char *sched_op_name(sched_op op)
 typedef struct parser {
     const char *text, *p;
     sched *s;
-    size_t cap, ucap, jcap;
+    size_t cap, ucap, jcap, ccap;
     int in_join, in_uneven;
 } parser;
 
@@ -175,9 +177,45 @@ static ddp_status push_join(parser *ps, const sched_join *j)
     return DDP_OK;
 }
 
+static ddp_status push_clip(parser *ps, const sched_clip *c)
+{
+    sched *s = ps->s;
+    DDP_CHECK(grow((void **)&s->clips, &ps->ccap, s->nclips, sizeof *c, "clip ops"));
+    s->clips[s->nclips++] = *c;
+    return DDP_OK;
+}
+
+/* "clip:MAX" or "clip:MAX:inf" / "clip:MAX:2" at ps->p: the op and its arguments. */
+static ddp_status parse_clip(parser *ps, const char *at)
+{
+    ps->p += 4;
+    if (*ps->p != ':')
+        return fail_at(ps, ps->p, "expected ':MAX' after 'clip' (clip_grad_norm_'s max_norm: clip:1.0)");
+    ps->p++;
+    errno = 0;
+    char *end;
+    double max = strtod(ps->p, &end);
+    if (end == ps->p || errno || !isfinite(max) || !(max > 0) || isalpha((unsigned char)*end))
+        return fail_at(ps, ps->p, "clip's max_norm must be a positive finite number");
+    ps->p = end;
+    sched_clip c = {.op = ps->s->nops, .max_norm = max};
+    if (*ps->p == ':') {
+        ps->p++;
+        if (word_is(ps->p, "inf"))
+            c.inf_norm = 1;
+        else if (!word_is(ps->p, "2"))
+            return fail_at(ps, ps->p, "clip's norm type must be 2 or inf (clip:MAX:inf)");
+        ps->p += c.inf_norm ? 3 : 1;
+    }
+    if (*ps->p && !isspace((unsigned char)*ps->p) && !strchr(",#)}", *ps->p))
+        return fail_at(ps, ps->p, "unexpected text after a clip op");
+    DDP_CHECK(push_clip(ps, &c));
+    return emit(ps, OP_CLIP, at);
+}
+
 /*
  * "N*( ... )" or "[C, r:c ...]*( ... )": the body parsed once, then copied
- * (with the uneven repetitions and join blocks inside it) until the largest
+ * (with the uneven repetitions, join blocks and clip ops inside it) until the largest
  * count. 0*(...) is checked for its grammar, then dropped.
  */
 static ddp_status parse_repeat(parser *ps, const char *at, int depth)
@@ -202,18 +240,19 @@ static ddp_status parse_repeat(parser *ps, const char *at, int depth)
     if (*ps->p != '(')
         return fail_at(ps, ps->p, "expected '(' after 'N*'");
     ps->p++;
-    size_t first = s->nops, u0 = s->nuneven, j0 = s->njoins;
+    size_t first = s->nops, u0 = s->nuneven, j0 = s->njoins, c0 = s->nclips;
     ps->in_uneven += uneven;
     ddp_status st = parse_seq(ps, ')', depth + 1);
     ps->in_uneven -= uneven;
     DDP_CHECK(st);
-    size_t len = s->nops - first, u1 = s->nuneven, j1 = s->njoins;
+    size_t len = s->nops - first, u1 = s->nuneven, j1 = s->njoins, c1 = s->nclips;
     if (len == 0)
         return fail_at(ps, at, "a repeated group is empty");
     if (u.iterations == 0) {
         s->nops = first;
         s->nuneven = u0;
         s->njoins = j0;
+        s->nclips = c0;
         return DDP_OK;
     }
     for (uint32_t r = 1; r < u.iterations; r++) {
@@ -229,6 +268,11 @@ static ddp_status parse_repeat(parser *ps, const char *at, int depth)
             c.enter_op += r * len;
             c.exit_op += r * len;
             DDP_CHECK(push_join(ps, &c));
+        }
+        for (size_t k = c0; k < c1; k++) {
+            sched_clip c = s->clips[k];
+            c.op += r * len;
+            DDP_CHECK(push_clip(ps, &c));
         }
     }
     if (uneven) {
@@ -327,12 +371,16 @@ static ddp_status parse_seq(parser *ps, char close, int depth)
             DDP_CHECK(emit(ps, OP_EXIT, at));
             continue;
         }
+        if (strncmp(at, "clip", 4) == 0 && (at[4] == ':' || !isalnum((unsigned char)at[4]))) {
+            DDP_CHECK(parse_clip(ps, at));
+            continue;
+        }
         int found = -1;
         for (int k = 0; k < WRITABLE_OPS; k++)
             if (word_is(at, op_names[k]))
                 found = k;
         if (found < 0)
-            return fail_at(ps, at, "expected an op (fwd bwd grab zero step enter exit), 'nosync{', 'join{' or 'N*('");
+            return fail_at(ps, at, "expected an op (fwd bwd grab zero step enter exit clip:MAX), 'nosync{', 'join{' or 'N*('");
         ps->p += strlen(op_names[found]);
         DDP_CHECK(emit(ps, (sched_op)found, at));
     }
@@ -460,7 +508,8 @@ static ddp_status validate(sched *s)
     sched_arming a = {0};
     int fwd_pending = 0, in_join = 0;
     ssize_t needs_bwd = -1; /* inside join: a forward outside no_sync waiting for its backward */
-    size_t uk = 0, start_depth = 0;
+    size_t uk = 0, start_depth = 0, nclip = 0;
+    int synced_grads = 0, clipped = 0; /* the last backward since zero_grad synced; a clip since */
     char w[64];
     for (size_t i = 0; i <= s->nops; i++) {
         while (uk < s->nuneven && i > s->uneven[uk].first_op + (size_t)s->uneven[uk].iterations * s->uneven[uk].body_ops)
@@ -496,6 +545,10 @@ static ddp_status validate(sched *s)
                 return ddp_error(DDP_ERR_INVALID,
                                  "schedule op %zu (bwd): no forward to run backward for (PyTorch: trying to backward "
                                  "through the graph a second time)", i);
+            if (clipped)
+                return ddp_error(DDP_ERR_INVALID,
+                                 "schedule op %zu (bwd): a backward onto clipped gradients (ddpsim checks a clip "
+                                 "between the window's last backward and zero_grad)", i);
             if (in_join && a.armed && needs_bwd < 0)
                 return ddp_error(DDP_ERR_INVALID,
                                  "schedule op %zu (bwd): inside join, a backward synced by a forward before the join "
@@ -509,6 +562,21 @@ static ddp_status validate(sched *s)
             break;
         case OP_GRAB: s->ngrabs++; break;
         case OP_STEP: s->nsteps++; break;
+        case OP_CLIP:
+            if (nclip >= s->nclips || s->clips[nclip].op != i)
+                return ddp_error(DDP_ERR_INVALID, "schedule op %zu (clip): no max_norm for it", i);
+            if (in_join)
+                return ddp_error(DDP_ERR_INVALID,
+                                 "schedule op %zu (clip): clipping inside join is not supported (a rank that ran "
+                                 "out would have to take part in the norm's collective)", i);
+            if (!synced_grads)
+                return ddp_error(DDP_ERR_INVALID,
+                                 "schedule op %zu (clip): clipping needs the gradients of a syncing backward (the "
+                                 "last backward since zero_grad must sync, as before a training step)", i);
+            clipped = 1;
+            nclip++;
+            break;
+        case OP_ZERO: synced_grads = clipped = 0; break;
         case OP_JOIN_ENTER:
             in_join = 1;
             needs_bwd = -1;
@@ -522,10 +590,131 @@ static ddp_status validate(sched *s)
             break;
         default: break;
         }
-        s->nsyncs += (size_t)sched_arming_step(&a, s->ops[i]);
+        int syncs = sched_arming_step(&a, s->ops[i]);
+        if (s->ops[i] == OP_BWD)
+            synced_grads = syncs;
+        s->nsyncs += (size_t)syncs;
     }
+    if (nclip != s->nclips)
+        return ddp_error(DDP_ERR_INVALID, "the schedule's clip arguments do not match its clip ops");
     s->nfwd = a.forwards;
     return DDP_OK;
+}
+
+/* Where op i of s goes once a clip stands before every step: after the steps before it, and their clips. */
+static size_t shifted(const size_t *steps_before, size_t i)
+{
+    return i + steps_before[i];
+}
+
+/*
+ * Which steps --clip clips (into clip[i] for a step at op i): those a training loop clips before, where the last
+ * backward since zero_grad synced, outside join, and no backward comes before the next zero_grad.
+ */
+static void clippable_steps(const sched *s, unsigned char *clip)
+{
+    int bwd_ahead = 0;
+    for (size_t i = s->nops; i-- > 0;) {
+        bwd_ahead = s->ops[i] == OP_BWD ? 1 : s->ops[i] == OP_ZERO ? 0 : bwd_ahead;
+        clip[i] = s->ops[i] == OP_STEP && !bwd_ahead;
+    }
+    sched_arming a = {0};
+    int synced = 0, in_join = 0;
+    for (size_t i = 0; i < s->nops; i++) {
+        in_join = s->ops[i] == OP_JOIN_ENTER ? 1 : s->ops[i] == OP_JOIN_EXIT ? 0 : in_join;
+        synced = s->ops[i] == OP_ZERO ? 0 : synced;
+        clip[i] &= synced && !in_join;
+        int syncs = sched_arming_step(&a, s->ops[i]);
+        if (s->ops[i] == OP_BWD)
+            synced = syncs;
+    }
+}
+
+/* Whether every iteration of each uneven repetition of s would be clipped as its first (the body copied once). */
+static int uneven_clipped_alike(const sched *s, const unsigned char *clip, size_t *where)
+{
+    for (size_t q = 0; q < s->nuneven; q++) {
+        const sched_uneven *u = &s->uneven[q];
+        for (size_t j = u->body_ops; j < (size_t)u->iterations * u->body_ops; j++)
+            if (clip[u->first_op + j] != clip[u->first_op + j % u->body_ops]) {
+                *where = u->first_op;
+                return 0;
+            }
+    }
+    return 1;
+}
+
+ddp_status sched_clip_steps(sched *s, double max_norm, int inf_norm)
+{
+    if (s->nclips)
+        return ddp_error(DDP_ERR_INVALID, "--clip: the schedule has clip ops of its own");
+    if (!isfinite(max_norm) || !(max_norm > 0))
+        return ddp_error(DDP_ERR_INVALID, "--clip: max_norm must be a positive finite number");
+    if (s->nops + s->nsteps > SCHED_MAX_OPS)
+        return ddp_error(DDP_ERR_INVALID, "--clip: the schedule would expand to more than %d ops", SCHED_MAX_OPS);
+    size_t n = s->nops + s->nsteps, where = 0;
+    size_t *before = malloc((s->nops + 1) * sizeof *before);
+    unsigned char *ops = malloc((n ? n : 1) * sizeof *ops), *clip = malloc(s->nops ? s->nops : 1);
+    sched_clip *clips = malloc((s->nsteps ? s->nsteps : 1) * sizeof *clips);
+    ddp_status st = DDP_OK;
+    if (!before || !ops || !clips || !clip) {
+        st = ddp_error(DDP_ERR_NOMEM, "a schedule of %zu ops", n);
+        goto out;
+    }
+    clippable_steps(s, clip);
+    if (!uneven_clipped_alike(s, clip, &where)) {
+        st = ddp_error(DDP_ERR_INVALID, "--clip: the iterations of the uneven repetition at op %zu would not all be "
+                       "clipped alike: write clip ops in the schedule instead", where);
+        goto out;
+    }
+    size_t k = 0, c = 0;
+    for (size_t i = 0; i <= s->nops; i++) {
+        before[i] = c;
+        if (i == s->nops)
+            break;
+        if (clip[i]) {
+            clips[c++] = (sched_clip){.op = k, .max_norm = max_norm, .inf_norm = inf_norm};
+            ops[k++] = OP_CLIP;
+        }
+        ops[k++] = s->ops[i];
+    }
+    for (size_t q = 0; q < s->nuneven; q++) { /* every iteration has the same ops: the first one's clips count */
+        sched_uneven *u = &s->uneven[q];
+        u->body_ops += before[u->first_op + u->body_ops] - before[u->first_op];
+        u->first_op = shifted(before, u->first_op);
+    }
+    for (size_t q = 0; q < s->njoins; q++) {
+        s->joins[q].enter_op = shifted(before, s->joins[q].enter_op);
+        s->joins[q].exit_op = shifted(before, s->joins[q].exit_op);
+    }
+    free(s->ops);
+    s->ops = ops;
+    s->nops = k;
+    s->clips = clips;
+    s->nclips = c;
+    ops = NULL;
+    clips = NULL;
+    s->ngrabs = s->nsteps = s->nsyncs = 0;
+    st = validate(s);
+out:
+    free(before);
+    free(clip);
+    free(ops);
+    free(clips);
+    return st;
+}
+
+const sched_clip *sched_clip_at(const sched *s, size_t op)
+{
+    size_t lo = 0, hi = s->nclips;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->clips[mid].op < op)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < s->nclips && s->clips[lo].op == op ? &s->clips[lo] : NULL;
 }
 
 static ddp_status resolve_each(const sched *s, int nranks, size_t first_sync, uint32_t *counts, uint32_t *mine,
@@ -838,5 +1027,6 @@ void sched_free(sched *s)
     free(s->ops);
     free(s->uneven);
     free(s->joins);
+    free(s->clips);
     memset(s, 0, sizeof *s);
 }

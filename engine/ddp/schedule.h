@@ -5,7 +5,8 @@
  *   item     := op | count '*' '(' schedule ')' | 'nosync' '{' schedule '}'
  *             | 'join' [ '(' 'divide_by_initial_world_size' '=' bool ')' ] '{' schedule '}'
  *   count    := INT | '[' INT ( RANK ':' INT )* ']'      RANK := INT | '-' INT
- *   op       := fwd | bwd | grab | zero | step | enter | exit
+ *   op       := fwd | bwd | grab | zero | step | enter | exit | clip
+ *   clip     := 'clip:' MAX [ ':inf' | ':2' ]     MAX := a positive finite number
  *
  * Items are separated by whitespace or commas; '#' starts a comment that
  * runs to the end of the line (for schedule files). nosync{...} is
@@ -29,7 +30,16 @@
  * repetition. Inside "join{ ... }" it shadows its peers' collectives, as
  * model.join() does, and at the end of the block every rank takes the last
  * joiner's parameters and buffers; without join, its peers wait for it
- * forever, which ddpsim reports as a named deadlock. join{} expands to
+ * forever, which ddpsim reports as a named deadlock.
+ *
+ * clip:MAX is torch.nn.utils.clip_grad_norm_(parameters, max_norm=MAX,
+ * norm_type=2 or inf) on every rank, where the schedule says (before a
+ * step, as a training loop does): the reference clips its gradients by the
+ * coefficient of their global norm and checks the implementation's
+ * (doc/SEMANTICS.md "Clipping"). It needs the gradients of a syncing
+ * backward (the last backward since zero_grad synced), no backward may
+ * follow it before a zero, and it may not stand inside join{...} (a rank
+ * that ran out would have to shadow the norm's collective). join{} expands to
  * join_enter ... join_exit. What join requires (sched_parse refuses the
  * rest, saying why): an uneven repetition inside join ends its block (a rank
  * that runs out goes on to what follows it, so only from the end of the
@@ -60,7 +70,8 @@
 #define SCHED_MAX_DEPTH 64
 #define SCHED_DEFAULT "2*( 2*( nosync{fwd bwd} grab ) fwd bwd grab step zero fwd bwd grab step zero )"
 
-typedef enum sched_op { OP_FWD, OP_BWD, OP_GRAB, OP_ZERO, OP_STEP, OP_ENTER, OP_EXIT, OP_JOIN_ENTER, OP_JOIN_EXIT } sched_op;
+typedef enum sched_op { OP_FWD, OP_BWD, OP_GRAB, OP_ZERO, OP_STEP, OP_ENTER, OP_EXIT, OP_JOIN_ENTER, OP_JOIN_EXIT,
+                       OP_CLIP } sched_op;
 
 #define SCHED_MAX_OVERRIDES 64
 
@@ -83,6 +94,13 @@ typedef struct sched_join {
     int uneven;            /* the uneven repetition ending it, or -1 */
 } sched_join;
 
+/* A clip op's arguments (clip_grad_norm_'s max_norm and norm_type). */
+typedef struct sched_clip {
+    size_t op;         /* the op it is */
+    double max_norm;   /* > 0, finite */
+    int inf_norm;      /* 1: norm_type=inf (the largest |g|); 0: the L2 norm */
+} sched_clip;
+
 typedef struct sched {
     unsigned char *ops; /* a sched_op each, in a byte: a schedule of a million grabs takes a few MB */
     size_t nops;
@@ -94,7 +112,21 @@ typedef struct sched {
     size_t nuneven;
     sched_join *joins;    /* in order of enter_op */
     size_t njoins;
+    sched_clip *clips;    /* one per clip op, in op order */
+    size_t nclips;
 } sched;
+
+/*
+ * --clip: a clip op before every step of s (a schedule without clip ops of
+ * its own) where a training loop clips: the last backward since zero_grad
+ * synced, outside join, and no backward before the next zero_grad (a step
+ * inside a window, before any gradient or inside join stays unclipped).
+ * Re-validated. DDP_ERR_INVALID when s has clip ops or max_norm is not
+ * positive and finite.
+ */
+ddp_status sched_clip_steps(sched *s, double max_norm, int inf_norm);
+/* The arguments of the clip op at index op (NULL when op is not a clip). */
+const sched_clip *sched_clip_at(const sched *s, size_t op);
 
 /*
  * Every rank's count of every uneven repetition at nranks ranks, into

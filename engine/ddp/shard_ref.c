@@ -272,3 +272,8 @@ const float *shard_ref_sharded(const shard_ref *s)
 {
     return s->A;
 }
+
+float *shard_ref_sharded_mut(shard_ref *s)
+{
+    return s->A;
+}

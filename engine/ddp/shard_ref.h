@@ -88,6 +88,8 @@ int shard_ref_reads_local(const shard_ref *s, int last_synced);
 const float *shard_ref_grads(const shard_ref *s, int last_synced);
 /* A, what the optimizer steps with (optim.h). */
 const float *shard_ref_sharded(const shard_ref *s);
+/* ... to change in place (a clip scales it). */
+float *shard_ref_sharded_mut(shard_ref *s);
 
 /*
  * For the order tolerance (budget.h): from now on, per element, this rank's

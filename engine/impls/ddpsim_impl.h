@@ -8,14 +8,15 @@
  *
  *     const ddpsim_impl_ops *ddpsim_impl_get(void);
  *
- * whose table's api_version is DDPSIM_IMPL_API_VERSION (7), 6, 5, 4, 3, 2 or 1:
+ * whose table's api_version is DDPSIM_IMPL_API_VERSION (8), 7, 6, 5, 4, 3, 2 or 1:
  * ddpsim loads plugins built against any of them. A plugin sees the parts of
  * both structures of its version and nothing changes for it; what it cannot
  * see it is not given (a model with buffers needs version 3, which added
  * them; a schedule with join{...} needs version 4, a sharded run (--shard)
  * version 5; an optimizer_step that owns the update under --optimizer
  * momentum version 6, which says the momentum, and under --optimizer adamw
- * version 7, which says AdamW's hyperparameters).
+ * version 7, which says AdamW's hyperparameters; a sharded run that clips
+ * version 8, whose clip_grads clips the shards).
  *
  * On every rank ddpsim gives the implementation its own model replica (the
  * parameter and gradient views below) and drives it through the schedule:
@@ -35,6 +36,9 @@
  *          ddpsim's SGD unless it did (p += -lr * grad, or with momentum
  *          torch.optim.SGD's buffer b = m * b + grad, p += -lr * b; or
  *          torch.optim.AdamW, see services->adamw), then step()
+ *   clip   clip_grads(max_norm, inf_norm, &coef) (version 8), or when the
+ *          table has none (plain DDP only) ddpsim's clip_grad_norm_ of
+ *          every .grad
  *   join{  join_enter(divide_by_initial_world_size) on every rank (version 4)
  *   }      join_exit() on every rank, once every rank has run out
  *
@@ -64,7 +68,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DDPSIM_IMPL_API_VERSION 7
+#define DDPSIM_IMPL_API_VERSION 8
 /* The oldest version ddpsim still loads. */
 #define DDPSIM_IMPL_API_MIN_VERSION 1
 
@@ -358,6 +362,23 @@ typedef struct ddpsim_impl_ops {
      * fails at create with that reason.
      */
     int (*shard_layout)(void *state, int *nunits, const ddpsim_flat_unit **units);
+
+    /* ---- version 8 (ddpsim reads this only from a table whose api_version is 8 or more) ---- */
+    /*
+     * A clip op (clip:MAX in the schedule, --clip MAX): clip the gradients
+     * as torch.nn.utils.clip_grad_norm_(params, max_norm, norm_type = inf
+     * when inf_norm, else 2) does over the whole model, and set *coef to
+     * the coefficient applied: min(max_norm / (total_norm + 1e-6), 1),
+     * total_norm the global norm of every gradient element once (a sharded
+     * implementation sums its shards' squares over the shard group: the
+     * right group). ddpsim checks that every rank's *coef has the same bits,
+     * and that it lies within the bound its exact norm proves for any
+     * summation order (doc/SEMANTICS.md "Clipping"). NULL: ddpsim clips
+     * every .grad itself on each rank, torch's way (right for DDP, where
+     * .grad holds the synced gradient); a sharded run that clips refuses
+     * an implementation without it.
+     */
+    int (*clip_grads)(void *state, double max_norm, int inf_norm, float *coef);
 } ddpsim_impl_ops;
 
 /* What a plugin exports (declared here, so a plugin's definition is checked against it). */

@@ -65,10 +65,12 @@ static ddp_status open_plugin(const char *path, impl_handle *out)
         return s;
     }
     /* A version-1 table ends where version 2 added optimizer_step, a version-2 or -3 one where version 4 added
-     * join_enter, a version-4 one where version 5 added shard_layout: read no further than it goes. */
+     * join_enter, a version-4 one where version 5 added shard_layout, a version-5 to -7 one where version 8 added
+     * clip_grads: read no further than it goes. */
     memset(&out->table, 0, sizeof out->table);
     memcpy(&out->table, ops,
-           ops->api_version >= 5   ? sizeof out->table
+           ops->api_version >= 8   ? sizeof out->table
+           : ops->api_version >= 5 ? offsetof(ddpsim_impl_ops, clip_grads)
            : ops->api_version >= 4 ? offsetof(ddpsim_impl_ops, shard_layout)
            : ops->api_version >= 2 ? offsetof(ddpsim_impl_ops, join_enter)
                                    : offsetof(ddpsim_impl_ops, optimizer_step));

@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clip.h"
 #include "comm_worker.h"
 #include "impl.h"
 #include "optim.h"
@@ -494,6 +495,44 @@ int sharded_optimizer_step(void *state, int *owned)
     return 0;
 }
 
+/*
+ * clip_grad_norm_ over the shards (ddpsim_impl.h clip_grads): this rank's squares (or largest |g|) over its
+ * gradient shards, the padding's zeros included, reduced over the shard group (after a sync every replica holds
+ * the same shards, so the shard group covers every element once: torch's FSDP2 clip_grad_norm_ reduces the
+ * DTensor norm over the mesh's shard dimension), then torch's coefficient applied to every shard.
+ */
+int sharded_clip_grads(void *state, double max_norm, int inf_norm, float *coef)
+{
+    sharded *s = state;
+    const ddpsim_services *svc = s->svc;
+    float local = 0;
+    for (int k = 0; k < s->nu; k++)
+        for (size_t i = 0; i < s->u[k].shard; i++) {
+            float g = s->u[k].grad_shard[i];
+            local = inf_norm ? fmaxf(local, fabsf(g)) : local + g * g;
+        }
+    int group = s->h && s->h->clip_group ? s->h->clip_group(s) : scatter_group(s);
+    float total = local;
+    if (group >= 0 && !inf_norm && svc->allreduce_group(svc->env, group, &total, 1))
+        return -1;
+    if (group >= 0 && inf_norm) {
+        int size = group == DDPSIM_GROUP_SHARD ? s->S : group == DDPSIM_GROUP_REPLICA ? s->R : s->n;
+        float *all = malloc((size_t)size * sizeof *all);
+        if (!all)
+            return s_error(s, "clip_grads: out of memory");
+        int bad = svc->allgather_group(svc->env, group, &local, all, sizeof local);
+        for (int r = 0; r < size && !bad; r++)
+            total = fmaxf(total, all[r]);
+        free(all);
+        if (bad)
+            return -1;
+    }
+    *coef = clip_coef_torch(inf_norm ? total : sqrtf(total), max_norm);
+    for (int k = 0; k < s->nu; k++)
+        clip_scale(s->u[k].grad_shard, s->u[k].shard, *coef);
+    return 0;
+}
+
 int sharded_nothing(void *state)
 {
     (void)state;
@@ -518,6 +557,7 @@ int sharded_layout(void *state, int *nunits, const ddpsim_flat_unit **units)
         .no_sync_exit = sharded_no_sync_exit, .grad_ready = sharded_grad_ready,                                      \
         .backward_end = sharded_backward_end, .zero_grad = sharded_zero_grad, .step = sharded_nothing,               \
         .optimizer_step = sharded_optimizer_step, .shard_layout = sharded_layout,                                    \
+        .clip_grads = sharded_clip_grads,                                                                            \
     };
 SHARDED_OPS(impl_zero1_ops, "zero1", DDPSIM_SHARD_ZERO1,
             "ZeRO-1 (--shard zero1): local accumulation under no_sync, a syncing backward reduce-scatters, each rank "

@@ -38,6 +38,8 @@ typedef struct sharded_hooks {
     int (*zero_grad)(sharded *s);                         /* 1: zero_grad done here */
     /* ZeRO's step: gather every slice of unit k into its staging buffer instead (returns -1 on failure) */
     int (*gather_into_send)(sharded *s, int k, float *send, const float *mine, size_t count);
+    /* clip: the group the shards' norm is reduced over (a ddpsim_group; -1: none, the rank's own shards) */
+    int (*clip_group)(sharded *s);
 } sharded_hooks;
 
 /* The callbacks of ddpsim_impl_ops, for a mode (ddpsim_shard_mode) and its hooks (NULL: correct). */
@@ -50,6 +52,7 @@ int sharded_grad_ready(void *state, int p);
 int sharded_backward_end(void *state);
 int sharded_zero_grad(void *state);
 int sharded_optimizer_step(void *state, int *owned);
+int sharded_clip_grads(void *state, double max_norm, int inf_norm, float *coef);
 int sharded_nothing(void *state);
 int sharded_layout(void *state, int *nunits, const ddpsim_flat_unit **units);
 

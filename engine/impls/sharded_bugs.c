@@ -74,7 +74,16 @@
     X(UNUSED_PARAM_UNIT_SKIPPED, "unused-param-unit-skipped", DDPSIM_SHARD_ZERO1,                                    \
       "a bucket holding a parameter this backward did not use is never launched: the reduction waits for a hook "   \
       "that never fires",                                                                                            \
-      "NVIDIA/Megatron-LM #1150 (\"Communication call has not been issued for this bucket\")")
+      "NVIDIA/Megatron-LM #1150 (\"Communication call has not been issued for this bucket\")")                  \
+    X(FSDP_CLIP_LOCAL_NORM, "fsdp-clip-local-norm", DDPSIM_SHARD_FSDP,                                               \
+      "clip_grad_norm_ by the norm of the rank's own shards: the norm's all-reduce is skipped, so each rank clips "  \
+      "by a different, smaller norm (about 1/sqrt(N) of the global one)",                                            \
+      "RLinf/RLinf PR #1558 (get_grad_norm skipped its all_reduce and clipped by the local shard's norm; "           \
+      "pytorch/pytorch #170862, pytorch/torchtitan #766)")                                                           \
+    X(HSDP_CLIP_NORM_OVER_WORLD, "hsdp-clip-norm-over-world", DDPSIM_SHARD_HSDP,                                     \
+      "HSDP sums the shards' squared norms over every rank instead of the shard group: each shard is counted once "  \
+      "per replica, the norm sqrt(R) times too large, the gradients clipped too hard",                              \
+      "ByteDance-Seed/VeOmni PR #862 (issue #184: the norm reduced over the whole FSDP group, not dp_shard)")
 
 #define AS_ENUM(id, name, mode, mechanism, source) SBUG_##id,
 typedef enum sharded_bug { SHARDED_BUGS(AS_ENUM) SBUG_COUNT } sharded_bug;
@@ -259,6 +268,22 @@ static const sharded_hooks hooks_UNIT_REDUCED_AT_FIRST_READY = {.fill_at_first_r
 /* unused-param-unit-skipped */
 static const sharded_hooks hooks_UNUSED_PARAM_UNIT_SKIPPED = {.unused_blocks = 1};
 
+/* fsdp-clip-local-norm: no reduction of the norm */
+static int no_clip_group(sharded *s)
+{
+    (void)s;
+    return -1;
+}
+static const sharded_hooks hooks_FSDP_CLIP_LOCAL_NORM = {.clip_group = no_clip_group};
+
+/* hsdp-clip-norm-over-world: the norm reduced over the world, replicas included */
+static int world_clip_group(sharded *s)
+{
+    (void)s;
+    return DDPSIM_GROUP_WORLD;
+}
+static const sharded_hooks hooks_HSDP_CLIP_NORM_OVER_WORLD = {.clip_group = world_clip_group};
+
 /* ---- the tables the registry reads ---- */
 
 #define AS_CREATE(id, name, mode, mechanism, source)                                                                 \
@@ -275,6 +300,7 @@ SHARDED_BUGS(AS_CREATE)
         .no_sync_exit = sharded_no_sync_exit, .grad_ready = sharded_grad_ready,                                      \
         .backward_end = sharded_backward_end, .zero_grad = sharded_zero_grad, .step = sharded_nothing,               \
         .optimizer_step = sharded_optimizer_step, .shard_layout = sharded_layout,                                    \
+        .clip_grads = sharded_clip_grads,                                                                            \
     },
 static const ddpsim_impl_ops sharded_mutant_ops[SBUG_COUNT] = {SHARDED_BUGS(AS_OPS)};
 

@@ -121,6 +121,11 @@ static const scenario sharded[] = {
     {"s-buffers", "BatchNorm's running statistics beside sharded gradients (DDP's broadcast_buffers rule)", "bn",
      "fwd bwd grab step zero nosync{fwd bwd fwd bwd} grab fwd bwd grab step zero", 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"s-attention", "the attention model: 21 tensors in one unit", "attn", SCHED_DEFAULT, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"s-clip",
+     "clip_grad_norm_ before each step, the L2 norm and the inf norm: the norm covers every shard once, over the "
+     "shard group, and every rank clips by the same coefficient",
+     NULL, "2*( nosync{fwd bwd} grab fwd bwd clip:0.01 grab step zero ) fwd bwd clip:0.005:inf grab step zero", 0, 0,
+     0, 0, 1, 0, 0, 0, 0},
     {"s-one-rank-groups",
      "HSDP on an N x 1 mesh: every shard group is one rank, its reduce-scatter a copy, the replica all-reduce the "
      "whole world",
@@ -177,6 +182,13 @@ ddp_status battery_apply(const scenario *sc, const battery_given *given, verify_
     if (sched_parse(sc->schedule, s) != DDP_OK) {
         char why[256];
         snprintf(why, sizeof why, "%s", ddp_error_text());
+        return ddp_error(DDP_ERR_INVALID, "scenario %s: %s", sc->name, why);
+    }
+    /* --clip: before every step a loop clips; a scenario that clips already keeps its own */
+    if (run->clip_max > 0 && s->nclips == 0 && sched_clip_steps(s, run->clip_max, run->clip_inf) != DDP_OK) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", ddp_error_text());
+        sched_free(s);
         return ddp_error(DDP_ERR_INVALID, "scenario %s: %s", sc->name, why);
     }
     if (sc->model)

@@ -13,7 +13,7 @@
 
 int judge_record_ok(const verify_record *r)
 {
-    return r->done && r->ndiff == 0 && r->nonfinite == 0 && r->unsynced_reductions == 0;
+    return r->done && r->ndiff == 0 && r->nonfinite == 0 && r->unsynced_reductions == 0 && !r->clip.failed;
 }
 
 
@@ -183,6 +183,12 @@ const char *judge_summary(const judgement *j, const model *layout, char *buf, si
         sched_check_name(j->first_where, where, sizeof where);
         if (!f->done)
             snprintf(buf, len, "%s, rank %d: never reached", where, j->first_rank);
+        else if (f->clip.failed == VERIFY_CLIP_RANKS)
+            snprintf(buf, len, "clip before %s: rank %d %.6g, rank %d %.6g", where, j->first_rank,
+                     (double)f->clip.coef, f->clip.other_rank, (double)f->clip.other_coef);
+        else if (f->clip.failed)
+            snprintf(buf, len, "clip before %s, rank %d: %.6g x reference's", where, j->first_rank,
+                     (double)f->clip.coef / (double)f->clip.ref_coef);
         else if (!f->has_first && f->unsynced_reductions)
             snprintf(buf, len, "%s, rank %d: reduced at unsynced op %llu", where, j->first_rank,
                      (unsigned long long)f->unsynced_op);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "checker.h"
+#include "clip.h"
 #include "coll.h"
 #include "stream.h"
 
@@ -80,6 +81,9 @@ void verify_ops_free(verify_ops *v)
     free(v->second_allow);
     v->momentum_allow = v->second_allow = NULL;
     free(v->abs_local);
+    free(v->clip_allow);
+    free(v->clip_gather);
+    v->clip_allow = v->clip_gather = NULL;
     free(v->shard_allow);
     free(v->shard_abs);
     v->shard_allow = NULL;
@@ -106,6 +110,8 @@ static verify_record *next_record(verify_ops *v)
     rec->unsynced_bytes = v->unsynced_bytes;
     rec->unsynced_op = v->unsynced_op;
     v->unsynced_reductions = v->unsynced_bytes = 0;
+    rec->clip = v->clip_failure;
+    v->clip_failure.failed = VERIFY_CLIP_OK;
     return rec;
 }
 
@@ -339,6 +345,10 @@ static ddp_status grab_allow(verify_ops *v, int synced, const float **allow)
     *allow = NULL;
     if (!v->bounded)
         return DDP_OK;
+    if (v->clipped) {
+        *allow = v->clip_allow;
+        return DDP_OK;
+    }
     if (!v->shard) {
         *allow = v->budget.E;
         return DDP_OK;
@@ -404,13 +414,75 @@ static ddp_status do_grab(verify_ops *v, const verify_side *s, void *ctx)
     /* The reference's own check sums every rank's local gradients since the last zero_grad: not while a rank that
      * ran out of inputs holds gradients its peers' syncs did not take (uneven_window), every rank or none. */
     ddp_status st = DDP_OK;
-    if (rec->synced == 1 && !v->uneven_window && !v->shard)
+    if (rec->synced == 1 && !v->uneven_window && !v->shard && !v->clipped) /* it checks the sums, not clipped */
         VERIFY_COSTED(v, COST_REF_CHECK,
                       st = AS_CHECKS(refcheck_run(&v->refcheck, v->wr, v->m, ddp_ref_reduced_params(v->ddp), rec)));
     DDP_CHECK(st);
     if (s->grabbed)
         DDP_CHECK(s->grabbed(ctx, rec, actual, held));
     rec->done = 1;
+    return DDP_OK;
+}
+
+/*
+ * clip:MAX (doc/SEMANTICS.md "Clipping"): the reference's exact norm of its gradients (a sharded run's: the
+ * sharded gradient, every element, which every rank holds alike) and the interval of a correct coefficient;
+ * the implementation clips and says its coefficient; every rank's coefficients, the implementation's and the
+ * reference's, gathered (a collective). The implementation's must be the same bits on every rank where the
+ * reference's are, and lie in the interval; the reference then multiplies by it (its own when it failed), so
+ * what follows compares the same clipping, and the order tolerance's bound follows the product.
+ */
+static ddp_status do_clip(verify_ops *v, const verify_side *s, void *ctx)
+{
+    const sched_clip *c = sched_clip_at(v->schedule, v->op);
+    size_t n = model_size(v->m);
+    if (!c || !s->clip)
+        return ddp_error(DDP_ERR_INVALID, "op %zu: a clip this run cannot make", v->op);
+    if ((v->bounded && !v->clip_allow && !(v->clip_allow = malloc((n ? n : 1) * sizeof *v->clip_allow))) ||
+        (!v->clip_gather && !(v->clip_gather = malloc(2 * (size_t)v->n * sizeof *v->clip_gather))))
+        return ddp_error(DDP_ERR_NOMEM, "the clip's bound: %zu floats", n);
+    float *g = v->shard ? shard_ref_sharded_mut(v->shard) : model_grads(v->m);
+    const float *E; /* the gradients' bound, as a grab after this synced backward allows it */
+    DDP_CHECK(grab_allow(v, 1, &E));
+    clip_ref ref;
+    clip_reference(g, E, n, c->max_norm, c->inf_norm, &ref);
+    float coef = NAN;
+    DDP_CHECK(s->clip(ctx, c, &coef));
+    float mine[2] = {coef, ref.coef};
+    ddp_status st;
+    VERIFY_COSTED(v, COST_AGREEMENT, st = AS_CHECKS(coll_allgather(v->wr, mine, v->clip_gather, sizeof mine)));
+    DDP_CHECK(st);
+    int refs_agree = 1, other = -1;
+    for (int r = 0; r < v->n; r++) {
+        refs_agree &= memcmp(&v->clip_gather[2 * r + 1], &ref.coef, sizeof ref.coef) == 0;
+        if (other < 0 && memcmp(&v->clip_gather[2 * r], &coef, sizeof coef) != 0)
+            other = r;
+    }
+    verify_clip_check k = {.op = v->op, .coef = coef, .ref_coef = ref.coef, .ref_norm = ref.norm, .lo = ref.lo,
+                           .hi = ref.hi, .other_rank = -1, .outside = !(ref.lo <= coef && coef <= ref.hi)};
+    if (refs_agree && other >= 0) { /* every rank says so, naming the first rank whose bits differ from its own */
+        k.failed = VERIFY_CLIP_RANKS;
+        k.other_rank = other;
+        k.other_coef = v->clip_gather[2 * other];
+    } else if (k.outside) {
+        k.failed = VERIFY_CLIP_BOUND;
+    }
+    if (k.failed && !v->clip_failure.failed)
+        v->clip_failure = k;
+    if (v->fig) {
+        v->fig->clip_ref_min = v->fig->clips ? fminf(v->fig->clip_ref_min, ref.coef) : ref.coef;
+        v->fig->clip_ref_max = v->fig->clips ? fmaxf(v->fig->clip_ref_max, ref.coef) : ref.coef;
+        v->fig->clips++;
+        v->fig->clips_failed += k.failed != VERIFY_CLIP_OK;
+        double room = coef >= ref.coef ? ref.hi - ref.coef : ref.coef - ref.lo, d = fabs((double)coef - ref.coef);
+        if (!k.failed && d > 0)
+            v->fig->clip_worst = fmax(v->fig->clip_worst, room > 0 ? d / room : 1);
+    }
+    float use = k.failed ? ref.coef : coef;
+    if (v->bounded)
+        clip_bound_after(g, E, n, use, v->clip_allow);
+    clip_scale(g, n, use);
+    v->clipped = 1;
     return DDP_OK;
 }
 
@@ -436,7 +508,9 @@ static ddp_status step_bound(verify_ops *v, const float *w)
 {
     size_t n = model_size(v->m);
     const float *g = v->shard ? shard_ref_sharded(v->shard) : model_grads(v->m), *E = NULL;
-    if (v->shard && v->bounded) {
+    if (v->clipped && v->bounded) {
+        E = v->clip_allow;
+    } else if (v->shard && v->bounded) {
         DDP_CHECK(shard_buffers(v)); /* a step before any grab made them */
         DDP_CHECK(budget_sharded(v->shard, v->wr, 0, n, v->shard_abs, v->shard_allow));
         E = v->shard_allow;
@@ -570,10 +644,12 @@ static ddp_status run_op(verify_ops *v, const verify_side *s, void *ctx, sched_o
             shard_ref_zero(v->shard, v->set_to_none);
         refcheck_zero(&v->refcheck);
         budget_zero(&v->budget);
+        v->clipped = 0;
         if (v->abs_local)
             memset(v->abs_local, 0, (model_size(v->m) + 1) * sizeof *v->abs_local);
         v->last_synced = v->bwd_since_zero = 0;
         return s->zero_grad ? s->zero_grad(ctx) : DDP_OK;
+    case OP_CLIP: return do_clip(v, s, ctx);
     case OP_STEP:
         explain_before_step(&v->explain, v->m);
         if (v->shard)

@@ -72,6 +72,9 @@ typedef struct verify_side {
     ddp_status (*after_backward)(void *ctx, int synced);
     ddp_status (*zero_grad)(void *ctx);
     ddp_status (*step)(void *ctx); /* after the reference's step */
+    /* clip: the implementation clips its gradients as clip_grad_norm_(max_norm, norm_type) and says by which
+     * coefficient (NULL: this run cannot clip) */
+    ddp_status (*clip)(void *ctx, const sched_clip *c, float *coef);
     ddp_status (*join_enter)(void *ctx, int divide_by_initial_world_size);
     ddp_status (*join_exit)(void *ctx, int last_joiner);
     ddp_status (*join_shadow)(void *ctx);      /* a forward of the peers, shadowed by this rank */
@@ -127,6 +130,10 @@ typedef struct verify_ops {
     uint64_t micro;           /* backwards this rank ran so far */
     int allow_unsynced_comm;  /* --allow-unsynced-comm */
     uint64_t unsynced_reductions, unsynced_bytes, unsynced_op; /* since the last check (verify_record's) */
+    verify_clip_check clip_failure; /* the first clip since the last check that failed its check */
+    int clipped;              /* a clip since zero_grad: the gradients are the clipped ones */
+    float *clip_allow;        /* ... and under the order tolerance their bound (clip_bound_after) */
+    float *clip_gather;       /* [2 n]: every rank's coefficient and the reference's */
     uint64_t grab, step;      /* grabs and steps so far */
     int last_synced;          /* the last backward synced, and none since zero_grad ... */
     int bwd_since_zero;       /* ... a backward ran since the start or the last zero_grad */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clip.h"
 #include "clock.h"
 #include "dump.h"
 #include "faults.h"
@@ -410,6 +411,17 @@ static ddp_status live_step(void *ctx)
     return IMPL_CALL(c, im->ops->step(im->state), "step");
 }
 
+/* clip: the implementation's clip_grads, or without one (plain DDP: refused under --shard) ddpsim's, torch's way. */
+static ddp_status live_clip(void *ctx, const sched_clip *k, float *coef)
+{
+    rank_ctx *c = ctx;
+    impl_side *im = &c->impl;
+    if (im->ops->api_version >= 8 && im->ops->clip_grads)
+        return IMPL_CALL(c, im->ops->clip_grads(im->state, k->max_norm, k->inf_norm, coef), "clip_grads");
+    *coef = clip_grads_torch(im->m, model_grads(im->m), k->max_norm, k->inf_norm);
+    return DDP_OK;
+}
+
 static ddp_status live_join_enter(void *ctx, int divide)
 {
     rank_ctx *c = ctx;
@@ -520,6 +532,7 @@ static const verify_side live_side = {
     .after_backward = live_after_backward,
     .zero_grad = live_zero_grad,
     .step = live_step,
+    .clip = live_clip,
     .join_enter = live_join_enter,
     .join_exit = live_join_exit,
     .join_shadow = live_join_shadow,

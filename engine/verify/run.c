@@ -404,6 +404,12 @@ ddp_status verify_check_config(const verify_config *cfg)
                          "interface version %u, which does not tell it AdamW's hyperparameters; rebuild it against "
                          "version 7 (services->adamw_on)",
                          cfg->impl, (unsigned)cfg->impl_ops->api_version);
+    if (cfg->schedule->nclips && cfg->shard != SHARD_NONE &&
+        (cfg->impl_ops->api_version < 8 || !cfg->impl_ops->clip_grads))
+        return ddp_error(DDP_ERR_INVALID,
+                         "the schedule clips, and '%s' has no clip_grads (interface version 8): under --shard ddpsim "
+                         "cannot clip an implementation's shards for it",
+                         cfg->impl);
     if (cfg->ddp.set_to_none && cfg->ddp.bucket_view && cfg->impl_ops->api_version < 2)
         return ddp_error(DDP_ERR_INVALID,
                          "--zero-grad: none with --bucket-view changes how the next sync scales (it multiplies "

@@ -66,6 +66,9 @@ typedef struct verify_config {
     int batch;
     uint64_t seed;
     const sched *schedule;
+    double clip_max;        /* --clip: > 0 puts clip:clip_max before every step a training loop clips
+                             * (sched_clip_steps), in single runs and the battery's scenarios alike */
+    int clip_inf;           /* ... with norm_type inf */
     ddp_config ddp;
     tolerance tol;
     const char *impl;       /* the implementation under test: its name (or plugin path) ... */
@@ -150,6 +153,25 @@ typedef struct verify_pattern {
     uint64_t window;    /* PNAME_K: k */
 } verify_pattern;
 
+/*
+ * A clip op's check (doc/SEMANTICS.md "Clipping"): every rank's coefficient must be the same bits where the
+ * reference's are, and lie in the interval the reference's norm proves for a correct implementation.
+ */
+enum { VERIFY_CLIP_OK = 0, VERIFY_CLIP_BOUND, VERIFY_CLIP_RANKS };
+typedef struct verify_clip_check {
+    int failed;             /* VERIFY_CLIP_RANKS: the ranks' coefficients differ where the reference's agree (every
+                             * rank's record names the first rank whose bits differ from its own); else
+                             * VERIFY_CLIP_BOUND: this rank's lies outside [lo, hi] */
+    uint64_t op;            /* the clip's op */
+    float coef;             /* this rank's coefficient (the implementation's) */
+    float ref_coef;         /* the reference's, from its norm rounded to float */
+    double ref_norm;        /* the reference's global norm */
+    double lo, hi;
+    int outside;            /* coef lies outside [lo, hi] (with VERIFY_CLIP_RANKS too) */
+    int other_rank;
+    float other_coef;
+} verify_clip_check;
+
 typedef struct verify_record {
     int done;
     int joined;             /* this rank had run out of an uneven repetition: it had nothing to check here */
@@ -181,6 +203,7 @@ typedef struct verify_record {
     uint64_t unsynced_reductions; /* communication: the implementation reduced in a backward that does not sync
                                    * (PyTorch DDP reduces nothing there), since the check before: how often, */
     uint64_t unsynced_bytes, unsynced_op; /* ... how much, and the first such backward's op */
+    verify_clip_check clip; /* the first clip since the check before that failed its check (failed 0: none) */
     verify_pattern pattern; /* a failing record: what the first diverging tensor's values are (pattern.h) */
     int global_checked;     /* after a syncing backward: this rank's slice of the reference checked (checker.h) */
     double global_ratio;    /* the largest |reference - exact average| over its proven rounding bound (<= 1) */
@@ -243,6 +266,10 @@ typedef struct verify_rank_figures {
     int ref_comm_known;            /* the reference's traffic below is this run's */
     uint64_t ref_reductions, ref_reduced_bytes; /* ... so far: what PyTorch's DDP moves (ddp_ref_comm_counts), or a
                                                  * sharded run's mode (shard_required_bytes; reductions 0) */
+    uint64_t clips, clips_failed;  /* clip ops checked on this rank, and how many failed (verify_clip_check) */
+    double clip_worst;             /* the passing ones' largest distance from the reference's coefficient, over
+                                    * what the bound allows on that side (<= 1) */
+    float clip_ref_min, clip_ref_max; /* the reference's coefficients, smallest and largest (1: nothing clipped) */
 } verify_rank_figures;
 
 /*

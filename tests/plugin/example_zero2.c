@@ -1,5 +1,5 @@
 /*
- * example_zero2.c - an example plugin for interface version 7: ZeRO-2, the
+ * example_zero2.c - an example plugin for interface version 8: ZeRO-2, the
  * gradients sharded and reduced in every backward (DeepSpeed stage 2), in as
  * few lines as the interface allows. Every parameter is one flat unit,
  * padded with zeros to a multiple of the world size; rank r owns the r-th
@@ -8,7 +8,9 @@
  * empty one) and clears .grad; the step updates its slice of the parameters
  * (torch.optim.SGD: with --optimizer momentum its slice's momentum buffer;
  * with --optimizer adamw torch.optim.AdamW with its slice's moments) and
- * all-gathers the slices.
+ * all-gathers the slices. A clip op takes the squares of its shard, summed
+ * over the world (every element once), and scales the shard by torch's
+ * coefficient (clip_grads, version 8).
  *
  *     cc -shared -fPIC $(pkg-config --cflags ddpsim) -o libexample_zero2.so example_zero2.c -lm
  *     ddpsim --ranks 4 --shard zero2 --impl ./libexample_zero2.so
@@ -22,7 +24,9 @@
  * reduced sum by N instead of scaling each gradient first (right in real
  * arithmetic, other bits: --tolerance order passes it), with
  * -DEXAMPLE_PLAIN_SGD it steps with plain SGD whatever the run says (a
- * momentum or AdamW run catches it), and with -DEXAMPLE_API_VERSION=5 as
+ * momentum or AdamW run catches it), with -DEXAMPLE_CLIP_LOCAL it clips by
+ * its own shard's norm, never summed over the ranks (a clip's check catches
+ * it), and with -DEXAMPLE_API_VERSION=5 as
  * well it is a version-5 plugin (a momentum or AdamW run refuses it):
  * ddpsim's own tests use them all.
  */
@@ -235,6 +239,40 @@ static int z_optimizer_step(void *state, int *owned)
     return 0;
 }
 
+#if EXAMPLE_API_VERSION >= 8
+/* clip_grad_norm_ over the shards: this slice's squares summed over the world (the padding adds zeros), then
+ * min(max_norm / (norm + 1e-6), 1), as torch computes it in float: the reciprocal times max_norm. */
+static int z_clip_grads(void *state, double max_norm, int inf_norm, float *coef)
+{
+    zero2 *z = state;
+    float norm = 0;
+    for (size_t k = 0; k < z->shard; k++)
+        norm = inf_norm ? fmaxf(norm, fabsf(z->mine[k])) : norm + z->mine[k] * z->mine[k];
+#ifndef EXAMPLE_CLIP_LOCAL
+    const ddpsim_services *svc = z->svc;
+    if (inf_norm) {
+        float *all = malloc((size_t)svc->world_size * sizeof *all);
+        if (!all || svc->allgather(svc->env, &norm, all, sizeof norm)) {
+            free(all);
+            return svc->set_error(svc->env, "clip_grads: the norm's all-gather failed");
+        }
+        for (int r = 0; r < svc->world_size; r++)
+            norm = fmaxf(norm, all[r]);
+        free(all);
+    } else if (svc->allreduce_sum(svc->env, &norm, 1)) {
+        return -1;
+    }
+#endif
+    if (!inf_norm)
+        norm = sqrtf(norm);
+    float c = (1.0f / (norm + 1e-6f)) * (float)max_norm;
+    *coef = c > 1.0f ? 1.0f : c; /* torch.clamp: a NaN stays NaN */
+    for (size_t k = 0; k < z->shard; k++)
+        z->mine[k] *= *coef;
+    return 0;
+}
+#endif
+
 static int z_layout(void *state, int *nunits, const ddpsim_flat_unit **units)
 {
     zero2 *z = state;
@@ -258,6 +296,9 @@ static const ddpsim_impl_ops zero2_ops = {
     .step = z_nothing,
     .optimizer_step = z_optimizer_step,
     .shard_layout = z_layout,
+#if EXAMPLE_API_VERSION >= 8
+    .clip_grads = z_clip_grads,
+#endif
 };
 
 const ddpsim_impl_ops *ddpsim_impl_get(void)
