@@ -374,10 +374,6 @@ static int validate(void *o, const char **which, char *msg, size_t len)
         *which = "schedule";
         return -1;
     }
-    if (opt->schedule.nclips && (run->dump_dir || run->record_dir || opt->prepare_dir))
-        FAIL(run->dump_dir ? "dump" : run->record_dir ? "record" : "prepare",
-             "a schedule with clip ops (or --clip) is checked in live runs: dumps, recordings and the Python front "
-             "end do not carry clipping yet");
     if (run->timeout_s > 0 && run->timeout_s < MIN_TIMEOUT_S)
         FAIL("timeout", "%g s is shorter than the shortest watchdog, %g s (0 turns it off): a healthy rank can spend "
              "longer than that in one op", run->timeout_s, MIN_TIMEOUT_S);

@@ -161,6 +161,13 @@ static void json_clips(FILE *f, const verify_result *res, const judgement *s)
         fprintf(f, ", ");
         jsonw_number(f, k->hi);
         fprintf(f, "], \"outside\": %s", k->outside ? "true" : "false");
+        if (k->norm.kind == PATTERN_FACTOR) {
+            char name[32];
+            fprintf(f, ", \"norm_factor\": ");
+            jsonw_number(f, k->norm.factor);
+            fprintf(f, ", \"norm_factor_name\": ");
+            jsonw_string(f, pattern_factor_name(&k->norm, name, sizeof name));
+        }
         if (k->failed == VERIFY_CLIP_RANKS) {
             fprintf(f, ", \"other_rank\": %d, \"other_coef\": ", k->other_rank);
             jsonw_number(f, k->other_coef);
@@ -181,7 +188,7 @@ static void print_clip_failure(FILE *out, const char *where, const char *label, 
              k->lo, k->hi, (double)k->ref_coef, k->ref_norm);
     if (k->failed == VERIFY_CLIP_RANKS)
         fprintf(out, "# first divergence: the clip at op %llu, before %s (%s), rank %d: coefficient %.9g, rank %d's "
-                     "%.9g: the ranks clipped by different norms (a norm not reduced over the shard group?) where "
+                     "%.9g: the ranks clipped by different norms (one rank's part of the norm, not reduced over the others?) where "
                      "every rank's reference is the same; %s%s\n",
                 (unsigned long long)k->op, where, label, rank, (double)k->coef, k->other_rank, (double)k->other_coef,
                 bound, k->outside ? ", and this rank's lies outside it" : "");
@@ -190,6 +197,12 @@ static void print_clip_failure(FILE *out, const char *where, const char *label, 
                      "%s; %.6g x the reference's\n",
                 (unsigned long long)k->op, where, label, rank, (double)k->coef, bound,
                 (double)k->coef / (double)k->ref_coef);
+    if (k->norm.kind == PATTERN_FACTOR) {
+        char name[32];
+        pattern_factor_name(&k->norm, name, sizeof name);
+        fprintf(out, "# pattern: the norm it clipped by is %.6g x the reference's%s%s%s\n", k->norm.factor,
+                name[0] ? " (" : ": no constant of the run", name, name[0] ? ")" : "");
+    }
 }
 
 static void print_first(const ddpsim_options *opt, const judgement *s)

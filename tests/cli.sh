@@ -236,13 +236,19 @@ expect 2 "clipping inside join is not supported" "clip inside join is refused" -
 expect 2 "--clip: the schedule has clip ops of its own" "--clip with a schedule that clips is refused" -- --clip 1 --schedule "fwd bwd clip:1 step"
 expect 2 "--clip: '0': expected MAX or MAX:inf" "--clip 0 is refused" -- --clip 0
 expect 2 "--clip: '1:x': expected MAX or MAX:inf" "--clip 1:x is refused" -- --clip 1:x
+# A clipped run recorded (record version 8: the clips' arguments, each rank's coefficients) replays the same records.
 cscratch=$(mktemp -d)
-expect 2 "--record: a schedule with clip ops (or --clip) is checked in live runs" "--record with a clip is refused" -- --schedule "fwd bwd clip:1 step" --record "$cscratch/r"
-expect 2 "--prepare: a schedule with clip ops (or --clip) is checked in live runs" "--prepare with --clip is refused" -- --scenario classic --clip 1 --prepare "$cscratch/p"
-expect 2 "--dump: a schedule with clip ops" "--dump with a clip is refused" -- --schedule "fwd bwd clip:1 step" --dump "$cscratch/d"
-[ -z "$(ls -A "$cscratch")" ] && ok "... and none of them wrote anything" || bad "... and none of them wrote anything"
+records_agree "$cscratch" "clip: a recorded run with L2 and inf clips, live and replayed" -- --ranks 3 \
+    --schedule "2*( nosync{fwd bwd} grab fwd bwd clip:0.01 grab step zero ) fwd bwd clip:0.01:inf grab step"
+grep -q '"clips": .{"op": 7, "max_norm": 0.01, "norm_type": 2}' "$cscratch/d/manifest.json" &&
+    ok "... its manifest names the clips" || bad "... its manifest names the clips"
+rm "$cscratch/d/reference/rank1/clip1.json"
+expect 2 "clip1.json: missing: the coefficient rank 1's clip 1 applied" "... and a recording without a rank's coefficient is bad input" -- check "$cscratch/d"
+"$DDPSIM" --ranks 2 --schedule "fwd bwd clip:0.5:inf grab step" --dump "$cscratch/dump" -q >/dev/null 2>&1
+grep -q '{"op": "clip", "max_norm": 0.5, "norm_type": "inf"}' "$cscratch/dump/manifest.json" &&
+    ok "clip: a dump's manifest has the clip op with its arguments" || bad "clip: a dump's manifest has the clip op with its arguments"
 rm -rf "$cscratch"
-expect 0 "mutation score: 53 of 53 caught" "--mutants catches every bug, DDP's and the sharded ones" -- --mutants
+expect 0 "mutation score: 54 of 54 caught" "--mutants catches every bug, DDP's and the sharded ones" -- --mutants
 grep -q "^ momentum-per-microstep .*caught .* momentum " "$out" && ok "--mutants: the momentum scenario catches a buffer advanced per micro-step" ||
     bad "--mutants: the momentum scenario catches a buffer advanced per micro-step"
 expect 0 "1 bug only a bitwise comparison catches passes, as the catalogue says: post-divide" "--mutants under the order tolerance (the NCCL backend's default) says which bugs only bitwise catches" -- --mutants --tolerance order

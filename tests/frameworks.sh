@@ -170,6 +170,14 @@ expect_cmd 0 "grab 0: max |fsdp2 - torch DDP| = [0-9.]*[1-9]" "... a no_sync for
 under "$TORCH2_PYTHON" 1 "first divergence: grab 0 (after no_sync fwd+bwd), rank 0, parameter 0.weight" \
     "FSDP2 whose no_sync does nothing (cosmos-framework #161, planted): fails at the first micro-step" -- \
     --ranks 3 --wrap "$G:fsdp2_sync_ignored" --scenario classic
+# Clipping: torch's clip_grad_norm_ over FSDP2's DTensor gradients reduces their norm over the mesh: every rank's
+# coefficient the same bits, within the bound of the reference's exact norm; one that takes each rank's own shards
+# (pytorch/pytorch #170862, planted) is caught at the clip.
+under "$TORCH2_PYTHON" 0 "# clip: 12 clips over all ranks: every rank's coefficient the same bits" \
+    "FSDP2 with torch's clip_grad_norm_ before every step (--clip)" -- --ranks 3 --wrap "$G:fsdp2" --scenario classic --clip 0.01
+under "$TORCH2_PYTHON" 1 "the ranks clipped by different norms" \
+    "FSDP2 clipping by each rank's own shards (pytorch #170862, planted) is caught at the clip" -- \
+    --ranks 3 --wrap "$G:fsdp2_clip_local" --scenario classic --clip 0.01
 # HSDP accumulating as PyTorch PRs #125484 / #126166 made it (set_requires_all_reduce(False) alone: a reduce-scatter
 # in the shard group at every micro-step, the replica all-reduce deferred to the syncing one), declared hsdp: judged
 # by HSDP's rule it passes bitwise at 4 ranks (2 x 2), its reduce-scatters inside the window allowed and counted

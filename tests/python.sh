@@ -332,6 +332,20 @@ front 1 "first divergence: grab 2 (after fwd+bwd (3 acc)), $div" "a wrapper that
     --ranks 3 --wrap "$W:last_microbatch_only" --scenario classic
 front 1 "thunder_sync_on_exit    *FAIL\|classic  *FAIL" "... and in the battery" -- --ranks 2 --wrap "$W:thunder_sync_on_exit"
 
+# clip_grad_norm_ (clip:MAX, --clip): torch's own clip on torch's DDP gives the reference's coefficient, the same bits
+# on every rank, and its gradients after it; a wrapper that clips by the norm of its own partition (RLinf PR #1558's
+# mechanism, planted) is caught at the clip, each rank's coefficient its own.
+CS="2*( nosync{fwd bwd} grab fwd bwd clip:0.01 grab step zero ) fwd bwd clip:0.01:inf grab step"
+front 0 "# clip: 9 clips over all ranks: every rank's coefficient the same bits, within the bound of the reference's exact norm" \
+    "clip: torch's clip_grad_norm_ on torch's DDP, L2 and inf" -- --ranks 3 --wrap "$DDP" --schedule "$CS"
+front 0 "verdict: PASS (8 grabs and 5 parameter checks x 3 ranks match" "--clip: before every step the classic scenario clips" -- \
+    --ranks 3 --wrap "$DDP" --scenario classic --clip 0.01
+front 1 "first divergence: the clip at op 7, before grab 1 .after fwd.bwd .2 acc.., rank 0: coefficient .*, rank 1's .*: the ranks clipped by different norms" \
+    "clip: a wrapper clipping by its own partition's norm (planted) is caught at the clip" -- \
+    --ranks 3 --wrap "$W:partition_norm_clip" --schedule "$CS"
+front 2 "is a training loop (ddpsim_loop), and the schedule clips" "clip: a training loop of its own is refused before any rank starts" -- \
+    --ranks 2 --wrap "$W:loop_forgets_zero_grad" --schedule "fwd bwd clip:1 step"
+
 # A training loop that owns its iteration (ddpsim_loop: loop.py): a hand-written accumulation loop over torch's
 # DDP passes; one that never zeroes fails, named; a loop whose events do not fit the schedule (it steps where the
 # schedule has a forward, it stops early) is bad input naming the op; a loop runs no battery.

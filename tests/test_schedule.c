@@ -77,7 +77,16 @@ static void test_clip_ops(void)
     sched_free(&s);
     /* a recording's ops without their arguments: refused */
     sched_op ops[] = {OP_FWD, OP_BWD, OP_CLIP, OP_STEP};
-    CU_ASSERT_EQUAL(sched_from_ops(ops, 4, NULL, 0, NULL, 0, &s), DDP_ERR_INVALID);
+    CU_ASSERT_EQUAL(sched_from_ops(ops, 4, NULL, 0, NULL, 0, NULL, 0, &s), DDP_ERR_INVALID);
+    /* ... and with them (record version 8), or with arguments that are wrong */
+    sched_clip c = {.op = 2, .max_norm = 0.5, .inf_norm = 1};
+    CU_ASSERT_EQUAL_FATAL(sched_from_ops(ops, 4, NULL, 0, NULL, 0, &c, 1, &s), DDP_OK);
+    CU_ASSERT(sched_clip_at(&s, 2) && sched_clip_at(&s, 2)->inf_norm && s.nclips == 1);
+    sched_free(&s);
+    c.op = 3;
+    CU_ASSERT_EQUAL(sched_from_ops(ops, 4, NULL, 0, NULL, 0, &c, 1, &s), DDP_ERR_INVALID); /* not a clip op */
+    c = (sched_clip){.op = 2, .max_norm = -1};
+    CU_ASSERT_EQUAL(sched_from_ops(ops, 4, NULL, 0, NULL, 0, &c, 1, &s), DDP_ERR_INVALID);
 }
 
 /* --clip: a clip before every step a loop clips, the uneven repetitions and join blocks moved with their ops. */
@@ -385,14 +394,14 @@ static void test_uneven(void)
     /* a recorded run's blocks that do not match its ops are refused */
     sched_op ops[] = {OP_FWD, OP_BWD, OP_JOIN_ENTER, OP_FWD, OP_BWD, OP_JOIN_EXIT};
     sched_join j = {.enter_op = 2, .exit_op = 4, .divide_by_initial_world_size = 1};
-    CU_ASSERT_EQUAL(sched_from_ops(ops, 6, NULL, 0, &j, 1, &s), DDP_ERR_INVALID);
+    CU_ASSERT_EQUAL(sched_from_ops(ops, 6, NULL, 0, &j, 1, NULL, 0, &s), DDP_ERR_INVALID);
     j.exit_op = 5;
     sched_uneven u = {.first_op = 3, .body_ops = 2, .iterations = 1, .count = 1};
-    CU_ASSERT_EQUAL(sched_from_ops(ops, 6, &u, 1, &j, 1, &s), DDP_OK);
+    CU_ASSERT_EQUAL(sched_from_ops(ops, 6, &u, 1, &j, 1, NULL, 0, &s), DDP_OK);
     CU_ASSERT(s.joins[0].uneven == 0 && s.uneven[0].join == 0);
     sched_free(&s);
     u.body_ops = 9;
-    CU_ASSERT_EQUAL(sched_from_ops(ops, 6, &u, 1, &j, 1, &s), DDP_ERR_INVALID);
+    CU_ASSERT_EQUAL(sched_from_ops(ops, 6, &u, 1, &j, 1, NULL, 0, &s), DDP_ERR_INVALID);
 }
 
 static void test_tolerance_parse(void)

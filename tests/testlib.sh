@@ -36,18 +36,18 @@ expect() {
 # bitwise, give the same records check by check and rank by rank (tests/same_records.py): the live and the
 # replay drivers of the ops (engine/verify/ops.h) agree.
 records_agree() {
-    scratch=$1 what=$2
+    ra_dir=$1 what=$2
     shift 3
-    rm -rf "$scratch/d"
-    "$DDPSIM" "$@" --record "$scratch/d" --json "$scratch/live.json" -q >"$scratch/live" 2>&1
+    rm -rf "$ra_dir/d"
+    "$DDPSIM" "$@" --record "$ra_dir/d" --json "$ra_dir/live.json" -q >"$ra_dir/live" 2>&1
     live=$?
     if [ "$live" -gt 1 ]; then
         bad "$what: the live run gave no verdict (exit $live)"
-        sed 's/^/  live: /' "$scratch/live"
+        sed 's/^/  live: /' "$ra_dir/live"
         return
     fi
-    "$DDPSIM" check "$scratch/d" --tolerance bitwise --json "$scratch/check.json" -q >"$out" 2>"$err"
-    if msg=$(/usr/bin/env python3 "$(dirname "$0")/same_records.py" "$scratch/live.json" "$scratch/check.json" 2>&1); then
+    "$DDPSIM" check "$ra_dir/d" --tolerance bitwise --json "$ra_dir/check.json" -q >"$out" 2>"$err"
+    if msg=$(/usr/bin/env python3 "$(dirname "$0")/same_records.py" "$ra_dir/live.json" "$ra_dir/check.json" 2>&1); then
         ok "$what: $msg"
     else
         bad "$what: $msg"

@@ -995,7 +995,7 @@ int sched_op_from_name(const char *name)
 }
 
 ddp_status sched_from_ops(const sched_op *ops, size_t n, const sched_uneven *uneven, size_t nuneven,
-                          const sched_join *joins, size_t njoins, sched *s)
+                          const sched_join *joins, size_t njoins, const sched_clip *clips, size_t nclips, sched *s)
 {
     memset(s, 0, sizeof *s);
     if (n > SCHED_MAX_OPS)
@@ -1003,7 +1003,8 @@ ddp_status sched_from_ops(const sched_op *ops, size_t n, const sched_uneven *une
     s->ops = malloc((n ? n : 1) * sizeof *s->ops);
     s->uneven = malloc((nuneven ? nuneven : 1) * sizeof *s->uneven);
     s->joins = malloc((njoins ? njoins : 1) * sizeof *s->joins);
-    if (!s->ops || !s->uneven || !s->joins) {
+    s->clips = malloc((nclips ? nclips : 1) * sizeof *s->clips);
+    if (!s->ops || !s->uneven || !s->joins || !s->clips) {
         sched_free(s);
         return ddp_error(DDP_ERR_NOMEM, "%zu ops", n);
     }
@@ -1016,6 +1017,15 @@ ddp_status sched_from_ops(const sched_op *ops, size_t n, const sched_uneven *une
     if (njoins)
         memcpy(s->joins, joins, njoins * sizeof *joins);
     s->njoins = njoins;
+    for (size_t k = 0; k < nclips; k++) {
+        if (!isfinite(clips[k].max_norm) || !(clips[k].max_norm > 0) || (k > 0 && clips[k].op <= clips[k - 1].op)) {
+            sched_free(s);
+            return ddp_error(DDP_ERR_INVALID, "clip %zu: a max_norm that is positive and finite, at an op after the "
+                             "clip before it", k);
+        }
+        s->clips[k] = clips[k];
+    }
+    s->nclips = nclips;
     ddp_status st = validate(s);
     if (st != DDP_OK)
         sched_free(s);

@@ -262,10 +262,11 @@ int sched_op_from_name(const char *name);
 
 /*
  * A schedule from ops already expanded (a recorded run's), validated as
- * sched_parse validates; uneven repetitions (resolved: one count per rank)
- * and join blocks as recorded, copied (NULL, 0 when there are none).
+ * sched_parse validates; uneven repetitions (resolved: one count per rank),
+ * join blocks and the clip ops' arguments (one per clip op, in op order) as
+ * recorded, copied (NULL, 0 when there are none).
  */
 ddp_status sched_from_ops(const sched_op *ops, size_t n, const sched_uneven *uneven, size_t nuneven,
-                          const sched_join *joins, size_t njoins, sched *s);
+                          const sched_join *joins, size_t njoins, const sched_clip *clips, size_t nclips, sched *s);
 
 #endif

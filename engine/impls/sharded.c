@@ -507,7 +507,7 @@ int sharded_clip_grads(void *state, double max_norm, int inf_norm, float *coef)
     const ddpsim_services *svc = s->svc;
     float local = 0;
     for (int k = 0; k < s->nu; k++)
-        for (size_t i = 0; i < s->u[k].shard; i++) {
+        for (size_t i = 0; (!s->h || !s->h->clip_counts || s->h->clip_counts(s, k)) && i < s->u[k].shard; i++) {
             float g = s->u[k].grad_shard[i];
             local = inf_norm ? fmaxf(local, fabsf(g)) : local + g * g;
         }

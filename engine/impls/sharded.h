@@ -40,6 +40,8 @@ typedef struct sharded_hooks {
     int (*gather_into_send)(sharded *s, int k, float *send, const float *mine, size_t count);
     /* clip: the group the shards' norm is reduced over (a ddpsim_group; -1: none, the rank's own shards) */
     int (*clip_group)(sharded *s);
+    /* clip: whether this rank's shard of unit k counts in its part of the norm (NULL: every unit) */
+    int (*clip_counts)(sharded *s, int k);
 } sharded_hooks;
 
 /* The callbacks of ddpsim_impl_ops, for a mode (ddpsim_shard_mode) and its hooks (NULL: correct). */

@@ -83,7 +83,12 @@
     X(HSDP_CLIP_NORM_OVER_WORLD, "hsdp-clip-norm-over-world", DDPSIM_SHARD_HSDP,                                     \
       "HSDP sums the shards' squared norms over every rank instead of the shard group: each shard is counted once "  \
       "per replica, the norm sqrt(R) times too large, the gradients clipped too hard",                              \
-      "ByteDance-Seed/VeOmni PR #862 (issue #184: the norm reduced over the whole FSDP group, not dp_shard)")
+      "ByteDance-Seed/VeOmni PR #862 (issue #184: the norm reduced over the whole FSDP group, not dp_shard)")        \
+    X(ZERO1_CLIP_NORM_UNDERCOUNTS, "zero1-clip-norm-undercounts", DDPSIM_SHARD_ZERO1,                               \
+      "the norm counts the last unit's gradients on rank 0 alone (ownership by the wrong group): the other ranks' "  \
+      "shards of it are left out, every rank agrees on a norm too small, and the clipping is too weak",              \
+      "NVIDIA/Megatron-LM PR #5916 (EP > 1 and TP > 1: the norm omits some experts; radixark/Megatron-LM PR #80: "   \
+      "only TP rank 0 kept its expert gradient in the norm, 11.51 against 12.28)")
 
 #define AS_ENUM(id, name, mode, mechanism, source) SBUG_##id,
 typedef enum sharded_bug { SHARDED_BUGS(AS_ENUM) SBUG_COUNT } sharded_bug;
@@ -283,6 +288,13 @@ static int world_clip_group(sharded *s)
     return DDPSIM_GROUP_WORLD;
 }
 static const sharded_hooks hooks_HSDP_CLIP_NORM_OVER_WORLD = {.clip_group = world_clip_group};
+
+/* zero1-clip-norm-undercounts: only rank 0 counts the last unit */
+static int last_unit_on_rank0_only(sharded *s, int k)
+{
+    return k != sharded_unit_count(s) - 1 || sharded_services(s)->rank == 0;
+}
+static const sharded_hooks hooks_ZERO1_CLIP_NORM_UNDERCOUNTS = {.clip_counts = last_unit_on_rank0_only};
 
 /* ---- the tables the registry reads ---- */
 

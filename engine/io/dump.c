@@ -348,6 +348,13 @@ ddp_status dump_write_manifest(const char *dir, const dump_manifest_info *info)
                                                                                                           : "false");
             break;
         case OP_JOIN_EXIT: fprintf(f, "{\"op\": \"join_exit\"}"); break;
+        case OP_CLIP: {
+            const sched_clip *c = sched_clip_at(info->schedule, i);
+            fprintf(f, "{\"op\": \"clip\", \"max_norm\": ");
+            jsonw_number(f, c->max_norm);
+            fprintf(f, ", \"norm_type\": %s}", c->inf_norm ? "\"inf\"" : "2");
+            break;
+        }
         }
     }
     fprintf(f, "\n ]");

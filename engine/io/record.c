@@ -177,6 +177,35 @@ static ddp_status read_uneven(const char *path, const json_value *root, int nran
     return DDP_OK;
 }
 
+/* "clips": [{"op": OP, "max_norm": X, "norm_type": 2 | "inf"}, ...] (version 8), in op order; left out: none. */
+static ddp_status read_clips(const char *path, const json_value *root, sched_clip **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    const json_value *clips = json_get(root, "clips");
+    if (!clips)
+        return DDP_OK;
+    if (clips->type != JSON_ARRAY)
+        return ddp_error(DDP_ERR_INVALID, "%s: \"clips\" must be an array", path);
+    if (!(*out = calloc(clips->n ? clips->n : 1, sizeof **out)))
+        return ddp_error(DDP_ERR_NOMEM, "%zu clips", clips->n);
+    *n = clips->n;
+    for (size_t k = 0; k < clips->n; k++) {
+        const json_value *c = &clips->items[k], *max = json_get(c, "max_norm"), *type = json_get(c, "norm_type");
+        double op = 0;
+        DDP_CHECK(member_whole(path, c, "op", SCHED_MAX_OPS, &op));
+        (*out)[k].op = (size_t)op;
+        if (!max || max->type != JSON_NUMBER || !(max->number > 0) || !isfinite(max->number))
+            return ddp_error(DDP_ERR_INVALID, "%s: clip %zu: \"max_norm\" must be a positive finite number", path, k);
+        (*out)[k].max_norm = max->number;
+        if (type && type->type == JSON_STRING && strcmp(type->string, "inf") == 0)
+            (*out)[k].inf_norm = 1;
+        else if (type && !(type->type == JSON_NUMBER && type->number == 2))
+            return ddp_error(DDP_ERR_INVALID, "%s: clip %zu: \"norm_type\" must be 2 or \"inf\"", path, k);
+    }
+    return DDP_OK;
+}
+
 static ddp_status read_ops(const char *path, const json_value *root, record_run *r)
 {
     const json_value *ops;
@@ -189,17 +218,21 @@ static ddp_status read_ops(const char *path, const json_value *root, record_run 
         if (op < 0) {
             free(list);
             return ddp_error(DDP_ERR_INVALID,
-                             "%s: op %zu is not one of fwd, bwd, grab, zero, step, enter, exit, join_enter, join_exit",
+                             "%s: op %zu is not one of fwd, bwd, grab, zero, step, enter, exit, join_enter, "
+                             "join_exit, clip",
                              path, i);
         }
         list[i] = (sched_op)op;
     }
     sched_join *joins = NULL;
     sched_uneven *uneven = NULL;
-    size_t njoins = 0, nuneven = 0;
+    sched_clip *clips = NULL;
+    size_t njoins = 0, nuneven = 0, nclips = 0;
     ddp_status s = read_uneven(path, root, r->nranks, &joins, &njoins, &uneven, &nuneven);
+    if (s == DDP_OK)
+        s = read_clips(path, root, &clips, &nclips);
     if (s == DDP_OK) { /* read_uneven's messages name the file already; the schedule's do not */
-        s = sched_from_ops(list, ops->n, uneven, nuneven, joins, njoins, &r->schedule);
+        s = sched_from_ops(list, ops->n, uneven, nuneven, joins, njoins, clips, nclips, &r->schedule);
         if (s == DDP_OK && (s = sched_resolve(&r->schedule, r->nranks, NULL)) != DDP_OK)
             sched_free(&r->schedule);
         if (s != DDP_OK)
@@ -208,6 +241,7 @@ static ddp_status read_ops(const char *path, const json_value *root, record_run 
     free(list);
     free(joins);
     free(uneven);
+    free(clips);
     return s;
 }
 
@@ -390,6 +424,55 @@ ddp_status record_write_comm(const char *dir, int rank, uint64_t micro, const re
             (unsigned long long)c->reductions, (unsigned long long)c->bytes, (unsigned long long)c->scatters,
             (unsigned long long)c->scatter_bytes);
     return file_close_written(f, path);
+}
+
+/* A coefficient as JSON: a number, or "nan", "inf", "-inf" (JSON has none of them). */
+static void write_coef(FILE *f, float c)
+{
+    if (isnan(c))
+        fprintf(f, "\"nan\"");
+    else if (isinf(c))
+        fprintf(f, c > 0 ? "\"inf\"" : "\"-inf\"");
+    else
+        jsonw_number(f, c);
+}
+
+ddp_status record_write_clip(const char *dir, const char *side, int rank, uint64_t k, float coef)
+{
+    char sub[RECORD_PATH_LEN], path[RECORD_PATH_LEN + 32];
+    snprintf(sub, sizeof sub, "%s/%s/rank%d", dir, side, rank);
+    DDP_CHECK(dump_mkdirs(sub));
+    snprintf(path, sizeof path, "%s/clip%llu.json", sub, (unsigned long long)k);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return ddp_error(DDP_ERR_SYSTEM, "cannot create %s", path);
+    fprintf(f, "{\"coef\": ");
+    write_coef(f, coef);
+    fprintf(f, "}\n");
+    return file_close_written(f, path);
+}
+
+ddp_status record_clip(const record_run *r, int rank, uint64_t k, float *coef)
+{
+    char path[RECORD_PATH_LEN];
+    snprintf(path, sizeof path, "%s/%s/rank%d/clip%llu.json", r->dir, r->impl, rank, (unsigned long long)k);
+    if (access(path, F_OK) != 0)
+        return ddp_error(DDP_ERR_INVALID, "%s: missing: the coefficient rank %d's clip %llu applied", path, rank,
+                         (unsigned long long)k);
+    json_value *v;
+    DDP_CHECK(read_json(path, RECORD_MAX_USED, &v));
+    const json_value *c = json_get(v, "coef");
+    ddp_status s = DDP_OK;
+    if (c && c->type == JSON_NUMBER)
+        *coef = (float)c->number;
+    else if (c && c->type == JSON_STRING && strcmp(c->string, "nan") == 0)
+        *coef = NAN;
+    else if (c && c->type == JSON_STRING && (strcmp(c->string, "inf") == 0 || strcmp(c->string, "-inf") == 0))
+        *coef = c->string[0] == '-' ? -INFINITY : INFINITY;
+    else
+        s = ddp_error(DDP_ERR_INVALID, "%s: \"coef\" must be a number (or \"nan\", \"inf\", \"-inf\")", path);
+    json_free(v);
+    return s;
 }
 
 ddp_status record_grad_none(const record_run *r, const char *what, unsigned char *none, int *known)
@@ -881,6 +964,16 @@ ddp_status record_write_manifest(const char *dir, const record_info *info)
     for (size_t i = 0; i < info->schedule->nops; i++)
         fprintf(f, "%s\"%s\"", i ? ", " : "", sched_op_name(info->schedule->ops[i]));
     fprintf(f, "]");
+    if (info->schedule->nclips) {
+        fprintf(f, ",\n \"clips\": [");
+        for (size_t k = 0; k < info->schedule->nclips; k++) {
+            const sched_clip *c = &info->schedule->clips[k];
+            fprintf(f, "%s{\"op\": %zu, \"max_norm\": ", k ? ", " : "", c->op);
+            jsonw_number(f, c->max_norm);
+            fprintf(f, ", \"norm_type\": %s}", c->inf_norm ? "\"inf\"" : "2");
+        }
+        fprintf(f, "]");
+    }
     manifest_write_uneven(f, info->schedule, info->nranks);
     if (info->shard != SHARD_NONE)
         fprintf(f, ",\n \"shard\": {\"mode\": \"%s\", \"mesh\": \"%dx%d\"}", shard_mode_name(info->shard),

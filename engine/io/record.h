@@ -21,6 +21,8 @@
  *                                            held at grab k (may be left out: below)
  *   DIR/<impl>/rank<r>/step<s>/<param>.npy   its parameters after step s
  *   DIR/<impl>/rank<r>/end/<param>.npy       its parameters at the end
+ *   DIR/<impl>/rank<r>/clip<k>.json          {"coef": C}: the coefficient rank r's k-th clip
+ *                                            applied (version 8; "nan", "inf" as strings)
  *   DIR/init/<buffer>.npy                    with "buffers": the buffers every rank started from
  *   DIR/rank<r>/fwd<k>/seen/<buffer>.npy     the buffers rank r's module held when its k-th
  *                                            forward began (after any broadcast of DDP's)
@@ -36,6 +38,7 @@
  *    "ops": ["fwd", "bwd", "enter", "exit", "grab", "zero", "step", "join_enter", "join_exit", ...],
  *    "joins": [{"enter": OP, "exit": OP, "divide_by_initial_world_size": bool}, ...],
  *    "uneven": [{"first": OP, "body": N, "iterations": K, "counts": [rank 0's, ...]}, ...],
+ *    "clips": [{"op": OP, "max_norm": X, "norm_type": 2 | "inf"}, ...],
  *    "grad_shards": [{"<param>": [[START, COUNT], ...], ...}, ... one object per rank],
  *    "shard": {"mode": "zero1" | "zero2" | "fsdp" | "hsdp", "mesh": "RxS"}}
  *
@@ -104,11 +107,12 @@
 #include "status.h"
 
 #define RECORD_NAME_LEN 128
-/* 7: "optimizer": {"type": "adamw", "betas": [B1, B2], "eps": E, "weight_decay": W};
+/* 8: "clips" (the clip ops' arguments) and each rank's clip<k>.json;
+ * 7: "optimizer": {"type": "adamw", "betas": [B1, B2], "eps": E, "weight_decay": W};
  * 6: "optimizer": {"momentum": M};
  * 5: "optimizer": {"averages": "parameters"}; 4: "shard", comm.json's "scatters" and a parameter check's held.json; 3: "grad_shards" and a grab's none.json;
  * 2: "ddp" has every option (manifest.h), "algo" among them; versions 1 (without "algo") to 3 are read as well */
-#define RECORD_VERSION 7
+#define RECORD_VERSION 8
 
 /* A slice of a parameter's gradient that a rank holds (grad_shards): elements [start, start + count). */
 typedef struct record_held {
@@ -188,6 +192,8 @@ ddp_status record_comm(const record_run *r, int rank, uint64_t micro, record_com
 
 /* Which parameters got a gradient in rank's micro-step m (used[p] = 0 or 1). */
 ddp_status record_used(const record_run *r, int rank, uint64_t micro, unsigned char *used);
+/* DIR/<impl>/rank<r>/clip<k>.json: the coefficient rank r's k-th clip applied (required for each clip it ran). */
+ddp_status record_clip(const record_run *r, int rank, uint64_t k, float *coef);
 
 /* ---- writing one (ddpsim --record DIR: a live run recorded as any framework would) ---- */
 
@@ -209,6 +215,8 @@ ddp_status record_write_micro(const char *dir, int rank, uint64_t micro, const m
                               const unsigned char *used);
 /* DIR/rank<r>/micro<m>/comm.json (the directory exists): the implementation's reductions in that backward. */
 ddp_status record_write_comm(const char *dir, int rank, uint64_t micro, const record_comm_counts *c);
+/* DIR/<side>/rank<r>/clip<k>.json: {"coef": C} (C a number, or "nan", "inf", "-inf"). */
+ddp_status record_write_clip(const char *dir, const char *side, int rank, uint64_t k, float coef);
 /* DIR/<side>/rank<r>/<what>/held.json (the directory exists): the elements of m's layout whose held[] is not 0. */
 ddp_status record_write_held(const char *dir, const char *side, int rank, const char *what, const model *m,
                              const unsigned char *held);

@@ -66,6 +66,7 @@ typedef struct check_rank {
     unsigned char none[MODEL_MAX_PARAMS]; /* which .grad were None at the grab at hand (none.json) */
     float *seen;            /* the buffers the implementation's module held as a forward began */
     uint64_t nfwd;
+    uint64_t nclip;         /* clips so far: the next one's recorded coefficient is clip<nclip>.json */
     verify_rank_area *area;
 } check_rank;
 
@@ -210,7 +211,16 @@ static ddp_status rec_grabbed(void *ctx, verify_record *rec, const float *actual
     return st;
 }
 
+/* A clip: the coefficient the implementation's rank applied, as recorded (its gradients after it are the grabs'). */
+static ddp_status rec_clip(void *ctx, const sched_clip *k, float *coef)
+{
+    check_rank *c = ctx;
+    (void)k;
+    return bad_record(c, record_clip(c->rec, c->rank, c->nclip++, coef));
+}
+
 static const verify_side recorded_side = {
+    .clip = rec_clip,
     .forward_end = rec_forward_end,
     .backward_end = rec_backward_end,
     .backward_comm = rec_backward_comm,

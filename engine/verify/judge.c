@@ -186,9 +186,16 @@ const char *judge_summary(const judgement *j, const model *layout, char *buf, si
         else if (f->clip.failed == VERIFY_CLIP_RANKS)
             snprintf(buf, len, "clip before %s: rank %d %.6g, rank %d %.6g", where, j->first_rank,
                      (double)f->clip.coef, f->clip.other_rank, (double)f->clip.other_coef);
-        else if (f->clip.failed)
-            snprintf(buf, len, "clip before %s, rank %d: %.6g x reference's", where, j->first_rank,
-                     (double)f->clip.coef / (double)f->clip.ref_coef);
+        else if (f->clip.failed) {
+            char name[32] = "";
+            if (f->clip.norm.kind == PATTERN_FACTOR)
+                pattern_factor_name(&f->clip.norm, name, sizeof name);
+            if (name[0])
+                snprintf(buf, len, "clip before %s, rank %d: norm %s x reference's", where, j->first_rank, name);
+            else
+                snprintf(buf, len, "clip before %s, rank %d: %.6g x reference's", where, j->first_rank,
+                         (double)f->clip.coef / (double)f->clip.ref_coef);
+        }
         else if (!f->has_first && f->unsynced_reductions)
             snprintf(buf, len, "%s, rank %d: reduced at unsynced op %llu", where, j->first_rank,
                      (unsigned long long)f->unsynced_op);

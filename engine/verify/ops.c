@@ -467,6 +467,11 @@ static ddp_status do_clip(verify_ops *v, const verify_side *s, void *ctx)
     } else if (k.outside) {
         k.failed = VERIFY_CLIP_BOUND;
     }
+    if (k.failed && coef > 0 && coef < 1 && ref.coef < 1) { /* both clipped: the norms' ratio, named if it can be */
+        pattern_constants pk = pattern_constants_of(v);
+        k.norm = (verify_pattern){.kind = PATTERN_FACTOR, .factor = (double)ref.coef / coef};
+        pattern_name_factor(k.norm.factor, &pk, &k.norm);
+    }
     if (k.failed && !v->clip_failure.failed)
         v->clip_failure = k;
     if (v->fig) {

@@ -33,8 +33,7 @@ static int near(double c, double want)
     return fabs(c - want) <= 1e-3 * fabs(want);
 }
 
-/* The constant c is, by priority (N before k before 2^j where they coincide), into p. */
-static void name_factor(double c, const pattern_constants *k, verify_pattern *p)
+void pattern_name_factor(double c, const pattern_constants *k, verify_pattern *p)
 {
     double n = k->nranks;
     struct { double value; int name; } named[] = {
@@ -51,6 +50,10 @@ static void name_factor(double c, const pattern_constants *k, verify_pattern *p)
         {k->shards > 0 ? 1.0 / k->shards : 0, PNAME_INV_S},
         {sqrt(n), PNAME_SQRT_N},
         {n > 0 ? 1 / sqrt(n) : 0, PNAME_INV_SQRT_N},
+        {k->replicas > 0 ? sqrt(k->replicas) : 0, PNAME_SQRT_R},
+        {k->replicas > 0 ? 1 / sqrt(k->replicas) : 0, PNAME_INV_SQRT_R},
+        {k->shards > 0 ? sqrt(k->shards) : 0, PNAME_SQRT_S},
+        {k->shards > 0 ? 1 / sqrt(k->shards) : 0, PNAME_INV_SQRT_S},
     };
     p->name = PNAME_NONE;
     for (size_t i = 0; i < sizeof named / sizeof named[0]; i++)
@@ -103,7 +106,7 @@ void pattern_explain(const float *expected, const float *actual, size_t count, c
     }
     out->kind = PATTERN_FACTOR;
     out->factor = c;
-    name_factor(c, k, out);
+    pattern_name_factor(c, k, out);
 }
 
 const char *pattern_kind_name(verify_pattern_kind k)
@@ -132,7 +135,8 @@ const char *pattern_kind_name(verify_pattern_kind k)
 const char *pattern_factor_name(const verify_pattern *p, char *buf, size_t len)
 {
     static const char *const names[] = {"", "-1", "N", "1/N", "k", "1/k", "R", "1/R", "S", "1/S", "sqrt(N)",
-                                        "1/sqrt(N)", "", "N/running", "running/N"};
+                                        "1/sqrt(N)", "", "N/running", "running/N", "sqrt(R)", "1/sqrt(R)",
+                                        "sqrt(S)", "1/sqrt(S)"};
     if (p->kind != PATTERN_FACTOR)
         snprintf(buf, len, "%s", "");
     else if (p->name == PNAME_POW2)
@@ -159,6 +163,10 @@ static const char *factor_meaning(const verify_pattern *p)
     case PNAME_RUNNING_OVER_N: return "the ranks still running over N";
     case PNAME_SQRT_N: return "sqrt(N)";
     case PNAME_INV_SQRT_N: return "1/sqrt(N)";
+    case PNAME_SQRT_R: return "sqrt(R), the replica groups: each shard counted once per replica";
+    case PNAME_INV_SQRT_R: return "1/sqrt(R), the replica groups";
+    case PNAME_SQRT_S: return "sqrt(S), the shard group's size";
+    case PNAME_INV_SQRT_S: return "1/sqrt(S), the shard group's size: one shard's share";
     default: return NULL;
     }
 }

@@ -52,6 +52,12 @@ typedef struct pattern_constants {
 void pattern_explain(const float *expected, const float *actual, size_t count, const pattern_candidate *cands,
                      int ncands, const pattern_constants *k, verify_pattern *out);
 
+/*
+ * The name of a constant c among the run's (N, 1/N, k, R, S and their square roots, N over the ranks running,
+ * 2^j; by priority where they coincide) into p->name (PNAME_NONE: none), p->exponent and p->window.
+ */
+void pattern_name_factor(double c, const pattern_constants *k, verify_pattern *p);
+
 /* The pattern in words, as the report prints it ("4 x the reference (N: summed, not averaged)"); buf. */
 const char *pattern_text(const verify_pattern *p, char *buf, size_t len);
 /* ... in a few words, for the battery's first-divergence column ("" for none found). */

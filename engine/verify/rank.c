@@ -417,9 +417,15 @@ static ddp_status live_clip(void *ctx, const sched_clip *k, float *coef)
     rank_ctx *c = ctx;
     impl_side *im = &c->impl;
     if (im->ops->api_version >= 8 && im->ops->clip_grads)
-        return IMPL_CALL(c, im->ops->clip_grads(im->state, k->max_norm, k->inf_norm, coef), "clip_grads");
-    *coef = clip_grads_torch(im->m, model_grads(im->m), k->max_norm, k->inf_norm);
-    return DDP_OK;
+        DDP_CHECK(IMPL_CALL(c, im->ops->clip_grads(im->state, k->max_norm, k->inf_norm, coef), "clip_grads"));
+    else
+        *coef = clip_grads_torch(im->m, model_grads(im->m), k->max_norm, k->inf_norm);
+    ddp_status st = DDP_OK;
+    if (c->cfg->record_dir)
+        VERIFY_COSTED(&c->v, COST_OUTPUT,
+                      st = record_write_clip(c->cfg->record_dir, c->name, c->rank, c->nclip, *coef));
+    c->nclip++;
+    return st;
 }
 
 static ddp_status live_join_enter(void *ctx, int divide)

@@ -53,6 +53,7 @@ typedef struct rank_ctx {
     int *refused;             /* this rank's verify_rank_area.refused */
     chaos_rank chaos;
     uint64_t nbwd;        /* backwards so far */
+    uint64_t nclip;       /* clips so far (--record's clip<k>.json) */
     uint64_t nfwd_recorded; /* --record of a model with buffers: forwards whose buffers were written */
     int shared;           /* the implementation's parameters equal the reference's: one forward and backward serve both */
     ready_queue events;   /* this backward's ready events for the implementation */

@@ -141,7 +141,8 @@ typedef enum verify_pattern_kind {
 /* A factor's name (pattern.h pattern_factor_name). */
 typedef enum verify_pattern_name {
     PNAME_NONE = 0, PNAME_NEG, PNAME_N, PNAME_INV_N, PNAME_K, PNAME_INV_K, PNAME_R, PNAME_INV_R, PNAME_S, PNAME_INV_S,
-    PNAME_SQRT_N, PNAME_INV_SQRT_N, PNAME_POW2, PNAME_N_OVER_RUNNING, PNAME_RUNNING_OVER_N
+    PNAME_SQRT_N, PNAME_INV_SQRT_N, PNAME_POW2, PNAME_N_OVER_RUNNING, PNAME_RUNNING_OVER_N, PNAME_SQRT_R,
+    PNAME_INV_SQRT_R, PNAME_SQRT_S, PNAME_INV_SQRT_S
 } verify_pattern_name;
 
 typedef struct verify_pattern {
@@ -168,6 +169,8 @@ typedef struct verify_clip_check {
     double ref_norm;        /* the reference's global norm */
     double lo, hi;
     int outside;            /* coef lies outside [lo, hi] (with VERIFY_CLIP_RANKS too) */
+    verify_pattern norm;    /* when both clipped: the implementation's norm over the reference's (ref_coef / coef),
+                             * PATTERN_FACTOR and its name among the run's constants (pattern.h); else PATTERN_NONE */
     int other_rank;
     float other_coef;
 } verify_clip_check;

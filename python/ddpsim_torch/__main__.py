@@ -56,6 +56,10 @@ def parser():
                         "momentum M (0.9 when not given), or torch.optim.AdamW with the keys beta1, beta2, eps, wd "
                         "(0.9, 0.999, 1e-8, 0.01 when not given); a wrapper's own optimizer must match it (default: "
                         "sgd, or the scenario's)")
+    p.add_argument("--clip", metavar="MAX[:inf]",
+                   help="clip_grad_norm_(max_norm=MAX, norm_type 2 or inf) before every step a training loop clips: "
+                        "the wrapper's own clip_grad_norm_ when it has one, else torch's; every rank's coefficient "
+                        "is checked against the reference's exact norm")
     p.add_argument("--find-unused", action="store_true", help="find_unused_parameters=True")
     p.add_argument("--allow-unsynced-comm", action="store_true",
                    help="reductions in a backward that does not sync are allowed (torch 2.x counts them; PyTorch's "
@@ -115,7 +119,7 @@ def _main(argv):
               bucket_cap=args.bucket_cap, zero_grad=args.zero_grad, threads=args.threads, keep=args.keep,
               comm_hook=args.comm_hook, static_graph=args.static_graph, find_unused_rule=args.find_unused_rule,
               allow_unsynced_comm=args.allow_unsynced_comm, shard=args.shard, params_only=args.params_only,
-              optimizer=args.optimizer, ddpsim_path=args.ddpsim)
+              optimizer=args.optimizer, clip=args.clip, ddpsim_path=args.ddpsim)
     if torchrun.launched_by_torchrun():
         return api.check_under_torchrun(ranks=args.ranks, **kw)
     r = api.check(ranks=2 if args.ranks is None else args.ranks, **kw)

@@ -19,7 +19,7 @@ SCRATCH_MIN_FREE = 4 << 30  # bytes free in /dev/shm before a recording goes the
 
 
 def _run_args(ranks, seed, batch, lr, model, schedule, scenario, find_unused, bucket_view, bucket_cap, zero,
-              comm_hook, static_graph, optimizer=None):
+              comm_hook, static_graph, optimizer=None, clip=None):
     """ddpsim's options for --prepare: the schedule, scenario and DDP options it checks and expands (zero_grad
     too: whether a step may come between a forward and its backward depends on it)."""
     args = ["--ranks", str(ranks), "--seed", str(seed), "--lr", repr(float(lr)),
@@ -45,6 +45,8 @@ def _run_args(ranks, seed, batch, lr, model, schedule, scenario, find_unused, bu
         args.append("--static-graph")
     if optimizer is not None:
         args += ["--optimizer", optimizer]
+    if clip is not None:
+        args += ["--clip", str(clip)]
     # This torch's rule, for a scenario that brings static_graph itself (tied) too.
     return args + ["--static-graph-rule", semantics.static_graph_rule()]
 
@@ -52,7 +54,7 @@ def _run_args(ranks, seed, batch, lr, model, schedule, scenario, find_unused, bu
 def check(wrap, ranks=2, model=None, data=None, loss=None, schedule=None, scenario=None, seed=1, batch=4, lr=0.1,
           tolerance=None, timeout=60.0, find_unused=False, bucket_view=False, bucket_cap=None, zero_grad=None,
           threads=1, keep=None, ddpsim_path=None, comm_hook="none", static_graph=False, find_unused_rule=None,
-          allow_unsynced_comm=False, shard=None, params_only=None, optimizer=None):
+          allow_unsynced_comm=False, shard=None, params_only=None, optimizer=None, clip=None):
     """Check the DDP wrapper `wrap` against ddpsim's reference DDP; returns a Result (never raises for the
     verdict: bad input is Result.exit_code 2, a fault 3).
 
@@ -96,13 +98,16 @@ def check(wrap, ranks=2, model=None, data=None, loss=None, schedule=None, scenar
       optimizer must step the same (a wrap function that takes a momentum argument is given the momentum, one
       that takes an optimizer argument the step as (class, kwargs)), or the scenario is not run. Default:
       plain, except where a scenario of the battery asks for momentum (momentum) or AdamW (adamw).
+    clip: 'MAX' or 'MAX:inf': clip_grad_norm_ before every step a training loop clips (ddpsim's --clip; a schedule
+      may say clip:MAX itself): the wrapper's own clip_grad_norm_ (or ddpsim_clip_grad_norm_) when it has one,
+      else torch's over the wrapped module's parameters; every rank's coefficient is checked (README "Clipping").
     keep: a directory to keep the recordings in (default: a temporary one, removed)."""
     args = dict(wrap=wrap, ranks=ranks, model=model, data=data, loss=loss, schedule=schedule, scenario=scenario,
                 seed=seed, batch=batch, lr=lr, tolerance=tolerance, timeout=timeout, find_unused=find_unused,
                 bucket_view=bucket_view, bucket_cap=bucket_cap, zero_grad=zero_grad, threads=threads, keep=keep,
                 comm_hook=comm_hook, static_graph=static_graph, find_unused_rule=find_unused_rule,
                 allow_unsynced_comm=allow_unsynced_comm, ddpsim_path=ddpsim_path, shard=shard,
-                params_only=params_only, optimizer=optimizer)
+                params_only=params_only, optimizer=optimizer, clip=clip)
     plan = None
     try:
         plan = Plan(args)
@@ -241,6 +246,9 @@ class Plan:
         if self.loop and any(j["joins"] or j["uneven"] for j in self.jobs):
             raise BadInput("--wrap %s is a training loop (ddpsim_loop): uneven inputs and join{...} are not driven "
                            "through one" % self.wrap)
+        if self.loop and any(j["clips"] for j in self.jobs):
+            raise BadInput("--wrap %s is a training loop (ddpsim_loop), and the schedule clips: a loop of its own does "
+                           "not report its clipping to the front end (run the clip with a wrapper)" % self.wrap)
         self.many = self.many or len(self.jobs) > 1
         self.cfg = {"wrap": self.wrap, "impl": self.wrap.rpartition(":")[2], "threads": a["threads"],
                     "jobs": self.jobs, "first_job": 0, "loop": self.loop,
@@ -255,7 +263,8 @@ class Plan:
         with tempfile.TemporaryDirectory(dir=self.root) as d:
             ddpsim.prepare(self.binary, os.path.join(d, "inputs"), _run_args(
                 a["ranks"], a["seed"], a["batch"], a["lr"], self.model, "fwd bwd grab", None, a["find_unused"],
-                a["bucket_view"], a["bucket_cap"], self.zero, a["comm_hook"], a["static_graph"], a["optimizer"]))
+                a["bucket_view"], a["bucket_cap"], self.zero, a["comm_hook"], a["static_graph"], a["optimizer"],
+                a.get("clip")))
 
     def _check_model(self):
         if self.a["scenario"] and self.a["model"] is not None and not self.user_model:
@@ -280,7 +289,7 @@ class Plan:
         prep = ddpsim.prepare(self.binary, os.path.join(d, "inputs"), _run_args(
             a["ranks"], a["seed"], a["batch"], a["lr"], self.model, a["schedule"],
             name if name != "schedule" else None, a["find_unused"], a["bucket_view"], a["bucket_cap"], self.zero,
-            a["comm_hook"], a["static_graph"], a["optimizer"]))
+            a["comm_hook"], a["static_graph"], a["optimizer"], a.get("clip")))
         ddp = {k: prep["ddp"][k] for k in ("bucket_cap", "first_bucket_cap", "find_unused_parameters",
                                            "gradient_as_bucket_view")}
         ddp["comm_hook"] = prep["ddp"].get("comm_hook", "none")
@@ -289,7 +298,8 @@ class Plan:
         ddp["find_unused_rule"] = self.rule
         return {"name": name, "inputs": os.path.join(d, "inputs"), "record": os.path.join(d, "record"),
                 "shard": self.shard,
-                "model": self.model if self.user_model else prep["model"], "ops": prep["ops"], "ddp": ddp,
+                "model": self.model if self.user_model else prep["model"], "ops": prep["ops"],
+                "clips": prep["clips"], "ddp": ddp,
                 "joins": prep["joins"], "uneven": prep["uneven"], "rearms": prep["rearms"],
                 "lr": prep["lr"], "momentum": prep["momentum"], "adamw": prep["adamw"], "zero_grad": self.zero,
                 "seed": a["seed"],
@@ -522,7 +532,7 @@ def _command(wrap, a):
                                ("--tolerance", "tolerance", None), ("--bucket-cap", "bucket_cap", None),
                                ("--zero-grad", "zero_grad", None), ("--comm-hook", "comm_hook", "none"),
                                ("--find-unused-rule", "find_unused_rule", None), ("--shard", "shard", None),
-                               ("--optimizer", "optimizer", None)):
+                               ("--optimizer", "optimizer", None), ("--clip", "clip", None)):
         value = a.get(key, default)
         if key in ("model", "data", "loss"):
             value = loading.as_spec(value, "--" + key)

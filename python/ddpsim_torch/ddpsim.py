@@ -55,7 +55,8 @@ _OPS = {"no_sync_enter": "enter", "no_sync_exit": "exit", "forward": "fwd", "bac
 
 def prepare(binary, directory, run_args):
     """ddpsim --prepare DIR with the run's options: ddpsim checks them (exit 2 with its message) and writes the
-    manifest, init and batches. Returns the manifest's ops (schedule names), ddp options, lr and model, the
+    manifest, init and batches. Returns the manifest's ops (schedule names) and clips ([op, max_norm,
+    norm_type] each), ddp options, lr and model, the
     schedule's join blocks and uneven repetitions (their counts resolved for the run's ranks), and "rearms":
     whether a syncing backward runs through a later forward than the one that armed it (ddpsim's arming)."""
     p = run(binary, list(run_args) + ["--prepare", directory, "--quiet"])
@@ -63,8 +64,12 @@ def prepare(binary, directory, run_args):
         raise BadInput(p.stderr.strip().split("\n")[0].replace("ddpsim: ", "", 1))
     with open(os.path.join(directory, "manifest.json")) as f:
         m = json.load(f)
-    ops, forwards, rearms = [], 0, False
+    ops, forwards, rearms, clips = [], 0, False, []
     for o in m["ops"]:
+        if o["op"] == "clip":  # clip_grad_norm_'s arguments, by the op's index
+            clips.append([len(ops), o["max_norm"], o["norm_type"]])
+            ops.append("clip")
+            continue
         if o["op"] not in _OPS:
             raise BadInput("ddpsim --prepare wrote an op this front end does not know: %s" % o["op"])
         ops.append(_OPS[o["op"]])
@@ -74,7 +79,7 @@ def prepare(binary, directory, run_args):
     opt = m["optimizer"]
     adamw = ({"betas": tuple(opt["betas"]), "eps": opt["eps"], "weight_decay": opt["weight_decay"]}
              if opt.get("type") == "adamw" else None)
-    return {"ops": ops, "ddp": m["ddp"], "lr": opt["lr"], "momentum": opt.get("momentum", 0.0), "adamw": adamw,
+    return {"ops": ops, "clips": clips, "ddp": m["ddp"], "lr": opt["lr"], "momentum": opt.get("momentum", 0.0), "adamw": adamw,
             "model": m["model"]["name"],
             "joins": m.get("joins", []), "uneven": m.get("uneven", []), "rearms": rearms}
 

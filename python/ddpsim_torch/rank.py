@@ -16,7 +16,7 @@ import traceback
 import torch
 import torch.distributed as dist
 
-from . import _rank_process, ddpsim, loading, loop, record, twins
+from . import _rank_process, clipping, ddpsim, loading, loop, record, twins
 from .loading import BadInput, Unsupported
 from .optimizer import check_optimizer, step_optimizer
 
@@ -426,7 +426,8 @@ class Rank:
             record.write_manifest(root, self.nranks, impl, self.cfg["recorded_by"], job["model"], named,
                                   job["ddp"], job["zero_grad"], job["lr"], job["ops"], buffers,
                                   job.get("joins", ()), job.get("uneven", ()), job.get("shard"),
-                                  job.get("params_only", False), job.get("momentum", 0.0), job.get("adamw"))
+                                  job.get("params_only", False), job.get("momentum", 0.0), job.get("adamw"),
+                                  job.get("clips", ()))
         if self.cfg.get("loop"):  # a training loop of its own (a framework's Trainer) runs the ops: loop.py
             loop.run(self, j, job, module, batch, loss_fn, names, shadow, rec)
             return
@@ -447,6 +448,7 @@ class Rank:
         set_to_none = job["zero_grad"] == "set_to_none"
         skipped = ddpsim.skipped_ops(job.get("uneven", ()), self.rank)
         joins = {b["enter"]: b for b in job.get("joins", ())}
+        clips = {c[0]: c for c in job.get("clips", ())}
         joined = None
         for i, op in enumerate(job["ops"]):
             self.mark(j, i)
@@ -496,6 +498,9 @@ class Rank:
                 self.progress[self.row + RECORD_S] += time.monotonic() - t1
             elif op == "zero":
                 zero_grad(set_to_none=set_to_none)
+            elif op == "clip":
+                _, max_norm, kind = clips[i]
+                rec.clip(clipping.clip(wrapped, params, max_norm, kind))
             elif op == "step":
                 optimizer.step()
                 t1 = time.monotonic()

@@ -12,6 +12,7 @@
   DIR/<impl>/rank<r>/grab<k>/held.json    a sharded rank: the elements of each .grad it held there
   DIR/<impl>/rank<r>/step<s>/<param>.npy  its parameters after step s
   DIR/<impl>/rank<r>/end/<param>.npy      its parameters at the end
+  DIR/<impl>/rank<r>/clip<k>.json         {"coef": C}: the coefficient its k-th clip applied
   DIR/init/<buffer>.npy                   a module with buffers: those every rank started from
   DIR/rank<r>/fwd<k>/seen/<buffer>.npy    the buffers the module held as forward k began (after DDP's
                                           broadcast, if any), and .../after/ as it ended
@@ -19,6 +20,7 @@
 Every array float32 (an integer buffer such as num_batches_tracked too), C order, its tensor's shape.
 """
 import json
+import math
 import os
 import re
 
@@ -61,7 +63,7 @@ class Recorder:
 
     def __init__(self, root, rank, impl, shapes):
         self.root, self.rank, self.impl, self.shapes = root, rank, impl, shapes
-        self.micro = self.grab = self.step = self.fwd = 0
+        self.micro = self.grab = self.step = self.fwd = self.nclip = 0
 
     def local(self, names, grads, parts=None, reductions=None):
         """Micro-step m's local gradients (None: the parameter got none). parts[i], when given with two or more
@@ -111,6 +113,15 @@ class Recorder:
                 json.dump(held, f)
         self.grab += 1
 
+    def clip(self, coef):
+        """The coefficient this rank's next clip applied (a float; NaN and infinities as strings: JSON has none)."""
+        d = os.path.join(self.root, self.impl, "rank%d" % self.rank)
+        os.makedirs(d, exist_ok=True)
+        value = coef if math.isfinite(coef) else "nan" if math.isnan(coef) else "inf" if coef > 0 else "-inf"
+        with open(os.path.join(d, "clip%d.json" % self.nclip), "w") as f:
+            json.dump({"coef": value}, f)
+        self.nclip += 1
+
     def params(self, names, params, end=False):
         self._impl("end" if end else "step%d" % self.step, list(zip(names, params)))
         if not end:
@@ -118,14 +129,16 @@ class Recorder:
 
 
 def write_manifest(root, ranks, impl, recorded_by, model, named_params, ddp, zero_grad, lr, ops,
-                   named_buffers=(), joins=(), uneven=(), shard=None, params_only=False, momentum=0.0, adamw=None):
+                   named_buffers=(), joins=(), uneven=(), shard=None, params_only=False, momentum=0.0, adamw=None,
+                   clips=()):
     """root/manifest.json; ddp: bucket_cap, first_bucket_cap, find_unused_parameters,
     gradient_as_bucket_view, find_unused_rule, broadcast_buffers; joins and uneven as ddpsim --prepare
     wrote them (the join blocks, and each uneven repetition with every rank's count); shard: the sharded data
     parallelism whose rule judges the run ({"mode", "mesh"}, version 4), None: DDP's; params_only: the
     optimizer averages the parameters (model averaging, version 5); momentum: the step's SGD momentum (version
-    6 when not 0); adamw: the step is torch.optim.AdamW's, {"betas", "eps", "weight_decay"} (version 7)."""
-    version = 7 if adamw else 6 if momentum else 5 if params_only else 4 if shard else 3
+    6 when not 0); adamw: the step is torch.optim.AdamW's, {"betas", "eps", "weight_decay"} (version 7); clips:
+    the clip ops' [op, max_norm, norm_type] (version 8)."""
+    version = 8 if clips else 7 if adamw else 6 if momentum else 5 if params_only else 4 if shard else 3
     manifest = {
         "format": "ddpsim-record", "version": version,
         "ranks": ranks, "impl": impl,
@@ -140,6 +153,8 @@ def write_manifest(root, ranks, impl, recorded_by, model, named_params, ddp, zer
         manifest["joins"] = list(joins)
     if uneven:
         manifest["uneven"] = list(uneven)
+    if clips:
+        manifest["clips"] = [{"op": op, "max_norm": mx, "norm_type": nt} for op, mx, nt in clips]
     if shard:
         manifest["shard"] = dict(shard)
     if params_only:

@@ -452,3 +452,25 @@ def loop_own_sgd(loop):
 for _f in (loop_hangs, loop_grads_misnamed, loop_forgets_zero_grad, loop_steps_every_microstep, loop_stops_early,
            loop_own_sgd):
     _f.ddpsim_loop = True
+
+
+class PartitionNormClip(torch.nn.parallel.DistributedDataParallel):
+    """torch's DDP whose clip_grad_norm_ takes the norm of this rank's partition of the parameters alone (a ZeRO-1
+    optimizer's own slice: parameter i belongs to rank i mod N) and never all-reduces it, then clips every .grad by
+    it: RLinf PR #1558's mechanism (get_grad_norm skipped its all_reduce), planted. Each rank clips by its own
+    coefficient."""
+
+    def clip_grad_norm_(self, max_norm, norm_type=2.0):
+        mine = [p.grad for i, p in enumerate(self.parameters())
+                if p.grad is not None and i % dist.get_world_size() == dist.get_rank()]
+        with torch.no_grad():
+            total = torch.norm(torch.stack([torch.norm(g, norm_type) for g in mine]), norm_type)
+            coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+            for p in self.parameters():
+                if p.grad is not None:
+                    p.grad.mul_(coef)
+        return total
+
+
+def partition_norm_clip(module, **ddp_options):
+    return PartitionNormClip(module, **ddp_options)

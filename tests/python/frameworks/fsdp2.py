@@ -18,6 +18,8 @@ on CPU with gloo. The adapter only translates the interface:
                 set_requires_all_reduce(False) alone, so every micro-step reduce-scatters in its shard group
                 and the replica all-reduce waits for the syncing one; declared (ddpsim_shard = "hsdp"), ddpsim
                 check judges it by HSDP's rule (shard_ref.h), not DDP's
+  fsdp2_clip_local  (planted) clip_grad_norm_ by the norm of each rank's own shards (pytorch #170862, RLinf PR
+                #1558): the ranks clip by different coefficients
   fsdp2_sync_ignored  (planted) no_sync does nothing (NVIDIA/cosmos-framework #161: the trainer's context
                 only knew DDP): every micro-step reduce-scatters, and the .grad after a no_sync backward is
                 already averaged
@@ -142,3 +144,23 @@ def hsdp_deferred_undeclared(module, **ddp_options):
 
 def fsdp2_sync_ignored(module, **ddp_options):
     return SyncIgnored(module)
+
+
+class ClipLocal(FSDP2):
+    """(planted) clip_grad_norm_ over each rank's local shards alone: the norm of partial (local) parameters, as
+    pytorch/pytorch #170862 reports of FSDP2 and RLinf PR #1558 found (get_grad_norm skipped its all_reduce), so
+    every rank clips by a norm of its own."""
+
+    def ddpsim_clip_grad_norm_(self, max_norm, norm_type=2.0):
+        local = [p.grad.to_local() for p in self.module.parameters() if p.grad is not None]
+        with torch.no_grad():
+            total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g, norm_type) for g in local]),
+                                             norm_type)
+            coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+            for g in local:
+                g.mul_(coef)
+        return total
+
+
+def fsdp2_clip_local(module, **ddp_options):
+    return ClipLocal(module)
