@@ -180,6 +180,8 @@ front 1 "first divergence: step 0 (parameters after step), rank 0, parameter 0.w
     --ranks 3 --wrap "$SH:adamw_decay_dropped" --scenario adamw
 front 2 "returned an optimizer that is not torch.optim.AdamW" "adamw: an own optimizer that is not AdamW is refused, not judged" -- \
     --ranks 2 --wrap "$SH:sharded_momentum" --scenario adamw
+front 2 "returned an optimizer that steps as torch.optim.AdamW: run with --optimizer adamw" \
+    "... and an own AdamW under an SGD run is refused, not judged" -- --ranks 2 --wrap "$W:own_adamw" --scenario classic
 # A mode other than DDP's (README, "Check a sharded implementation"): a ZeRO-2-style wrapper (every backward reduces
 # to the owner's partition) declared zero2 (its wrap function's ddpsim_shard, or --shard) is judged by ZeRO-2's rule,
 # the scenarios that rule does not model left out with the reason; judged as DDP it fails where DDP holds the local

@@ -46,6 +46,11 @@ def check_optimizer(optimizer, job, wrap):
     """A wrapper's own optimizer must step as the reference does: a scenario whose step is another is not run
     (Unsupported, said in the header), rather than failed or passed."""
     adamw = job.get("adamw")
+    if not adamw and _adamw_of(optimizer) is not None:
+        raise Unsupported("the step is torch.optim.SGD with momentum %g, and --wrap %s returned an optimizer that "
+                          "steps as torch.optim.AdamW: run with --optimizer adamw (its betas, eps and weight decay), "
+                          "or give the wrap function an optimizer argument, (class, kwargs), to build it with"
+                          % (job.get("momentum", 0.0), wrap))
     if not adamw:
         return check_momentum(optimizer, job.get("momentum", 0.0), wrap)
     want = (tuple(float(b) for b in adamw["betas"]), float(adamw["eps"]), float(adamw["weight_decay"]))

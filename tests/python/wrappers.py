@@ -474,3 +474,9 @@ class PartitionNormClip(torch.nn.parallel.DistributedDataParallel):
 
 def partition_norm_clip(module, **ddp_options):
     return PartitionNormClip(module, **ddp_options)
+
+
+def own_adamw(module, **ddp_options):
+    """torch's DDP with an AdamW of its own, whatever the run's step: under an SGD run it is not run, said why."""
+    ddp = torch.nn.parallel.DistributedDataParallel(module, **ddp_options)
+    return ddp, torch.optim.AdamW(ddp.parameters(), lr=0.1)
