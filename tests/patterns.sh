@@ -78,9 +78,9 @@ unpadded-shard-offsets|zero2|s-padding|4|none found
 padding-not-zero|zero1|s-padding|4|-
 unit-reduced-at-first-ready|zero2|s-window-3|4|its gradient is zero
 unused-param-unit-skipped|zero1|s-unused|4|its gradient is zero
-fsdp-clip-local-norm|fsdp|s-clip|4|the norm it clipped by is 0.204475 x the reference's: no constant of the run
+fsdp-clip-local-norm|fsdp|s-clip|4|x the reference's: no constant of the run
 hsdp-clip-norm-over-world|hsdp|s-clip|4|the norm it clipped by is 1.41421 x the reference's (sqrt(R))
-zero1-clip-norm-undercounts|zero1|s-clip|4|the norm it clipped by is 0.204475 x the reference's: no constant of the run
+zero1-clip-norm-undercounts|zero1|s-clip|4|x the reference's: no constant of the run
 TABLE
 
 # Every catalogued bug is in the table above.
