@@ -133,24 +133,41 @@ int report_header(const ddpsim_options *opt)
     return fflush(opt->out) != 0 || ferror(opt->out) ? -1 : 0;
 }
 
+/* The clip ops' checks, every rank's figures folded (verify_rank_figures): the report's line and --json's object. */
+typedef struct clip_totals {
+    uint64_t clips, failed;
+    double worst;
+    float lo, hi; /* the reference's coefficients (lo 1, hi 0 while none) */
+} clip_totals;
+
+static clip_totals clip_totals_of(const verify_result *res)
+{
+    clip_totals t = {.lo = 1, .hi = 0};
+    for (int r = 0; r < res->nranks; r++) {
+        const verify_rank_figures *f = &res->figures[r];
+        t.clips += f->clips;
+        t.failed += f->clips_failed;
+        t.worst = fmax(t.worst, f->clip_worst);
+        if (f->clips) {
+            t.lo = fminf(t.lo, f->clip_ref_min);
+            t.hi = fmaxf(t.hi, f->clip_ref_max);
+        }
+    }
+    return t;
+}
+
 /* --json's "clip": the clip ops' checks over all ranks, and the first failing one (null: none failed). */
 static void json_clips(FILE *f, const verify_result *res, const judgement *s)
 {
-    uint64_t clips = 0, failed = 0;
-    double worst = 0;
-    for (int r = 0; r < res->nranks; r++) {
-        clips += res->figures[r].clips;
-        failed += res->figures[r].clips_failed;
-        worst = fmax(worst, res->figures[r].clip_worst);
-    }
-    fprintf(f, ",\n \"clip\": {\"checked\": %llu, \"failed\": %llu, \"worst\": ", (unsigned long long)clips,
-            (unsigned long long)failed);
-    jsonw_number(f, worst);
+    clip_totals t = clip_totals_of(res);
+    fprintf(f, ",\n \"clip\": {\"checked\": %llu, \"failed\": %llu, \"worst\": ", (unsigned long long)t.clips,
+            (unsigned long long)t.failed);
+    jsonw_number(f, t.worst);
     fprintf(f, ", \"first_failure\": ");
     const verify_clip_check *k = s->first ? &s->first->clip : NULL;
     if (k && k->failed) {
-        fprintf(f, "{\"op\": %llu, \"rank\": %d, \"kind\": \"%s\", \"coef\": ", (unsigned long long)k->op, s->first_rank,
-                k->failed == VERIFY_CLIP_RANKS ? "ranks_differ" : "outside_bound");
+        fprintf(f, "{\"op\": %llu, \"rank\": %d, \"kind\": \"%s\", \"coef\": ", (unsigned long long)k->op,
+                s->first_rank, k->failed == VERIFY_CLIP_RANKS ? "ranks_differ" : "outside_bound");
         jsonw_number(f, k->coef);
         fprintf(f, ", \"reference_coef\": ");
         jsonw_number(f, k->ref_coef);
@@ -188,8 +205,8 @@ static void print_clip_failure(FILE *out, const char *where, const char *label, 
              k->lo, k->hi, (double)k->ref_coef, k->ref_norm);
     if (k->failed == VERIFY_CLIP_RANKS)
         fprintf(out, "# first divergence: the clip at op %llu, before %s (%s), rank %d: coefficient %.9g, rank %d's "
-                     "%.9g: the ranks clipped by different norms (one rank's part of the norm, not reduced over the others?) where "
-                     "every rank's reference is the same; %s%s\n",
+                     "%.9g: the ranks clipped by different norms (one rank's part of the norm, not reduced over the "
+                     "others?) where every rank's reference is the same; %s%s\n",
                 (unsigned long long)k->op, where, label, rank, (double)k->coef, k->other_rank, (double)k->other_coef,
                 bound, k->outside ? ", and this rank's lies outside it" : "");
     else
@@ -671,33 +688,21 @@ void report_shard_line(const ddpsim_options *opt)
 /* The clip ops' checks, every rank's together (verify_clip_check). */
 static void print_clips(FILE *out, const verify_result *res)
 {
-    uint64_t clips = 0, failed = 0;
-    double worst = 0;
-    float lo = 1, hi = 0;
-    for (int r = 0; r < res->nranks; r++) {
-        const verify_rank_figures *f = &res->figures[r];
-        clips += f->clips;
-        failed += f->clips_failed;
-        worst = fmax(worst, f->clip_worst);
-        if (f->clips) {
-            lo = fminf(lo, f->clip_ref_min);
-            hi = fmaxf(hi, f->clip_ref_max);
-        }
-    }
-    if (clips == 0)
+    clip_totals t = clip_totals_of(res);
+    if (t.clips == 0)
         return;
     char range[96];
-    if (lo == 1 && hi == 1)
+    if (t.lo == 1 && t.hi == 1)
         snprintf(range, sizeof range, "every coefficient 1: nothing was clipped, lower MAX to check the clipping");
     else
-        snprintf(range, sizeof range, "the reference's coefficients %.3g to %.3g", (double)lo, (double)hi);
-    if (failed)
+        snprintf(range, sizeof range, "the reference's coefficients %.3g to %.3g", (double)t.lo, (double)t.hi);
+    if (t.failed)
         fprintf(out, "# clip: FAIL at %llu of %llu clips over all ranks (the first divergence says which; %s)\n",
-                (unsigned long long)failed, (unsigned long long)clips, range);
+                (unsigned long long)t.failed, (unsigned long long)t.clips, range);
     else
         fprintf(out, "# clip: %llu clips over all ranks: every rank's coefficient the same bits, within the bound of "
                      "the reference's exact norm (worst %.2g of it); %s\n",
-                (unsigned long long)clips, worst, range);
+                (unsigned long long)t.clips, t.worst, range);
 }
 
 static void print_sanity(const ddpsim_options *opt, const verify_result *res, const judgement *s)
