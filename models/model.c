@@ -74,6 +74,7 @@ static ddp_status create(const char *spec, int batch, int with_buffers, model **
         return ddp_error(DDP_ERR_NOMEM, "model");
     m->ops = ops;
     m->B = batch;
+    m->loss_scale = 1.0f;
     const char *dims = colon ? colon + 1 : ops->default_dims;
     ddp_status s = DDP_OK;
     if (!dims)
@@ -319,11 +320,47 @@ ddp_status model_forward(model *m, const model_batch *b, double *loss)
     return DDP_OK;
 }
 
+/* GradScaler's scale and a planted fault, into parameter i's local gradient (and its pieces) as it completes. */
+static void scale_and_fault(model *m, int i)
+{
+    size_t count = m->params[i].count;
+    float *lg = model_lg(m, i);
+    if (m->loss_scale != 1.0f) {
+        for (size_t j = 0; j < count; j++)
+            lg[j] = lg[j] * m->loss_scale;
+        for (size_t j = 0; j < (size_t)m->nparts[i] * count; j++)
+            m->parts[i][j] = m->parts[i][j] * m->loss_scale;
+    }
+    if (m->fault_armed && count > 0) {
+        m->fault_armed = 0;
+        lg[0] = m->fault_value;
+        if (m->nparts[i] >= 2) /* the last piece carries it: AccumulateGrad adds the pieces, not lg */
+            m->parts[i][(size_t)(m->nparts[i] - 1) * count] = m->fault_value;
+    }
+}
+
+void model_set_loss_scale(model *m, float scale)
+{
+    m->loss_scale = scale;
+}
+
+float model_loss_scale(const model *m)
+{
+    return m->loss_scale;
+}
+
+void model_plant_fault(model *m, float value)
+{
+    m->fault_armed = 1;
+    m->fault_value = value;
+}
+
 void model_param_done(model *m, int i)
 {
     if (m->done[i])
         return; /* a family reports a parameter once; a second report would be a bug, not a second event */
     m->done[i] = 1;
+    scale_and_fault(m, i);
     if (m->ready)
         m->ready(m->ready_ctx, i);
 }

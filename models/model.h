@@ -180,6 +180,23 @@ void model_backward_local(model *m, model_ready_fn ready, void *ctx);
 /* This micro-step's local gradients (valid for the used parameters after a backward). */
 const float *model_local_grads(const model *m);
 /*
+ * Loss scaling (GradScaler's scale(loss), engine/ddp/scaler.h): from the
+ * next backward on, every local gradient is scale times what it would be,
+ * multiplied as each parameter's gradient completes. The backward is linear
+ * in the loss's gradient, so for a power of two this is exactly the
+ * backward of the scaled loss, whatever the order of its operations
+ * (outside overflow and the subnormal range). 1 (the default): none.
+ */
+void model_set_loss_scale(model *m, float scale);
+float model_loss_scale(const model *m);
+/*
+ * A fault in the next backward only (--fault inf / nan: an overflow in one
+ * rank's micro-step): element 0 of the local gradient of the first
+ * parameter that completes becomes value, after the scaling, before any
+ * AccumulateGrad or hook sees it.
+ */
+void model_plant_fault(model *m, float value);
+/*
  * PyTorch's AccumulateGrad: dst's .grad of parameter p += src's local
  * gradient of p (same layout); a .grad that is None becomes the local
  * gradient itself (so a -0 stays -0, where 0 + -0 would be +0).

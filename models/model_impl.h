@@ -73,6 +73,11 @@ struct model {
     int nparts[MODEL_MAX_PARAMS];
     float *parts[MODEL_MAX_PARAMS];
     size_t parts_cap[MODEL_MAX_PARAMS];
+    /* Loss scaling (model_set_loss_scale): every local gradient times loss_scale as it completes (1: none). */
+    float loss_scale;
+    /* A planted inf or NaN (model_plant_fault): element 0 of the first local gradient of the next backward. */
+    int fault_armed;
+    float fault_value;
     const model_batch *batch; /* of the last forward, for backward */
     double flops;
     void *state;

@@ -143,6 +143,7 @@ ddp_status model_create_recorded(const model_param_decl *decls, int n, const mod
     }
     m->ops = &model_recorded_ops;
     m->B = 1;
+    m->loss_scale = 1.0f; /* a recording's local gradients are already what the backward made, scaled or not */
     m->state = s;
     s->src = *src;
     for (int i = 0; i < n; i++) {

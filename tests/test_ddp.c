@@ -18,6 +18,7 @@
 #include "ddp_ref.h"
 #include "model.h"
 #include "rng.h"
+#include "scaler.h"
 #include "testutil.h"
 #include "world.h"
 
@@ -802,6 +803,107 @@ static void test_bucket_rebuild(void)
     }
 }
 
+/* ---- GradScaler (scaler.h) ---- */
+
+static void test_scaler_parse(void)
+{
+    scaler_config c;
+    char err[256], back[96];
+    CU_ASSERT_EQUAL(scaler_parse("dynamic", &c, err, sizeof err), 0);
+    CU_ASSERT(c.on && c.dynamic && c.init == 65536.0f && c.growth == 2.0 && c.backoff == 0.5 && c.interval == 2000);
+    CU_ASSERT_EQUAL(scaler_parse("dynamic:1024,4,0.25,3", &c, err, sizeof err), 0);
+    CU_ASSERT(c.dynamic && c.init == 1024.0f && c.growth == 4.0 && c.backoff == 0.25 && c.interval == 3);
+    scaler_format(&c, back, sizeof back);
+    CU_ASSERT_STRING_EQUAL(back, "dynamic:1024,4,0.25,3");
+    CU_ASSERT_EQUAL(scaler_parse("dynamic:8", &c, err, sizeof err), 0); /* the rest GradScaler's defaults */
+    CU_ASSERT(c.init == 8.0f && c.growth == 2.0 && c.backoff == 0.5 && c.interval == 2000);
+    CU_ASSERT_EQUAL(scaler_parse("128", &c, err, sizeof err), 0);
+    CU_ASSERT(c.on && !c.dynamic && c.init == 128.0f);
+    CU_ASSERT_EQUAL(scaler_parse("0.0625", &c, err, sizeof err), 0);
+    scaler_format(&c, back, sizeof back);
+    CU_ASSERT_STRING_EQUAL(back, "0.0625");
+    static const struct {
+        const char *spec, *says;
+    } bad[] = {
+        {"3", "a power of two"},
+        {"0", "a power of two"},
+        {"-2", "a power of two"},
+        {"inf", "a power of two"},
+        {"nan", "a power of two"},
+        {"1e39", "a power of two"},
+        {"2^3", "expected a scale"},
+        {"", "expected a scale"},
+        {"dyn", "expected a scale"},
+        {"dynamicx", "expected dynamic or"},
+        {"dynamic:", "expected dynamic or"},
+        {"dynamic:1024,3", "GROWTH 3 is not a power of two above 1"},
+        {"dynamic:1024,0.5", "GROWTH 0.5 is not a power of two above 1"},
+        {"dynamic:1024,2,0.75", "BACKOFF 0.75 is not a power of two below 1"},
+        {"dynamic:1024,2,1", "BACKOFF 1 is not a power of two below 1"},
+        {"dynamic:1024,2,0.5,0", "INTERVAL 0 is not a whole number"},
+        {"dynamic:1024,2,0.5,2.5", "INTERVAL 2.5 is not a whole number"},
+        {"dynamic:1,2,0.5,4,5", "more than INIT,GROWTH,BACKOFF,INTERVAL"},
+        {"dynamic:x", "INIT is not a number"},
+        {"dynamic:1000", "INIT 1000 is not a power of two"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = 0;
+        CU_ASSERT_EQUAL(scaler_parse(bad[i].spec, &c, err, sizeof err), -1);
+        if (!strstr(err, bad[i].says))
+            printf("\n'%s': '%s' does not say '%s'\n", bad[i].spec, err, bad[i].says);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, bad[i].says));
+    }
+}
+
+/*
+ * GradScaler's update (_amp_update_scale_), hand values: growth after `interval` unskipped steps in a row, backoff and
+ * a reset tracker on a skipped one, a growth past float's range not taken (and the tracker reset all the same); a
+ * static scale never moves. unscale_: found_inf from inf, -inf or NaN before the product; with inv_scale 1 the
+ * values are left as they are (a NaN's payload included).
+ */
+static void test_scaler_rules(void)
+{
+    scaler_config c;
+    char err[128];
+    CU_ASSERT_EQUAL_FATAL(scaler_parse("dynamic:1024,2,0.5,3", &c, err, sizeof err), 0);
+    scaler_state s;
+    scaler_start(&c, &s);
+    static const int found[] = {0, 0, 0, 0, 1, 1, 0, 0, 0};
+    static const float want_scale[] = {1024, 1024, 2048, 2048, 1024, 512, 512, 512, 1024};
+    static const int want_tracker[] = {1, 2, 0, 1, 0, 0, 1, 2, 0};
+    for (int k = 0; k < 9; k++) {
+        scaler_update(&c, &s, found[k]);
+        CU_ASSERT_EQUAL(s.scale, want_scale[k]);
+        CU_ASSERT_EQUAL(s.tracker, want_tracker[k]);
+    }
+    CU_ASSERT_EQUAL(scaler_inv_scale(1024.0f), 0x1p-10f);
+    s.scale = 0x1p127f;
+    s.tracker = 2;
+    scaler_update(&c, &s, 0);
+    CU_ASSERT(s.scale == 0x1p127f && s.tracker == 0);
+    scaler_config fixed;
+    CU_ASSERT_EQUAL_FATAL(scaler_parse("256", &fixed, err, sizeof err), 0);
+    scaler_start(&fixed, &s);
+    for (int k = 0; k < 5; k++)
+        scaler_update(&fixed, &s, k & 1);
+    CU_ASSERT(s.scale == 256.0f && s.tracker == 0);
+
+    float g[4] = {2.0f, -4.0f, 1.0f, 8.0f};
+    CU_ASSERT_EQUAL(scaler_unscale(g, 4, 0.5f), 0);
+    CU_ASSERT(g[0] == 1.0f && g[1] == -2.0f && g[2] == 0.5f && g[3] == 4.0f);
+    float bad[3][3] = {{1, INFINITY, 2}, {1, -INFINITY, 2}, {1, NAN, 2}};
+    for (int k = 0; k < 3; k++) {
+        CU_ASSERT_EQUAL(scaler_unscale(bad[k], 3, 0.5f), 1);
+        CU_ASSERT(bad[k][0] == 0.5f && bad[k][2] == 1.0f);
+    }
+    uint32_t payload = 0x7fc01234u, after;
+    float x;
+    memcpy(&x, &payload, sizeof x);
+    CU_ASSERT_EQUAL(scaler_unscale(&x, 1, 1.0f), 1);
+    memcpy(&after, &x, sizeof after);
+    CU_ASSERT_EQUAL(after, payload);
+}
+
 int main(void)
 {
     static const test_entry tests[] = {
@@ -823,6 +925,9 @@ int main(void)
         {"buckets are rebuilt after the first sync in ready order (hand layout of a 3.3 MiB model)",
          test_bucket_rebuild},
         {"a backend reducer gets every reduction; an averaging one gets unscaled buckets", test_backend_reducer},
+        {"GradScaler's spec: dynamic[:INIT,GROWTH,BACKOFF,INTERVAL] or a static scale, powers of two; bad ones say why",
+         test_scaler_parse},
+        {"GradScaler's update, unscale and found_inf (hand values)", test_scaler_rules},
         TEST_END,
     };
     return test_run_suite("ddp reference", tests);

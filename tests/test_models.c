@@ -635,6 +635,75 @@ static void test_out_of_memory_says_so(void)
                                  "their gradients and buffers");
 }
 
+/* Two micro-steps' .grad of spec with every local gradient scaled by scale (and a fault planted in the second). */
+static void scaled_grads(const char *spec, float scale, int fault, float *out)
+{
+    model *m = NULL;
+    model_batch b;
+    CU_ASSERT_EQUAL_FATAL(model_create(spec, 3, &m), DDP_OK);
+    CU_ASSERT_EQUAL_FATAL(model_batch_alloc(m, &b), DDP_OK);
+    model_init(m, 5, 1);
+    model_set_loss_scale(m, scale);
+    model_zero_grad_as(m, 1);
+    for (int step = 0; step < 2; step++) {
+        model_batch_fill(m, &b, 5, 1, (uint64_t)step);
+        b.branch = 3;
+        CU_ASSERT_EQUAL(model_forward(m, &b, NULL), DDP_OK);
+        if (fault && step == 1)
+            model_plant_fault(m, INFINITY);
+        model_backward(m);
+    }
+    memcpy(out, model_grads(m), model_size(m) * sizeof *out);
+    model_batch_free(&b);
+    model_destroy(m);
+}
+
+/*
+ * Loss scaling (model_set_loss_scale): the backward is linear in the loss's gradient, so with a power of two every
+ * family's .grad after two micro-steps (AccumulateGrad's sums, tied's pieces) is exactly the scale times the unscaled
+ * one. With 3 it is not (the products round apart from the sums): the comparison can fail. A planted fault is element
+ * 0 of the first parameter to complete, in that backward only, and survives the accumulation.
+ */
+static void test_loss_scale_exact(void)
+{
+    static const char *const specs[] = {"mlp:6-5-4", "branchy:5-4-3", "attn:9-4-8", "bn", "tied:5-4"};
+    size_t differ3 = 0;
+    for (int s = 0; s < 5; s++) {
+        model *m = NULL;
+        CU_ASSERT_EQUAL_FATAL(model_create(specs[s], 3, &m), DDP_OK);
+        size_t n = model_size(m);
+        model_destroy(m);
+        float *g1 = malloc(n * sizeof *g1), *gs = malloc(n * sizeof *gs), *g3 = malloc(n * sizeof *g3);
+        CU_ASSERT_FATAL(g1 && gs && g3);
+        scaled_grads(specs[s], 1.0f, 0, g1);
+        scaled_grads(specs[s], 65536.0f, 0, gs);
+        scaled_grads(specs[s], 3.0f, 0, g3);
+        size_t bad = 0, nonzero = 0;
+        for (size_t j = 0; j < n; j++) {
+            float want = g1[j] * 65536.0f;
+            bad += memcmp(&want, &gs[j], sizeof want) != 0;
+            nonzero += g1[j] != 0;
+            float three = g1[j] * 3.0f;
+            differ3 += memcmp(&three, &g3[j], sizeof three) != 0;
+        }
+        CU_ASSERT_EQUAL(bad, 0);
+        CU_ASSERT(nonzero > n / 2);
+        scaled_grads(specs[s], 65536.0f, 1, g3);
+        size_t elsewhere = 0;
+        int first = -1;
+        for (size_t j = 0; j < n; j++) {
+            if (isinf(g3[j]) && first < 0)
+                first = (int)j;
+            else
+                elsewhere += memcmp(&g3[j], &gs[j], sizeof gs[j]) != 0;
+        }
+        CU_ASSERT(first >= 0);
+        CU_ASSERT_EQUAL(elsewhere, 0);
+        free(g1), free(gs), free(g3);
+    }
+    CU_ASSERT(differ3 > 0);
+}
+
 int main(void)
 {
     static const test_entry tests[] = {
@@ -646,6 +715,8 @@ int main(void)
         {"bn: BatchNorm's running statistics move as PyTorch's; the gradients never read them", test_bn_buffers},
         {"tied: a tied weight's gradient in two pieces, added one by one", test_tied_pieces},
         {"backward accumulates, zero_grad zeroes", test_accumulation},
+        {"loss scaling by a power of two scales every .grad exactly (by 3 it does not); a planted inf lands once",
+         test_loss_scale_exact},
         {"a None .grad takes the first gradient as it is (-0 stays -0); set_to_none", test_none_grad},
         {"same seed same bits; rank, micro-step and seed change what they should", test_reproducible_and_distinct},
         {"mlp and attn: every parameter gets a gradient", test_every_parameter_gets_a_gradient},
