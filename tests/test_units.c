@@ -106,6 +106,24 @@ static void test_nomem_text(void)
     CU_ASSERT_STRING_EQUAL(ddp_error_text(), "model 'x'");
 }
 
+/* A summary drops the source line a message was raised at, and only that: other colons are the message's own. */
+static void test_error_without_location(void)
+{
+    static const char *const cases[][2] = {
+        {"rank.c:66: implementation 'x' failed in backward_end", "implementation 'x' failed in backward_end"},
+        {"coll.c:133: ranks disagree", "ranks disagree"},
+        {"world_mpi.c:7: a", "a"},
+        {"implementation 'x' failed: rank.c:66: no", "implementation 'x' failed: rank.c:66: no"},
+        {"killed by signal 9", "killed by signal 9"},
+        {"rank.c: not a line", "rank.c: not a line"},
+        {"rank.c:66:no space", "rank.c:66:no space"},
+        {":12: x", ":12: x"},
+        {"", ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        CU_ASSERT_STRING_EQUAL(ddp_error_without_location(cases[i][0]), cases[i][1]);
+}
+
 int main(void)
 {
     static const test_entry tests[] = {
@@ -116,6 +134,7 @@ int main(void)
         {"size formatting", test_format},
         {"a failed write says why", test_write_reason},
         {"a failed allocation says out of memory", test_nomem_text},
+        {"a message without the source line it was raised at", test_error_without_location},
         TEST_END,
     };
     return test_run_suite("units", tests);

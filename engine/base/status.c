@@ -3,6 +3,7 @@
  */
 #include "status.h"
 
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -62,11 +63,23 @@ void ddp_error_clear(void)
     last_error[0] = '\0';
 }
 
+const char *ddp_error_without_location(const char *msg)
+{
+    /* "file.c:123: text": a base name of letters, digits, '_', '-' and '.', a colon, a line number, ": " */
+    const char *p = msg;
+    while (isalnum((unsigned char)*p) || *p == '_' || *p == '-' || *p == '.')
+        p++;
+    if (p == msg || *p != ':' || !isdigit((unsigned char)p[1]))
+        return msg;
+    p++;
+    while (isdigit((unsigned char)*p))
+        p++;
+    return p[0] == ':' && p[1] == ' ' ? p + 2 : msg;
+}
+
 const char *ddp_error_text(void)
 {
-    /* "file.c:123: text": the text starts after the first ": " (file names have no ": "). */
-    const char *p = strstr(last_error, ": ");
-    return p ? p + 2 : last_error;
+    return ddp_error_without_location(last_error);
 }
 
 ddp_status ddp_error_prefix_at(ddp_status s, const char *file, int line, const char *prefix)

@@ -48,6 +48,9 @@ ddp_status ddp_error_prefix_at(ddp_status s, const char *file, int line, const c
 /* The text of the current message without its "file:line: " ("" if none). */
 const char *ddp_error_text(void);
 
+/* msg past a leading "name.c:123: " (where a ddp_error was raised), or msg itself when it has none. */
+const char *ddp_error_without_location(const char *msg);
+
 /* The message of the most recent ddp_error() in this thread ("" if none). */
 const char *ddp_error_last(void);
 

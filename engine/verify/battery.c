@@ -245,7 +245,8 @@ void battery_run_one(const verify_config *base, const battery_given *given, cons
     if (out->status == DDP_ERR_INTERRUPTED && res.w)
         out->interrupted = world_interrupt_signal(res.w);
     if (out->status != DDP_OK) {
-        /* A fault (or a refusal): the world's words, and the first failing rank's own when it left some. */
+        /* A fault (or a refusal): the world's words, and the first failing rank's own when it left some, without
+         * the source line it was raised at (a summary's words; the rank's own report keeps it). */
         out->refused = res.w && res.impl_refused;
         const char *why = ddp_error_text();
         snprintf(out->first, sizeof out->first, "%s: %.200s", out->refused ? "refused" : "fault", why);
@@ -253,7 +254,7 @@ void battery_run_one(const verify_config *base, const battery_given *given, cons
             const world_rank_outcome *o = world_outcome(res.w, r);
             if (o->fate == WORLD_FATE_FAILED && o->error[0]) {
                 snprintf(out->first, sizeof out->first, "%s: rank %d: %.200s", out->refused ? "refused" : "fault", r,
-                         o->error);
+                         ddp_error_without_location(o->error));
                 break;
             }
         }
