@@ -383,21 +383,30 @@ void model_backward_local(model *m, model_ready_fn ready, void *ctx)
     m->ready_ctx = NULL;
 }
 
-/* One AccumulateGrad: a None .grad takes the values (a copy: -0 stays -0), a tensor adds them. */
-static void accumulate_piece(model *dst, int i, const float *l)
+/* One AccumulateGrad: a None .grad takes the values (a copy: -0 stays -0), a tensor adds them; each value times
+ * factor first unless it is 1 (model_accumulate_times). */
+static void accumulate_piece(model *dst, int i, const float *l, float factor)
 {
     const model_param *p = &dst->params[i];
     float *g = dst->g + p->offset;
     if (!dst->defined[i]) {
-        memcpy(g, l, p->count * sizeof *g);
+        if (factor == 1.0f)
+            memcpy(g, l, p->count * sizeof *g);
+        else
+            for (size_t j = 0; j < p->count; j++)
+                g[j] = l[j] * factor;
         dst->defined[i] = 1;
         return;
     }
-    for (size_t j = 0; j < p->count; j++)
-        g[j] = g[j] + l[j];
+    if (factor == 1.0f)
+        for (size_t j = 0; j < p->count; j++)
+            g[j] = g[j] + l[j];
+    else
+        for (size_t j = 0; j < p->count; j++)
+            g[j] = g[j] + l[j] * factor;
 }
 
-void model_accumulate(model *dst, const model *src, int i)
+void model_accumulate_times(model *dst, const model *src, int i, float factor)
 {
     size_t n = (size_t)src->nparts[i] * dst->params[i].count;
     if (dst != src) { /* dst's last backward came in the same pieces: keep them where dst's owner can see them */
@@ -406,11 +415,16 @@ void model_accumulate(model *dst, const model *src, int i)
             memcpy(dst->parts[i], src->parts[i], n * sizeof(float));
     }
     if (src->nparts[i] < 2) {
-        accumulate_piece(dst, i, src->lg + dst->params[i].offset);
+        accumulate_piece(dst, i, src->lg + dst->params[i].offset, factor);
         return;
     }
     for (int k = 0; k < src->nparts[i]; k++) /* one AccumulateGrad per piece, in order: their roundings */
-        accumulate_piece(dst, i, src->parts[i] + (size_t)k * dst->params[i].count);
+        accumulate_piece(dst, i, src->parts[i] + (size_t)k * dst->params[i].count, factor);
+}
+
+void model_accumulate(model *dst, const model *src, int i)
+{
+    model_accumulate_times(dst, src, i, 1.0f);
 }
 
 int model_npieces(const model *m, int p)

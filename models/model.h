@@ -202,6 +202,12 @@ void model_plant_fault(model *m, float value);
  * gradient itself (so a -0 stays -0, where 0 + -0 would be +0).
  */
 void model_accumulate(model *dst, const model *src, int p);
+/*
+ * The same with src's local gradient times factor first (a power of two: exact): the other side's loss scale over
+ * the one src's backward used, for an implementation whose scale is not the reference's, served by the
+ * reference's backward.
+ */
+void model_accumulate_times(model *dst, const model *src, int p, float factor);
 /* The whole backward with accumulation: .grad += local gradient, each parameter when it is ready. */
 void model_backward(model *m);
 /*

@@ -69,7 +69,7 @@ static int entry_row(const ddpsim_options *opt, const impl_entry *e, shard_mode 
         printf("%-3s", !have[k] ? " " : col[k] ? "x" : ".");
     const char *only = "-";
     int mislabelled = 0;
-    if (e->is_mutant && failed && !o.fault && run.shard == SHARD_NONE) {
+    if (e->is_mutant && failed && !o.fault && run.shard == SHARD_NONE && o.loose_known) {
         only = o.bitwise_only ? "yes" : "no";
         mislabelled = o.bitwise_only != e->bitwise_only;
     }

@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "hash.h"
 #include "model.h"
+#include "scaler.h"
 #include "units.h"
 #include "world.h"
 
@@ -127,6 +128,13 @@ static int parse_clip(void *o, const char *arg, char *msg, size_t len)
     opt->run.clip_max = max;
     opt->run.clip_inf = strcmp(end, ":inf") == 0;
     return 0;
+}
+
+/* --loss-scale S | dynamic[:INIT,GROWTH,BACKOFF,INTERVAL] (GradScaler's, scaler.h) */
+static int parse_loss_scale(void *o, const char *arg, char *msg, size_t len)
+{
+    ddpsim_options *opt = o;
+    return scaler_parse(arg, &opt->run.ddp.scaler, msg, len);
 }
 
 /* --shard MODE, or hsdp:RxS (the mesh, as --mesh gives it) */
@@ -293,7 +301,7 @@ static int choose_run(ddpsim_options *opt, const char **which, char *msg, size_t
 {
     verify_config *run = &opt->run;
     opt->given = (battery_given){given(opt, "find-unused"), given(opt, "bucket-view"), given(opt, "bucket-cap"),
-                                 given(opt, "first-bucket-cap"), given(opt, "optimizer")};
+                                 given(opt, "first-bucket-cap"), given(opt, "optimizer"), given(opt, "loss-scale")};
     int chosen = given(opt, "schedule") || given(opt, "model");
     if (opt->mutants) {
         if (!given(opt, "ranks"))
@@ -513,6 +521,10 @@ static const opt_spec specs[] = {
      "0.9, 0.999, 1e-8, 0.01)", OPT_CUSTOM, 0, 0, 0, parse_optimizer, "sgd"},
     {"clip", 0, "MAX[:inf]", "clip_grad_norm_(max_norm=MAX, norm_type 2 or inf) before every\nstep that follows a "
      "window's syncing backward (clip:MAX in a schedule)", OPT_CUSTOM, 0, 0, 0, parse_clip, NULL},
+    {"loss-scale", 0, "S|dynamic[:I,G,B,N]", "torch's GradScaler around the step: the loss times the scale, unscale\n"
+     "at the first clip or step of a window, the step skipped when any rank's\ngradient has an inf or NaN; dynamic: "
+     "scale I (65536), times G (2)\nafter N (2000) steps taken, times B (0.5) after a skip; S: static.\nPowers of two",
+     OPT_CUSTOM, 0, 0, 0, parse_loss_scale, NULL},
     {"inputs", 0, "DIR", "initial parameters and batches from a dump directory\n(DIR/init, DIR/rank<r>/batch<b>.{x,y}.npy)",
      OPT_STRING, F(run.inputs_dir), 0, 0, NULL, NULL},
     {"dump", 0, "DIR", "write parameters, batches and every grab's gradients", OPT_STRING, F(run.dump_dir), 0, 0, NULL,
@@ -536,7 +548,8 @@ static const opt_spec specs[] = {
     {"replay", 0, "FILE", "force the ready-event and arrival order a trace recorded", OPT_STRING, F(replay_path), 0, 0,
      NULL, NULL},
     {"fault", 0, "SPEC",
-     "inject a fault, repeatable: crash:rank=R,op=K  abort:rank=R,op=K\nhang:rank=R,op=K  slow:rank=R,ms=M  flip:rank=R,op=K",
+     "inject a fault, repeatable: crash:rank=R,op=K  abort:rank=R,op=K\nhang:rank=R,op=K  slow:rank=R,ms=M  flip:rank=R,op=K\n"
+     "inf:rank=R,op=K  nan:rank=R,op=K (an overflow in backward op K's gradient)",
      OPT_CUSTOM, 0, 0, 0, parse_fault, ""},
     {"world", 0, CLI_WORLD_CHOICES,
      "fork: N processes of this machine over shared memory;\nmpi: each process of an MPI job one rank (mpirun -np N)",

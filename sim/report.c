@@ -196,6 +196,70 @@ static void json_clips(FILE *f, const verify_result *res, const judgement *s)
     fprintf(f, "}");
 }
 
+/* --loss-scale's checks, every rank's figures folded: the report's line and --json's object. */
+typedef struct scale_totals {
+    uint64_t checks, unscales, skips, failed, planted;
+    float lo, hi; /* the reference's scales */
+} scale_totals;
+
+static scale_totals scale_totals_of(const verify_result *res)
+{
+    scale_totals t = {0};
+    for (int r = 0; r < res->nranks && res->figures; r++) {
+        const verify_rank_figures *f = &res->figures[r];
+        if (f->scale_checks) {
+            t.lo = t.checks ? fminf(t.lo, f->scale_min) : f->scale_min;
+            t.hi = t.checks ? fmaxf(t.hi, f->scale_max) : f->scale_max;
+        }
+        t.checks += f->scale_checks;
+        t.unscales += f->unscales;
+        t.skips += f->skips;
+        t.failed += f->scales_failed;
+        t.planted += f->planted;
+    }
+    return t;
+}
+
+/* --json's "loss_scale" (null without --loss-scale): the checks over all ranks, and the first failing one. */
+static void json_scales(FILE *f, const ddpsim_options *opt, const verify_result *res, const judgement *s)
+{
+    fprintf(f, ",\n \"loss_scale\": ");
+    if (!opt->run.ddp.scaler.on) {
+        fprintf(f, "null");
+        return;
+    }
+    char spec[96];
+    scaler_format(&opt->run.ddp.scaler, spec, sizeof spec);
+    scale_totals t = scale_totals_of(res);
+    fprintf(f, "{\"spec\": ");
+    jsonw_string(f, spec);
+    fprintf(f, ", \"backwards_checked\": %llu, \"unscales_checked\": %llu, \"skipped\": %llu, \"failed\": %llu, "
+               "\"planted_matched\": %llu, \"scale_min\": ",
+            (unsigned long long)t.checks, (unsigned long long)t.unscales, (unsigned long long)t.skips,
+            (unsigned long long)t.failed, (unsigned long long)t.planted);
+    jsonw_number(f, t.lo);
+    fprintf(f, ", \"scale_max\": ");
+    jsonw_number(f, t.hi);
+    fprintf(f, ", \"first_failure\": ");
+    const verify_scale_check *k = s->first ? &s->first->scale : NULL;
+    if (k && k->failed == VERIFY_SCALE_APPLIED) {
+        fprintf(f, "{\"op\": %llu, \"rank\": %d, \"kind\": \"scale\", \"scale\": ", (unsigned long long)k->op,
+                s->first_rank);
+        jsonw_number(f, k->scale);
+        fprintf(f, ", \"reference_scale\": ");
+        jsonw_number(f, k->ref_scale);
+        fprintf(f, "}");
+    } else if (k && k->failed) {
+        fprintf(f, "{\"op\": %llu, \"rank\": %d, \"kind\": \"skip\", \"found_inf\": %s, \"reference_found_inf\": %s, "
+                   "\"fault_op\": %ld, \"fault_rank\": %d}",
+                (unsigned long long)k->op, s->first_rank, k->found_inf ? "true" : "false",
+                k->ref_found_inf ? "true" : "false", k->fault_op, k->fault_rank);
+    } else {
+        fprintf(f, "null");
+    }
+    fprintf(f, "}");
+}
+
 /* A clip that failed its check, in words. */
 static void print_clip_failure(FILE *out, const char *where, const char *label, int rank, const verify_clip_check *k)
 {
@@ -222,6 +286,29 @@ static void print_clip_failure(FILE *out, const char *where, const char *label, 
     }
 }
 
+/* A loss-scale check that failed (--loss-scale), in words. */
+static void print_scale_failure(FILE *out, const char *where, const char *label, int rank,
+                                const verify_scale_check *k)
+{
+    if (k->failed == VERIFY_SCALE_APPLIED) {
+        fprintf(out, "# first divergence: the loss scale of the backward at op %llu, before %s (%s), rank %d: the "
+                     "implementation multiplied its loss by %.9g, the reference by %.9g (%.6g x)\n",
+                (unsigned long long)k->op, where, label, rank, (double)k->scale, (double)k->ref_scale,
+                (double)k->scale / (double)k->ref_scale);
+        return;
+    }
+    char cause[96] = "";
+    if (k->ref_found_inf && k->fault_op >= 0)
+        snprintf(cause, sizeof cause, " (the inf or NaN planted in rank %d's backward at op %ld)", k->fault_rank,
+                 k->fault_op);
+    fprintf(out, "# first divergence: the unscale at op %llu, before %s (%s), rank %d: the implementation %s an inf or "
+                 "NaN and %s the step; the reference %s%s, so it %s the step on every rank%s\n",
+            (unsigned long long)k->op, where, label, rank, k->found_inf ? "found" : "did not find",
+            k->found_inf ? "skips" : "takes", k->ref_found_inf ? "found one" : "found none", cause,
+            k->ref_found_inf ? "skips" : "takes",
+            k->ref_found_inf ? " (a rank's own finding, not reduced over the ranks that hold the rest?)" : "");
+}
+
 static void print_first(const ddpsim_options *opt, const judgement *s)
 {
     const verify_record *f = s->first;
@@ -234,7 +321,10 @@ static void print_first(const ddpsim_options *opt, const judgement *s)
     }
     model *m = layout_get(opt);
     const char *first = "first divergence";
-    if (f->clip.failed) { /* the clip came before the values it made */
+    if (f->scale.failed) { /* the scale or the skip came before the values they made */
+        print_scale_failure(opt->out, where, ck->label, s->first_rank, &f->scale);
+        first = "after it";
+    } else if (f->clip.failed) { /* the clip came before the values it made */
         print_clip_failure(opt->out, where, ck->label, s->first_rank, &f->clip);
         first = "after it";
     }
@@ -588,6 +678,7 @@ static int write_json(const ddpsim_options *opt, const verify_result *res, const
         fprintf(f, "null");
     }
     json_clips(f, res, s);
+    json_scales(f, opt, res, s);
     fprintf(f, ",\n \"sanity\": {\"synced_grabs\": %zu, \"synced_disagree\": %zu, \"local_grabs\": %zu, "
                "\"local_identical\": %zu, \"global_checked\": %zu, \"global_failed\": %zu, \"agreement_syncs\": %llu, \"global_worst\": ",
             s->synced_grabs, s->synced_disagree, s->local_grabs, s->local_identical, s->global_checked,
@@ -685,6 +776,27 @@ void report_shard_line(const ddpsim_options *opt)
             shard_mode_name(run->shard), me.replicas, me.shards);
 }
 
+/* --loss-scale's checks, every rank's together (verify_scale_check): the report's line. */
+static void print_scales(FILE *out, const verify_result *res)
+{
+    scale_totals t = scale_totals_of(res);
+    if (t.checks + t.unscales == 0)
+        return;
+    char inf[128] = "";
+    if (t.planted)
+        snprintf(inf, sizeof inf, "; %llu inf or NaN elements where the reference's planted ones went",
+                 (unsigned long long)t.planted);
+    if (t.failed)
+        fprintf(out, "# loss scale: FAIL at %llu of %llu checks over all ranks (the first divergence says which)\n",
+                (unsigned long long)t.failed, (unsigned long long)(t.checks + t.unscales));
+    else
+        fprintf(out, "# loss scale: every rank's scale at %llu backwards and its finding at %llu unscales were the "
+                     "reference's; %llu of the unscales found an inf or NaN and skipped the step; the scale %.9g to "
+                     "%.9g%s\n",
+                (unsigned long long)t.checks, (unsigned long long)t.unscales, (unsigned long long)t.skips,
+                (double)t.lo, (double)t.hi, inf);
+}
+
 /* The clip ops' checks, every rank's together (verify_clip_check). */
 static void print_clips(FILE *out, const verify_result *res)
 {
@@ -754,6 +866,7 @@ static void print_sanity(const ddpsim_options *opt, const verify_result *res, co
     }
     print_comm(out, res, opt->run.shard);
     print_clips(out, res);
+    print_scales(out, res);
 }
 
 int report_verification(const ddpsim_options *opt, const verify_result *res, report_stream *rs)

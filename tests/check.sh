@@ -74,7 +74,8 @@ same "SGD with momentum: post-divide" -- --ranks 3 --scenario momentum --impl po
 # bug of each kind (to its first failing check).
 # records NAME -- LIVE-ARGS
 records() { what=$1; shift 2; records_agree "$tmp" "$what" -- "$@"; }
-for sc in $("$DDPSIM" --scenarios | awk '/^[a-z]/ {print $1}'); do
+# (not loss-scale: a recording does not hold the scales yet, and --record refuses --loss-scale)
+for sc in $("$DDPSIM" --scenarios | awk '/^[a-z]/ && $1 != "loss-scale" {print $1}'); do
     records "records of scenario $sc, bucketed, live and replayed" -- --ranks 3 --scenario "$sc" --impl bucketed
 done
 for impl in sync-on-exit last-microbatch-only sum-not-average overwrite-not-accumulate no-zero-after-step; do

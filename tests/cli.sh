@@ -20,7 +20,7 @@ trap 'rm -f "$out" "$err" "$sched_file"; rm -rf "$scratch"' EXIT
 
 orphans_before=$(shm_orphans ddpsim)
 
-expect 0 "verdict: PASS (22 of 22 scenarios" "ddpsim --ranks 4 passes the battery" -- --ranks 4
+expect 0 "verdict: PASS (23 of 23 scenarios" "ddpsim --ranks 4 passes the battery" -- --ranks 4
 grep -q "note: N = 4 is a power of two" "$out" && ok "at 4 ranks the battery says which bugs need 3 or 5" ||
     bad "at 4 ranks the battery says which bugs need 3 or 5"
 expect 0 "verdict: PASS" "the battery at 3 ranks" -- --ranks 3 -q
@@ -104,13 +104,13 @@ expect 2 "Try 'ddpsim --help'" "errors point to --help" -- --batch 0
 # fails bitwise at 3; without --comm-hook the same compression is a bug even under the order tolerance.
 hookp=${PLUGIN_DIR:-$(dirname "$0")/plugin}/libreorder_fp16.so
 for h in allreduce fp16 bf16; do
-    expect 0 "verdict: PASS (20 of 22 scenarios" "--comm-hook $h: bucketed passes the battery bitwise" -- --ranks 3 --comm-hook $h --impl bucketed
+    expect 0 "verdict: PASS (21 of 23 scenarios" "--comm-hook $h: bucketed passes the battery bitwise" -- --ranks 3 --comm-hook $h --impl bucketed
 done
 expect 0 "comm hook fp16" "--comm-hook: the header says so" -- --ranks 2 --comm-hook fp16 --scenario classic
-expect 0 "verdict: PASS (20 of 22 scenarios" "--comm-hook fp16 --algo exact" -- --ranks 3 --comm-hook fp16 --algo exact --impl bucketed
-expect 0 "verdict: PASS (20 of 22 scenarios, 140 grabs x 2 ranks, bitwise; not run here" "an independent float16 DDP matches bitwise at 2 ranks" -- --ranks 2 --comm-hook fp16 --impl "$hookp"
-expect 0 "verdict: PASS (20 of 22 scenarios" "... and the order tolerance at 3 ranks" -- --ranks 3 --comm-hook fp16 --impl "$hookp" --tolerance order
-expect 0 "verdict: PASS (20 of 22 scenarios" "... and at 5 ranks" -- --ranks 5 --comm-hook fp16 --impl "$hookp" --tolerance order
+expect 0 "verdict: PASS (21 of 23 scenarios" "--comm-hook fp16 --algo exact" -- --ranks 3 --comm-hook fp16 --algo exact --impl bucketed
+expect 0 "verdict: PASS (21 of 23 scenarios, 152 grabs x 2 ranks, bitwise; not run here" "an independent float16 DDP matches bitwise at 2 ranks" -- --ranks 2 --comm-hook fp16 --impl "$hookp"
+expect 0 "verdict: PASS (21 of 23 scenarios" "... and the order tolerance at 3 ranks" -- --ranks 3 --comm-hook fp16 --impl "$hookp" --tolerance order
+expect 0 "verdict: PASS (21 of 23 scenarios" "... and at 5 ranks" -- --ranks 5 --comm-hook fp16 --impl "$hookp" --tolerance order
 expect 1 "verdict: FAIL" "... bitwise tells its order apart at 3 ranks" -- --ranks 3 --comm-hook fp16 --impl "$hookp" --scenario classic
 expect 1 "first divergence: grab 2 (after fwd+bwd (3 acc)), rank 0, parameter 0.weight" "a compression nobody asked for fails under the order tolerance" -- --ranks 3 --impl "$hookp" --tolerance order --scenario classic
 expect 2 "not ring: give --algo ordered or exact" "--comm-hook fp16 with --algo ring" -- --comm-hook fp16 --algo ring
@@ -127,8 +127,8 @@ rm -rf "$tmph"
 
 # static_graph: the same gradients; what the torch of --static-graph-rule cannot run with it is refused (python.sh
 # checks both rules on real torch: 1.13 and 2.x).
-expect 0 "verdict: PASS (10 of 22 scenarios, 69 grabs x 3 ranks, bitwise; not run here, each row says why: window-2, window-5, buckets, odd-sizes, find-unused, tail-window, buffers, ends-in-window, uneven, uneven-divide, momentum, adamw)" "--static-graph: the battery, less what torch < 2.1 cannot run" -- --ranks 3 --static-graph --static-graph-rule first-iteration --impl bucketed
-expect 0 "verdict: PASS (6 of 22 scenarios, 34 grabs x 3 ranks, bitwise; not run here, each row says why: classic, window-2, window-5, nosync-edges, zero-and-step, buckets, odd-sizes, bucket-view, find-unused, attention, tiny-tensor, tail-window, uneven, uneven-divide, momentum, adamw)" "--static-graph: the battery, less what torch 2.1+ cannot run" -- --ranks 3 --static-graph --impl bucketed
+expect 0 "verdict: PASS (10 of 23 scenarios, 69 grabs x 3 ranks, bitwise; not run here, each row says why: window-2, window-5, buckets, odd-sizes, find-unused, tail-window, buffers, ends-in-window, uneven, uneven-divide, momentum, adamw, loss-scale)" "--static-graph: the battery, less what torch < 2.1 cannot run" -- --ranks 3 --static-graph --static-graph-rule first-iteration --impl bucketed
+expect 0 "verdict: PASS (6 of 23 scenarios, 34 grabs x 3 ranks, bitwise; not run here, each row says why: classic, window-2, window-5, nosync-edges, zero-and-step, buckets, odd-sizes, bucket-view, find-unused, attention, tiny-tensor, tail-window, uneven, uneven-divide, momentum, adamw, loss-scale)" "--static-graph: the battery, less what torch 2.1+ cannot run" -- --ranks 3 --static-graph --impl bucketed
 expect 2 "op 4 (bwd) is a backward no sync armed, through a forward between the first and the second syncing forward" "--static-graph, torch < 2.1: a no_sync micro-step after the first sync" -- --static-graph --static-graph-rule first-iteration --schedule "fwd bwd nosync{fwd bwd} grab"
 expect 0 "verdict: PASS" "... which torch 2.1+ runs" -- --static-graph --schedule "fwd bwd nosync{fwd bwd} grab"
 expect 0 "verdict: PASS" "--static-graph: the same micro-step after the second sync runs" -- --static-graph --static-graph-rule first-iteration --schedule "fwd bwd fwd bwd nosync{fwd bwd} grab"
@@ -180,7 +180,7 @@ rm -rf "$tmpj"
 
 # Implementations: a catalogued bug is a divergence (exit 1) with its first divergence; plugins.
 plugins=${PLUGIN_DIR:-$(dirname "$0")/plugin}
-expect 0 "verdict: PASS (18 of 22 scenarios" "a plugin that refuses some scenarios' options passes the rest" -- --ranks 3 --impl "$plugins/libexample_impl.so"
+expect 0 "verdict: PASS (19 of 23 scenarios" "a plugin that refuses some scenarios' options passes the rest" -- --ranks 3 --impl "$plugins/libexample_impl.so"
 grep -q "find-unused .* REFUSED .*does not support find_unused" "$out" && ok "a refused scenario says why" ||
     bad "a refused scenario says why"
 expect 1 "first divergence: grab 0 (after no_sync fwd+bwd), rank 0, parameter 0.weight" "sync-on-exit is caught" -- --impl sync-on-exit --ranks 2 --scenario classic
@@ -193,14 +193,14 @@ expect 0 "verdict: PASS (8 grabs and 5 parameter checks x 3 ranks match, bitwise
 expect 1 "first divergence: step 0 (parameters after step), rank 0, parameter 0.weight" "momentum-per-microstep: a buffer advanced at every backward is caught at the first step after a window" -- --ranks 3 --impl momentum-per-microstep --scenario momentum
 expect 0 "verdict: PASS" "momentum-per-microstep is right without momentum, windows or not" -- --ranks 3 --impl momentum-per-microstep --scenario window-5
 expect 0 "verdict: PASS (10 grabs and 11 parameter checks x 3 ranks match, bitwise)" "momentum-per-microstep is right with windows of one" -- --ranks 3 --impl momentum-per-microstep --optimizer momentum --scenario window-1
-expect 0 "verdict: PASS (22 of 22" "--optimizer momentum:0.5, the battery: post-divide passes order through carried buffers" -- --ranks 5 --impl post-divide --tolerance order --optimizer momentum:0.5
+expect 0 "verdict: PASS (23 of 23" "--optimizer momentum:0.5, the battery: post-divide passes order through carried buffers" -- --ranks 5 --impl post-divide --tolerance order --optimizer momentum:0.5
 expect 1 "verdict: FAIL" "... and bitwise sees post-divide there" -- --ranks 5 --impl post-divide --optimizer momentum:0.5 --scenario momentum
 expect 0 "verdict: PASS" "a version-1 plugin (no optimizer_step) is stepped by ddpsim with momentum" -- --ranks 3 --impl "$plugins/libv1_plugin.so" --optimizer momentum --scenario momentum
 # torch.optim.AdamW (--optimizer adamw): its moments and count carried, its bound through the division.
 expect 0 "verdict: PASS (8 grabs and 5 parameter checks x 3 ranks match, bitwise)" "--scenario adamw: DDP with torch's AdamW" -- --ranks 3 --scenario adamw
 grep -q "lr 0.1, AdamW betas (0.9, 0.999), eps 1e-08, weight decay 0.01$" "$out" || bad "the report's header says AdamW and its hyperparameters"
 expect 0 "AdamW betas (0.8, 0.99), eps 1e-06, weight decay 0" "--optimizer adamw: the hyperparameters given" -- --ranks 3 --scenario classic --optimizer adamw:beta1=0.8,beta2=0.99,eps=1e-6,wd=0
-expect 0 "verdict: PASS (22 of 22" "--optimizer adamw, the battery: post-divide passes order through carried moments" -- --ranks 5 --impl post-divide --tolerance order --optimizer adamw
+expect 0 "verdict: PASS (23 of 23" "--optimizer adamw, the battery: post-divide passes order through carried moments" -- --ranks 5 --impl post-divide --tolerance order --optimizer adamw
 expect 1 "verdict: FAIL (6 of 8 grabs and 5 of 5 parameter checks diverge, bitwise)" "... and bitwise sees post-divide there" -- --ranks 5 --impl post-divide --optimizer adamw --scenario adamw
 expect 0 "verdict: PASS" "a version-1 plugin (no optimizer_step) is stepped by ddpsim with AdamW" -- --ranks 3 --impl "$plugins/libv1_plugin.so" --optimizer adamw --scenario adamw
 expect 2 "--optimizer: 'adamw:beta2=1': beta2 must be in .0, 1)" "--optimizer adamw: a beta out of range" -- --optimizer adamw:beta2=1
@@ -219,8 +219,8 @@ expect 3 "ranks disagree on a collective: rank 0 called allreduce of 280 float" 
 expect 0 "# clip: 8 clips over all ranks: every rank's coefficient the same bits, within the bound of the reference's exact norm" "clip: the L2 and the inf norm in a schedule" -- --ranks 4 --schedule "fwd bwd clip:0.01 grab step zero fwd bwd clip:0.005:inf grab step"
 grep -q "^# verdict: PASS (2 grabs and 3 parameter checks x 4 ranks match, bitwise)" "$out" && ok "... and the clipped gradients and steps match bitwise" || bad "... and the clipped gradients and steps match bitwise"
 expect 0 "every coefficient 1: nothing was clipped, lower MAX to check the clipping" "clip: a MAX that clips nothing is said" -- --ranks 3 --schedule "fwd bwd clip:1000 grab step"
-expect 0 "verdict: PASS (22 of 22 scenarios, 153 grabs x 3 ranks, order)" "--clip: the battery clipped before every step a loop clips, under order" -- --ranks 3 --clip 0.01 --tolerance order -q
-expect 0 "verdict: PASS (22 of 22" "--clip: the bucketed built-in, the inf norm, with momentum" -- --ranks 5 --impl bucketed --clip 0.01:inf --optimizer momentum -q
+expect 0 "verdict: PASS (23 of 23 scenarios, 165 grabs x 3 ranks, order)" "--clip: the battery clipped before every step a loop clips, under order" -- --ranks 3 --clip 0.01 --tolerance order -q
+expect 0 "verdict: PASS (23 of 23" "--clip: the bucketed built-in, the inf norm, with momentum" -- --ranks 5 --impl bucketed --clip 0.01:inf --optimizer momentum -q
 expect 0 "grab step zero ) + --clip 0.01 (before every step a training loop clips)" "--clip: the header says the schedule is clipped" -- --ranks 2 --scenario classic --clip 0.01
 expect 2 "--schedule: schedule line 1, column 14: clip's max_norm must be a positive finite number (found '0')" "clip:0 is refused" -- --schedule "fwd bwd clip:0 step"
 expect 2 "clip's max_norm must be a positive finite number" "clip:-1 is refused" -- --schedule "fwd bwd clip:-1 step"
@@ -248,7 +248,34 @@ expect 2 "clip1.json: missing: the coefficient rank 1's clip 1 applied" "... and
 grep -q '{"op": "clip", "max_norm": 0.5, "norm_type": "inf"}' "$cscratch/dump/manifest.json" &&
     ok "clip: a dump's manifest has the clip op with its arguments" || bad "clip: a dump's manifest has the clip op with its arguments"
 rm -rf "$cscratch"
-expect 0 "mutation score: 54 of 54 caught" "--mutants catches every bug, DDP's and the sharded ones" -- --mutants
+
+# Loss scaling (--loss-scale, torch's GradScaler) and a planted overflow (--fault inf|nan): the inf of one rank's
+# early micro-step survives the accumulation, reaches every rank through the sync, and skips that step everywhere;
+# the scale backs off, then grows after two steps taken. The detectors fire on the catalogue's bugs (found-inf-always,
+# unscale-after-update, zero2-found-inf-unreduced, fsdp-found-inf-copied-early: --mutants and tests/patterns.sh).
+LS="3*( nosync{fwd bwd} grab fwd bwd grab step zero )"
+expect 0 "the scale 512 to 1024; 4 inf or NaN elements where the reference's planted ones went" "loss scale: an inf on rank 1 in a no_sync micro-step" -- --ranks 3 --loss-scale dynamic:1024,2,0.5,2 --schedule "$LS" --fault inf:rank=1,op=2
+grep -q "3 of the unscales found an inf or NaN and skipped the step" "$out" && ok "... every rank skipped that one step" || bad "... every rank skipped that one step"
+expect 0 "3 of the unscales found an inf or NaN and skipped the step; the scale 128 to 128" "loss scale: a NaN, a static scale that never moves" -- --ranks 3 --loss-scale 128 --schedule "$LS" --fault nan:rank=2,op=6
+expect 0 "verdict: PASS (6 grabs and 4 parameter checks x 2 ranks match, order)" "loss scale: the bucketed built-in under the order tolerance, clipping after the unscale" -- --ranks 2 --impl bucketed --tolerance order --loss-scale dynamic:64,2,0.5,1 --schedule "3*( nosync{fwd bwd} grab fwd bwd clip:0.01 grab step zero )" --fault inf:rank=0,op=2
+expect 1 "first divergence: the unscale at op 13, before step 0 (parameters after step), rank 0: the implementation found an inf or NaN and skips the step; the reference found none" "loss scale: an unscale that always finds an inf is caught at the first step" -- --ranks 3 --impl found-inf-always --scenario loss-scale
+expect 1 "did not find an inf or NaN and takes the step; the reference found one (the inf or NaN planted in rank 3's backward at op 17)" "loss scale: a sharded finding never reduced is caught, the planted inf named" -- --ranks 4 --shard zero2 --impl zero2-found-inf-unreduced --scenario s-loss-scale
+expect 1 '"kind": "skip", "found_inf": false, "reference_found_inf": true, "fault_op": 17, "fault_rank": 3' "loss scale: the failing unscale in --json" -- --ranks 4 --shard fsdp --impl fsdp-found-inf-copied-early --scenario s-loss-scale --json -
+expect 0 "verdict: PASS (12 of 12 scenarios" "loss scale: the example plugin's GradScaler (interface version 9) over its shard" -- --ranks 3 --shard zero2 --impl "$plugins/libexample_zero2.so" -q
+expect 2 "--loss-scale: scale 3: expected a power of two from 2^-149 to 2^127" "--loss-scale 3 is refused" -- --loss-scale 3
+expect 2 "GROWTH 3 is not a power of two above 1" "--loss-scale dynamic:1024,3 is refused" -- --loss-scale dynamic:1024,3
+expect 2 "INTERVAL 0 is not a whole number of steps" "--loss-scale dynamic:1024,2,0.5,0 is refused" -- --loss-scale dynamic:1024,2,0.5,0
+expect 2 "--fault inf: op=0 is 'enter', not a backward (bwd)" "--fault inf at an op that is not a backward is refused" -- --loss-scale 8 --schedule "$LS" --fault inf:rank=0,op=0
+expect 2 "--fault nan: needs --loss-scale" "--fault nan without a scaler is refused" -- --schedule "$LS" --fault nan:rank=0,op=2
+expect 2 "--fault: rank=5 does not exist (--ranks 2)" "--fault inf on a rank that does not exist is refused" -- --ranks 2 --loss-scale 8 --schedule "$LS" --fault inf:rank=5,op=2
+expect 2 "--loss-scale: not with --record yet" "--loss-scale with --record is refused" -- --loss-scale 8 --schedule "$LS" --record "$tmp/ls-record"
+expect 2 "--loss-scale: not with uneven inputs or join{} yet" "--loss-scale with uneven inputs is refused" -- --ranks 2 --loss-scale 8 --schedule "fwd bwd step zero join{ [2, -1:1]*( fwd bwd step zero ) }"
+expect 2 "--loss-scale: not with --shard and the order tolerance yet" "--loss-scale under --shard and order is refused" -- --ranks 2 --shard zero2 --tolerance order --loss-scale 8 --schedule "$LS"
+expect 2 "has no scaler_scale and scaler_unscale (interface version 9)" "--loss-scale: a sharded plugin without the hooks is refused" -- --ranks 2 --shard zero2 --impl "$plugins/libzero2_v7.so" --loss-scale 8 --schedule "$LS"
+expect 2 "has one of scaler_scale and scaler_unscale: loss scaling needs both or neither" "a plugin with half a GradScaler is refused when loaded" -- --ranks 2 --impl "$plugins/libhalf_scaler.so"
+expect 2 "loss scaling (--loss-scale, or the scenario's own) is not in the Python front end yet" "--prepare refuses loss scaling" -- --prepare "$tmp/ls-prepare" --loss-scale 8 --schedule "$LS"
+[ ! -e "$tmp/ls-record" ] && [ ! -e "$tmp/ls-prepare" ] && ok "... and neither left a directory" || bad "... and neither left a directory"
+expect 0 "mutation score: 58 of 58 caught" "--mutants catches every bug, DDP's and the sharded ones" -- --mutants
 grep -q "^ momentum-per-microstep .*caught .* momentum " "$out" && ok "--mutants: the momentum scenario catches a buffer advanced per micro-step" ||
     bad "--mutants: the momentum scenario catches a buffer advanced per micro-step"
 expect 0 "1 bug only a bitwise comparison catches passes, as the catalogue says: post-divide" "--mutants under the order tolerance (the NCCL backend's default) says which bugs only bitwise catches" -- --mutants --tolerance order

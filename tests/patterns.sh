@@ -63,6 +63,8 @@ join-final-sync-skips-buffers|-|uneven|3|-
 reduces-in-no-sync|-|classic|3|-
 first-hook-reduces|-|tied|3|none found
 momentum-per-microstep|-|momentum|3|none found
+found-inf-always|-|loss-scale|3|-
+unscale-after-update|-|loss-scale|3|its update is 0.5 x the reference's (1/G, the loss scale's growth
 fsdp-no-sync-dropped|fsdp|s-window-3|4|its gradient is zero
 hsdp-allreduce-every-microstep|hsdp|s-window-3|4|the average over ranks of the local sum, where DDP's is the local sum
 hsdp-partial-not-replicated|hsdp|s-window-3|4|none found
@@ -81,11 +83,13 @@ unused-param-unit-skipped|zero1|s-unused|4|its gradient is zero
 fsdp-clip-local-norm|fsdp|s-clip|4|x the reference's: no constant of the run
 hsdp-clip-norm-over-world|hsdp|s-clip|4|the norm it clipped by is 1.41421 x the reference's (sqrt(R))
 zero1-clip-norm-undercounts|zero1|s-clip|4|x the reference's: no constant of the run
+zero2-found-inf-unreduced|zero2|s-loss-scale|4|-
+fsdp-found-inf-copied-early|fsdp|s-loss-scale|4|-
 TABLE
 
 # Every catalogued bug is in the table above.
 n=$("$DDPSIM" --list | awk '$2 == "bug"' | wc -l)
-[ "$n" -eq 54 ] && ok "the table has every catalogued bug (54)" || bad "the catalogue has $n bugs, the table 54"
+[ "$n" -eq 58 ] && ok "the table has every catalogued bug (58)" || bad "the catalogue has $n bugs, the table 58"
 
 # --json: the first divergence's and every failing record's "pattern".
 expect 1 '"pattern": {"kind": "factor", "of": "gradient", "factor": 3, "name": "N"}' "the pattern in --json" -- \

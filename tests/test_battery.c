@@ -164,10 +164,48 @@ static void test_scenarios_well_formed(void)
     CU_ASSERT_PTR_NULL(battery_find("no-such-scenario"));
 }
 
+/*
+ * The loss-scale scenarios (DDP's and the sharded one, with and without --clip's inserted ops): their overflow is
+ * planted on the last rank in the first backward after the first step (the second window's first micro-step, whose
+ * inf must survive the accumulation), and their own GradScaler is dynamic with a growth inside the run.
+ */
+static void test_loss_scale_scenarios(void)
+{
+    const scenario *scs[] = {battery_find("loss-scale"), battery_find_for(SHARD_ZERO2, "s-loss-scale")};
+    for (int i = 0; i < 2; i++)
+        for (int clip = 0; clip < 2; clip++) {
+            CU_ASSERT_PTR_NOT_NULL_FATAL(scs[i]);
+            verify_config run;
+            verify_config_defaults(&run);
+            run.nranks = 3;
+            run.clip_max = clip ? 0.01 : 0;
+            battery_given given = {0};
+            sched s;
+            CU_ASSERT_EQUAL_FATAL(battery_apply(scs[i], &given, &run, &s), DDP_OK);
+            CU_ASSERT(run.ddp.scaler.on && run.ddp.scaler.dynamic && run.ddp.scaler.interval == 2);
+            CU_ASSERT_EQUAL_FATAL(run.nfaults, 1);
+            CU_ASSERT_EQUAL(run.faults[0].kind, FAULT_INF);
+            CU_ASSERT_EQUAL(run.faults[0].rank, 2);
+            long first_step = -1, first_bwd_after = -1;
+            for (size_t k = 0; k < s.nops; k++) {
+                if (s.ops[k] == OP_STEP && first_step < 0)
+                    first_step = (long)k;
+                if (s.ops[k] == OP_BWD && first_step >= 0 && first_bwd_after < 0)
+                    first_bwd_after = (long)k;
+            }
+            CU_ASSERT_EQUAL(run.faults[0].op, first_bwd_after);
+            CU_ASSERT_EQUAL(s.ops[run.faults[0].op - 2], OP_ENTER); /* inside no_sync: accumulated, not yet synced */
+            CU_ASSERT_EQUAL(s.nclips > 0, clip);
+            sched_free(&s);
+        }
+}
+
 int main(void)
 {
     static const test_entry tests[] = {
         {"the scenarios are well formed", test_scenarios_well_formed},
+        {"loss-scale: the overflow on the last rank in the second window's first micro-step, --clip or not",
+         test_loss_scale_scenarios},
         {"each blind spot of the former default is caught by its scenario", test_blind_spots},
         {"reference and bucketed pass bitwise at 2-5 ranks (and in ring order), the reorderings under order",
          test_correct_pass},

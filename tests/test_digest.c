@@ -3,7 +3,8 @@
  * sides (hash.h), and the checker computing them while it compares
  * (checker_compare): the value does not depend on how a run of floats is cut
  * into pieces, every single bit changes it, and the fused pass gives what
- * hashing each side on its own gives.
+ * hashing each side on its own gives. And which non-finite pairs it matches:
+ * none, unless a fault planted them (--fault inf|nan).
  */
 #include <math.h>
 #include <stdint.h>
@@ -122,12 +123,53 @@ static void test_compare_digests(void)
     model_destroy(m);
 }
 
+/*
+ * A planted inf or NaN (tolerance.match_planted): where the reference's element is inf, -inf or NaN the
+ * implementation's must be the same kind (counted in planted); a finite one against it, another kind, or a
+ * non-finite one where the reference is finite fails. Without match_planted every non-finite pair fails.
+ */
+static void test_planted_nonfinite(void)
+{
+    model *m = NULL;
+    CU_ASSERT_EQUAL_FATAL(model_create_layout("mlp:4-3", 2, &m), DDP_OK);
+    size_t n = model_size(m);
+    float e[15], a[15];
+    CU_ASSERT_EQUAL_FATAL(n, 15);
+    fill(e, n, 9);
+    static const struct {
+        float ref, impl;
+        int matches;
+    } cases[] = {
+        {INFINITY, INFINITY, 1}, {-INFINITY, -INFINITY, 1}, {NAN, NAN, 1}, {NAN, -NAN, 1},
+        {INFINITY, -INFINITY, 0}, {INFINITY, NAN, 0}, {NAN, INFINITY, 0}, {INFINITY, 1.0f, 0}, {NAN, 0.0f, 0},
+        {1.0f, INFINITY, 0}, {1.0f, NAN, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int planted = 0; planted < 2; planted++) {
+            memcpy(a, e, sizeof a);
+            float keep = e[4];
+            e[4] = cases[i].ref;
+            a[4] = cases[i].impl;
+            tolerance tol = {.kind = TOL_BITWISE, .match_planted = planted};
+            verify_record rec;
+            memset(&rec, 0, sizeof rec);
+            checker_compare(&tol, m, e, a, NULL, NULL, &rec);
+            int ok = rec.ndiff == 0 && rec.nonfinite == 0;
+            CU_ASSERT_EQUAL(ok, planted && cases[i].matches);
+            CU_ASSERT_EQUAL(rec.planted, (uint64_t)(planted && cases[i].matches));
+            e[4] = keep;
+        }
+    model_destroy(m);
+}
+
 int main(void)
 {
     static const test_entry tests[] = {
         {"a digest does not depend on how the floats are cut into pieces", test_pieces},
         {"every bit changes a digest; two sign flips do not cancel", test_every_bit},
         {"the checker's digests, computed while it compares, are each side's own", test_compare_digests},
+        {"a planted inf or NaN matches its own kind where the reference has it, nothing else does",
+         test_planted_nonfinite},
         TEST_END,
     };
     return test_run_suite("digests", tests);

@@ -60,6 +60,7 @@
 #include "comm_hook.h"
 #include "coll.h"
 #include "model.h"
+#include "scaler.h"
 #include "optim.h"
 #include "status.h"
 #include "world.h"
@@ -76,6 +77,7 @@ typedef struct ddp_config {
     float lr;
     float momentum;          /* the step's SGD momentum (optim.h), 0: plain SGD */
     ddp_adamw adamw;         /* ... or the step is torch.optim.AdamW's (adamw.on; momentum is then 0) */
+    scaler_config scaler;    /* --loss-scale: GradScaler's loss scaling around the step (scaler.h); on 0: none */
     ddp_comm_hook comm_hook; /* register_comm_hook with one of PyTorch's built-in hooks (comm_hook.h) */
     int static_graph;        /* static_graph=True: the same gradients; schedules and models it cannot run refused */
     int static_graph_first_iteration; /* PyTorch < 2.1: static_graph's delayed allreduce is queued by every

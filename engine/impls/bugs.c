@@ -13,11 +13,13 @@
  * own block below, in the catalogue's order, named hooks_<ID>: adding a bug
  * is its row and its block, and the build fails without the block.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "coll.h"
 #include "impl.h"
+#include "scaler.h"
 
 /* X(ID, name, mechanism, source, bitwise_only) */
 #define BUGS(X)                                                                                                      \
@@ -122,7 +124,17 @@
     X(MOMENTUM_PER_MICROSTEP, "momentum-per-microstep",                                                              \
       "the momentum buffer advances at every backward, with what that backward added to .grad, so a window of k "    \
       "micro-steps decays it k times: right for windows of one, and without momentum",                              \
-      "deepspeedai/DeepSpeed #8443 (ZeRO-3 ran Muon's momentum per micro-batch; fixed by PR #8600)", 0)
+      "deepspeedai/DeepSpeed #8443 (ZeRO-3 ran Muon's momentum per micro-batch; fixed by PR #8600)", 0)            \
+    X(FOUND_INF_ALWAYS, "found-inf-always",                                                                          \
+      "the loss scaler's unscale reports an inf or NaN at every step: no step is ever taken and the scale backs "   \
+      "off each time (seen with --loss-scale)",                                                                    \
+      "NVIDIA/Megatron-LM #663 (found_inf_flag always true with --overlap-param-gather and "                      \
+      "--overlap-grad-reduce: the learning rate stays 0)", 0)                                                        \
+    X(UNSCALE_AFTER_UPDATE, "unscale-after-update",                                                                  \
+      "the step updates the loss scale before unscaling: on a step that grows the scale the gradients are divided " \
+      "by the grown one (seen with --loss-scale dynamic)",                                                         \
+      "deepspeedai/DeepSpeed #2686 (fixed by PR #2695; FP16_Optimizer's _update_scale before "                     \
+      "unscale_and_clip_grads, PR #8588)", 0)
 
 #define AS_ENUM(id, name, mechanism, source, bitwise_only) BUG_##id,
 typedef enum bug { BUGS(AS_ENUM) BUG_COUNT } bug;
@@ -155,6 +167,9 @@ typedef struct bug_hooks {
     void (*zero_grad)(mutant *m);
     void (*step)(mutant *m);
     int (*optimizer_step)(mutant *m, int *owned);
+    /* --loss-scale: every mutant runs GradScaler over its .grad (scaler_scale, scaler_unscale); its departures: */
+    int found_inf_always;                       /* unscale finds an inf or NaN every time */
+    int update_before_unscale;                  /* the scale is updated before the unscale divides by it */
     int join_shadows_no_sync;                   /* a joined rank shadows the peers' no_sync forwards too */
     int final_sync_skips_buffers;               /* join's final sync leaves the buffers out */
 } bug_hooks;
@@ -187,6 +202,10 @@ struct mutant {
     float *momentum;       /* momentum-per-microstep: the buffer (zeros until the first backward) */
     impl_join join;        /* join (impl.h), as bucketed.c keeps it */
     int div;               /* what the next sync divides by: n, or under join the ranks running */
+    scaler_config scaler_cfg; /* --loss-scale (services version 9), and this rank's GradScaler: */
+    scaler_state scaler;
+    int found_inf;         /* ... what its last unscale found */
+    int updated;           /* ... unscale-after-update: the update of this step is done */
 };
 
 static int m_error(mutant *m, const char *msg)
@@ -314,6 +333,10 @@ static int create_mutant(const ddpsim_services *svc, void **state, const bug_hoo
     if (!m->g0 || !m->first || !m->saved || !m->kept || !m->momentum)
         return m_error(m, "out of memory");
     m->fwd_param_sync = 1;
+    m->scaler_cfg = (scaler_config){.on = svc->loss_scale_on, .dynamic = svc->loss_scale_dynamic,
+                                    .init = svc->loss_scale_init, .growth = svc->loss_scale_growth,
+                                    .backoff = svc->loss_scale_backoff, .interval = svc->loss_scale_interval};
+    scaler_start(&m->scaler_cfg, &m->scaler);
     if (h->no_initial_broadcast)
         return 0;
     for (int p = 0; p < svc->nparams; p++)
@@ -415,6 +438,35 @@ static int m_step(void *state)
     mutant *m = state;
     if (m->h->step)
         m->h->step(m);
+    if (!m->updated) /* GradScaler.update */
+        scaler_update(&m->scaler_cfg, &m->scaler, m->found_inf);
+    m->updated = 0;
+    return 0;
+}
+
+/* GradScaler.scale: the loss times this rank's scale. */
+static int m_scaler_scale(void *state, float *scale)
+{
+    *scale = ((mutant *)state)->scaler.scale;
+    return 0;
+}
+
+/* GradScaler.unscale_ of .grad (synced: every rank finds the same), but for the bug's departures. */
+static int m_scaler_unscale(void *state, int *found_inf)
+{
+    mutant *m = state;
+    const ddpsim_services *svc = m->svc;
+    if (m->h->update_before_unscale) {
+        int found = 0;
+        for (size_t i = 0; i < svc->total_count; i++)
+            found |= !isfinite(svc->all_grads[i]);
+        scaler_update(&m->scaler_cfg, &m->scaler, found);
+        m->updated = 1;
+    }
+    m->found_inf = scaler_unscale(svc->all_grads, svc->total_count, scaler_inv_scale(m->scaler.scale));
+    if (m->h->found_inf_always)
+        m->found_inf = 1;
+    *found_inf = m->found_inf;
     return 0;
 }
 
@@ -867,6 +919,12 @@ static const bug_hooks hooks_MOMENTUM_PER_MICROSTEP = {.not_syncing = advance_mo
                                                        .after_reduce = advance_momentum,
                                                        .optimizer_step = step_along_momentum};
 
+/* found-inf-always: the unscale's finding is always "inf" (m_scaler_unscale) */
+static const bug_hooks hooks_FOUND_INF_ALWAYS = {.found_inf_always = 1};
+
+/* unscale-after-update: GradScaler.update runs inside the unscale, before it divides (m_scaler_unscale) */
+static const bug_hooks hooks_UNSCALE_AFTER_UPDATE = {.update_before_unscale = 1};
+
 /* ---- the tables the registry reads ---- */
 
 #define AS_CREATE(id, name, mechanism, source, bitwise_only)                                                         \
@@ -879,7 +937,8 @@ BUGS(AS_CREATE)
         .destroy = destroy_mutant, .forward_begin = m_forward_begin, .no_sync_enter = m_enter,                      \
         .no_sync_exit = m_exit, .grad_ready = m_ready, .backward_end = m_backward_end, .zero_grad = m_zero_grad,     \
         .step = m_step, .optimizer_step = m_optimizer_step, .join_enter = m_join_enter,                              \
-        .join_shadow = m_join_shadow, .join_exit = m_join_exit,                                                      \
+        .join_shadow = m_join_shadow, .join_exit = m_join_exit, .scaler_scale = m_scaler_scale,                      \
+        .scaler_unscale = m_scaler_unscale,                                                                          \
     },
 static const ddpsim_impl_ops mutant_ops[BUG_COUNT] = {BUGS(AS_OPS)};
 

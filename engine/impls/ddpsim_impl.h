@@ -8,7 +8,7 @@
  *
  *     const ddpsim_impl_ops *ddpsim_impl_get(void);
  *
- * whose table's api_version is DDPSIM_IMPL_API_VERSION (8), 7, 6, 5, 4, 3, 2 or 1:
+ * whose table's api_version is DDPSIM_IMPL_API_VERSION (9), 8, 7, 6, 5, 4, 3, 2 or 1:
  * ddpsim loads plugins built against any of them. A plugin sees the parts of
  * both structures of its version and nothing changes for it; what it cannot
  * see it is not given (a model with buffers needs version 3, which added
@@ -16,7 +16,9 @@
  * version 5; an optimizer_step that owns the update under --optimizer
  * momentum version 6, which says the momentum, and under --optimizer adamw
  * version 7, which says AdamW's hyperparameters; a sharded run that clips
- * version 8, whose clip_grads clips the shards).
+ * version 8, whose clip_grads clips the shards; a sharded run with
+ * --loss-scale version 9, whose scaler_scale and scaler_unscale scale the
+ * loss and unscale the shards).
  *
  * On every rank ddpsim gives the implementation its own model replica (the
  * parameter and gradient views below) and drives it through the schedule:
@@ -39,6 +41,11 @@
  *   clip   clip_grads(max_norm, inf_norm, &coef) (version 8), or when the
  *          table has none (plain DDP only) ddpsim's clip_grad_norm_ of
  *          every .grad
+ *   --loss-scale (version 9): before every backward scaler_scale(&scale),
+ *          the scale its loss is multiplied by; at the first clip or step
+ *          of a window scaler_unscale(&found_inf); a step the reference
+ *          skips (an inf or NaN) skips optimizer_step and ddpsim's SGD
+ *          (step() still runs: GradScaler.update's place)
  *   join{  join_enter(divide_by_initial_world_size) on every rank (version 4)
  *   }      join_exit() on every rank, once every rank has run out
  *
@@ -68,7 +75,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DDPSIM_IMPL_API_VERSION 8
+#define DDPSIM_IMPL_API_VERSION 9
 /* The oldest version ddpsim still loads. */
 #define DDPSIM_IMPL_API_MIN_VERSION 1
 
@@ -243,6 +250,22 @@ typedef struct ddpsim_services {
      */
     int adamw_on;
     double beta1, beta2, eps, weight_decay;
+
+    /* ---- version 9 ---- */
+    /*
+     * --loss-scale: torch's GradScaler (doc/SEMANTICS.md "Loss scaling").
+     * loss_scale_on 0: none. Else the scale starts at loss_scale_init and,
+     * with loss_scale_dynamic, after every step becomes scale * backoff
+     * when the step was skipped (the growth tracker to 0), or scale *
+     * growth when loss_scale_interval steps in a row were taken (kept when
+     * finite; the tracker to 0); each product in double, rounded to float.
+     * Without loss_scale_dynamic it never changes. Scales and factors are
+     * powers of two.
+     */
+    int loss_scale_on, loss_scale_dynamic;
+    float loss_scale_init;
+    double loss_scale_growth, loss_scale_backoff;
+    int loss_scale_interval;
 } ddpsim_services;
 
 /*
@@ -379,6 +402,35 @@ typedef struct ddpsim_impl_ops {
      * an implementation without it.
      */
     int (*clip_grads)(void *state, double max_norm, int inf_norm, float *coef);
+
+    /* ---- version 9 (ddpsim reads these only from a table whose api_version is 9 or more) ---- */
+    /*
+     * Loss scaling (--loss-scale; services->loss_scale_on), GradScaler's
+     * three places:
+     *  - scaler_scale, before every backward: *scale is what this rank
+     *    multiplies its loss by (GradScaler.scale); ddpsim computes that
+     *    backward's gradients times it, and checks it is the reference's
+     *    scale, bit for bit, on every rank;
+     *  - scaler_unscale, at the first clip or step of a window
+     *    (GradScaler.unscale_): multiply the gradients it holds (a sharded
+     *    implementation its shards) by (float)(1 / (double)scale), and set
+     *    *found_inf when any gradient element of the model was inf or NaN
+     *    (a sharded one reduces its shards' finding over the shard group).
+     *    ddpsim checks every rank's *found_inf is the reference's, whose
+     *    inf is any rank's (--fault inf:rank=R,op=K);
+     *  - the step: when the reference found an inf or NaN, every rank skips
+     *    optimizer_step and ddpsim's SGD (an implementation whose *found_inf
+     *    says otherwise has failed the check already; following its own
+     *    decision would leave a sharded step's collectives unpaired); step()
+     *    runs either way, and is where the implementation updates its scale
+     *    from its own finding (GradScaler.update).
+     * Both NULL: ddpsim runs a GradScaler for the implementation on each
+     * rank over .grad (right for DDP, where .grad is synced); a sharded run
+     * with --loss-scale refuses an implementation without them. One
+     * without the other is refused when the plugin is loaded.
+     */
+    int (*scaler_scale)(void *state, float *scale);
+    int (*scaler_unscale)(void *state, int *found_inf);
 } ddpsim_impl_ops;
 
 /* What a plugin exports (declared here, so a plugin's definition is checked against it). */

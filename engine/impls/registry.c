@@ -60,16 +60,20 @@ static ddp_status open_plugin(const char *path, impl_handle *out)
     else if (!ops->create || !ops->destroy || !ops->forward_begin || !ops->no_sync_enter || !ops->no_sync_exit ||
              !ops->grad_ready || !ops->backward_end || !ops->zero_grad || !ops->step)
         s = ddp_error(DDP_ERR_INVALID, "plugin %s leaves a callback of ddpsim_impl_ops NULL", path);
+    else if (ops->api_version >= 9 && !ops->scaler_scale != !ops->scaler_unscale)
+        s = ddp_error(DDP_ERR_INVALID, "plugin %s has one of scaler_scale and scaler_unscale: loss scaling needs both "
+                                       "or neither (ddpsim_impl.h)", path);
     if (s != DDP_OK) {
         dlclose(dl);
         return s;
     }
     /* A version-1 table ends where version 2 added optimizer_step, a version-2 or -3 one where version 4 added
      * join_enter, a version-4 one where version 5 added shard_layout, a version-5 to -7 one where version 8 added
-     * clip_grads: read no further than it goes. */
+     * clip_grads, a version-8 one where version 9 added scaler_scale: read no further than it goes. */
     memset(&out->table, 0, sizeof out->table);
     memcpy(&out->table, ops,
-           ops->api_version >= 8   ? sizeof out->table
+           ops->api_version >= 9   ? sizeof out->table
+           : ops->api_version >= 8 ? offsetof(ddpsim_impl_ops, scaler_scale)
            : ops->api_version >= 5 ? offsetof(ddpsim_impl_ops, clip_grads)
            : ops->api_version >= 4 ? offsetof(ddpsim_impl_ops, shard_layout)
            : ops->api_version >= 2 ? offsetof(ddpsim_impl_ops, join_enter)

@@ -43,6 +43,7 @@
 #include "comm_worker.h"
 #include "impl.h"
 #include "optim.h"
+#include "scaler.h"
 #include "sharded.h"
 
 #define MAXP MODEL_MAX_PARAMS
@@ -78,6 +79,9 @@ struct sharded {
     uint64_t micro;                 /* backwards since the last step (DeepSpeed's micro_step_id) */
     uint64_t steps;
     comm_worker comm;               /* the communication thread */
+    scaler_config scaler_cfg;       /* --loss-scale (services version 9), and this rank's GradScaler: */
+    scaler_state scaler;
+    int found_inf;                  /* ... what its last unscale found over the shard group */
 };
 
 static int s_error(sharded *s, const char *msg)
@@ -294,6 +298,10 @@ int sharded_create(const ddpsim_services *svc, void **state, int mode, const sha
         return svc->set_error(svc->env, "out of memory");
     s->svc = svc;
     s->h = h;
+    s->scaler_cfg = (scaler_config){.on = svc->loss_scale_on, .dynamic = svc->loss_scale_dynamic,
+                                    .init = svc->loss_scale_init, .growth = svc->loss_scale_growth,
+                                    .backoff = svc->loss_scale_backoff, .interval = svc->loss_scale_interval};
+    scaler_start(&s->scaler_cfg, &s->scaler);
     s->mode = mode;
     s->n = svc->world_size;
     s->S = svc->mesh_shards;
@@ -539,6 +547,43 @@ int sharded_nothing(void *state)
     return 0;
 }
 
+/* GradScaler.scale: the loss times this rank's scale. */
+int sharded_scaler_scale(void *state, float *scale)
+{
+    *scale = ((sharded *)state)->scaler.scale;
+    return 0;
+}
+
+/*
+ * GradScaler.unscale_ of the shards (ddpsim_impl.h scaler_unscale): this rank's shards times 1/scale, and whether any
+ * element of them was inf or NaN, summed over the shard group (after a sync every replica holds the same shards, so
+ * the shard group sees every element: FSDP's ShardedGradScaler all-reduces found_inf, fairscale PR #182). A bug's
+ * hook may say where the sum goes (found_inf_group).
+ */
+int sharded_scaler_unscale(void *state, int *found_inf)
+{
+    sharded *s = state;
+    const ddpsim_services *svc = s->svc;
+    float inv = scaler_inv_scale(s->scaler.scale), found = 0;
+    for (int k = 0; k < s->nu; k++)
+        found += (float)scaler_unscale(s->u[k].grad_shard, s->u[k].shard, inv);
+    float mine = found;
+    if (!(s->h && s->h->found_inf_unreduced) && svc->allreduce_group(svc->env, scatter_group(s), &found, 1))
+        return -1;
+    s->found_inf = (s->h && s->h->found_inf_kept_local ? mine : found) > 0;
+    *found_inf = s->found_inf;
+    return 0;
+}
+
+/* The step's callback: GradScaler.update from this rank's finding (the update itself is optimizer_step's). */
+int sharded_step(void *state)
+{
+    sharded *s = state;
+    scaler_update(&s->scaler_cfg, &s->scaler, s->found_inf);
+    s->found_inf = 0;
+    return 0;
+}
+
 int sharded_layout(void *state, int *nunits, const ddpsim_flat_unit **units)
 {
     sharded *s = state;
@@ -555,9 +600,10 @@ int sharded_layout(void *state, int *nunits, const ddpsim_flat_unit **units)
         .api_version = DDPSIM_IMPL_API_VERSION, .name = text, .description = what, .create = create_##var,           \
         .destroy = sharded_destroy, .forward_begin = sharded_forward_begin, .no_sync_enter = sharded_no_sync_enter, \
         .no_sync_exit = sharded_no_sync_exit, .grad_ready = sharded_grad_ready,                                      \
-        .backward_end = sharded_backward_end, .zero_grad = sharded_zero_grad, .step = sharded_nothing,               \
+        .backward_end = sharded_backward_end, .zero_grad = sharded_zero_grad, .step = sharded_step,                  \
         .optimizer_step = sharded_optimizer_step, .shard_layout = sharded_layout,                                    \
-        .clip_grads = sharded_clip_grads,                                                                            \
+        .clip_grads = sharded_clip_grads, .scaler_scale = sharded_scaler_scale,                                      \
+        .scaler_unscale = sharded_scaler_unscale,                                                                    \
     };
 SHARDED_OPS(impl_zero1_ops, "zero1", DDPSIM_SHARD_ZERO1,
             "ZeRO-1 (--shard zero1): local accumulation under no_sync, a syncing backward reduce-scatters, each rank "

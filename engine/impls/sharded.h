@@ -42,6 +42,10 @@ typedef struct sharded_hooks {
     int (*clip_group)(sharded *s);
     /* clip: whether this rank's shard of unit k counts in its part of the norm (NULL: every unit) */
     int (*clip_counts)(sharded *s, int k);
+    /* --loss-scale: the unscale's finding is not summed over the shard group (the rank's own shards decide) */
+    int found_inf_unreduced;
+    /* ... or it is summed, but the rank keeps its own shards' */
+    int found_inf_kept_local;
 } sharded_hooks;
 
 /* The callbacks of ddpsim_impl_ops, for a mode (ddpsim_shard_mode) and its hooks (NULL: correct). */
@@ -55,6 +59,9 @@ int sharded_backward_end(void *state);
 int sharded_zero_grad(void *state);
 int sharded_optimizer_step(void *state, int *owned);
 int sharded_clip_grads(void *state, double max_norm, int inf_norm, float *coef);
+int sharded_scaler_scale(void *state, float *scale);
+int sharded_scaler_unscale(void *state, int *found_inf);
+int sharded_step(void *state);
 int sharded_nothing(void *state);
 int sharded_layout(void *state, int *nunits, const ddpsim_flat_unit **units);
 

@@ -88,7 +88,17 @@
       "the norm counts the last unit's gradients on rank 0 alone (ownership by the wrong group): the other ranks' "  \
       "shards of it are left out, every rank agrees on a norm too small, and the clipping is too weak",              \
       "NVIDIA/Megatron-LM PR #5916 (EP > 1 and TP > 1: the norm omits some experts; radixark/Megatron-LM PR #80: "   \
-      "only TP rank 0 kept its expert gradient in the norm, 11.51 against 12.28)")
+      "only TP rank 0 kept its expert gradient in the norm, 11.51 against 12.28)")                                 \
+    X(ZERO2_FOUND_INF_UNREDUCED, "zero2-found-inf-unreduced", DDPSIM_SHARD_ZERO2,                                   \
+      "the loss scaler checks only the rank's own gradient shards for an inf and never reduces the finding: the "  \
+      "rank holding an overflow skips its step, the others take theirs (seen with --loss-scale)",                  \
+      "facebookresearch/fairscale #180 (torch's GradScaler with OSS: rank-local skips that can deadlock; fixed by "  \
+      "ShardedGradScaler, PR #182)")                                                                                 \
+    X(FSDP_FOUND_INF_COPIED_EARLY, "fsdp-found-inf-copied-early", DDPSIM_SHARD_FSDP,                                \
+      "the sharded scaler all-reduces found_inf asynchronously and copies it back before the reduction finished: " \
+      "each rank keeps its own shards' finding (seen with --loss-scale)",                                           \
+      "pytorch/pytorch PR #115710 (ShardedGradScaler copied found_inf before waiting on the async all_reduce; "     \
+      "other ranks did not see rank 0's inf)")
 
 #define AS_ENUM(id, name, mode, mechanism, source) SBUG_##id,
 typedef enum sharded_bug { SHARDED_BUGS(AS_ENUM) SBUG_COUNT } sharded_bug;
@@ -296,6 +306,12 @@ static int last_unit_on_rank0_only(sharded *s, int k)
 }
 static const sharded_hooks hooks_ZERO1_CLIP_NORM_UNDERCOUNTS = {.clip_counts = last_unit_on_rank0_only};
 
+/* zero2-found-inf-unreduced: torch's GradScaler on the rank's own shards */
+static const sharded_hooks hooks_ZERO2_FOUND_INF_UNREDUCED = {.found_inf_unreduced = 1};
+
+/* fsdp-found-inf-copied-early: the reduced finding never reaches the rank's flag */
+static const sharded_hooks hooks_FSDP_FOUND_INF_COPIED_EARLY = {.found_inf_kept_local = 1};
+
 /* ---- the tables the registry reads ---- */
 
 #define AS_CREATE(id, name, mode, mechanism, source)                                                                 \
@@ -310,9 +326,10 @@ SHARDED_BUGS(AS_CREATE)
         .api_version = DDPSIM_IMPL_API_VERSION, .name = text, .description = mechanism, .create = create_##id,       \
         .destroy = sharded_destroy, .forward_begin = sharded_forward_begin, .no_sync_enter = sharded_no_sync_enter, \
         .no_sync_exit = sharded_no_sync_exit, .grad_ready = sharded_grad_ready,                                      \
-        .backward_end = sharded_backward_end, .zero_grad = sharded_zero_grad, .step = sharded_nothing,               \
+        .backward_end = sharded_backward_end, .zero_grad = sharded_zero_grad, .step = sharded_step,                  \
         .optimizer_step = sharded_optimizer_step, .shard_layout = sharded_layout,                                    \
-        .clip_grads = sharded_clip_grads,                                                                            \
+        .clip_grads = sharded_clip_grads, .scaler_scale = sharded_scaler_scale,                                      \
+        .scaler_unscale = sharded_scaler_unscale,                                                                    \
     },
 static const ddpsim_impl_ops sharded_mutant_ops[SBUG_COUNT] = {SHARDED_BUGS(AS_OPS)};
 

@@ -36,6 +36,9 @@ typedef struct scenario {
     int one_rank_groups;   /* sharded battery, HSDP only: a mesh of N x 1, every shard group one rank */
     float momentum;        /* the step's SGD momentum (0: plain SGD, or the user's --optimizer) */
     int adamw;             /* the step is torch.optim.AdamW's, its defaults (unless the user's --optimizer) */
+    const char *loss_scale; /* GradScaler's loss scaling (scaler_parse's spec) unless the user's --loss-scale;
+                             * NULL: the user's (none unless given) */
+    int inf_bwd;           /* 0: none; else which backward (1: the first) overflows on the last rank (an inf) */
 } scenario;
 
 int battery_count(void);
@@ -57,7 +60,7 @@ const scenario *battery_find_for(shard_mode mode, const char *name);
 
 /* Which DDP options the user gave explicitly: those keep the user's value in every scenario. */
 typedef struct battery_given {
-    int find_unused, bucket_view, bucket_cap, first_bucket_cap, optimizer;
+    int find_unused, bucket_view, bucket_cap, first_bucket_cap, optimizer, loss_scale;
 } battery_given;
 
 /*

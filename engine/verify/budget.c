@@ -9,6 +9,8 @@
  */
 #include "budget.h"
 
+#include <float.h>
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +60,14 @@ void budget_zero(order_budget *b)
     if (b->any)
         memset(b->E, 0, b->n * sizeof *b->E);
     b->any = 0;
+}
+
+void budget_scale(order_budget *b, float f)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        float e = b->E[i] * f;
+        b->E[i] = e > 0 && e < FLT_MIN ? nextafterf(e, INFINITY) : e;
+    }
 }
 
 /*

@@ -66,6 +66,12 @@ void budget_free(order_budget *b);
 /* zero_grad. */
 void budget_zero(order_budget *b);
 
+/*
+ * Both sides' gradients multiplied by the same power of two f (GradScaler's unscale): the bound of their difference
+ * is f times the old one, exactly, rounded up where it falls below float's normal range.
+ */
+void budget_scale(order_budget *b, float f);
+
 /* A backward accumulated into the reference's gradients g the parameters marked used. */
 void budget_accumulate(order_budget *b, const model *layout, const float *g, const unsigned char *used);
 

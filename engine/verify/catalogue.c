@@ -42,5 +42,6 @@ void catalogue_run(const verify_config *base, const battery_given *given, const 
     battery_outcome o;
     battery_run_one(&loose, given, battery_at_for(c.shard, out->first), &o);
     out->interrupted = o.interrupted; /* a signal in any run stops them all */
-    out->bitwise_only = !battery_failed(&o);
+    out->loose_known = !(o.status != DDP_OK && o.refused); /* --loss-scale's scenario refuses the order tolerance */
+    out->bitwise_only = out->loose_known && !battery_failed(&o);
 }

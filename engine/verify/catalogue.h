@@ -26,6 +26,7 @@ typedef struct catalogue_outcome {
     int first;             /* the first scenario that caught it (-1: none) */
     int fault;             /* ... through a fault rather than a divergence */
     int bitwise_only;      /* its first divergence passes the loose tolerance */
+    int loose_known;       /* the loose tolerance could run that scenario (bitwise_only means something) */
     char where[256];       /* the first scenario's first divergence ("grab 2, rank 0, 0.weight[3]") or fault */
     int interrupted;       /* a run was stopped by this signal: the rest was not run */
 } catalogue_outcome;

@@ -4,6 +4,7 @@
 #include "faults.h"
 
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +13,7 @@
 
 #include "clock.h"
 
-static const char *const kind_names[FAULT_NKINDS] = {"crash", "abort", "hang", "slow", "flip"};
+static const char *const kind_names[FAULT_NKINDS] = {"crash", "abort", "hang", "slow", "flip", "inf", "nan"};
 
 #define FAULT_MAX_OP 100000000L
 #define FAULT_MAX_MS 60000L
@@ -45,8 +46,8 @@ ddp_status fault_parse(const char *text, verify_fault *f)
         if ((size_t)(colon - text) == strlen(kind_names[i]) && strncmp(text, kind_names[i], strlen(kind_names[i])) == 0)
             k = i;
     if (k < 0)
-        return ddp_error(DDP_ERR_INVALID, "'%s': expected crash|abort|hang|flip:rank=R,op=K or slow:rank=R,ms=M",
-                         text);
+        return ddp_error(DDP_ERR_INVALID,
+                         "'%s': expected crash|abort|hang|flip|inf|nan:rank=R,op=K or slow:rank=R,ms=M", text);
     f->kind = (fault_kind)k;
     long ms = -1;
     for (const char *p = colon + 1; *p;) {
@@ -107,8 +108,29 @@ int faults_before_op(const verify_fault *faults, int nfaults, int rank, size_t o
             for (;;)
                 pause(); /* no progress, not in a collective: the watchdog's case */
         case FAULT_FLIP: flip = 1; break;
-        case FAULT_SLOW: break;
+        case FAULT_SLOW:
+        case FAULT_INF:
+        case FAULT_NAN: break; /* planted in the backward (faults_planted) */
         }
     }
     return flip;
+}
+
+int faults_planted(const verify_fault *faults, int nfaults, int rank, size_t op, float *value)
+{
+    for (int i = 0; i < nfaults; i++)
+        if ((faults[i].kind == FAULT_INF || faults[i].kind == FAULT_NAN) && faults[i].rank == rank &&
+            faults[i].op == (long)op) {
+            *value = faults[i].kind == FAULT_INF ? INFINITY : NAN;
+            return 1;
+        }
+    return 0;
+}
+
+int faults_plant_any(const verify_fault *faults, int nfaults)
+{
+    for (int i = 0; i < nfaults; i++)
+        if (faults[i].kind == FAULT_INF || faults[i].kind == FAULT_NAN)
+            return 1;
+    return 0;
 }

@@ -8,6 +8,8 @@
  *   hang:rank=R,op=K    stop making progress before op K
  *   slow:rank=R,ms=M    sleep M ms before every op
  *   flip:rank=R,op=K    one bit of the rank's next allreduce contribution after op K
+ *   inf:rank=R,op=K     an overflow: element 0 of the first gradient that completes in backward op K of rank R
+ *   nan:rank=R,op=K     ... a NaN (both sides: a fault of the data, which loss scaling must catch and skip)
  */
 #ifndef DDPSIM_FAULTS_H
 #define DDPSIM_FAULTS_H
@@ -16,8 +18,10 @@
 
 #include "status.h"
 
-typedef enum fault_kind { FAULT_CRASH, FAULT_ABORT, FAULT_HANG, FAULT_SLOW, FAULT_FLIP } fault_kind;
-#define FAULT_NKINDS 5
+typedef enum fault_kind {
+    FAULT_CRASH, FAULT_ABORT, FAULT_HANG, FAULT_SLOW, FAULT_FLIP, FAULT_INF, FAULT_NAN
+} fault_kind;
+#define FAULT_NKINDS 7
 
 typedef struct verify_fault {
     fault_kind kind;
@@ -40,5 +44,11 @@ ddp_status fault_parse(const char *text, verify_fault *out);
  * the system under test, never of the reference).
  */
 int faults_before_op(const verify_fault *faults, int nfaults, int rank, size_t op);
+
+/* The inf or NaN planted into backward op `op` of rank `rank` (faults_plant_value); 0 when none is. */
+int faults_planted(const verify_fault *faults, int nfaults, int rank, size_t op, float *value);
+
+/* 1 when some fault plants an inf or a NaN. */
+int faults_plant_any(const verify_fault *faults, int nfaults);
 
 #endif

@@ -13,7 +13,8 @@
 
 int judge_record_ok(const verify_record *r)
 {
-    return r->done && r->ndiff == 0 && r->nonfinite == 0 && r->unsynced_reductions == 0 && !r->clip.failed;
+    return r->done && r->ndiff == 0 && r->nonfinite == 0 && r->unsynced_reductions == 0 && !r->clip.failed &&
+           !r->scale.failed;
 }
 
 
@@ -183,6 +184,12 @@ const char *judge_summary(const judgement *j, const model *layout, char *buf, si
         sched_check_name(j->first_where, where, sizeof where);
         if (!f->done)
             snprintf(buf, len, "%s, rank %d: never reached", where, j->first_rank);
+        else if (f->scale.failed == VERIFY_SCALE_APPLIED)
+            snprintf(buf, len, "loss scale at op %llu, rank %d: %.6g x reference's", (unsigned long long)f->scale.op,
+                     j->first_rank, (double)f->scale.scale / (double)f->scale.ref_scale);
+        else if (f->scale.failed)
+            snprintf(buf, len, "unscale at op %llu, rank %d: %s, reference %s", (unsigned long long)f->scale.op,
+                     j->first_rank, f->scale.found_inf ? "skips" : "steps", f->scale.ref_found_inf ? "skips" : "steps");
         else if (f->clip.failed == VERIFY_CLIP_RANKS)
             snprintf(buf, len, "clip before %s: rank %d %.6g, rank %d %.6g", where, j->first_rank,
                      (double)f->clip.coef, f->clip.other_rank, (double)f->clip.other_coef);

@@ -30,6 +30,17 @@ ddp_status verify_ops_init(verify_ops *v, const verify_ops_config *cfg, world_ra
     v->fig = cfg->fig;
     v->explain_across_ranks = cfg->explain_across_ranks;
     v->cost_ns = cfg->fig ? cfg->fig->cost_ns : NULL;
+    v->scaler_cfg = cfg->scaler;
+    scaler_start(&v->scaler_cfg, &v->scaler);
+    v->faults = cfg->faults;
+    v->nfaults = cfg->nfaults;
+    v->fault_op = -1;
+    v->fault_rank = -1;
+    if (faults_plant_any(cfg->faults, cfg->nfaults)) {
+        v->tol_planted = *cfg->tol;
+        v->tol_planted.match_planted = 1;
+        v->tol = &v->tol_planted;
+    }
     v->bounded = cfg->tol->kind == TOL_ORDER;
     v->wr = wr;
     v->rank = world_rank_id(wr);
@@ -112,6 +123,8 @@ static verify_record *next_record(verify_ops *v)
     v->unsynced_reductions = v->unsynced_bytes = 0;
     rec->clip = v->clip_failure;
     v->clip_failure.failed = VERIFY_CLIP_OK;
+    rec->scale = v->scale_failure;
+    v->scale_failure.failed = VERIFY_SCALE_OK;
     return rec;
 }
 
@@ -282,6 +295,89 @@ static void add_abs_local(verify_ops *v)
 }
 
 /*
+ * --loss-scale and --fault inf|nan before a backward: the reference's loss times its scale, the implementation's
+ * scale checked against it, and a planted inf or NaN on the rank a fault names (doc/SEMANTICS.md "Loss scaling").
+ * Every rank notes that some rank's fault reached the window: its sync spreads the inf to all of them.
+ */
+static ddp_status scale_and_plant(verify_ops *v, const verify_side *s, void *ctx)
+{
+    if (v->scaler_cfg.on) {
+        model_set_loss_scale(v->m, v->scaler.scale);
+        float impl = v->scaler.scale;
+        if (s->loss_scale)
+            DDP_CHECK(s->loss_scale(ctx, v->scaler.scale, &impl));
+        int differs = memcmp(&impl, &v->scaler.scale, sizeof impl) != 0;
+        if (differs && !v->scale_failure.failed)
+            v->scale_failure = (verify_scale_check){.failed = VERIFY_SCALE_APPLIED, .op = v->op, .scale = impl,
+                                                    .ref_scale = v->scaler.scale, .fault_op = -1, .fault_rank = -1};
+        if (v->fig) {
+            v->fig->scale_min = v->fig->scale_checks ? fminf(v->fig->scale_min, v->scaler.scale) : v->scaler.scale;
+            v->fig->scale_max = v->fig->scale_checks ? fmaxf(v->fig->scale_max, v->scaler.scale) : v->scaler.scale;
+            v->fig->scale_checks++;
+            v->fig->scales_failed += differs;
+        }
+    }
+    v->planted = faults_planted(v->faults, v->nfaults, v->rank, v->op, &v->plant_value);
+    if (v->planted)
+        model_plant_fault(v->m, v->plant_value);
+    float value;
+    for (int r = 0; r < v->n && !v->fault_window; r++)
+        if (faults_planted(v->faults, v->nfaults, r, v->op, &value)) {
+            v->fault_window = 1;
+            v->fault_op = (long)v->op;
+            v->fault_rank = r;
+        }
+    return DDP_OK;
+}
+
+int verify_ops_planted(const verify_ops *v, float *value)
+{
+    *value = v->plant_value;
+    return v->planted;
+}
+
+int verify_ops_impl_skips_step(const verify_ops *v)
+{
+    /* The reference's decision: an implementation whose own finding is not it has failed the unscale's check, and
+     * following its own would leave the ranks' collectives unpaired at a sharded step (a rank-local skip hangs:
+     * fairscale #180). */
+    return v->scaler_cfg.on && v->unscaled && v->found_inf;
+}
+
+/*
+ * GradScaler.unscale_, at the first clip or step since the last step: the reference's gradients (a sharded run's
+ * sharded ones, which every rank holds alike) times 1/scale, an inf or NaN among them found; the implementation
+ * unscales its own and says what it found, which must be the reference's finding on every rank.
+ */
+static ddp_status do_unscale(verify_ops *v, const verify_side *s, void *ctx)
+{
+    if (!v->scaler_cfg.on || v->unscaled)
+        return DDP_OK;
+    v->unscaled = v->unscaled_since_zero = 1;
+    float *g = v->shard ? shard_ref_sharded_mut(v->shard) : model_grads(v->m), inv = scaler_inv_scale(v->scaler.scale);
+    v->found_inf = scaler_unscale(g, model_size(v->m), inv);
+    if (v->bounded && !v->shard) /* the order tolerance's bound of |impl - ref| scales with both (run.c refuses the
+                                  * sharded one, which is recomputed from the scaled local sums) */
+        budget_scale(&v->budget, inv);
+    int impl = v->found_inf;
+    if (s->unscale)
+        DDP_CHECK(s->unscale(ctx, &impl));
+    v->impl_found_inf = impl;
+    if (impl != v->found_inf && !v->scale_failure.failed)
+        v->scale_failure = (verify_scale_check){.failed = VERIFY_SCALE_SKIP, .op = v->op, .found_inf = impl,
+                                                .ref_found_inf = v->found_inf, .scale = v->scaler.scale,
+                                                .ref_scale = v->scaler.scale,
+                                                .fault_op = v->found_inf ? v->fault_op : -1,
+                                                .fault_rank = v->found_inf ? v->fault_rank : -1};
+    if (v->fig) {
+        v->fig->unscales++;
+        v->fig->skips += v->found_inf;
+        v->fig->scales_failed += impl != v->found_inf;
+    }
+    return DDP_OK;
+}
+
+/*
  * A backward: the reference's local backward (the implementation's side
  * hears of each gradient as it completes), the implementation ends its
  * backward (draining its own reductions) before the reference syncs, so the
@@ -292,6 +388,7 @@ static ddp_status do_backward(verify_ops *v, const verify_side *s, void *ctx)
 {
     uint64_t ref_reductions, ref_bytes;
     ddp_ref_comm_counts(v->ddp, &ref_reductions, &ref_bytes);
+    DDP_CHECK(scale_and_plant(v, s, ctx));
     sabotage_before_backward(v);
     if (s->backward_begin)
         s->backward_begin(ctx);
@@ -364,7 +461,9 @@ static ddp_status grab_allow(verify_ops *v, int synced, const float **allow)
 /* What a factor in a failing check's pattern is named by (pattern.h). */
 static pattern_constants pattern_constants_of(const verify_ops *v)
 {
-    pattern_constants k = {.nranks = v->n, .running = v->nactive, .window = v->explain.window};
+    pattern_constants k = {.nranks = v->n, .running = v->nactive, .window = v->explain.window,
+                           .growth = v->scaler_cfg.on && v->scaler_cfg.dynamic ? v->scaler_cfg.growth : 0,
+                           .loss_scale = v->scaler_cfg.on ? v->scaler.scale : 0};
     if (v->shard) {
         mesh me = shard_ref_mesh(v->shard);
         k.replicas = me.replicas;
@@ -414,12 +513,16 @@ static ddp_status do_grab(verify_ops *v, const verify_side *s, void *ctx)
     /* The reference's own check sums every rank's local gradients since the last zero_grad: not while a rank that
      * ran out of inputs holds gradients its peers' syncs did not take (uneven_window), every rank or none. */
     ddp_status st = DDP_OK;
-    if (rec->synced == 1 && !v->uneven_window && !v->shard && !v->clipped) /* it checks the sums, not clipped */
+    /* it checks the sums: not clipped or unscaled ones, nor an inf's */
+    int sums = !v->clipped && !v->unscaled_since_zero && !v->fault_window;
+    if (rec->synced == 1 && !v->uneven_window && !v->shard && sums)
         VERIFY_COSTED(v, COST_REF_CHECK,
                       st = AS_CHECKS(refcheck_run(&v->refcheck, v->wr, v->m, ddp_ref_reduced_params(v->ddp), rec)));
     DDP_CHECK(st);
     if (s->grabbed)
         DDP_CHECK(s->grabbed(ctx, rec, actual, held));
+    if (v->fig)
+        v->fig->planted += rec->planted;
     rec->done = 1;
     return DDP_OK;
 }
@@ -438,6 +541,7 @@ static ddp_status do_clip(verify_ops *v, const verify_side *s, void *ctx)
     size_t n = model_size(v->m);
     if (!c || !s->clip)
         return ddp_error(DDP_ERR_INVALID, "op %zu: a clip this run cannot make", v->op);
+    DDP_CHECK(do_unscale(v, s, ctx)); /* GradScaler's recipe: scaler.unscale_(optimizer), then clip */
     if ((v->bounded && !v->clip_allow && !(v->clip_allow = malloc((n ? n : 1) * sizeof *v->clip_allow))) ||
         (!v->clip_gather && !(v->clip_gather = malloc(2 * (size_t)v->n * sizeof *v->clip_gather))))
         return ddp_error(DDP_ERR_NOMEM, "the clip's bound: %zu floats", n);
@@ -555,7 +659,7 @@ static ddp_status do_params(verify_ops *v, const verify_side *s, void *ctx, int 
                                                                            v->param_allow)));
         DDP_CHECK(st);
         allow = v->param_allow;
-    } else if (after_step && v->param_allow) {
+    } else if (after_step && v->param_allow && !v->step_skipped) { /* a skipped step moved nothing: no bound */
         ddp_status st = DDP_OK;
         VERIFY_COSTED(v, COST_BOUND, st = AS_CHECKS(step_bound(v, w)));
         DDP_CHECK(st);
@@ -575,6 +679,8 @@ static ddp_status do_params(verify_ops *v, const verify_side *s, void *ctx, int 
     }
     if (after_step)
         explain_after_step(&v->explain, v->m, v->shard ? shard_ref_sharded(v->shard) : model_grads(v->m));
+    if (v->fig)
+        v->fig->planted += rec->planted;
     rec->done = 1;
     if (replay || checker_rebases(&tol, rec))
         rebase(v, w, actual);
@@ -650,20 +756,30 @@ static ddp_status run_op(verify_ops *v, const verify_side *s, void *ctx, sched_o
         refcheck_zero(&v->refcheck);
         budget_zero(&v->budget);
         v->clipped = 0;
+        v->unscaled_since_zero = v->fault_window = 0;
+        v->fault_op = -1;
+        v->fault_rank = -1;
         if (v->abs_local)
             memset(v->abs_local, 0, (model_size(v->m) + 1) * sizeof *v->abs_local);
         v->last_synced = v->bwd_since_zero = 0;
         return s->zero_grad ? s->zero_grad(ctx) : DDP_OK;
     case OP_CLIP: return do_clip(v, s, ctx);
-    case OP_STEP:
+    case OP_STEP: {
+        DDP_CHECK(do_unscale(v, s, ctx));
         explain_before_step(&v->explain, v->m);
-        if (v->shard)
+        int skipped = v->step_skipped = v->scaler_cfg.on && v->found_inf; /* GradScaler's _maybe_opt_step */
+        if (!skipped && v->shard)
             ddp_optim_step(&v->optim, v->m, NULL, model_weights(v->m), shard_ref_sharded(v->shard));
-        else
+        else if (!skipped)
             ddp_optim_step(&v->optim, v->m, model_grad_defined(v->m), model_weights(v->m), model_grads(v->m));
         if (s->step)
             DDP_CHECK(s->step(ctx));
+        if (v->scaler_cfg.on) { /* GradScaler.update; the next clip or step unscales again */
+            scaler_update(&v->scaler_cfg, &v->scaler, v->found_inf);
+            v->unscaled = 0;
+        }
         return do_params(v, s, ctx, 1);
+    }
     }
     return ddp_error(DDP_ERR_INVALID, "unknown op %d", (int)op);
 }

@@ -33,6 +33,8 @@
 #include "refcheck.h"
 #include "schedule.h"
 #include "explain.h"
+#include "faults.h"
+#include "scaler.h"
 #include "shard_ref.h"
 #include "verify.h"
 
@@ -75,6 +77,11 @@ typedef struct verify_side {
     /* clip: the implementation clips its gradients as clip_grad_norm_(max_norm, norm_type) and says by which
      * coefficient (NULL: this run cannot clip) */
     ddp_status (*clip)(void *ctx, const sched_clip *c, float *coef);
+    /* --loss-scale: before a backward, the scale the implementation multiplies this rank's loss by (ref_scale: the
+     * reference's, which a driver without a scaler of its own gives back); at the first clip or step since the
+     * last step, its unscale_ and whether it found an inf or NaN (NULL: it is the reference's finding) */
+    ddp_status (*loss_scale)(void *ctx, float ref_scale, float *scale);
+    ddp_status (*unscale)(void *ctx, int *found_inf);
     ddp_status (*join_enter)(void *ctx, int divide_by_initial_world_size);
     ddp_status (*join_exit)(void *ctx, int last_joiner);
     ddp_status (*join_shadow)(void *ctx);      /* a forward of the peers, shadowed by this rank */
@@ -134,6 +141,23 @@ typedef struct verify_ops {
     int clipped;              /* a clip since zero_grad: the gradients are the clipped ones */
     float *clip_allow;        /* ... and under the order tolerance their bound (clip_bound_after) */
     float *clip_gather;       /* [2 n]: every rank's coefficient and the reference's */
+    /* --loss-scale (scaler.h): the reference's GradScaler on this rank */
+    scaler_config scaler_cfg;
+    scaler_state scaler;
+    int unscaled;             /* unscale_ ran since the last step (the first clip or step after it runs it) ... */
+    int found_inf;            /* ... and the reference found an inf or NaN: its step is skipped */
+    int step_skipped;         /* the step at hand was skipped (the parameters' check then allows nothing) */
+    int impl_found_inf;       /* ... and the implementation's finding on this rank */
+    int unscaled_since_zero;  /* the gradients are unscaled ones: the reference's own check (of scaled sums) is off */
+    const verify_fault *faults; /* --fault: an inf or NaN planted into a backward (faults_planted) */
+    int nfaults;
+    int planted;              /* the backward at hand plants plant_value into this rank's gradient */
+    float plant_value;
+    int fault_window;         /* some rank's planted inf or NaN since zero_grad (every rank knows: a sync spreads it) */
+    long fault_op;            /* ... the first such backward, and its rank */
+    int fault_rank;
+    tolerance tol_planted;    /* the run's tolerance with match_planted, where tol points when a fault plants */
+    verify_scale_check scale_failure; /* the first loss-scale check since the last check that failed */
     uint64_t grab, step;      /* grabs and steps so far */
     int last_synced;          /* the last backward synced, and none since zero_grad ... */
     int bwd_since_zero;       /* ... a backward ran since the start or the last zero_grad */
@@ -169,7 +193,18 @@ typedef struct verify_ops_config {
     int set_to_none;
     int params_averaged; /* the implementation averages parameters, not gradients (record.h): a step's bound is
                           * budget_averaged_params (with PARAMS_REPLAY) */
+    scaler_config scaler; /* --loss-scale (on 0: none) */
+    const verify_fault *faults; /* --fault's, for the inf and NaN planted into backwards */
+    int nfaults;
 } verify_ops_config;
+
+/* The backward at hand plants an inf or NaN into this rank's gradient (*value): a driver computing the
+ * implementation's own backward plants it there too. */
+int verify_ops_planted(const verify_ops *v, float *value);
+
+/* --loss-scale: this step is skipped (the reference found an inf or NaN at its unscale); the implementation skips
+ * it too, whatever it found (a different finding failed the unscale's check). */
+int verify_ops_impl_skips_step(const verify_ops *v);
 
 /* The counts of the uneven inputs and the rank's checks' state; DDP_ERR_NOMEM. */
 ddp_status verify_ops_init(verify_ops *v, const verify_ops_config *cfg, world_rank *wr, void *user);

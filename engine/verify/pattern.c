@@ -54,6 +54,10 @@ void pattern_name_factor(double c, const pattern_constants *k, verify_pattern *p
         {k->replicas > 0 ? 1 / sqrt(k->replicas) : 0, PNAME_INV_SQRT_R},
         {k->shards > 0 ? sqrt(k->shards) : 0, PNAME_SQRT_S},
         {k->shards > 0 ? 1 / sqrt(k->shards) : 0, PNAME_INV_SQRT_S},
+        {k->growth, PNAME_GROWTH},
+        {k->growth > 0 ? 1 / k->growth : 0, PNAME_INV_GROWTH},
+        {k->loss_scale, PNAME_LOSS_SCALE},
+        {k->loss_scale > 0 ? 1 / k->loss_scale : 0, PNAME_INV_LOSS_SCALE},
     };
     p->name = PNAME_NONE;
     for (size_t i = 0; i < sizeof named / sizeof named[0]; i++)
@@ -136,7 +140,7 @@ const char *pattern_factor_name(const verify_pattern *p, char *buf, size_t len)
 {
     static const char *const names[] = {"", "-1", "N", "1/N", "k", "1/k", "R", "1/R", "S", "1/S", "sqrt(N)",
                                         "1/sqrt(N)", "", "N/running", "running/N", "sqrt(R)", "1/sqrt(R)",
-                                        "sqrt(S)", "1/sqrt(S)"};
+                                        "sqrt(S)", "1/sqrt(S)", "G", "1/G", "scale", "1/scale"};
     if (p->kind != PATTERN_FACTOR)
         snprintf(buf, len, "%s", "");
     else if (p->name == PNAME_POW2)
@@ -167,6 +171,10 @@ static const char *factor_meaning(const verify_pattern *p)
     case PNAME_INV_SQRT_R: return "1/sqrt(R), the replica groups";
     case PNAME_SQRT_S: return "sqrt(S), the shard group's size";
     case PNAME_INV_SQRT_S: return "1/sqrt(S), the shard group's size: one shard's share";
+    case PNAME_GROWTH: return "G, the loss scale's growth: unscaled by the scale before it grew";
+    case PNAME_INV_GROWTH: return "1/G, the loss scale's growth: unscaled by the grown scale";
+    case PNAME_LOSS_SCALE: return "the loss scale: never unscaled";
+    case PNAME_INV_LOSS_SCALE: return "1/the loss scale: unscaled twice, or never scaled";
     default: return NULL;
     }
 }

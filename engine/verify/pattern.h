@@ -38,6 +38,8 @@ typedef struct pattern_constants {
     int running;       /* under join: the ranks still running (N when all are) */
     uint64_t window;   /* k: the micro-steps accumulated since zero_grad */
     int replicas, shards; /* a sharded run's mesh (R x S) */
+    double growth;     /* --loss-scale: GradScaler's growth factor (0: none) and the reference's scale at hand */
+    double loss_scale;
 } pattern_constants;
 
 /*

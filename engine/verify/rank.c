@@ -173,7 +173,8 @@ static void deliver(rank_ctx *c, const int *events, int n)
 static void impl_ready(rank_ctx *c, const model *src, int p)
 {
     int out[MODEL_MAX_PARAMS];
-    model_accumulate(c->impl.m, src, p); /* AccumulateGrad runs first; the hook after */
+    /* AccumulateGrad runs first; the hook after. The reference's backward at the implementation's loss scale. */
+    model_accumulate_times(c->impl.m, src, p, src == c->impl.m ? 1.0f : c->share_factor);
     int n = ready_produce(&c->events, p, out);
     if (n < 0 && c->bwd_status == DDP_OK)
         c->bwd_status = DDP_ERR_INVALID;
@@ -343,6 +344,9 @@ static ddp_status live_backward_end(void *ctx)
 {
     rank_ctx *c = ctx;
     impl_side *im = &c->impl;
+    float planted;
+    if (!c->shared && verify_ops_planted(&c->v, &planted)) /* the same overflow in the implementation's own backward */
+        model_plant_fault(im->m, planted);
     if (!c->shared)
         model_backward_local(im->m, on_ready_impl, c);
     int out[MODEL_MAX_PARAMS];
@@ -399,16 +403,53 @@ static ddp_status live_zero_grad(void *ctx)
     return IMPL_CALL(c, im->ops->zero_grad(im->state), "zero_grad");
 }
 
+/* The implementation's own GradScaler (interface version 9), or ddpsim's for it. */
+static int own_scaler(const impl_side *im)
+{
+    return im->ops->api_version >= 9 && im->ops->scaler_scale && im->ops->scaler_unscale;
+}
+
 static ddp_status live_step(void *ctx)
 {
     rank_ctx *c = ctx;
     impl_side *im = &c->impl;
-    int owned = 0;
-    if (im->ops->optimizer_step)
+    int owned = 0, skips = verify_ops_impl_skips_step(&c->v); /* --loss-scale: an inf or NaN was found */
+    if (im->ops->optimizer_step && !skips)
         DDP_CHECK(IMPL_CALL(c, im->ops->optimizer_step(im->state, &owned), "optimizer_step"));
-    if (!owned)
+    if (!owned && !skips)
         ddp_optim_step(&im->optim, im->m, model_grad_defined(im->m), model_weights(im->m), model_grads(im->m));
-    return IMPL_CALL(c, im->ops->step(im->state), "step");
+    DDP_CHECK(IMPL_CALL(c, im->ops->step(im->state), "step"));
+    if (c->cfg->ddp.scaler.on && !own_scaler(im)) /* GradScaler.update, ddpsim's for it, from its own finding */
+        scaler_update(&c->cfg->ddp.scaler, &c->scaler, c->impl_found_inf);
+    return DDP_OK;
+}
+
+/* --loss-scale before a backward: the scale the implementation multiplies its loss by, which its own backward
+ * takes, and a shared one (the reference's, at the reference's scale) is multiplied into its .grad by. */
+static ddp_status live_loss_scale(void *ctx, float ref_scale, float *scale)
+{
+    rank_ctx *c = ctx;
+    impl_side *im = &c->impl;
+    if (own_scaler(im))
+        DDP_CHECK(IMPL_CALL(c, im->ops->scaler_scale(im->state, scale), "scaler_scale"));
+    else
+        *scale = c->scaler.scale;
+    c->scale = *scale;
+    c->share_factor = *scale / ref_scale; /* powers of two: exact (a wrong one fails the scale's check first) */
+    model_set_loss_scale(im->m, *scale);
+    return DDP_OK;
+}
+
+/* --loss-scale's unscale_: the implementation's, or ddpsim's over its .grad (right for DDP: .grad is synced). */
+static ddp_status live_unscale(void *ctx, int *found_inf)
+{
+    rank_ctx *c = ctx;
+    impl_side *im = &c->impl;
+    if (own_scaler(im))
+        return IMPL_CALL(c, im->ops->scaler_unscale(im->state, found_inf), "scaler_unscale");
+    float inv = scaler_inv_scale(c->scaler.scale);
+    *found_inf = c->impl_found_inf = scaler_unscale(model_grads(im->m), model_size(im->m), inv);
+    return DDP_OK;
 }
 
 /* clip: the implementation's clip_grads, or without one (plain DDP: refused under --shard) ddpsim's, torch's way. */
@@ -539,6 +580,8 @@ static const verify_side live_side = {
     .zero_grad = live_zero_grad,
     .step = live_step,
     .clip = live_clip,
+    .loss_scale = live_loss_scale,
+    .unscale = live_unscale,
     .join_enter = live_join_enter,
     .join_exit = live_join_exit,
     .join_shadow = live_join_shadow,
@@ -559,8 +602,11 @@ static ddp_status rank_setup(rank_ctx *c, verify_rank_area *area)
                             .sabotage = cfg->sabotage, .agree = &area->agree, .fig = c->fig,
                             /* not beside NCCL: a collective of ddpsim's at every grab would move where a hang shows */
                             .explain_across_ranks = cfg->backend != VERIFY_BACKEND_NCCL,
-                            .allow_unsynced_comm = cfg->allow_unsynced_comm, .set_to_none = cfg->ddp.set_to_none};
+                            .allow_unsynced_comm = cfg->allow_unsynced_comm, .set_to_none = cfg->ddp.set_to_none,
+                            .scaler = cfg->ddp.scaler, .faults = cfg->faults, .nfaults = cfg->nfaults};
     DDP_CHECK(verify_ops_init(&c->v, &oc, c->wr, world_rank_user_area(c->wr)));
+    scaler_start(&cfg->ddp.scaler, &c->scaler);
+    c->scale = c->share_factor = 1.0f;
     DDP_CHECK(trace_open(&c->trace, cfg->trace_path, c->rank, c->wr));
     if (cfg->replay && c->rank < cfg->replay->nranks)
         world_force_arrivals(c->wr, cfg->replay->arrivals[c->rank], cfg->replay->narrivals[c->rank]);

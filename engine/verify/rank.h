@@ -17,6 +17,7 @@
 #include "impl.h"
 #include "model.h"
 #include "ops.h"
+#include "scaler.h"
 #include "shard_view.h"
 #include "trace.h"
 #include "verify.h"
@@ -56,6 +57,10 @@ typedef struct rank_ctx {
     uint64_t nclip;       /* clips so far (--record's clip<k>.json) */
     uint64_t nfwd_recorded; /* --record of a model with buffers: forwards whose buffers were written */
     int shared;           /* the implementation's parameters equal the reference's: one forward and backward serve both */
+    scaler_state scaler;  /* --loss-scale: ddpsim's GradScaler for an implementation without its own, and */
+    int impl_found_inf;   /* ... what its last unscale found */
+    float scale;          /* ... the scale of the implementation's backward at hand, and over the reference's (what */
+    float share_factor;   /* ... a shared backward's gradients are multiplied by on their way to its .grad) */
     ready_queue events;   /* this backward's ready events for the implementation */
     ddp_status bwd_status; /* the first failure inside this backward's callbacks */
     uint64_t bwd_t0, bwd_comm0; /* when this backward began, and the collectives' time by then */

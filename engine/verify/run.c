@@ -160,7 +160,39 @@ static ddp_status check_faults(const verify_config *cfg)
         if (ft->kind != FAULT_SLOW && (size_t)ft->op >= cfg->schedule->nops)
             return ddp_error(DDP_ERR_INVALID, "--fault: op=%ld is past the schedule's %zu ops", ft->op,
                              cfg->schedule->nops);
+        if ((ft->kind == FAULT_INF || ft->kind == FAULT_NAN) && cfg->schedule->ops[ft->op] != OP_BWD)
+            return ddp_error(DDP_ERR_INVALID, "--fault %s: op=%ld is '%s', not a backward (bwd)",
+                             fault_kind_name(ft->kind), ft->op, sched_op_name(cfg->schedule->ops[ft->op]));
+        if ((ft->kind == FAULT_INF || ft->kind == FAULT_NAN) && !cfg->ddp.scaler.on)
+            return ddp_error(DDP_ERR_INVALID, "--fault %s: needs --loss-scale (without a scaler nothing skips the "
+                                              "step, and every parameter the inf reaches becomes inf or NaN on "
+                                              "both sides: nothing left to check)",
+                             fault_kind_name(ft->kind));
     }
+    return DDP_OK;
+}
+
+/*
+ * --loss-scale (scaler.h): what ddpsim checks of it so far, said before any rank starts. The sharded order
+ * tolerance's bound is not carried through the unscale yet, recordings do not hold the scales, and a rank that ran
+ * out of an uneven repetition has no step to skip.
+ */
+static ddp_status check_loss_scale(const verify_config *cfg)
+{
+    if (!cfg->ddp.scaler.on)
+        return DDP_OK;
+    if (cfg->tol.kind == TOL_ORDER && cfg->shard != SHARD_NONE)
+        return ddp_error(DDP_ERR_INVALID, "--loss-scale: not with --shard and the order tolerance yet (the sharded "
+                                          "bound is not carried through the unscale); give --tolerance bitwise");
+    if (cfg->record_dir)
+        return ddp_error(DDP_ERR_INVALID, "--loss-scale: not with --record yet (a recording does not hold the scales)");
+    if (cfg->schedule->nuneven || cfg->schedule->njoins)
+        return ddp_error(DDP_ERR_INVALID, "--loss-scale: not with uneven inputs or join{} yet (the schedule has them)");
+    if (cfg->shard != SHARD_NONE && (cfg->impl_ops->api_version < 9 || !cfg->impl_ops->scaler_scale))
+        return ddp_error(DDP_ERR_INVALID,
+                         "--loss-scale: '%s' has no scaler_scale and scaler_unscale (interface version 9): under "
+                         "--shard ddpsim cannot unscale an implementation's shards for it",
+                         cfg->impl);
     return DDP_OK;
 }
 
@@ -381,6 +413,7 @@ ddp_status verify_check_config(const verify_config *cfg)
     if (cfg->ddp.first_bucket_cap > cfg->ddp.bucket_cap && cfg->ddp.first_bucket_cap != DDP_DEFAULT_FIRST_BUCKET_CAP)
         return ddp_error(DDP_ERR_INVALID, "--first-bucket-cap: is larger than --bucket-cap");
     DDP_CHECK(check_faults(cfg));
+    DDP_CHECK(check_loss_scale(cfg));
     if (cfg->backend == VERIFY_BACKEND_NCCL && !gpu_probe_built())
         return ddp_error(DDP_ERR_INVALID, "--backend: %s", GPU_PROBE_NOT_BUILT);
     if (cfg->nccl_avg && cfg->backend != VERIFY_BACKEND_NCCL)

@@ -28,6 +28,8 @@ typedef struct tolerance {
     tol_kind kind;
     uint32_t ulps;      /* TOL_ULP, TOL_ULP_OF_MAX */
     double rtol, atol;  /* TOL_CLOSE */
+    int match_planted;  /* a run with a planted inf or NaN (--fault inf|nan): an element where the reference is
+                         * inf or NaN matches one of the implementation's of the same kind (+inf, -inf, NaN) */
 } tolerance;
 
 /* "bitwise" | "order" | "ulp:N" | "ulp-of-max:N" | "rtol=X,atol=Y" (either part may be left out: 0). */

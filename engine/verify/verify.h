@@ -142,7 +142,8 @@ typedef enum verify_pattern_kind {
 typedef enum verify_pattern_name {
     PNAME_NONE = 0, PNAME_NEG, PNAME_N, PNAME_INV_N, PNAME_K, PNAME_INV_K, PNAME_R, PNAME_INV_R, PNAME_S, PNAME_INV_S,
     PNAME_SQRT_N, PNAME_INV_SQRT_N, PNAME_POW2, PNAME_N_OVER_RUNNING, PNAME_RUNNING_OVER_N, PNAME_SQRT_R,
-    PNAME_INV_SQRT_R, PNAME_SQRT_S, PNAME_INV_SQRT_S
+    PNAME_INV_SQRT_R, PNAME_SQRT_S, PNAME_INV_SQRT_S, PNAME_GROWTH, PNAME_INV_GROWTH, PNAME_LOSS_SCALE,
+    PNAME_INV_LOSS_SCALE
 } verify_pattern_name;
 
 typedef struct verify_pattern {
@@ -174,6 +175,22 @@ typedef struct verify_clip_check {
     int other_rank;
     float other_coef;
 } verify_clip_check;
+
+/*
+ * Loss scaling's checks (--loss-scale, doc/SEMANTICS.md "Loss scaling"): the scale the implementation multiplied a
+ * backward's loss by must be the reference's, and its finding of an inf or NaN at the unscale (its decision to skip
+ * the step) the reference's, on every rank.
+ */
+enum { VERIFY_SCALE_OK = 0, VERIFY_SCALE_APPLIED, VERIFY_SCALE_SKIP };
+typedef struct verify_scale_check {
+    int failed;          /* VERIFY_SCALE_APPLIED: scale is not ref_scale at backward op `op`; VERIFY_SCALE_SKIP: at the
+                          * unscale of op `op` (a clip or a step) found_inf is not ref_found_inf */
+    uint64_t op;
+    float scale, ref_scale;
+    int found_inf, ref_found_inf;
+    long fault_op;       /* VERIFY_SCALE_SKIP: the backward whose planted inf or NaN the reference found (-1: none) */
+    int fault_rank;
+} verify_scale_check;
 
 typedef struct verify_record {
     int done;
@@ -207,6 +224,8 @@ typedef struct verify_record {
                                    * (PyTorch DDP reduces nothing there), since the check before: how often, */
     uint64_t unsynced_bytes, unsynced_op; /* ... how much, and the first such backward's op */
     verify_clip_check clip; /* the first clip since the check before that failed its check (failed 0: none) */
+    verify_scale_check scale; /* the first loss-scale check since the check before that failed (failed 0: none) */
+    uint64_t planted;       /* non-finite elements matched where the reference's are (a planted inf or NaN) */
     verify_pattern pattern; /* a failing record: what the first diverging tensor's values are (pattern.h) */
     int global_checked;     /* after a syncing backward: this rank's slice of the reference checked (checker.h) */
     double global_ratio;    /* the largest |reference - exact average| over its proven rounding bound (<= 1) */
@@ -273,6 +292,11 @@ typedef struct verify_rank_figures {
     double clip_worst;             /* the passing ones' largest distance from the reference's coefficient, over
                                     * what the bound allows on that side (<= 1) */
     float clip_ref_min, clip_ref_max; /* the reference's coefficients, smallest and largest (1: nothing clipped) */
+    uint64_t unscales, skips;      /* --loss-scale: unscales checked on this rank, and how many the reference skipped */
+    uint64_t scale_checks;         /* ... backwards whose scale was checked */
+    uint64_t scales_failed;        /* ... loss-scale checks that failed (verify_scale_check) */
+    float scale_min, scale_max;    /* ... the reference's scales, smallest and largest */
+    uint64_t planted;              /* ... non-finite elements matched where a planted inf or NaN made the reference's */
 } verify_rank_figures;
 
 /*

@@ -17,6 +17,8 @@
  * allreduce instead of DDP's buckets changes no value with ddpsim's ordered
  * or exact reduction, so it matches the reference bit for bit. It does not
  * model find_unused_parameters or gradient_as_bucket_view, and says so.
+ * Built with -DEXAMPLE_HALF_SCALER it has a scaler_scale without a
+ * scaler_unscale, which ddpsim refuses when it loads it (ddpsim's own tests).
  */
 #include <ddpsim_impl.h>
 #include <stdlib.h>
@@ -94,6 +96,15 @@ static int ex_backward_end(void *state)
     return svc->allreduce_sum(svc->env, svc->all_grads, svc->total_count);
 }
 
+#ifdef EXAMPLE_HALF_SCALER
+static int ex_scale(void *state, float *scale)
+{
+    (void)state;
+    *scale = 1.0f;
+    return 0;
+}
+#endif
+
 static const ddpsim_impl_ops example_ops = {
     .api_version = DDPSIM_IMPL_API_VERSION,
     .name = "example",
@@ -107,6 +118,9 @@ static const ddpsim_impl_ops example_ops = {
     .backward_end = ex_backward_end,
     .zero_grad = ex_ignore,
     .step = ex_ignore,
+#ifdef EXAMPLE_HALF_SCALER
+    .scaler_scale = ex_scale,
+#endif
 };
 
 const ddpsim_impl_ops *ddpsim_impl_get(void)

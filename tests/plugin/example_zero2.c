@@ -10,7 +10,10 @@
  * with --optimizer adamw torch.optim.AdamW with its slice's moments) and
  * all-gathers the slices. A clip op takes the squares of its shard, summed
  * over the world (every element once), and scales the shard by torch's
- * coefficient (clip_grads, version 8).
+ * coefficient (clip_grads, version 8). Under --loss-scale it keeps torch's
+ * GradScaler: the scale its loss is multiplied by, the unscale of its shard
+ * with the finding of an inf or NaN summed over the world, and the update at
+ * the step (scaler_scale, scaler_unscale, version 9).
  *
  *     cc -shared -fPIC $(pkg-config --cflags ddpsim) -o libexample_zero2.so example_zero2.c -lm
  *     ddpsim --ranks 4 --shard zero2 --impl ./libexample_zero2.so
@@ -49,6 +52,8 @@ typedef struct zero2 {
     unsigned steps;              /* AdamW's count of steps (state['step']) */
     int empty;                   /* the shard holds nothing since zero_grad */
     int sync_buffers;            /* the next forward broadcasts the buffers (DDP's rule, services version 3) */
+    float scale;                 /* --loss-scale: GradScaler's scale, its growth tracker, and the last unscale's */
+    int tracker, found_inf;      /* ... finding (services version 9) */
     ddpsim_flat_unit unit;
 } zero2;
 
@@ -73,6 +78,7 @@ static int z_create(const ddpsim_services *svc, void **state)
         return svc->set_error(svc->env, "out of memory");
     size_t n = (size_t)svc->world_size;
     z->svc = svc;
+    z->scale = svc->version >= 9 && svc->loss_scale_on ? svc->loss_scale_init : 1.0f;
     z->total = svc->total_count;
     z->padded = (z->total + n - 1) / n * n;
     z->shard = z->padded / n;
@@ -273,6 +279,50 @@ static int z_clip_grads(void *state, double max_norm, int inf_norm, float *coef)
 }
 #endif
 
+#if EXAMPLE_API_VERSION >= 9
+/* GradScaler.scale: the loss times this rank's scale. */
+static int z_scaler_scale(void *state, float *scale)
+{
+    *scale = ((zero2 *)state)->scale;
+    return 0;
+}
+
+/* GradScaler.unscale_ of the slice: times (float)(1 / (double)scale), an inf or NaN in it summed over the world. */
+static int z_scaler_unscale(void *state, int *found_inf)
+{
+    zero2 *z = state;
+    float inv = (float)(1.0 / (double)z->scale), found = 0;
+    for (size_t k = 0; k < z->shard; k++) {
+        if (!isfinite(z->mine[k]))
+            found = 1;
+        if (inv != 1.0f)
+            z->mine[k] *= inv;
+    }
+    if (z->svc->allreduce_sum(z->svc->env, &found, 1))
+        return -1;
+    *found_inf = z->found_inf = found > 0;
+    return 0;
+}
+
+/* The step's callback, taken or skipped: GradScaler.update (back off after a skip, grow after `interval` taken). */
+static int z_step(void *state)
+{
+    zero2 *z = state;
+    const ddpsim_services *svc = z->svc;
+    if (svc->loss_scale_on && svc->loss_scale_dynamic && z->found_inf) {
+        z->scale = (float)(z->scale * svc->loss_scale_backoff);
+        z->tracker = 0;
+    } else if (svc->loss_scale_on && svc->loss_scale_dynamic && ++z->tracker == svc->loss_scale_interval) {
+        float grown = (float)(z->scale * svc->loss_scale_growth);
+        if (isfinite(grown))
+            z->scale = grown;
+        z->tracker = 0;
+    }
+    z->found_inf = 0;
+    return 0;
+}
+#endif
+
 static int z_layout(void *state, int *nunits, const ddpsim_flat_unit **units)
 {
     zero2 *z = state;
@@ -293,11 +343,19 @@ static const ddpsim_impl_ops zero2_ops = {
     .grad_ready = z_grad_ready,
     .backward_end = z_backward_end,
     .zero_grad = z_zero_grad,
+#if EXAMPLE_API_VERSION >= 9
+    .step = z_step,
+#else
     .step = z_nothing,
+#endif
     .optimizer_step = z_optimizer_step,
     .shard_layout = z_layout,
 #if EXAMPLE_API_VERSION >= 8
     .clip_grads = z_clip_grads,
+#endif
+#if EXAMPLE_API_VERSION >= 9
+    .scaler_scale = z_scaler_scale,
+    .scaler_unscale = z_scaler_unscale,
 #endif
 };
 
