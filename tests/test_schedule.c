@@ -427,7 +427,8 @@ static void test_tolerance_parse(void)
 
 static void test_tolerance_match(void)
 {
-    tolerance bit = {TOL_BITWISE, 0, 0, 0}, ulp2 = {TOL_ULP, 2, 0, 0}, close = {TOL_CLOSE, 0, 1e-3, 1e-6};
+    tolerance bit = {.kind = TOL_BITWISE}, ulp2 = {.kind = TOL_ULP, .ulps = 2},
+              close = {.kind = TOL_CLOSE, .rtol = 1e-3, .atol = 1e-6};
     float one = 1.0f, up1 = nextafterf(1.0f, 2.0f), up3 = nextafterf(nextafterf(up1, 2.0f), 2.0f);
     CU_ASSERT(tol_match(&bit, one, one));
     CU_ASSERT(!tol_match(&bit, one, up1));
@@ -461,13 +462,13 @@ static void test_tolerance_ulp_of_max(void)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         CU_ASSERT_EQUAL(tol_parse(bad[i], &t), DDP_ERR_INVALID);
     /* ulp(1) = 2^-23: within 4 ulps of a tensor whose largest element is 1 ... */
-    tolerance u4 = {TOL_ULP_OF_MAX, 4, 0, 0};
+    tolerance u4 = {.kind = TOL_ULP_OF_MAX, .ulps = 4};
     float tiny = 1e-6f, eps = 0x1p-23f;
     CU_ASSERT_DOUBLE_EQUAL(tol_ulp_of(1.0f), eps, 0);
     CU_ASSERT(tol_match_in(&u4, tiny, tiny + 4 * eps, 1.0f, 0));
     CU_ASSERT(!tol_match_in(&u4, tiny, tiny + 5 * eps, 1.0f, 0));
     /* ... where plain ulp:4 fails the same nearly-cancelled element by thousands of its own ulps */
-    tolerance plain = {TOL_ULP, 4, 0, 0};
+    tolerance plain = {.kind = TOL_ULP, .ulps = 4};
     CU_ASSERT(!tol_match(&plain, tiny, tiny + 4 * eps));
     CU_ASSERT(tol_ulp_distance(tiny, tiny + 4 * eps) > 1000);
     /* the element itself sets the scale when it is the largest; non-finite never passes */

@@ -16,7 +16,7 @@ int scaler_power_of_two(double x)
     return isfinite(x) && x > 0 && frexp(x, &e) == 0.5;
 }
 
-static int fail(char *err, size_t len, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t len, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
