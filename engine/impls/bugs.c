@@ -333,9 +333,7 @@ static int create_mutant(const ddpsim_services *svc, void **state, const bug_hoo
     if (!m->g0 || !m->first || !m->saved || !m->kept || !m->momentum)
         return m_error(m, "out of memory");
     m->fwd_param_sync = 1;
-    m->scaler_cfg = (scaler_config){.on = svc->loss_scale_on, .dynamic = svc->loss_scale_dynamic,
-                                    .init = svc->loss_scale_init, .growth = svc->loss_scale_growth,
-                                    .backoff = svc->loss_scale_backoff, .interval = svc->loss_scale_interval};
+    m->scaler_cfg = impl_scaler_config(svc);
     scaler_start(&m->scaler_cfg, &m->scaler);
     if (h->no_initial_broadcast)
         return 0;

@@ -118,6 +118,9 @@ int impl_join_exit(const ddpsim_services *svc, impl_join *j, int buffers);
 /* Fill views (model_nparams entries) and svc for the implementation's replica m. */
 void impl_services_init(ddpsim_services *svc, ddpsim_param_view *views, impl_env *env);
 
+/* The run's GradScaler as the services (version 9) tell it: the built-ins' own scalers start from it. */
+scaler_config impl_scaler_config(const ddpsim_services *svc);
+
 /* Built-ins reach the engine's world and model through the services' env. */
 static inline impl_env *impl_env_of(const ddpsim_services *svc) { return svc->env; }
 

@@ -280,3 +280,10 @@ void impl_services_init(ddpsim_services *svc, ddpsim_param_view *views, impl_env
     };
     env->chaos_key = rng_key(rng_key(env->chaos_seed, 0x73766370 /* "svcp" */), (uint64_t)world_rank_id(env->wr));
 }
+
+scaler_config impl_scaler_config(const ddpsim_services *svc)
+{
+    return (scaler_config){.on = svc->loss_scale_on, .dynamic = svc->loss_scale_dynamic, .init = svc->loss_scale_init,
+                           .growth = svc->loss_scale_growth, .backoff = svc->loss_scale_backoff,
+                           .interval = svc->loss_scale_interval};
+}

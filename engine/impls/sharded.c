@@ -298,9 +298,7 @@ int sharded_create(const ddpsim_services *svc, void **state, int mode, const sha
         return svc->set_error(svc->env, "out of memory");
     s->svc = svc;
     s->h = h;
-    s->scaler_cfg = (scaler_config){.on = svc->loss_scale_on, .dynamic = svc->loss_scale_dynamic,
-                                    .init = svc->loss_scale_init, .growth = svc->loss_scale_growth,
-                                    .backoff = svc->loss_scale_backoff, .interval = svc->loss_scale_interval};
+    s->scaler_cfg = impl_scaler_config(svc);
     scaler_start(&s->scaler_cfg, &s->scaler);
     s->mode = mode;
     s->n = svc->world_size;
