@@ -23,13 +23,23 @@ PYTHONPATH=$here/../python${PYTHONPATH:+:$PYTHONPATH}
 DDPSIM=$(cd "$(dirname "$DDPSIM")" && pwd)/$(basename "$DDPSIM")
 DDPSIM_TORCH_SCRATCH=$(mktemp -d) || exit 99
 export PYTHONPATH DDPSIM DDPSIM_TORCH_SCRATCH
-trap 'rm -rf "$out" "$err" "$DDPSIM_TORCH_SCRATCH"' EXIT
+servers=""
+sockets=$(mktemp -d) || exit 99
+trap 'kill $servers 2>/dev/null; rm -rf "$out" "$err" "$DDPSIM_TORCH_SCRATCH" "$sockets"' EXIT
 F=$here/python/frameworks
-# under PYTHON CODE PATTERN DESCRIPTION -- ARGS: PYTHON -m ddpsim_torch ARGS
+# Each environment's front-end runs are forks of a server that imported its torch once (tests/python/front_server.py;
+# the framework an adapter names is imported by that run, as the command line would).
+start_front_server "$TORCH2_PYTHON" "$sockets/torch2.sock"
+servers="$servers $front_server_pid"
+start_front_server "$THUNDER_PYTHON" "$sockets/thunder.sock"
+servers="$servers $front_server_pid"
+# under PYTHON CODE PATTERN DESCRIPTION -- ARGS: PYTHON -m ddpsim_torch ARGS, through PYTHON's front server
 under() {
     py=$1 code=$2 pattern=$3 what=$4
     shift 5
-    expect_cmd "$code" "$pattern" "$what" -- "$py" -m ddpsim_torch "$@"
+    sock=$sockets/torch2.sock
+    [ "$py" = "$THUNDER_PYTHON" ] && sock=$sockets/thunder.sock
+    expect_cmd "$code" "$pattern" "$what" -- "$py" "$here/python/front_server.py" run "$sock" "$@"
 }
 for py in "$TORCH2_PYTHON" "$THUNDER_PYTHON"; do
     echo "environment $py: $("$py" -c 'import torch; print("torch", torch.__version__)')"

@@ -33,16 +33,21 @@ PYTHONPATH=$here/../python${PYTHONPATH:+:$PYTHONPATH}
 DDPSIM=$(cd "$(dirname "$DDPSIM")" && pwd)/$(basename "$DDPSIM")
 export PYTHONPATH DDPSIM
 tmp=$(mktemp -d) || exit 99
-trap 'rm -rf "$out" "$err" "$tmp"' EXIT
+server=""
+trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$out" "$err" "$tmp"' EXIT
 W=$here/python/wrappers.py
 M=$here/python/usermodels.py
 DDP=torch.nn.parallel:DistributedDataParallel
 
-# front CODE PATTERN DESCRIPTION -- ARGS: python3 -m ddpsim_torch ARGS
+# front CODE PATTERN DESCRIPTION -- ARGS: python3 -m ddpsim_torch ARGS (through the front server while it runs)
 front() {
     code=$1 pattern=$2 what=$3
     shift 4
-    expect_cmd "$code" "$pattern" "$what" -- "$py" -m ddpsim_torch "$@"
+    if [ -n "$server" ]; then
+        expect_cmd "$code" "$pattern" "$what" -- "$py" "$here/python/front_server.py" run "$tmp/front.sock" "$@"
+    else
+        expect_cmd "$code" "$pattern" "$what" -- "$py" -m ddpsim_torch "$@"
+    fi
 }
 # This test's front-end processes: launchers and their ranks (the command line forks its ranks itself, so a
 # rank's command line is its launcher's), fork servers and theirs (check() from Python; launch.py): those that
@@ -64,6 +69,11 @@ scratch_before=$(scratch)
 # DDPSIM_PYTHON_TESTS=processes runs only what watches processes and time (from "A deadlock and a hang" on, and
 # bad input): tests/load.sh's set, beside busy loops; the semantics above do not depend on timing.
 if [ "${DDPSIM_PYTHON_TESTS:-all}" != processes ]; then
+# The semantics' front-end runs are forks of one server that imported torch once (tests/python/front_server.py:
+# each run's interpreter and imports took about 3 s of CPU under torch 2.x, most of this part's time); the
+# processes-and-time part below runs the command line itself.
+start_front_server "$py" "$tmp/front.sock"
+server=$front_server_pid
 # The twins are ddpsim's models: names, shapes, order and gradients.
 expect_cmd 0 "twin attn: names, shapes and gradients match" "the torch twins of mlp, branchy and attn" -- \
     "$py" "$here/python/twins_check.py"
@@ -433,6 +443,9 @@ expect 2 'optimizer.averages must be "parameters"' "ddpsim check: an unknown ave
 expect 2 'optimizer.averages "parameters" with a grab' "ddpsim check: a grab beside averaged parameters is refused" -- \
     check "$tmp/avg/schedule/record"
 
+kill "$server" 2>/dev/null
+wait "$server" 2>/dev/null
+server=""
 fi # the semantics
 # A deadlock and a hang: exit 3, the rank named, no process left. No wall-clock limit here (a loaded machine
 # starts four Pythons slowly): the message says which rule fired, and the watchdog is far away.

@@ -89,3 +89,13 @@ shm_orphans() {
 }
 # shm_new_orphans PREFIX BEFORE: shm_orphans PREFIX less the names in BEFORE (an earlier shm_orphans's output).
 shm_new_orphans() { shm_orphans "$1" | grep -vxF -e "$2"; }
+
+# start_front_server PYTHON SOCKET: tests/python/front_server.py serving python3 -m ddpsim_torch for PYTHON at
+# SOCKET (torch imported once, each run a fork of it), its log SOCKET.log; its pid in $front_server_pid. Returns
+# once it is ready (the deadline only keeps a broken server from hanging the suite: its runs then fail, said).
+start_front_server() {
+    "$1" "$(dirname "$0")/python/front_server.py" serve "$2" >"$2.log" 2>&1 &
+    front_server_pid=$!
+    wait_until 300 grep -q "^front_server: ready" "$2.log" ||
+        { echo "$(basename "$0"): the front server of $1 did not start:"; cat "$2.log"; }
+}
