@@ -74,6 +74,9 @@ if [ "${DDPSIM_PYTHON_TESTS:-all}" != processes ]; then
 # processes-and-time part below runs the command line itself.
 start_front_server "$py" "$tmp/front.sock"
 server=$front_server_pid
+# What a fork cannot give is refused: a variable torch or OpenBLAS reads at import, not the server's.
+expect_cmd 125 "not the server's: OPENBLAS_CORETYPE" "the front server refuses a run whose import-time environment differs" -- \
+    env OPENBLAS_CORETYPE=ddpsim-check "$py" "$here/python/front_server.py" run "$tmp/front.sock" --ranks 2
 # The twins are ddpsim's models: names, shapes, order and gradients.
 expect_cmd 0 "twin attn: names, shapes and gradients match" "the torch twins of mlp, branchy and attn" -- \
     "$py" "$here/python/twins_check.py"
