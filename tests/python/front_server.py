@@ -13,7 +13,6 @@ anyway (ddpsim_torch/launch.py), so the ranks start as they would. What a fork c
 approximated: an environment variable read when torch or OpenBLAS is imported (OPENBLAS_*, OMP_*, MKL_*,
 TORCH_*, CUDA_*, PYTHON*) that differs from the server's is exit 125 with its name (run the command line for it).
 """
-import array
 import os
 import socket
 import struct
@@ -100,13 +99,10 @@ def serve(path):
     sys.stdout.flush()
     while True:
         conn, _ = server.accept()
+        fds = []
         try:
-            msg, fds, _, _ = socket.recv_fds(conn, 1 << 20, 2)
-            (n,) = struct.unpack("!I", msg[:4])
-            payload = msg[4:]
-            while len(payload) < n:
-                payload += _recv_exact(conn, n - len(payload))
-            cwd, env_blob, argv_blob = payload.split(b"\1")
+            _, fds, _, _ = socket.recv_fds(conn, 1, 2)  # the client's stdout and stderr, then its request
+            cwd, env_blob, argv_blob = _recv_msg(conn).split(b"\1")
             env = dict(kv.split("=", 1) for kv in _decode(env_blob))
             argv = _decode(argv_blob)
             bad = _mismatched_import_vars(env)
@@ -119,8 +115,6 @@ def serve(path):
             pid = os.fork()
             if pid == 0:
                 _child(server, conn, fds, cwd.decode("utf-8", "surrogateescape"), env, argv, front.main)
-            for fd in fds:
-                os.close(fd)
             _, status = os.waitpid(pid, 0)
             if os.WIFEXITED(status):
                 _send_msg(conn, b"%d" % os.WEXITSTATUS(status))
@@ -129,6 +123,8 @@ def serve(path):
         except (EOFError, OSError, ValueError) as e:
             sys.stderr.write("front_server: a bad request: %s\n" % e)
         finally:
+            for fd in fds:
+                os.close(fd)
             conn.close()
 
 
@@ -138,7 +134,8 @@ def run(path, argv):
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.connect(path)
-        socket.send_fds(sock, [struct.pack("!I", len(payload)) + payload], [1, 2])
+        socket.send_fds(sock, [b"\0"], [1, 2])
+        _send_msg(sock, payload)
         reply = _recv_msg(sock).decode()
     except (OSError, EOFError) as e:
         sys.stderr.write("front_server.py run: no answer from the server at %s: %s\n" % (path, e))
