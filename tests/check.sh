@@ -74,13 +74,26 @@ same "SGD with momentum: post-divide" -- --ranks 3 --scenario momentum --impl po
 # bug of each kind (to its first failing check).
 # records NAME -- LIVE-ARGS
 records() { what=$1; shift 2; records_agree "$tmp" "$what" -- "$@"; }
-# (not loss-scale: a recording does not hold the scales yet, and --record refuses --loss-scale)
-for sc in $("$DDPSIM" --scenarios | awk '/^[a-z]/ && $1 != "loss-scale" {print $1}'); do
+for sc in $("$DDPSIM" --scenarios | awk '/^[a-z]/ {print $1}'); do
     records "records of scenario $sc, bucketed, live and replayed" -- --ranks 3 --scenario "$sc" --impl bucketed
 done
 for impl in sync-on-exit last-microbatch-only sum-not-average overwrite-not-accumulate no-zero-after-step; do
     records "records of $impl, live and replayed" -- --ranks 3 --scenario classic --impl "$impl"
 done
+# Loss scaling (record.h "loss_scale": each backward's scale, each unscale's finding, the planted inf): the
+# catalogued scaler bugs, and the sharded modes' own scalers with their bugs.
+for impl in found-inf-always unscale-after-update unscale-never-scaled; do
+    records "records of $impl, live and replayed" -- --ranks 3 --scenario loss-scale --impl "$impl"
+done
+for impl in zero2 zero2-found-inf-unreduced; do
+    records "records of $impl under loss scaling, live and replayed" -- --ranks 4 --shard zero2 --impl "$impl" --scenario s-loss-scale
+done
+for impl in fsdp fsdp-found-inf-copied-early; do
+    records "records of $impl under loss scaling, live and replayed" -- --ranks 4 --shard fsdp --impl "$impl" --scenario s-loss-scale
+done
+records "records of hsdp under loss scaling, live and replayed" -- --ranks 4 --shard hsdp --scenario s-loss-scale
+expect 2 "a sharded recording with \"loss_scale\": not with the order tolerance yet" \
+    "... whose replay under the order tolerance is refused, as the live run's is" -- check "$tmp/d" -T order
 records "records of no-buffer-broadcast, live and replayed" -- --ranks 3 --scenario buffers --impl no-buffer-broadcast
 records "records of join-divides-by-running, live and replayed" -- --ranks 3 --scenario uneven --impl join-divides-by-running
 records "records at 4 ranks under join" -- --ranks 4 --scenario uneven --impl bucketed
@@ -188,8 +201,8 @@ fresh; manifest 's/"ranks": 3/"ranks": 4/'
 expect 2 "rank3" "more ranks than recorded" -- check "$tmp/b"
 fresh; manifest 's/"ddpsim-record"/"ddpsim-dump"/'
 expect 2 "expected \"ddpsim-record\"" "the wrong format" -- check "$tmp/b"
-fresh; manifest 's/"version": [0-9]*/"version": 9/'
-expect 2 "version 9" "a later version" -- check "$tmp/b"
+fresh; manifest 's/"version": [0-9]*/"version": 10/'
+expect 2 "version 10" "a later version" -- check "$tmp/b"
 fresh; manifest 's/"version": [0-9]*/"version": 1/; s/, "algo": "ordered"//'
 expect 0 "verdict: PASS" "a version-1 recording (no ddp.algo) is still read" -- check "$tmp/b"
 fresh; manifest 's/"version": [0-9]*/"version": 2/'; rm -f "$tmp"/b/bucketed/rank*/grab*/none.json

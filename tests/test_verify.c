@@ -273,6 +273,53 @@ static void test_manifest(void)
  * the same config, every field said; a config that differs from another in any one field is refused naming that
  * field and its option; a field the file does not say is not compared.
  */
+/* "planted" (--fault inf|nan) round-trips, and every entry that is not a backward of the run's is refused. */
+static void test_manifest_plants(void)
+{
+    sched sc;
+    CU_ASSERT_EQUAL_FATAL(sched_parse("fwd bwd grab step zero fwd bwd grab step", &sc), DDP_OK);
+    manifest_plant p[2] = {{.nan = 0, .rank = 1, .op = 1}, {.nan = 1, .rank = 0, .op = 6}}, back[MANIFEST_MAX_PLANTS];
+    static const struct {
+        const char *text, *error;
+    } cases[] = {
+        {NULL, NULL}, /* the written one */
+        {"{\"planted\": [{\"kind\": \"inf\", \"rank\": 2, \"op\": 1}]}", "\"rank\" must be a rank"},
+        {"{\"planted\": [{\"kind\": \"inf\", \"rank\": 0, \"op\": 2}]}", "must be the index of a backward"},
+        {"{\"planted\": [{\"kind\": \"inf\", \"rank\": 0, \"op\": 99}]}", "must be the index of a backward"},
+        {"{\"planted\": [{\"kind\": \"zero\", \"rank\": 0, \"op\": 1}]}", "\"kind\" must be"},
+        {"{\"planted\": {}}", "must be an array"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+        if (cases[c].text) {
+            fputs(cases[c].text, f);
+        } else {
+            fprintf(f, "{\"x\": 0");
+            manifest_write_plants(f, p, 2);
+            fprintf(f, "}");
+        }
+        fclose(f);
+        json_value *root = NULL;
+        CU_ASSERT_EQUAL_FATAL(json_parse(text, &root), DDP_OK);
+        int n = -1;
+        ddp_status st = manifest_read_plants("m", root, &sc, 2, back, &n);
+        if (!cases[c].error) {
+            CU_ASSERT_EQUAL(st, DDP_OK);
+            CU_ASSERT_EQUAL(n, 2);
+            CU_ASSERT(n == 2 && memcmp(back, p, sizeof p) == 0);
+        } else {
+            CU_ASSERT_EQUAL(st, DDP_ERR_INVALID);
+            CU_ASSERT_PTR_NOT_NULL(strstr(ddp_error_text(), cases[c].error));
+        }
+        json_free(root);
+        free(text);
+    }
+    sched_free(&sc);
+}
+
 static void test_manifest_codec(void)
 {
     ddp_config d = ddp_config_default();
@@ -284,6 +331,8 @@ static void test_manifest_codec(void)
     d.comm_hook = DDP_HOOK_BF16;
     d.lr = 0.25f;
     d.momentum = 0.75f;
+    char err[128];
+    CU_ASSERT_EQUAL_FATAL(scaler_parse("dynamic:1024,4,0.25,7", &d.scaler, err, sizeof err), 0);
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
@@ -302,7 +351,7 @@ static void test_manifest_codec(void)
     static const char *const named[MF_NFIELDS] = {
         "ddp.bucket_cap", "ddp.first_bucket_cap", "ddp.find_unused_parameters", "ddp.find_unused_rule",
         "ddp.gradient_as_bucket_view", "ddp.algo", "ddp.comm_hook", "ddp.static_graph", "ddp.broadcast_buffers",
-        "zero_grad", "optimizer.lr", "optimizer.momentum", "optimizer.type"};
+        "zero_grad", "optimizer.lr", "optimizer.momentum", "optimizer.type", "loss_scale"};
     for (int k = 0; k < MF_NFIELDS; k++) {
         ddp_config run = d;
         switch ((manifest_ddp_field)k) {
@@ -319,6 +368,7 @@ static void test_manifest_codec(void)
         case MF_LR: run.lr = 0.5f; break;
         case MF_MOMENTUM: run.momentum = 0.5f; break;
         case MF_OPTIMIZER: run.adamw = ddp_adamw_default(); break;
+        case MF_LOSS_SCALE: run.scaler.interval = 8; break;
         case MF_NFIELDS: break;
         }
         CU_ASSERT_EQUAL(manifest_ddp_compare("m", "dump", &back, &run, MF_ALL), DDP_ERR_INVALID);
@@ -678,6 +728,7 @@ int main(void)
         {"a dump read back as inputs gives the same bits", test_dump_round_trip},
         {"manifest.json", test_manifest},
         {"the manifests' codec: every field round-trips, and a difference in any one is named", test_manifest_codec},
+        {"the manifests' planted infs and NaNs: round-trip, and each kind of bad entry refused", test_manifest_plants},
         {"every model family, algorithm and bucket layout passes its sanity checks", test_families_and_algorithms},
         {"bad configurations are usage errors", test_bad_configs},
         {"each sanity check fires on a broken reference, and the verdict says so first", test_sanity_checks_fire},

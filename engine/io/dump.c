@@ -359,6 +359,7 @@ ddp_status dump_write_manifest(const char *dir, const dump_manifest_info *info)
     }
     fprintf(f, "\n ]");
     manifest_write_uneven(f, info->schedule, info->nranks);
+    manifest_write_plants(f, info->planted, info->nplanted);
     fprintf(f, ",\n \"impls\": [");
     for (int i = 0; i < info->nimpls; i++) {
         fprintf(f, "%s", i ? ", " : "");

@@ -17,6 +17,7 @@
 #include <stdio.h>
 
 #include "ddp_ref.h"
+#include "manifest.h"
 #include "model.h"
 #include "schedule.h"
 #include "status.h"
@@ -86,6 +87,8 @@ typedef struct dump_manifest_info {
     const sched *schedule;
     const char *const *impls;
     int nimpls;
+    const manifest_plant *planted; /* --fault inf|nan (nplanted 0: none) */
+    int nplanted;
 } dump_manifest_info;
 
 /*
@@ -93,8 +96,8 @@ typedef struct dump_manifest_info {
  * (name, layers, loss, every parameter's name and shape), the batch, the
  * schedule and its ops (each backward with whether it syncs and, when it
  * does, "armed_by": the forward that armed the reducer), and what changes
- * bits: every option of the ddp config, "zero_grad" and "optimizer"
- * (manifest.h's codec).
+ * bits: every option of the ddp config, "zero_grad", "optimizer",
+ * "loss_scale" and "planted" (manifest.h's codec).
  */
 ddp_status dump_write_manifest(const char *dir, const dump_manifest_info *info);
 

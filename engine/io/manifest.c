@@ -26,6 +26,7 @@ static const struct {
     [MF_LR] = {"optimizer.lr", "--lr"},
     [MF_MOMENTUM] = {"optimizer.momentum", "--optimizer"},
     [MF_OPTIMIZER] = {"optimizer.type", "--optimizer"},
+    [MF_LOSS_SCALE] = {"loss_scale", "--loss-scale"},
 };
 
 static const char *tf(int b)
@@ -61,6 +62,12 @@ static void field_text(const ddp_config *d, manifest_ddp_field f, char *buf, siz
             snprintf(buf, len, "\"sgd\"");
         }
         break;
+    case MF_LOSS_SCALE: {
+        char spec[96];
+        scaler_format(&d->scaler, spec, sizeof spec);
+        snprintf(buf, len, d->scaler.on ? "\"%s\"" : "null", spec);
+        break;
+    }
     case MF_NFIELDS: buf[0] = '\0'; break;
     }
 }
@@ -84,6 +91,10 @@ void manifest_write_ddp(FILE *f, const ddp_config *d)
         fprintf(f, ", \"momentum\": %s", v);
     }
     fprintf(f, "}");
+    if (d->scaler.on) {
+        field_text(d, MF_LOSS_SCALE, v, sizeof v);
+        fprintf(f, ",\n \"loss_scale\": %s", v);
+    }
 }
 
 static ddp_status need_bool(const char *path, const json_value *v, manifest_ddp_field f, int *dst)
@@ -146,6 +157,18 @@ static ddp_status read_field(const char *path, const json_value *v, manifest_ddp
             return ddp_error(DDP_ERR_INVALID, "%s: optimizer.momentum must be a number in [0, 1)", path);
         out->momentum = (float)v->number;
         return DDP_OK;
+    case MF_LOSS_SCALE: {
+        char err[160];
+        if (v->type == JSON_NULL) {
+            out->scaler.on = 0;
+            return DDP_OK;
+        }
+        if (v->type != JSON_STRING || scaler_parse(v->string, &out->scaler, err, sizeof err) != 0)
+            return ddp_error(DDP_ERR_INVALID, "%s: \"loss_scale\" must be null or a --loss-scale spec (\"S\" or "
+                             "\"dynamic:INIT,GROWTH,BACKOFF,INTERVAL\")%s%s", path, v->type == JSON_STRING ? ": " : "",
+                             v->type == JSON_STRING ? err : "");
+        return DDP_OK;
+    }
     case MF_OPTIMIZER:
     case MF_NFIELDS: break; /* read_optimizer */
     }
@@ -225,6 +248,10 @@ ddp_status manifest_read_ddp(const char *path, const json_value *root, ddp_confi
         DDP_CHECK(read_field(path, v, MF_FIND_UNUSED, out));
         *read |= 1u << MF_FIND_UNUSED;
     }
+    if ((v = json_get(root, "loss_scale"))) {
+        DDP_CHECK(read_field(path, v, MF_LOSS_SCALE, out));
+        *read |= 1u << MF_LOSS_SCALE;
+    }
     int typed = 0;
     if (opt)
         DDP_CHECK(read_optimizer(path, opt, out, &typed));
@@ -246,6 +273,46 @@ ddp_status manifest_ddp_compare(const char *path, const char *what, const ddp_co
             return ddp_error(DDP_ERR_INVALID, "%s: the %s was made with %s %s, this run has %s (%s)", path, what,
                              fields[k].key, a, b, fields[k].option);
     }
+    return DDP_OK;
+}
+
+void manifest_write_plants(FILE *f, const manifest_plant *p, int n)
+{
+    if (!n)
+        return;
+    fprintf(f, ",\n \"planted\": [");
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%s{\"kind\": \"%s\", \"rank\": %d, \"op\": %zu}", i ? ", " : "", p[i].nan ? "nan" : "inf",
+                p[i].rank, p[i].op);
+    fprintf(f, "]");
+}
+
+ddp_status manifest_read_plants(const char *path, const json_value *root, const sched *s, int nranks,
+                                manifest_plant *out, int *n)
+{
+    *n = 0;
+    const json_value *list = json_get(root, "planted");
+    if (!list)
+        return DDP_OK;
+    if (list->type != JSON_ARRAY || list->n > MANIFEST_MAX_PLANTS)
+        return ddp_error(DDP_ERR_INVALID, "%s: \"planted\" must be an array of at most %d objects", path,
+                         MANIFEST_MAX_PLANTS);
+    for (size_t i = 0; i < list->n; i++) {
+        const json_value *e = &list->items[i], *kind = json_get(e, "kind"), *rank = json_get(e, "rank"),
+                         *op = json_get(e, "op");
+        if (!kind || kind->type != JSON_STRING || (strcmp(kind->string, "inf") != 0 && strcmp(kind->string, "nan") != 0))
+            return ddp_error(DDP_ERR_INVALID, "%s: planted %zu: \"kind\" must be \"inf\" or \"nan\"", path, i);
+        if (!rank || rank->type != JSON_NUMBER || rank->number != floor(rank->number) || rank->number < 0 ||
+            rank->number >= nranks)
+            return ddp_error(DDP_ERR_INVALID, "%s: planted %zu: \"rank\" must be a rank of the run (0..%d)", path, i,
+                             nranks - 1);
+        if (!op || op->type != JSON_NUMBER || op->number != floor(op->number) || op->number < 0 ||
+            op->number >= (double)s->nops || s->ops[(size_t)op->number] != OP_BWD)
+            return ddp_error(DDP_ERR_INVALID, "%s: planted %zu: \"op\" must be the index of a backward (bwd) among "
+                             "the %zu ops", path, i, s->nops);
+        out[i] = (manifest_plant){.nan = kind->string[0] == 'n', .rank = (int)rank->number, .op = (size_t)op->number};
+    }
+    *n = (int)list->n;
     return DDP_OK;
 }
 

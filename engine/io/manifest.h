@@ -11,9 +11,11 @@
  *   "zero_grad": "fill_zeros" | "set_to_none",
  *   "optimizer": {"type": "sgd", "lr": X, "momentum": M}
  *              | {"type": "adamw", "lr": X, "betas": [B1, B2], "eps": E, "weight_decay": W},
+ *   "loss_scale": "S" | "dynamic:INIT,GROWTH,BACKOFF,INTERVAL"   (scaler.h; left out: none)
+ *   "planted": [{"kind": "inf" | "nan", "rank": R, "op": K}, ...]   (--fault inf|nan: left out: none)
  *   "joins": [...], "uneven": [...]   (schedule.h's blocks, resolved: manifest_write_uneven)
  *
- * Every member of "ddp", "zero_grad" and "optimizer" may be left out: a
+ * Every member of "ddp", "zero_grad", "optimizer" and "loss_scale" may be left out: a
  * reader takes ddp_config_default()'s value and says which it read
  * (manifest_ddp_fields), so a check compares only what a file says.
  */
@@ -43,12 +45,13 @@ typedef enum manifest_ddp_field {
     MF_LR,
     MF_MOMENTUM,
     MF_OPTIMIZER, /* optimizer.type, and AdamW's hyperparameters */
+    MF_LOSS_SCALE,
     MF_NFIELDS
 } manifest_ddp_field;
 typedef unsigned manifest_ddp_fields;
 #define MF_ALL ((1u << MF_NFIELDS) - 1)
 
-/* ,\n "ddp": {...every field...},\n "zero_grad": ...,\n "optimizer": {...} of d, to f. */
+/* ,\n "ddp": {...every field...},\n "zero_grad": ...,\n "optimizer": {...} of d, to f; "loss_scale" with one. */
 void manifest_write_ddp(FILE *f, const ddp_config *d);
 /*
  * The same from a manifest's root (path: for messages) into out, which starts as ddp_config_default(); *read
@@ -62,6 +65,26 @@ ddp_status manifest_read_ddp(const char *path, const json_value *root, ddp_confi
  */
 ddp_status manifest_ddp_compare(const char *path, const char *what, const ddp_config *file, const ddp_config *run,
                                 manifest_ddp_fields fields);
+
+/*
+ * The infs and NaNs planted into backwards (--fault inf|nan, faults.h): "kind" inf or nan, the rank, the backward's
+ * op index. GradScaler must find them: a run that plants one needs "loss_scale".
+ */
+typedef struct manifest_plant {
+    int nan; /* 0: an inf */
+    int rank;
+    size_t op;
+} manifest_plant;
+#define MANIFEST_MAX_PLANTS 16
+
+/* ,\n "planted": [...] of n plants (nothing when n is 0), to f. */
+void manifest_write_plants(FILE *f, const manifest_plant *p, int n);
+/*
+ * "planted" from a manifest's root (left out: *n = 0), each against the schedule (op K a backward) and the ranks;
+ * DDP_ERR_INVALID naming the entry.
+ */
+ddp_status manifest_read_plants(const char *path, const json_value *root, const sched *s, int nranks,
+                                manifest_plant *out, int *n);
 
 /* "params" of m ([{"name": ..., "shape": [...]}, ...]), to f. */
 void manifest_write_params(FILE *f, const model *m);

@@ -426,7 +426,7 @@ ddp_status record_write_comm(const char *dir, int rank, uint64_t micro, const re
     return file_close_written(f, path);
 }
 
-/* A coefficient as JSON: a number, or "nan", "inf", "-inf" (JSON has none of them). */
+/* A float as JSON (a clip's coefficient, a loss scale): a number, or "nan", "inf", "-inf" (JSON has none). */
 static void write_coef(FILE *f, float c)
 {
     if (isnan(c))
@@ -437,40 +437,116 @@ static void write_coef(FILE *f, float c)
         jsonw_number(f, c);
 }
 
-ddp_status record_write_clip(const char *dir, const char *side, int rank, uint64_t k, float coef)
+/* DIR/<side>/rank<r>/<stem><k>.json opened for writing (its directory made); the path in path. */
+static ddp_status create_rank_json(const char *dir, const char *side, int rank, const char *stem, uint64_t k,
+                                   char *path, size_t len, FILE **f)
 {
-    char sub[RECORD_PATH_LEN], path[RECORD_PATH_LEN + 32];
+    char sub[RECORD_PATH_LEN];
     snprintf(sub, sizeof sub, "%s/%s/rank%d", dir, side, rank);
     DDP_CHECK(dump_mkdirs(sub));
-    snprintf(path, sizeof path, "%s/clip%llu.json", sub, (unsigned long long)k);
-    FILE *f = fopen(path, "w");
-    if (!f)
+    snprintf(path, len, "%s/%s%llu.json", sub, stem, (unsigned long long)k);
+    if (!(*f = fopen(path, "w")))
         return ddp_error(DDP_ERR_SYSTEM, "cannot create %s", path);
-    fprintf(f, "{\"coef\": ");
-    write_coef(f, coef);
+    return DDP_OK;
+}
+
+/* DIR/<side>/rank<r>/<stem><k>.json: {"<key>": V}, V as write_coef writes it. */
+static ddp_status write_rank_float(const char *dir, const char *side, int rank, const char *stem, uint64_t k,
+                                   const char *key, float v)
+{
+    char path[RECORD_PATH_LEN + 32];
+    FILE *f;
+    DDP_CHECK(create_rank_json(dir, side, rank, stem, k, path, sizeof path, &f));
+    fprintf(f, "{\"%s\": ", key);
+    write_coef(f, v);
     fprintf(f, "}\n");
     return file_close_written(f, path);
 }
 
-ddp_status record_clip(const record_run *r, int rank, uint64_t k, float *coef)
+ddp_status record_write_clip(const char *dir, const char *side, int rank, uint64_t k, float coef)
+{
+    return write_rank_float(dir, side, rank, "clip", k, "coef", coef);
+}
+
+ddp_status record_write_scale(const char *dir, const char *side, int rank, uint64_t micro, float scale)
+{
+    return write_rank_float(dir, side, rank, "scale", micro, "scale", scale);
+}
+
+ddp_status record_write_unscale(const char *dir, const char *side, int rank, uint64_t k, int found_inf)
+{
+    char path[RECORD_PATH_LEN + 32];
+    FILE *f;
+    DDP_CHECK(create_rank_json(dir, side, rank, "unscale", k, path, sizeof path, &f));
+    fprintf(f, "{\"found_inf\": %s}\n", found_inf ? "true" : "false");
+    return file_close_written(f, path);
+}
+
+/* <impl>/rank<r>/<stem><k>.json's member `key` (required: missing says what it should have held); *v to json_free. */
+static ddp_status read_rank_json(const record_run *r, int rank, const char *stem, uint64_t k, const char *key,
+                                 const char *what, char *path, size_t len, json_value **v, const json_value **member)
+{
+    snprintf(path, len, "%s/%s/rank%d/%s%llu.json", r->dir, r->impl, rank, stem, (unsigned long long)k);
+    if (access(path, F_OK) != 0)
+        return ddp_error(DDP_ERR_INVALID, "%s: missing: %s (rank %d's %s %llu)", path, what, rank, stem,
+                         (unsigned long long)k);
+    DDP_CHECK(read_json(path, RECORD_MAX_USED, v));
+    *member = json_get(*v, key);
+    return DDP_OK;
+}
+
+/* A float as write_coef writes it: a number, or "nan", "inf", "-inf". */
+static int read_coef(const json_value *c, float *out)
+{
+    if (c && c->type == JSON_NUMBER)
+        *out = (float)c->number;
+    else if (c && c->type == JSON_STRING && strcmp(c->string, "nan") == 0)
+        *out = NAN;
+    else if (c && c->type == JSON_STRING && (strcmp(c->string, "inf") == 0 || strcmp(c->string, "-inf") == 0))
+        *out = c->string[0] == '-' ? -INFINITY : INFINITY;
+    else
+        return -1;
+    return 0;
+}
+
+/* <impl>/rank<r>/<stem><k>.json's float `key` (read_coef's forms; positive: a positive finite number only). */
+static ddp_status read_rank_float(const record_run *r, int rank, const char *stem, uint64_t k, const char *key,
+                                  const char *what, int positive, float *out)
 {
     char path[RECORD_PATH_LEN];
-    snprintf(path, sizeof path, "%s/%s/rank%d/clip%llu.json", r->dir, r->impl, rank, (unsigned long long)k);
-    if (access(path, F_OK) != 0)
-        return ddp_error(DDP_ERR_INVALID, "%s: missing: the coefficient rank %d's clip %llu applied", path, rank,
-                         (unsigned long long)k);
     json_value *v;
-    DDP_CHECK(read_json(path, RECORD_MAX_USED, &v));
-    const json_value *c = json_get(v, "coef");
+    const json_value *c;
+    DDP_CHECK(read_rank_json(r, rank, stem, k, key, what, path, sizeof path, &v, &c));
     ddp_status s = DDP_OK;
-    if (c && c->type == JSON_NUMBER)
-        *coef = (float)c->number;
-    else if (c && c->type == JSON_STRING && strcmp(c->string, "nan") == 0)
-        *coef = NAN;
-    else if (c && c->type == JSON_STRING && (strcmp(c->string, "inf") == 0 || strcmp(c->string, "-inf") == 0))
-        *coef = c->string[0] == '-' ? -INFINITY : INFINITY;
-    else
-        s = ddp_error(DDP_ERR_INVALID, "%s: \"coef\" must be a number (or \"nan\", \"inf\", \"-inf\")", path);
+    if (read_coef(c, out) != 0 || (positive && !(*out > 0 && isfinite(*out))))
+        s = ddp_error(DDP_ERR_INVALID, "%s: \"%s\" must be %s", path, key,
+                      positive ? "a positive finite number" : "a number (or \"nan\", \"inf\", \"-inf\")");
+    json_free(v);
+    return s;
+}
+
+ddp_status record_clip(const record_run *r, int rank, uint64_t k, float *coef)
+{
+    return read_rank_float(r, rank, "clip", k, "coef", "the coefficient the clip applied", 0, coef);
+}
+
+ddp_status record_scale(const record_run *r, int rank, uint64_t micro, float *scale)
+{
+    return read_rank_float(r, rank, "scale", micro, "scale", "the scale the backward multiplied the loss by", 1, scale);
+}
+
+ddp_status record_unscale(const record_run *r, int rank, uint64_t k, int *found_inf)
+{
+    char path[RECORD_PATH_LEN];
+    json_value *v;
+    const json_value *c;
+    DDP_CHECK(read_rank_json(r, rank, "unscale", k, "found_inf", "what the unscale found", path, sizeof path, &v,
+                             &c));
+    ddp_status s = c && c->type == JSON_BOOL ? DDP_OK
+                                             : ddp_error(DDP_ERR_INVALID, "%s: \"found_inf\" must be true or false",
+                                                         path);
+    if (s == DDP_OK)
+        *found_inf = c->boolean;
     json_free(v);
     return s;
 }
@@ -905,6 +981,14 @@ ddp_status record_open(const char *dir, record_run *out)
     if (s == DDP_OK)
         s = read_ops(path, root, out);
     if (s == DDP_OK)
+        s = manifest_read_plants(path, root, &out->schedule, out->nranks, out->planted, &out->nplanted);
+    if (s == DDP_OK && out->nplanted && !out->ddp.scaler.on)
+        s = ddp_error(DDP_ERR_INVALID, "%s: \"planted\" needs \"loss_scale\" (without a scaler nothing skips the "
+                                       "step the inf or NaN reaches)", path);
+    if (s == DDP_OK && out->ddp.scaler.on && (out->schedule.nuneven || out->schedule.njoins))
+        s = ddp_error(DDP_ERR_INVALID, "%s: \"loss_scale\" with uneven inputs or join: not modelled (a rank that ran "
+                                       "out has no step to skip)", path);
+    if (s == DDP_OK)
         s = read_shard(path, root, out);
     if (s == DDP_OK && out->shard != SHARD_NONE && (out->schedule.nuneven || out->schedule.njoins))
         s = ddp_error(DDP_ERR_INVALID, "%s: a %s recording with uneven inputs or join: not modelled by the sharded "
@@ -975,6 +1059,7 @@ ddp_status record_write_manifest(const char *dir, const record_info *info)
         fprintf(f, "]");
     }
     manifest_write_uneven(f, info->schedule, info->nranks);
+    manifest_write_plants(f, info->planted, info->nplanted);
     if (info->shard != SHARD_NONE)
         fprintf(f, ",\n \"shard\": {\"mode\": \"%s\", \"mesh\": \"%dx%d\"}", shard_mode_name(info->shard),
                 info->mesh.replicas, info->mesh.shards);
@@ -1059,8 +1144,25 @@ ddp_status record_write_held(const char *dir, const char *side, int rank, const 
     return file_close_written(f, path);
 }
 
+/* A tensor of par's shape to path, each value times factor (1: as it is; a power of two: exact). */
+static ddp_status write_times(const char *path, const model_param *par, const float *v, float factor)
+{
+    size_t shape[MODEL_MAX_NDIM];
+    dump_param_shape(par, shape);
+    if (factor == 1.0f)
+        return npy_write(path, NPY_F4, shape, par->ndim, v);
+    float *t = malloc((par->count ? par->count : 1) * sizeof *t);
+    if (!t)
+        return ddp_error(DDP_ERR_NOMEM, "%s: %zu floats", path, par->count);
+    for (size_t j = 0; j < par->count; j++)
+        t[j] = v[j] * factor;
+    ddp_status s = npy_write(path, NPY_F4, shape, par->ndim, t);
+    free(t);
+    return s;
+}
+
 ddp_status record_write_micro(const char *dir, int rank, uint64_t micro, const model *m, const float *local,
-                              const unsigned char *used)
+                              const unsigned char *used, float factor)
 {
     char sub[RECORD_PATH_LEN], path[RECORD_PATH_LEN + MODEL_NAME_LEN + 32];
     snprintf(sub, sizeof sub, "%s/rank%d/micro%llu", dir, rank, (unsigned long long)micro);
@@ -1071,13 +1173,11 @@ ddp_status record_write_micro(const char *dir, int rank, uint64_t micro, const m
         if (!used[p])
             continue;
         const model_param *par = model_param_at(m, p);
-        size_t shape[MODEL_MAX_NDIM];
-        dump_param_shape(par, shape);
         snprintf(path, sizeof path, "%s/%s.npy", sub, par->name);
-        DDP_CHECK(npy_write(path, NPY_F4, shape, par->ndim, local + par->offset));
+        DDP_CHECK(write_times(path, par, local + par->offset, factor));
         for (int k = 0; k < model_npieces(m, p); k++) { /* a gradient in pieces: each, as record.h lays them out */
             snprintf(path, sizeof path, "%s/%s.part%d.npy", sub, par->name, k + 1);
-            DDP_CHECK(npy_write(path, NPY_F4, shape, par->ndim, model_piece(m, p, k)));
+            DDP_CHECK(write_times(path, par, model_piece(m, p, k), factor));
         }
     }
     return DDP_OK;

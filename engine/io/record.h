@@ -23,6 +23,10 @@
  *   DIR/<impl>/rank<r>/end/<param>.npy       its parameters at the end
  *   DIR/<impl>/rank<r>/clip<k>.json          {"coef": C}: the coefficient rank r's k-th clip
  *                                            applied (version 8; "nan", "inf" as strings)
+ *   DIR/<impl>/rank<r>/scale<m>.json         {"scale": S}: with "loss_scale", what rank r's m-th
+ *                                            backward multiplied its loss by (version 9)
+ *   DIR/<impl>/rank<r>/unscale<k>.json       {"found_inf": bool}: what rank r's k-th unscale_
+ *                                            found, every gradient's elements over every rank
  *   DIR/init/<buffer>.npy                    with "buffers": the buffers every rank started from
  *   DIR/rank<r>/fwd<k>/seen/<buffer>.npy     the buffers rank r's module held when its k-th
  *                                            forward began (after any broadcast of DDP's)
@@ -39,6 +43,8 @@
  *    "joins": [{"enter": OP, "exit": OP, "divide_by_initial_world_size": bool}, ...],
  *    "uneven": [{"first": OP, "body": N, "iterations": K, "counts": [rank 0's, ...]}, ...],
  *    "clips": [{"op": OP, "max_norm": X, "norm_type": 2 | "inf"}, ...],
+ *    "loss_scale": "S" | "dynamic:INIT,GROWTH,BACKOFF,INTERVAL",
+ *    "planted": [{"kind": "inf" | "nan", "rank": R, "op": K}, ...],
  *    "grad_shards": [{"<param>": [[START, COUNT], ...], ...}, ... one object per rank],
  *    "shard": {"mode": "zero1" | "zero2" | "fsdp" | "hsdp", "mesh": "RxS"}}
  *
@@ -83,6 +89,21 @@
  * reduce-scatters and reduces among its "reductions") are allowed there;
  * without "scatters" that backward's count is not held against it.
  *
+ * "loss_scale" (version 9; scaler.h, as --loss-scale spells it) says the
+ * implementation scaled its loss as torch's GradScaler does: the local
+ * gradients of rank<r>/micro<m> are what its backward made, at the scale
+ * of its scale<m>.json (inf and NaN allowed: an overflow is GradScaler's
+ * to find), and before the first clip or step since the last step it ran
+ * unscale_ and wrote what it found (unscale<k>.json, k counting its
+ * unscales). The replay runs the reference's own scaler: its scale at
+ * every backward and its finding at every unscale are what the
+ * implementation's must be; its gradients at a grab are the scaled ones
+ * before the unscale, the unscaled ones after. "planted" (--fault inf|nan)
+ * names the backwards where an inf or NaN was put into a rank's gradient
+ * on purpose (element 0 of the first gradient it completes, in the
+ * reference too); it needs "loss_scale". Neither goes with uneven inputs
+ * or join.
+ *
  * "optimizer": {"averages": "parameters"} (version 5): the implementation
  * averages the parameters over the ranks after each rank's local SGD step
  * (model averaging, post-local SGD: torch.distributed.algorithms'
@@ -100,6 +121,7 @@
 #include <stdint.h>
 
 #include "ddp_ref.h"
+#include "manifest.h"
 #include "model.h"
 #include "mesh.h"
 #include "schedule.h"
@@ -107,12 +129,13 @@
 #include "status.h"
 
 #define RECORD_NAME_LEN 128
-/* 8: "clips" (the clip ops' arguments) and each rank's clip<k>.json;
+/* 9: "loss_scale", "planted", and each rank's scale<m>.json and unscale<k>.json;
+ * 8: "clips" (the clip ops' arguments) and each rank's clip<k>.json;
  * 7: "optimizer": {"type": "adamw", "betas": [B1, B2], "eps": E, "weight_decay": W};
  * 6: "optimizer": {"momentum": M};
  * 5: "optimizer": {"averages": "parameters"}; 4: "shard", comm.json's "scatters" and a parameter check's held.json; 3: "grad_shards" and a grab's none.json;
  * 2: "ddp" has every option (manifest.h), "algo" among them; versions 1 (without "algo") to 3 are read as well */
-#define RECORD_VERSION 8
+#define RECORD_VERSION 9
 
 /* A slice of a parameter's gradient that a rank holds (grad_shards): elements [start, start + count). */
 typedef struct record_held {
@@ -138,6 +161,8 @@ typedef struct record_run {
     shard_mode shard;        /* "shard": the mode (SHARD_NONE: judged as DDP) and its mesh */
     mesh mesh;
     int params_averaged;     /* "optimizer": {"averages": "parameters"}: parameters averaged, only they are checked */
+    manifest_plant planted[MANIFEST_MAX_PLANTS]; /* "planted": the infs and NaNs put into backwards */
+    int nplanted;
 } record_run;
 
 /*
@@ -194,6 +219,10 @@ ddp_status record_comm(const record_run *r, int rank, uint64_t micro, record_com
 ddp_status record_used(const record_run *r, int rank, uint64_t micro, unsigned char *used);
 /* DIR/<impl>/rank<r>/clip<k>.json: the coefficient rank r's k-th clip applied (required for each clip it ran). */
 ddp_status record_clip(const record_run *r, int rank, uint64_t k, float *coef);
+/* DIR/<impl>/rank<r>/scale<m>.json: the loss scale of rank r's m-th backward (required with "loss_scale"). */
+ddp_status record_scale(const record_run *r, int rank, uint64_t micro, float *scale);
+/* DIR/<impl>/rank<r>/unscale<k>.json: what rank r's k-th unscale_ found (required with "loss_scale"). */
+ddp_status record_unscale(const record_run *r, int rank, uint64_t k, int *found_inf);
 
 /* ---- writing one (ddpsim --record DIR: a live run recorded as any framework would) ---- */
 
@@ -205,18 +234,24 @@ typedef struct record_info {
     const sched *schedule;
     shard_mode shard;        /* SHARD_NONE: no "shard" */
     mesh mesh;
+    const manifest_plant *planted; /* "planted" (nplanted 0: none) */
+    int nplanted;
 } record_info;
 
 /* DIR/manifest.json (DIR prepared with dump_prepare). */
 ddp_status record_write_manifest(const char *dir, const record_info *info);
 /* DIR/rank<r>/micro<m>/: used.json and the local gradient of every used parameter (local: m's layout), with its
- * pieces (<param>.part<k>.npy) when it came in two or more (model_npieces). */
+ * pieces (<param>.part<k>.npy) when it came in two or more (model_npieces), each value times factor (1: as they
+ * are; an implementation served by the reference's backward at another loss scale, rank.c: the ratio of the two) */
 ddp_status record_write_micro(const char *dir, int rank, uint64_t micro, const model *m, const float *local,
-                              const unsigned char *used);
+                              const unsigned char *used, float factor);
 /* DIR/rank<r>/micro<m>/comm.json (the directory exists): the implementation's reductions in that backward. */
 ddp_status record_write_comm(const char *dir, int rank, uint64_t micro, const record_comm_counts *c);
 /* DIR/<side>/rank<r>/clip<k>.json: {"coef": C} (C a number, or "nan", "inf", "-inf"). */
 ddp_status record_write_clip(const char *dir, const char *side, int rank, uint64_t k, float coef);
+/* DIR/<side>/rank<r>/scale<m>.json and unscale<k>.json: a backward's loss scale, an unscale_'s finding. */
+ddp_status record_write_scale(const char *dir, const char *side, int rank, uint64_t micro, float scale);
+ddp_status record_write_unscale(const char *dir, const char *side, int rank, uint64_t k, int found_inf);
 /* DIR/<side>/rank<r>/<what>/held.json (the directory exists): the elements of m's layout whose held[] is not 0. */
 ddp_status record_write_held(const char *dir, const char *side, int rank, const char *what, const model *m,
                              const unsigned char *held);

@@ -17,6 +17,7 @@
 typedef struct source_ctx {
     const record_run *rec;
     int rank;
+    int finite_only; /* a local gradient that is not finite is the run's breakage, unless a scaler is to find it */
 } source_ctx;
 
 static ddp_status src_used(void *ctx, uint64_t micro, unsigned char *used)
@@ -30,7 +31,7 @@ static ddp_status src_grad(void *ctx, uint64_t micro, int p, float *dst)
     const source_ctx *s = ctx;
     char what[64];
     snprintf(what, sizeof what, "rank%d/micro%llu", s->rank, (unsigned long long)micro);
-    return record_read(s->rec, what, p, dst, 1); /* a local gradient that is not finite: the run itself broke */
+    return record_read(s->rec, what, p, dst, s->finite_only);
 }
 
 static int src_npieces(void *ctx, uint64_t micro, int p)
@@ -67,6 +68,8 @@ typedef struct check_rank {
     float *seen;            /* the buffers the implementation's module held as a forward began */
     uint64_t nfwd;
     uint64_t nclip;         /* clips so far: the next one's recorded coefficient is clip<nclip>.json */
+    uint64_t nscale, nunscale; /* backwards and unscales so far ("loss_scale": scale<m>.json, unscale<k>.json) */
+    verify_fault planted[VERIFY_MAX_FAULTS]; /* the recording's "planted", as --fault's */
     verify_rank_area *area;
 } check_rank;
 
@@ -219,8 +222,30 @@ static ddp_status rec_clip(void *ctx, const sched_clip *k, float *coef)
     return bad_record(c, record_clip(c->rec, c->rank, c->nclip++, coef));
 }
 
+/*
+ * "loss_scale", before a backward: the scale the implementation's rank multiplied its loss by, as recorded. Its
+ * local gradients are at that scale; the reference's are them times ref_scale / scale (powers of two: exact; a
+ * scale that differs fails the scale's check first).
+ */
+static ddp_status rec_loss_scale(void *ctx, float ref_scale, float *scale)
+{
+    check_rank *c = ctx;
+    DDP_CHECK(bad_record(c, record_scale(c->rec, c->rank, c->nscale++, scale)));
+    model_set_loss_scale(c->m, ref_scale / *scale);
+    return DDP_OK;
+}
+
+/* ... at an unscale_: what the implementation's rank found, as recorded. */
+static ddp_status rec_unscale(void *ctx, int *found_inf)
+{
+    check_rank *c = ctx;
+    return bad_record(c, record_unscale(c->rec, c->rank, c->nunscale++, found_inf));
+}
+
 static const verify_side recorded_side = {
     .clip = rec_clip,
+    .loss_scale = rec_loss_scale,
+    .unscale = rec_unscale,
     .forward_end = rec_forward_end,
     .backward_end = rec_backward_end,
     .backward_comm = rec_backward_comm,
@@ -252,9 +277,11 @@ static ddp_status setup(check_rank *c, void *user)
                             .comm_hook = rec->ddp.comm_hook, .params_rule = PARAMS_REPLAY,
                             .agree = &c->area->agree, .fig = &c->area->fig, .explain_across_ranks = 1,
                             .allow_unsynced_comm = c->cfg->allow_unsynced_comm,
-                            .set_to_none = rec->ddp.set_to_none, .params_averaged = rec->params_averaged};
+                            .set_to_none = rec->ddp.set_to_none, .params_averaged = rec->params_averaged,
+                            .scaler = rec->ddp.scaler, .faults = c->planted, .nfaults = rec->nplanted};
+    faults_from_plants(rec->planted, rec->nplanted, c->planted);
     DDP_CHECK(verify_ops_init(&c->v, &oc, c->wr, user));
-    c->src = (source_ctx){rec, c->rank};
+    c->src = (source_ctx){rec, c->rank, !rec->ddp.scaler.on};
     model_grad_source src = {src_used, src_grad, &c->src, src_npieces, src_piece};
     DDP_CHECK(model_create_recorded(rec->decls, rec->nparams, &src, &c->m));
     DDP_CHECK(model_recorded_add_buffers(c->m, rec->decls + rec->nparams, rec->nbuffers));

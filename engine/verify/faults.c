@@ -134,3 +134,20 @@ int faults_plant_any(const verify_fault *faults, int nfaults)
             return 1;
     return 0;
 }
+
+int faults_plants(const verify_fault *faults, int nfaults, manifest_plant *out)
+{
+    int n = 0;
+    for (int i = 0; i < nfaults; i++)
+        if (faults[i].kind == FAULT_INF || faults[i].kind == FAULT_NAN)
+            out[n++] = (manifest_plant){.nan = faults[i].kind == FAULT_NAN, .rank = faults[i].rank,
+                                        .op = (size_t)faults[i].op};
+    return n;
+}
+
+void faults_from_plants(const manifest_plant *plants, int n, verify_fault *out)
+{
+    for (int i = 0; i < n; i++)
+        out[i] = (verify_fault){.kind = plants[i].nan ? FAULT_NAN : FAULT_INF, .rank = plants[i].rank,
+                                .op = (long)plants[i].op};
+}

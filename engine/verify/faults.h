@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 
+#include "manifest.h"
 #include "status.h"
 
 typedef enum fault_kind {
@@ -50,5 +51,10 @@ int faults_planted(const verify_fault *faults, int nfaults, int rank, size_t op,
 
 /* 1 when some fault plants an inf or a NaN. */
 int faults_plant_any(const verify_fault *faults, int nfaults);
+
+/* The infs and NaNs among faults as a manifest's "planted" (out: room for nfaults); how many. */
+int faults_plants(const verify_fault *faults, int nfaults, manifest_plant *out);
+/* A manifest's "planted" as faults (out: room for n). */
+void faults_from_plants(const manifest_plant *plants, int n, verify_fault *out);
 
 #endif

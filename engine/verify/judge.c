@@ -48,6 +48,7 @@ void judge_take_check(verify_tally *t, const sched_check *ck, const verify_recor
     int grads = ck->kind == CHECK_GRADS;
     int failed = 0, agree = 1, checked = 0, global_bad = 0, uneven = 0, base = 0;
     uint64_t nonzero = 0;
+    int first_here = 0; /* the first failing record is this check's */
     /* Uneven inputs: a rank that had run out has no record to compare, and until every rank zeroes again the
      * ranks' gradients may differ (the reference's too): no agreement across ranks is asked of them. */
     for (int r = 0; r < nranks; r++)
@@ -63,7 +64,11 @@ void judge_take_check(verify_tally *t, const sched_check *ck, const verify_recor
             t->bound_worst = rec->bound_ratio;
         if (!judge_record_ok(rec)) {
             failed = 1;
-            if (!t->failed) {
+            /* At the first failing check a rank whose loss scale, skip or clip failed comes first: it made the
+             * values every rank's check then saw (one rank's wrong scale changes every rank's sum). */
+            int cause = rec->scale.failed || rec->clip.failed;
+            if (!t->failed || (first_here && cause && !t->first.scale.failed && !t->first.clip.failed)) {
+                first_here = 1;
                 t->failed = 1;
                 t->first = *rec;
                 t->first_where = *ck;

@@ -45,6 +45,9 @@ static ddp_status write_dump_manifest(const verify_config *cfg, const char *dir,
         .impls = impls,
         .nimpls = nimpls,
     };
+    manifest_plant planted[VERIFY_MAX_FAULTS];
+    info.planted = planted;
+    info.nplanted = faults_plants(cfg->faults, cfg->nfaults, planted);
     return dump_write_manifest(dir, &info);
 }
 
@@ -72,9 +75,11 @@ ddp_status verify_prepare_record(const verify_config *cfg)
     model *layout = NULL;
     DDP_CHECK(model_create_layout(cfg->model_spec, cfg->batch, &layout));
     snprintf(by, sizeof by, "ddpsim %s --record", PACKAGE_VERSION);
+    manifest_plant planted[VERIFY_MAX_FAULTS];
     record_info info = {.nranks = cfg->nranks, .impl = impls[0], .recorded_by = by, .model = cfg->model_spec,
                         .layout = layout, .ddp = &cfg->ddp, .schedule = cfg->schedule, .shard = cfg->shard,
-                        .mesh = mesh_or_flat(&cfg->mesh, cfg->nranks)};
+                        .mesh = mesh_or_flat(&cfg->mesh, cfg->nranks), .planted = planted,
+                        .nplanted = faults_plants(cfg->faults, cfg->nfaults, planted)};
     ddp_status s = record_write_manifest(cfg->record_dir, &info);
     model_destroy(layout);
     return s;

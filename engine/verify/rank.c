@@ -382,7 +382,8 @@ static ddp_status live_after_backward(void *ctx, int synced)
     if (c->cfg->record_dir) {
         const model *m = c->shared ? c->v.m : c->impl.m;
         VERIFY_COSTED(&c->v, COST_OUTPUT, {
-            st = record_write_micro(c->cfg->record_dir, c->rank, c->nbwd - 1, m, model_local_grads(m), model_used(m));
+            st = record_write_micro(c->cfg->record_dir, c->rank, c->nbwd - 1, m, model_local_grads(m), model_used(m),
+                                    c->shared ? c->share_factor : 1.0f);
             if (st == DDP_OK)
                 st = record_write_comm(c->cfg->record_dir, c->rank, c->nbwd - 1, &c->bwd_counts);
         });
@@ -437,7 +438,11 @@ static ddp_status live_loss_scale(void *ctx, float ref_scale, float *scale)
     c->scale = *scale;
     c->share_factor = *scale / ref_scale; /* powers of two: exact (a wrong one fails the scale's check first) */
     model_set_loss_scale(im->m, *scale);
-    return DDP_OK;
+    ddp_status st = DDP_OK;
+    if (c->cfg->record_dir) /* the scale of the backward's local gradients, micro<nbwd> (record.h) */
+        VERIFY_COSTED(&c->v, COST_OUTPUT,
+                      st = record_write_scale(c->cfg->record_dir, c->name, c->rank, c->nbwd, *scale));
+    return st;
 }
 
 /* --loss-scale's unscale_: the implementation's, or ddpsim's over its .grad (right for DDP: .grad is synced). */
@@ -445,11 +450,18 @@ static ddp_status live_unscale(void *ctx, int *found_inf)
 {
     rank_ctx *c = ctx;
     impl_side *im = &c->impl;
-    if (own_scaler(im))
-        return IMPL_CALL(c, im->ops->scaler_unscale(im->state, found_inf), "scaler_unscale");
-    float inv = scaler_inv_scale(c->scaler.scale);
-    *found_inf = c->impl_found_inf = scaler_unscale(model_grads(im->m), model_size(im->m), inv);
-    return DDP_OK;
+    if (own_scaler(im)) {
+        DDP_CHECK(IMPL_CALL(c, im->ops->scaler_unscale(im->state, found_inf), "scaler_unscale"));
+    } else {
+        float inv = scaler_inv_scale(c->scaler.scale);
+        *found_inf = c->impl_found_inf = scaler_unscale(model_grads(im->m), model_size(im->m), inv);
+    }
+    ddp_status st = DDP_OK;
+    if (c->cfg->record_dir)
+        VERIFY_COSTED(&c->v, COST_OUTPUT,
+                      st = record_write_unscale(c->cfg->record_dir, c->name, c->rank, c->nunscale, *found_inf));
+    c->nunscale++;
+    return st;
 }
 
 /* clip: the implementation's clip_grads, or without one (plain DDP: refused under --shard) ddpsim's, torch's way. */

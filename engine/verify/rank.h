@@ -55,6 +55,7 @@ typedef struct rank_ctx {
     chaos_rank chaos;
     uint64_t nbwd;        /* backwards so far */
     uint64_t nclip;       /* clips so far (--record's clip<k>.json) */
+    uint64_t nunscale;    /* unscales so far (--record's unscale<k>.json) */
     uint64_t nfwd_recorded; /* --record of a model with buffers: forwards whose buffers were written */
     int shared;           /* the implementation's parameters equal the reference's: one forward and backward serve both */
     scaler_state scaler;  /* --loss-scale: ddpsim's GradScaler for an implementation without its own, and */

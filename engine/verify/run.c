@@ -174,8 +174,8 @@ static ddp_status check_faults(const verify_config *cfg)
 
 /*
  * --loss-scale (scaler.h): what ddpsim checks of it so far, said before any rank starts. The sharded order
- * tolerance's bound is not carried through the unscale yet, recordings do not hold the scales, and a rank that ran
- * out of an uneven repetition has no step to skip.
+ * tolerance's bound is not carried through the unscale yet, and a rank that ran out of an uneven repetition has no
+ * step to skip.
  */
 static ddp_status check_loss_scale(const verify_config *cfg)
 {
@@ -184,8 +184,6 @@ static ddp_status check_loss_scale(const verify_config *cfg)
     if (cfg->tol.kind == TOL_ORDER && cfg->shard != SHARD_NONE)
         return ddp_error(DDP_ERR_INVALID, "--loss-scale: not with --shard and the order tolerance yet (the sharded "
                                           "bound is not carried through the unscale); give --tolerance bitwise");
-    if (cfg->record_dir)
-        return ddp_error(DDP_ERR_INVALID, "--loss-scale: not with --record yet (a recording does not hold the scales)");
     if (cfg->schedule->nuneven || cfg->schedule->njoins)
         return ddp_error(DDP_ERR_INVALID, "--loss-scale: not with uneven inputs or join{} yet (the schedule has them)");
     if (cfg->shard != SHARD_NONE && (cfg->impl_ops->api_version < 9 || !cfg->impl_ops->scaler_scale))
