@@ -100,9 +100,11 @@
  * implementation's must be; its gradients at a grab are the scaled ones
  * before the unscale, the unscaled ones after. "planted" (--fault inf|nan)
  * names the backwards where an inf or NaN was put into a rank's gradient
- * on purpose (element 0 of the first gradient it completes, in the
- * reference too); it needs "loss_scale". Neither goes with uneven inputs
- * or join.
+ * on purpose (ddpsim: element 0 of the first gradient the backward
+ * completes), into the implementation's and into the local gradient
+ * recorded for that backward, which carries it to the reference (the
+ * replay plants nothing itself); the checks of that window follow it. It
+ * needs "loss_scale". Neither goes with uneven inputs or join.
  *
  * "optimizer": {"averages": "parameters"} (version 5): the implementation
  * averages the parameters over the ranks after each rank's local SGD step

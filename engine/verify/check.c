@@ -4,6 +4,7 @@
  */
 #include "check.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,10 +122,29 @@ static ddp_status rec_forward_end(void *ctx)
     return read_buffers(c, c->nfwd++, "after", model_buffers(c->m));
 }
 
-/* The reference's backward read the recorded local gradients. */
+/*
+ * The reference's backward read the recorded local gradients. A backward the manifest says an inf or NaN was
+ * planted into must carry one (the replay plants nothing itself): a recording without it is not what it says.
+ */
 static ddp_status rec_backward_end(void *ctx)
 {
-    return source_status(ctx);
+    check_rank *c = ctx;
+    DDP_CHECK(source_status(c));
+    float value;
+    if (!verify_ops_planted(&c->v, &value))
+        return DDP_OK;
+    const float *g = model_local_grads(c->m);
+    const unsigned char *used = model_used(c->m);
+    for (int p = 0; p < model_nparams(c->m); p++) {
+        const model_param *par = model_param_at(c->m, p);
+        for (size_t j = 0; used[p] && j < par->count; j++)
+            if (!isfinite(g[par->offset + j]))
+                return DDP_OK;
+    }
+    return bad_record(c, ddp_error(DDP_ERR_INVALID, "%s/rank%d/micro%llu: the manifest's \"planted\" %s at op %llu "
+                                                    "is not in this backward's local gradients (every value finite)",
+                                   c->rec->dir, c->rank, (unsigned long long)(c->nscale - 1),
+                                   isnan(value) ? "NaN" : "inf", (unsigned long long)c->v.op));
 }
 
 /* A held.json into mask (made at its first use). */
@@ -278,7 +298,8 @@ static ddp_status setup(check_rank *c, void *user)
                             .agree = &c->area->agree, .fig = &c->area->fig, .explain_across_ranks = 1,
                             .allow_unsynced_comm = c->cfg->allow_unsynced_comm,
                             .set_to_none = rec->ddp.set_to_none, .params_averaged = rec->params_averaged,
-                            .scaler = rec->ddp.scaler, .faults = c->planted, .nfaults = rec->nplanted};
+                            .scaler = rec->ddp.scaler, .faults = c->planted, .nfaults = rec->nplanted,
+                            .plants_recorded = 1};
     faults_from_plants(rec->planted, rec->nplanted, c->planted);
     DDP_CHECK(verify_ops_init(&c->v, &oc, c->wr, user));
     c->src = (source_ctx){rec, c->rank, !rec->ddp.scaler.on};

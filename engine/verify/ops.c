@@ -34,6 +34,7 @@ ddp_status verify_ops_init(verify_ops *v, const verify_ops_config *cfg, world_ra
     scaler_start(&v->scaler_cfg, &v->scaler);
     v->faults = cfg->faults;
     v->nfaults = cfg->nfaults;
+    v->plants_recorded = cfg->plants_recorded;
     v->fault_op = -1;
     v->fault_rank = -1;
     if (faults_plant_any(cfg->faults, cfg->nfaults)) {
@@ -318,7 +319,7 @@ static ddp_status scale_and_plant(verify_ops *v, const verify_side *s, void *ctx
         }
     }
     v->planted = faults_planted(v->faults, v->nfaults, v->rank, v->op, &v->plant_value);
-    if (v->planted)
+    if (v->planted && !v->plants_recorded)
         model_plant_fault(v->m, v->plant_value);
     float value;
     for (int r = 0; r < v->n && !v->fault_window; r++)

@@ -151,6 +151,7 @@ typedef struct verify_ops {
     int unscaled_since_zero;  /* the gradients are unscaled ones: the reference's own check (of scaled sums) is off */
     const verify_fault *faults; /* --fault: an inf or NaN planted into a backward (faults_planted) */
     int nfaults;
+    int plants_recorded;      /* verify_ops_config's */
     int planted;              /* the backward at hand plants plant_value into this rank's gradient */
     float plant_value;
     int fault_window;         /* some rank's planted inf or NaN since zero_grad (every rank knows: a sync spreads it) */
@@ -196,6 +197,8 @@ typedef struct verify_ops_config {
     scaler_config scaler; /* --loss-scale (on 0: none) */
     const verify_fault *faults; /* --fault's, for the inf and NaN planted into backwards */
     int nfaults;
+    int plants_recorded;        /* the local gradients carry them already (a recording's "planted"): the window's
+                                 * checks follow them, the reference's backward plants nothing */
 } verify_ops_config;
 
 /* The backward at hand plants an inf or NaN into this rank's gradient (*value): a driver computing the
