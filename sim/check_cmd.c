@@ -161,12 +161,6 @@ int check_main(int argc, char **argv)
         record_close(&rec);
         return cli_usage_error("check", "--tolerance", ddp_error_text());
     }
-    if (rec.ddp.scaler.on && rec.shard != SHARD_NONE && opt.run.tol.kind == TOL_ORDER) { /* as run.c's */
-        record_close(&rec);
-        return cli_usage_error("check", "--tolerance", "a sharded recording with \"loss_scale\": not with the order "
-                                                       "tolerance yet (the sharded bound is not carried through the "
-                                                       "unscale); give --tolerance bitwise");
-    }
     char *args = cli_join_command(argc, argv, NULL); /* argv[0] is "check": "ddpsim DIR ..." */
     if (args && asprintf(&opt.command, "ddpsim check%s", args + strlen("ddpsim")) < 0)
         opt.command = NULL;

@@ -264,20 +264,27 @@ static void json_scales(FILE *f, const ddpsim_options *opt, const verify_result 
 static void print_clip_failure(FILE *out, const char *where, const char *label, int rank, const verify_clip_check *k)
 {
     char bound[160];
-    snprintf(bound, sizeof bound, "the bound of a correct clip is [%.9g, %.9g] around the reference's %.9g (exact "
-                                  "global norm %.9g)",
-             k->lo, k->hi, (double)k->ref_coef, k->ref_norm);
+    if (isnan(k->ref_coef)) /* a NaN among the gradients: torch's norm and coefficient are NaN */
+        snprintf(bound, sizeof bound, "the reference's global norm is NaN (a NaN among the gradients), so a correct "
+                                      "clip's coefficient is NaN");
+    else
+        snprintf(bound, sizeof bound, "the bound of a correct clip is [%.9g, %.9g] around the reference's %.9g "
+                                      "(exact global norm %.9g)",
+                 k->lo, k->hi, (double)k->ref_coef, k->ref_norm);
     if (k->failed == VERIFY_CLIP_RANKS)
         fprintf(out, "# first divergence: the clip at op %llu, before %s (%s), rank %d: coefficient %.9g, rank %d's "
                      "%.9g: the ranks clipped by different norms (one rank's part of the norm, not reduced over the "
                      "others?) where every rank's reference is the same; %s%s\n",
                 (unsigned long long)k->op, where, label, rank, (double)k->coef, k->other_rank, (double)k->other_coef,
                 bound, k->outside ? ", and this rank's lies outside it" : "");
-    else
+    else {
+        char ratio[48] = "";
+        if (!isnan(k->ref_coef))
+            snprintf(ratio, sizeof ratio, "; %.6g x the reference's", (double)k->coef / (double)k->ref_coef);
         fprintf(out, "# first divergence: the clip at op %llu, before %s (%s), rank %d: coefficient %.9g, outside it: "
-                     "%s; %.6g x the reference's\n",
-                (unsigned long long)k->op, where, label, rank, (double)k->coef, bound,
-                (double)k->coef / (double)k->ref_coef);
+                     "%s%s\n",
+                (unsigned long long)k->op, where, label, rank, (double)k->coef, bound, ratio);
+    }
     if (k->norm.kind == PATTERN_FACTOR) {
         char name[32];
         pattern_factor_name(&k->norm, name, sizeof name);

@@ -298,13 +298,26 @@ lsfresh; sed 's/"op": 2}/"op": 1}/' "$lscratch/d/manifest.json" >"$lscratch/e/ma
 expect 2 "planted 0: \"op\" must be the index of a backward (bwd) among the 30 ops" "... an inf planted at an op that is no backward" -- check "$lscratch/e"
 lsfresh; sed 's/"loss_scale": "dynamic:1024,2,0.5,2"/"loss_scale": "dynamic:1024,3"/' "$lscratch/d/manifest.json" >"$lscratch/e/manifest.json"
 expect 2 "GROWTH 3 is not a power of two above 1" "... a scaler spec --loss-scale refuses" -- check "$lscratch/e"
+# A NaN's window clipped: torch's norm and coefficient are NaN, and a correct clip's NaN is no divergence (it was
+# one, against a bound of NaNs); a number where the reference's is NaN is one.
+records_agree "$lscratch" "loss scale: a NaN's window clipped, live and replayed" -- --ranks 2 --loss-scale 128 \
+    --schedule "3*( nosync{fwd bwd} grab fwd bwd clip:0.01 grab step zero )" --fault nan:rank=1,op=2
+grep -q "verdict: PASS" "$lscratch/live" && ok "... passes" || bad "... passes: $(grep verdict "$lscratch/live")"
+echo '{"coef": 0.04}' >"$lscratch/d/reference/rank0/clip0.json"
+echo '{"coef": 0.04}' >"$lscratch/d/reference/rank1/clip0.json"
+expect 1 "the clip at op 7, before grab 1 (after fwd+bwd (2 acc)), rank 0: coefficient 0.0399999991, outside it: the reference's global norm is NaN (a NaN among the gradients), so a correct clip's coefficient is NaN" \
+    "... and a number where the reference's coefficient is NaN is caught" -- check "$lscratch/d" -q
 rm -rf "$lscratch"
-expect 2 "--loss-scale: not with uneven inputs or join{} yet" "--loss-scale with uneven inputs is refused" -- --ranks 2 --loss-scale 8 --schedule "fwd bwd step zero join{ [2, -1:1]*( fwd bwd step zero ) }"
-expect 2 "--loss-scale: not with --shard and the order tolerance yet" "--loss-scale under --shard and order is refused" -- --ranks 2 --shard zero2 --tolerance order --loss-scale 8 --schedule "$LS"
+expect 2 "--loss-scale: not with uneven inputs or join{} (the schedule has them): torch's GradScaler has no join hook" "--loss-scale with uneven inputs is refused" -- --ranks 2 --loss-scale 8 --schedule "fwd bwd step zero join{ [2, -1:1]*( fwd bwd step zero ) }"
 expect 2 "has no scaler_scale and scaler_unscale (interface version 9)" "--loss-scale: a sharded plugin without the hooks is refused" -- --ranks 2 --shard zero2 --impl "$plugins/libzero2_v7.so" --loss-scale 8 --schedule "$LS"
 expect 2 "has one of scaler_scale and scaler_unscale: loss scaling needs both or neither" "a plugin with half a GradScaler is refused when loaded" -- --ranks 2 --impl "$plugins/libhalf_scaler.so"
-expect 2 "loss scaling (--loss-scale, or the scenario's own) is not in the Python front end yet" "--prepare refuses loss scaling" -- --prepare "$tmp/ls-prepare" --loss-scale 8 --schedule "$LS"
-[ ! -e "$tmp/ls-prepare" ] && ok "... and left no directory" || bad "... and left no directory"
+# --prepare writes the scaler and the planted faults for a front end (python/ddpsim_torch/scaling.py).
+lprep=$(mktemp -d)
+expect 0 "" "--prepare with loss scaling and a planted inf" -- --prepare "$lprep/in" --loss-scale dynamic:8,2,0.5,3 --schedule "$LS" --fault inf:rank=0,op=2
+grep -q '"loss_scale": "dynamic:8,2,0.5,3"' "$lprep/in/manifest.json" &&
+    grep -q '"planted": \[{"kind": "inf", "rank": 0, "op": 2}\]' "$lprep/in/manifest.json" &&
+    ok "... its manifest has them" || bad "... its manifest has them"
+rm -rf "$lprep"
 # The catch matrix: every catalogued bug over the battery, twice (hundreds of runs, most of this script's time).
 # DDPSIM_CLI_TESTS=processes (tests/load.sh, beside busy loops) leaves it out: it is semantics, which do not
 # depend on timing; it runs in make check and under the sanitizers.

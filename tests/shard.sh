@@ -36,7 +36,7 @@ for mode in zero1 zero2 fsdp hsdp; do
     expect 0 "verdict: PASS" "momentum: the $mode built-in" -- --ranks 4 --shard $mode --optimizer momentum:0.8 -q
 done
 expect 0 "verdict: PASS" "a step before any grab under order: the sharded bound's buffers made there" -- --ranks 3 --shard zero2 --tolerance order --schedule "step fwd bwd grab step zero fwd bwd grab step" -q
-expect 0 "verdict: PASS (11 of 12 scenarios, 56 grabs x 3 ranks, order; not run here, each row says why: s-loss-scale)" "momentum under order: the carried bound holds for a reordered reduction" -- --ranks 3 --shard zero2 --optimizer momentum --tolerance order --impl "$PLUGIN_DIR/libzero2_divide_after.so" -q
+expect 0 "verdict: PASS (12 of 12 scenarios, 68 grabs x 3 ranks, order)" "momentum under order: the carried bound holds for a reordered reduction" -- --ranks 3 --shard zero2 --optimizer momentum --tolerance order --impl "$PLUGIN_DIR/libzero2_divide_after.so" -q
 expect 1 "first divergence: step 1 (parameters after step), rank 0, parameter 0.weight" "momentum: a slice stepped without its buffer is caught at the second step" -- --ranks 4 --shard zero2 --optimizer momentum --scenario s-window-3 --impl "$PLUGIN_DIR/libzero2_plain_sgd.so"
 grep -q "^# pattern: its update is -lr times the gradient alone: plain SGD, the momentum buffer not applied" "$out" &&
     ok "... and its pattern says the buffer was not applied" || bad "... and its pattern says the buffer was not applied"
@@ -48,7 +48,7 @@ expect 0 "verdict: PASS (12 of 12" "adamw: the example plugin's slices keep torc
 for mode in zero1 zero2 fsdp hsdp; do
     expect 0 "verdict: PASS" "adamw: the $mode built-in" -- --ranks 4 --shard $mode --optimizer adamw:wd=0.1 -q
 done
-expect 0 "verdict: PASS (11 of 12 scenarios, 56 grabs x 3 ranks, order; not run here, each row says why: s-loss-scale)" "adamw under order: the carried bound holds for a reordered reduction" -- --ranks 3 --shard zero2 --optimizer adamw --tolerance order --impl "$PLUGIN_DIR/libzero2_divide_after.so" -q
+expect 0 "verdict: PASS (12 of 12 scenarios, 68 grabs x 3 ranks, order)" "adamw under order: the carried bound holds for a reordered reduction" -- --ranks 3 --shard zero2 --optimizer adamw --tolerance order --impl "$PLUGIN_DIR/libzero2_divide_after.so" -q
 expect 1 "first divergence: step 0 (parameters after step), rank 0, parameter 0.weight" "adamw: a slice stepped with plain SGD is caught at the first step" -- --ranks 4 --shard zero2 --optimizer adamw --scenario s-window-3 --impl "$PLUGIN_DIR/libzero2_plain_sgd.so"
 grep -q "^# pattern: its update is -lr times the gradient: plain SGD's, not AdamW's" "$out" &&
     ok "... and its pattern says plain SGD, not AdamW" || bad "... and its pattern says plain SGD, not AdamW"
@@ -163,10 +163,24 @@ rm -f "$json"
 # ---- the order tolerance (zero1, zero2): the bound budget.c proves for any order of the sums ----
 expect 1 "verdict: FAIL" "dividing the reduced sum by N instead of scaling each gradient: other bits, bitwise" -- \
     --ranks 3 --shard zero2 --impl "$PLUGIN_DIR/libzero2_divide_after.so" --scenario s-window-3
-expect 0 "verdict: PASS (11 of 12 scenarios, 56 grabs x 3 ranks, order; not run here, each row says why: s-loss-scale)" "... within the proven bound of every order" -- \
+expect 0 "verdict: PASS (12 of 12 scenarios, 68 grabs x 3 ranks, order)" "... within the proven bound of every order" -- \
     --ranks 3 --shard zero2 --impl "$PLUGIN_DIR/libzero2_divide_after.so" --tolerance order -q
-expect 0 "verdict: PASS (11 of 12 scenarios, 56 grabs x 3 ranks, order; not run here, each row says why: s-loss-scale)" "the built-ins under the order tolerance" -- \
+expect 0 "verdict: PASS (12 of 12 scenarios, 68 grabs x 3 ranks, order)" "the built-ins under the order tolerance" -- \
     --ranks 3 --shard zero1 --tolerance order -q
+# Loss scaling under the order tolerance: the sharded bound, recomputed from the scaled local gradients'
+# magnitudes, is multiplied by the unscale's power of two (a bound left in scaled units would be 1024 times too
+# wide: the reordered plugin would use a thousandth of it); a rank-local finding is caught.
+expect 0 "verdict: PASS (12 grabs and 6 parameter checks x 3 ranks match, order)" "loss scale under order: a reordered reduction, unscaled" -- \
+    --ranks 3 --shard zero2 --impl "$PLUGIN_DIR/libzero2_divide_after.so" --scenario s-loss-scale --tolerance order
+used=$(sed -n 's/^# order: the largest |implementation - reference| was \([0-9.]*\) of its.*/\1/p' "$out")
+if awk -v u="$used" 'BEGIN { exit !(u > 0.25 && u <= 1) }'; then
+    ok "... using $used of the bound after the unscale (not a bound left in scaled units)"
+else
+    bad "... the bound after the unscale: '$used' of it used, expected between 0.25 and 1"
+fi
+expect 1 "the implementation did not find an inf or NaN and takes the step; the reference found one" \
+    "loss scale under order: a rank-local finding (fairscale #180) is caught" -- \
+    --ranks 3 --shard zero2 --impl zero2-found-inf-unreduced --scenario s-loss-scale --tolerance order
 for bug in zero2:accumulated-shard-rescaled zero2:unit-reduced-at-first-ready zero2:zero2-copies-after-first-step \
     zero1:gather-buffer-not-zeroed zero1:unused-param-unit-skipped; do
     expect 1 "verdict: FAIL" "${bug#*:} still fails under the order tolerance" -- --ranks 3 --shard "${bug%%:*}" \

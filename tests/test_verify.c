@@ -238,7 +238,9 @@ static void test_manifest(void)
     char *dir = make_tmpdir();
     const char *impls[] = {"reference"};
     ddp_config ddp = ddp_config_default();
-    dump_manifest_info info = {2, 7, "mlp:4-8-3", 2, &ddp, "enter fwd exit bwd grab step", &s, impls, 1};
+    dump_manifest_info info = {.nranks = 2, .seed = 7, .model_spec = "mlp:4-8-3", .batch = 2, .ddp = &ddp,
+                               .schedule_text = "enter fwd exit bwd grab step", .schedule = &s, .impls = impls,
+                               .nimpls = 1};
     CU_ASSERT_EQUAL(dump_write_manifest(dir, &info), DDP_OK);
     char path[256];
     snprintf(path, sizeof path, "%s/manifest.json", dir);

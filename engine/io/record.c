@@ -263,6 +263,8 @@ static ddp_status read_averaging(const char *path, const json_value *root, recor
     const char *why = r->shard != SHARD_NONE                             ? "with \"shard\""
                       : r->ddp.momentum != 0                               ? "with momentum (each rank's own buffer)"
                       : r->ddp.adamw.on                                    ? "with AdamW (each rank's own moments)"
+                      : r->ddp.scaler.on                                   ? "with \"loss_scale\" (each rank's own "
+                                                                             "unsynced gradients would decide its skip)"
                       : ddp_comm_hook_compresses(r->ddp.comm_hook)          ? "with a compressing communication hook"
                       : r->schedule.nuneven || r->schedule.njoins         ? "with uneven inputs or join"
                       : r->schedule.ngrabs != 0                            ? "with a grab (its .grad is not DDP's)"
@@ -986,8 +988,8 @@ ddp_status record_open(const char *dir, record_run *out)
         s = ddp_error(DDP_ERR_INVALID, "%s: \"planted\" needs \"loss_scale\" (without a scaler nothing skips the "
                                        "step the inf or NaN reaches)", path);
     if (s == DDP_OK && out->ddp.scaler.on && (out->schedule.nuneven || out->schedule.njoins))
-        s = ddp_error(DDP_ERR_INVALID, "%s: \"loss_scale\" with uneven inputs or join: not modelled (a rank that ran "
-                                       "out has no step to skip)", path);
+        s = ddp_error(DDP_ERR_INVALID, "%s: \"loss_scale\" with uneven inputs or join: torch's GradScaler has no "
+                                       "join hook (a rank that ran out misses its peers' updates)", path);
     if (s == DDP_OK)
         s = read_shard(path, root, out);
     if (s == DDP_OK && out->shard != SHARD_NONE && (out->schedule.nuneven || out->schedule.njoins))

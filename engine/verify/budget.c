@@ -64,9 +64,17 @@ void budget_zero(order_budget *b)
 
 void budget_scale(order_budget *b, float f)
 {
-    for (size_t i = 0; i < b->n; i++) {
-        float e = b->E[i] * f;
-        b->E[i] = e > 0 && e < FLT_MIN ? nextafterf(e, INFINITY) : e;
+    budget_scale_bound(b->E, b->n, f);
+}
+
+void budget_scale_bound(float *E, size_t n, double f)
+{
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)E[i] * f; /* exact: a power of two */
+        float e = (float)d;
+        if ((double)e < d) /* below float's normal range the conversion rounded: up, not down */
+            e = nextafterf(e, INFINITY);
+        E[i] = e > 0 && e < FLT_MIN ? nextafterf(e, INFINITY) : e; /* each side's product rounded there too */
     }
 }
 

@@ -71,6 +71,9 @@ void budget_zero(order_budget *b);
  * is f times the old one, exactly, rounded up where it falls below float's normal range.
  */
 void budget_scale(order_budget *b, float f);
+/* ... the same for a bound of n elements held elsewhere (the sharded one, budget_sharded's), f a power of two in
+ * double (a product of unscales may leave float's range). */
+void budget_scale_bound(float *E, size_t n, double f);
 
 /* A backward accumulated into the reference's gradients g the parameters marked used. */
 void budget_accumulate(order_budget *b, const model *layout, const float *g, const unsigned char *used);

@@ -35,6 +35,7 @@ ddp_status verify_ops_init(verify_ops *v, const verify_ops_config *cfg, world_ra
     v->faults = cfg->faults;
     v->nfaults = cfg->nfaults;
     v->plants_recorded = cfg->plants_recorded;
+    v->shard_unscale = 1;
     v->fault_op = -1;
     v->fault_rank = -1;
     if (faults_plant_any(cfg->faults, cfg->nfaults)) {
@@ -357,9 +358,9 @@ static ddp_status do_unscale(verify_ops *v, const verify_side *s, void *ctx)
     v->unscaled = v->unscaled_since_zero = 1;
     float *g = v->shard ? shard_ref_sharded_mut(v->shard) : model_grads(v->m), inv = scaler_inv_scale(v->scaler.scale);
     v->found_inf = scaler_unscale(g, model_size(v->m), inv);
-    if (v->bounded && !v->shard) /* the order tolerance's bound of |impl - ref| scales with both (run.c refuses the
-                                  * sharded one, which is recomputed from the scaled local sums) */
+    if (v->bounded && !v->shard) /* the order tolerance's bound of |impl - ref| scales with both */
         budget_scale(&v->budget, inv);
+    v->shard_unscale *= inv; /* the sharded bound is recomputed from the local sums, which stay scaled */
     int impl = v->found_inf;
     if (s->unscale)
         DDP_CHECK(s->unscale(ctx, &impl));
@@ -390,6 +391,7 @@ static ddp_status do_backward(verify_ops *v, const verify_side *s, void *ctx)
     uint64_t ref_reductions, ref_bytes;
     ddp_ref_comm_counts(v->ddp, &ref_reductions, &ref_bytes);
     DDP_CHECK(scale_and_plant(v, s, ctx));
+    v->shard_unscale = fmax(v->shard_unscale, 1); /* this backward's terms are at their scale */
     sabotage_before_backward(v);
     if (s->backward_begin)
         s->backward_begin(ctx);
@@ -437,6 +439,17 @@ static ddp_status shard_buffers(verify_ops *v)
     return v->shard_allow && v->shard_abs ? DDP_OK : ddp_error(DDP_ERR_NOMEM, "the sharded bound: %zu elements", n);
 }
 
+/*
+ * The sharded bound, computed from the magnitudes of the local gradients as their backwards made them (scaled),
+ * times f: an unscale multiplied both sides' gradients by the same power of two, which multiplies their difference
+ * exactly (doc/SEMANTICS.md "Loss scaling"); terms a backward added after it are at most f = 1 of theirs.
+ */
+static void sharded_unscaled(verify_ops *v, double f)
+{
+    if (f != 1)
+        budget_scale_bound(v->shard_allow, model_size(v->m), f);
+}
+
 /* What a grab's comparison may allow each element: the order tolerance's bound (DDP's or the sharded one), NULL. */
 static ddp_status grab_allow(verify_ops *v, int synced, const float **allow)
 {
@@ -453,8 +466,11 @@ static ddp_status grab_allow(verify_ops *v, int synced, const float **allow)
     }
     DDP_CHECK(shard_buffers(v));
     ddp_status st = DDP_OK;
-    VERIFY_COSTED(v, COST_BOUND, st = AS_CHECKS(budget_sharded(v->shard, v->wr, shard_ref_reads_local(v->shard, synced),
-                                                                model_size(v->m), v->shard_abs, v->shard_allow)));
+    int local = shard_ref_reads_local(v->shard, synced);
+    VERIFY_COSTED(v, COST_BOUND, st = AS_CHECKS(budget_sharded(v->shard, v->wr, local, model_size(v->m), v->shard_abs,
+                                                                v->shard_allow)));
+    /* the unscale multiplied the sharded gradients alone: an unsharded local sum's magnitudes are at most its own */
+    sharded_unscaled(v, local ? fmax(v->shard_unscale, 1) : v->shard_unscale);
     *allow = v->shard_allow;
     return st;
 }
@@ -528,6 +544,12 @@ static ddp_status do_grab(verify_ops *v, const verify_side *s, void *ctx)
     return DDP_OK;
 }
 
+/* Two ranks' clip coefficients are the same: the same bits, or both NaN (whatever their payloads). */
+static int same_coef(float a, float b)
+{
+    return memcmp(&a, &b, sizeof a) == 0 || (isnan(a) && isnan(b));
+}
+
 /*
  * clip:MAX (doc/SEMANTICS.md "Clipping"): the reference's exact norm of its gradients (a sharded run's: the
  * sharded gradient, every element, which every rank holds alike) and the interval of a correct coefficient;
@@ -559,12 +581,15 @@ static ddp_status do_clip(verify_ops *v, const verify_side *s, void *ctx)
     DDP_CHECK(st);
     int refs_agree = 1, other = -1;
     for (int r = 0; r < v->n; r++) {
-        refs_agree &= memcmp(&v->clip_gather[2 * r + 1], &ref.coef, sizeof ref.coef) == 0;
-        if (other < 0 && memcmp(&v->clip_gather[2 * r], &coef, sizeof coef) != 0)
+        refs_agree &= same_coef(v->clip_gather[2 * r + 1], ref.coef);
+        if (other < 0 && !same_coef(v->clip_gather[2 * r], coef))
             other = r;
     }
+    /* A NaN among the gradients (a window GradScaler skips) makes torch's norm and coefficient NaN: a correct
+     * clip's is NaN too, and no bound is around it. */
+    int outside = isnan(ref.coef) ? !isnan(coef) : !(ref.lo <= coef && coef <= ref.hi);
     verify_clip_check k = {.op = v->op, .coef = coef, .ref_coef = ref.coef, .ref_norm = ref.norm, .lo = ref.lo,
-                           .hi = ref.hi, .other_rank = -1, .outside = !(ref.lo <= coef && coef <= ref.hi)};
+                           .hi = ref.hi, .other_rank = -1, .outside = outside};
     if (refs_agree && other >= 0) { /* every rank says so, naming the first rank whose bits differ from its own */
         k.failed = VERIFY_CLIP_RANKS;
         k.other_rank = other;
@@ -623,6 +648,7 @@ static ddp_status step_bound(verify_ops *v, const float *w)
     } else if (v->shard && v->bounded) {
         DDP_CHECK(shard_buffers(v)); /* a step before any grab made them */
         DDP_CHECK(budget_sharded(v->shard, v->wr, 0, n, v->shard_abs, v->shard_allow));
+        sharded_unscaled(v, v->shard_unscale);
         E = v->shard_allow;
     } else if (v->bounded) {
         E = v->budget.E;
@@ -758,6 +784,7 @@ static ddp_status run_op(verify_ops *v, const verify_side *s, void *ctx, sched_o
         budget_zero(&v->budget);
         v->clipped = 0;
         v->unscaled_since_zero = v->fault_window = 0;
+        v->shard_unscale = 1;
         v->fault_op = -1;
         v->fault_rank = -1;
         if (v->abs_local)

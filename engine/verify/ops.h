@@ -128,6 +128,8 @@ typedef struct verify_ops {
                                   * set it in verify_side.values for the check at hand (a replay's held.json) */
     float *shard_allow;       /* --shard under the order tolerance: the bound of the gradients (budget_sharded) */
     double *shard_abs;        /* ... and its scratch */
+    double shard_unscale;     /* ... times this (--loss-scale): the unscales since zero_grad multiply it, and a
+                               * backward's scaled terms added after one lift it back to at least 1 */
     int set_to_none;          /* zero_grad makes every .grad None (the sharded reference's L follows it) */
     const held_mask *held;    /* what this rank holds of the gradients (sharded DP), NULL: all (the driver's), unless
                                * a grab's layout says otherwise (verify_side.grab_layout) */

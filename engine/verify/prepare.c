@@ -87,10 +87,6 @@ ddp_status verify_prepare_record(const verify_config *cfg)
 
 ddp_status verify_prepare_inputs(const verify_config *cfg, const char *dir)
 {
-    /* The manifest does not carry the scales (nor recordings), so a front end would run the scenario unscaled. */
-    if (cfg->ddp.scaler.on)
-        return ddp_error(DDP_ERR_INVALID, "loss scaling (--loss-scale, or the scenario's own) is not in the Python "
-                                          "front end yet: ddpsim checks it on its own and plugin implementations");
     DDP_CHECK(dump_prepare(dir, cfg->nranks, NULL, 0, cfg->dump_force)); /* the caller names --prepare */
     DDP_CHECK(write_dump_manifest(cfg, dir, NULL, 0));
     model *m = NULL;

@@ -173,19 +173,18 @@ static ddp_status check_faults(const verify_config *cfg)
 }
 
 /*
- * --loss-scale (scaler.h): what ddpsim checks of it so far, said before any rank starts. The sharded order
- * tolerance's bound is not carried through the unscale yet, and a rank that ran out of an uneven repetition has no
- * step to skip.
+ * --loss-scale (scaler.h): what ddpsim checks of it, said before any rank starts. GradScaler is not Joinable
+ * (torch/amp/grad_scaler.py): a rank that ran out of an uneven repetition neither steps nor updates its scale while
+ * its peers do, so torch defines no common semantics there.
  */
 static ddp_status check_loss_scale(const verify_config *cfg)
 {
     if (!cfg->ddp.scaler.on)
         return DDP_OK;
-    if (cfg->tol.kind == TOL_ORDER && cfg->shard != SHARD_NONE)
-        return ddp_error(DDP_ERR_INVALID, "--loss-scale: not with --shard and the order tolerance yet (the sharded "
-                                          "bound is not carried through the unscale); give --tolerance bitwise");
     if (cfg->schedule->nuneven || cfg->schedule->njoins)
-        return ddp_error(DDP_ERR_INVALID, "--loss-scale: not with uneven inputs or join{} yet (the schedule has them)");
+        return ddp_error(DDP_ERR_INVALID, "--loss-scale: not with uneven inputs or join{} (the schedule has them): "
+                                          "torch's GradScaler has no join hook, so a rank that ran out misses its "
+                                          "peers' updates and the ranks scale by different factors after join");
     if (cfg->shard != SHARD_NONE && (cfg->impl_ops->api_version < 9 || !cfg->impl_ops->scaler_scale))
         return ddp_error(DDP_ERR_INVALID,
                          "--loss-scale: '%s' has no scaler_scale and scaler_unscale (interface version 9): under "
