@@ -83,7 +83,7 @@ expect_cmd 0 "twin attn: names, shapes and gradients match" "the torch twins of 
 
 # Real DDP passes.
 for n in 2 3 4; do
-    front 0 "verdict: PASS (22 of 22 scenarios; not run, the header says why: loss-scale)" "torch's DDP passes the battery at $n ranks" -- --ranks "$n" --wrap "$DDP"
+    front 0 "verdict: PASS (23 of 23 scenarios)" "torch's DDP passes the battery at $n ranks" -- --ranks "$n" --wrap "$DDP"
 done
 grep -q "find_unused counts what the syncing backward used (PyTorch < 2.4)\|any micro-step of the window used (PyTorch >= 2.4" "$out" &&
     ok "the header says which torch's semantics" || bad "the header says which torch's semantics"
@@ -123,7 +123,7 @@ if grep -q "class MyDDP" "$tmp/myddp.py"; then ok "the README's smallest wrapper
 front 0 "verdict: PASS" "the README's smallest wrapper, 2 ranks" -- --ranks 2 --wrap "$tmp/myddp.py:MyDDP" --scenario classic
 # ... and over the battery at 3 ranks, what the README says: 16 of the 18 scenarios it can run pass; the verdict
 # names every scenario that did not, the FAULT beside the FAIL.
-front 1 "verdict: FAIL (18 of 20 scenarios pass; FAIL: buffers; FAULT: find-unused)" \
+front 1 "verdict: FAIL (19 of 21 scenarios pass; FAIL: buffers; FAULT: find-unused)" \
     "the README's smallest wrapper over the battery, 3 ranks" -- --ranks 3 --wrap "$tmp/myddp.py:MyDDP"
 # Each row says how many of its grabs and of its parameter checks held: buffers fails in its grabs (the buffers
 # are compared with the gradients), a fault reached none.
@@ -132,7 +132,7 @@ grep -Eq '^ buffers +FAIL +[0-9]+/[0-9]+ +[0-9]+/[0-9]+ +first divergence' "$out
 sed 's/            self.syncing = before/            self.syncing = before\n            if before: self._average()/' "$tmp/myddp.py" >"$tmp/myddp_exit.py"
 front 1 "first divergence: grab 0 (after no_sync fwd+bwd)" "... and with thunder's sync on exit it fails at the first grab" -- \
     --ranks 2 --wrap "$tmp/myddp_exit.py:MyDDP" --scenario classic
-front 0 "verdict: PASS (20 of 20 scenarios; not run, the header says why: loss-scale, uneven, uneven-divide)" "a thunder-style functional wrapper (after PR #2255)" -- --ranks 3 --wrap "$W:hook_ddp"
+front 0 "verdict: PASS (21 of 21 scenarios; not run, the header says why: uneven, uneven-divide)" "a thunder-style functional wrapper (after PR #2255)" -- --ranks 3 --wrap "$W:hook_ddp"
 # Buffers: real DDP's broadcast_buffers is the reference's rule (the battery above, bitwise at 2 ranks, has the
 # buffers scenario); DDP with broadcast_buffers=False fails it, naming the buffer, live and from its recording.
 front 1 "rank 1, buffer bn.running_mean, element 0" "DDP(broadcast_buffers=False) fails the buffers scenario" -- \
@@ -258,7 +258,7 @@ front 2 "element 0 of 4.bias is held by no rank" "a layout that leaves an elemen
 # Communication hooks, against torch's own (default_hooks.py): DDP with fp16_compress_hook matches the reference's
 # float16 arithmetic bitwise at 2 ranks over the whole battery and within the order bound at 3; allreduce_hook too;
 # a wrapper that registers fp16_compress_hook itself fails when the reference is not told (order tolerance).
-front 0 "verdict: PASS (20 of 20 scenarios; not run, the header says why: uneven, uneven-divide, loss-scale)" "real DDP with fp16_compress_hook, 2 ranks, bitwise" -- --ranks 2 --wrap "$DDP" --comm-hook fp16
+front 0 "verdict: PASS (21 of 21 scenarios; not run, the header says why: uneven, uneven-divide)" "real DDP with fp16_compress_hook, 2 ranks, bitwise" -- --ranks 2 --wrap "$DDP" --comm-hook fp16
 front 0 "verdict: PASS" "... 3 ranks, the order bound" -- --ranks 3 --wrap "$DDP" --comm-hook fp16 --scenario classic
 front 0 "verdict: PASS" "real DDP with allreduce_hook, 2 ranks, bitwise" -- --ranks 2 --wrap "$DDP" --comm-hook allreduce --scenario bucket-view
 front 1 "first divergence: grab 2 (after fwd+bwd (3 acc)), rank 0, parameter 0.weight" "a DDP compressing in float16 unannounced fails" -- \
@@ -269,7 +269,7 @@ front 0 "verdict: PASS" "... and passes once --comm-hook fp16 says so" -- --rank
 if [ "$tv" -ge 200 ] && "$py" -c 'from ddpsim_torch import semantics; assert semantics.bf16_hook_runs()' 2>/dev/null; then
     # torch 2.x from PyPI is a CUDA build: its DDP takes bf16_compress_hook on gloo, with no GPU (_check_comm_hook
     # asks how torch was built), and ddpsim's bfloat16 reference is checked against it.
-    front 0 "verdict: PASS (20 of 20 scenarios; not run, the header says why: uneven, uneven-divide, loss-scale)" "real DDP with bf16_compress_hook, 2 ranks, bitwise" -- --ranks 2 --wrap "$DDP" --comm-hook bf16
+    front 0 "verdict: PASS (21 of 21 scenarios; not run, the header says why: uneven, uneven-divide)" "real DDP with bf16_compress_hook, 2 ranks, bitwise" -- --ranks 2 --wrap "$DDP" --comm-hook bf16
     front 0 "verdict: PASS" "... 3 ranks, the order bound" -- --ranks 3 --wrap "$DDP" --comm-hook bf16 --scenario classic
     front 1 "first divergence: grab 2 (after fwd+bwd (3 acc)), rank 0, parameter 0.weight" "a DDP compressing in bfloat16 unannounced fails" -- \
         --ranks 3 --wrap "$W:ddp_bf16_hook" --scenario classic
@@ -360,6 +360,39 @@ front 1 "first divergence: the clip at op 7, before grab 1 .after fwd.bwd .2 acc
     --ranks 3 --wrap "$W:partition_norm_clip" --schedule "$CS"
 front 2 "is a training loop (ddpsim_loop), and the schedule clips" "clip: a training loop of its own is refused before any rank starts" -- \
     --ranks 2 --wrap "$W:loop_forgets_zero_grad" --schedule "fwd bwd clip:1 step"
+
+# Loss scaling (--loss-scale; the battery's loss-scale scenario ran above): torch's GradScaler (torch 1.13: its
+# arithmetic, by the front end) around torch's DDP, an inf or NaN planted into one rank's backward found on every
+# rank; a wrapper's own scaler (ddpsim_grad_scaler) with a planted bug is caught: found_inf always true
+# (Megatron-LM #663), a scale its backward never applied (DeepSpeed PR #7839, named by its pattern).
+LSS="3*( nosync{fwd bwd} grab fwd bwd clip:0.01 grab step zero )"
+front 0 "# loss scale: every rank's scale at 12 backwards and its finding at 6 unscales were the reference's; 2 of the unscales found an inf or NaN" \
+    "loss scale: torch's DDP, a static scale, a NaN planted, clipped after the unscale" -- \
+    --ranks 2 --wrap "$DDP" --loss-scale 128 --schedule "$LSS" --fault nan:rank=1,op=2
+front 0 "verdict: PASS" "loss scale: a wrapper's own GradScaler (ddpsim_grad_scaler)" -- --ranks 3 --wrap "$W:ddp_cpu_scaler" --scenario loss-scale
+front 1 "first divergence: the unscale at op 13, before step 0 (parameters after step), rank 0: the implementation found an inf or NaN and skips the step; the reference found none" \
+    "loss scale: found_inf always true (Megatron-LM #663, planted) is caught at the first step" -- \
+    --ranks 3 --wrap "$W:ddp_found_inf_always" --scenario loss-scale
+front 1 "pattern: its gradient is 0.0009766 x the reference's (1/the loss scale: unscaled twice, or never scaled)" \
+    "loss scale: a scale never applied (DeepSpeed PR #7839, planted), named by its pattern" -- \
+    --ranks 3 --wrap "$W:ddp_never_scaled" --scenario loss-scale
+front 2 "--fault crash:rank=0,op=1: the front end plants an inf or a NaN" "loss scale: a --fault other than inf or nan is refused" -- \
+    --ranks 2 --wrap "$DDP" --loss-scale 8 --fault crash:rank=0,op=1
+front 2 "needs --loss-scale" "loss scale: --fault inf without --loss-scale is refused" -- --ranks 2 --wrap "$DDP" \
+    --schedule "fwd bwd grab step" --fault inf:rank=0,op=1
+front 2 "is a training loop (ddpsim_loop), and the run scales the loss" "loss scale: a training loop of its own is refused" -- \
+    --ranks 2 --wrap "$W:loop_forgets_zero_grad" --schedule "fwd bwd step" --loss-scale 8
+# A sharded wrapper brings its own scaler: the zero2 wrapper's unscales its partitions and all-reduces its finding
+# (judged by ZeRO-2's rule, under the order tolerance at 3 ranks: the sharded bound carried through the unscale);
+# one without it is refused, since torch's GradScaler would see one rank's shards alone (fairscale #180).
+front 0 "verdict: PASS (12 grabs and 6 parameter checks x 3 ranks match, order)" "loss scale: a ZeRO-2 wrapper's own scaler, 3 ranks" -- \
+    --ranks 3 --wrap "$SH:zero2" --scenario loss-scale
+front 2 "loss scaling of a sharded wrapper needs its own GradScaler, ddpsim_grad_scaler" \
+    "loss scale: a sharded wrapper without a scaler of its own is refused" -- --ranks 2 --wrap "$SH:sharded" --scenario loss-scale
+front 0 "verdict: PASS" "loss scale: a kept recording" -- --ranks 2 --wrap "$DDP" --scenario loss-scale --keep "$tmp/ls"
+ls "$tmp/ls/loss-scale/record/"*/rank1/scale0.json "$tmp/ls/loss-scale/record/"*/rank1/unscale0.json >/dev/null 2>&1 &&
+    ok "... with every rank's scales and findings" || bad "... with every rank's scales and findings"
+expect 0 "verdict: PASS" "... which ddpsim check passes" -- check "$tmp/ls/loss-scale/record"
 
 # A training loop that owns its iteration (ddpsim_loop: loop.py): a hand-written accumulation loop over torch's
 # DDP passes; one that never zeroes fails, named; a loop whose events do not fit the schedule (it steps where the

@@ -60,6 +60,13 @@ def parser():
                    help="clip_grad_norm_(max_norm=MAX, norm_type 2 or inf) before every step a training loop clips: "
                         "the wrapper's own clip_grad_norm_ when it has one, else torch's; every rank's coefficient "
                         "is checked against the reference's exact norm")
+    p.add_argument("--loss-scale", metavar="S|dynamic[:I,G,B,N]",
+                   help="torch's GradScaler around the step (the wrapper's ddpsim_grad_scaler, else "
+                        "torch.amp.GradScaler; torch 1.13: its arithmetic by the front end): every backward's scale "
+                        "and every unscale's finding are checked; powers of two (default: none, or the scenario's)")
+    p.add_argument("--fault", action="append", metavar="inf|nan:rank=R,op=K",
+                   help="an inf or NaN in element 0 of the first gradient rank R's backward at op K completes, "
+                        "which the scaler must find on every rank (needs --loss-scale; may be repeated)")
     p.add_argument("--find-unused", action="store_true", help="find_unused_parameters=True")
     p.add_argument("--allow-unsynced-comm", action="store_true",
                    help="reductions in a backward that does not sync are allowed (torch 2.x counts them; PyTorch's "
@@ -119,7 +126,8 @@ def _main(argv):
               bucket_cap=args.bucket_cap, zero_grad=args.zero_grad, threads=args.threads, keep=args.keep,
               comm_hook=args.comm_hook, static_graph=args.static_graph, find_unused_rule=args.find_unused_rule,
               allow_unsynced_comm=args.allow_unsynced_comm, shard=args.shard, params_only=args.params_only,
-              optimizer=args.optimizer, clip=args.clip, ddpsim_path=args.ddpsim)
+              optimizer=args.optimizer, clip=args.clip, loss_scale=args.loss_scale, fault=args.fault or (),
+              ddpsim_path=args.ddpsim)
     if torchrun.launched_by_torchrun():
         return api.check_under_torchrun(ranks=args.ranks, **kw)
     r = api.check(ranks=2 if args.ranks is None else args.ranks, **kw)

@@ -19,7 +19,7 @@ SCRATCH_MIN_FREE = 4 << 30  # bytes free in /dev/shm before a recording goes the
 
 
 def _run_args(ranks, seed, batch, lr, model, schedule, scenario, find_unused, bucket_view, bucket_cap, zero,
-              comm_hook, static_graph, optimizer=None, clip=None):
+              comm_hook, static_graph, optimizer=None, clip=None, loss_scale=None, faults=()):
     """ddpsim's options for --prepare: the schedule, scenario and DDP options it checks and expands (zero_grad
     too: whether a step may come between a forward and its backward depends on it)."""
     args = ["--ranks", str(ranks), "--seed", str(seed), "--lr", repr(float(lr)),
@@ -47,6 +47,10 @@ def _run_args(ranks, seed, batch, lr, model, schedule, scenario, find_unused, bu
         args += ["--optimizer", optimizer]
     if clip is not None:
         args += ["--clip", str(clip)]
+    if loss_scale is not None:
+        args += ["--loss-scale", str(loss_scale)]
+    for f in faults:
+        args += ["--fault", f]
     # This torch's rule, for a scenario that brings static_graph itself (tied) too.
     return args + ["--static-graph-rule", semantics.static_graph_rule()]
 
@@ -54,7 +58,8 @@ def _run_args(ranks, seed, batch, lr, model, schedule, scenario, find_unused, bu
 def check(wrap, ranks=2, model=None, data=None, loss=None, schedule=None, scenario=None, seed=1, batch=4, lr=0.1,
           tolerance=None, timeout=60.0, find_unused=False, bucket_view=False, bucket_cap=None, zero_grad=None,
           threads=1, keep=None, ddpsim_path=None, comm_hook="none", static_graph=False, find_unused_rule=None,
-          allow_unsynced_comm=False, shard=None, params_only=None, optimizer=None, clip=None):
+          allow_unsynced_comm=False, shard=None, params_only=None, optimizer=None, clip=None, loss_scale=None,
+          fault=()):
     """Check the DDP wrapper `wrap` against ddpsim's reference DDP; returns a Result (never raises for the
     verdict: bad input is Result.exit_code 2, a fault 3).
 
@@ -101,13 +106,20 @@ def check(wrap, ranks=2, model=None, data=None, loss=None, schedule=None, scenar
     clip: 'MAX' or 'MAX:inf': clip_grad_norm_ before every step a training loop clips (ddpsim's --clip; a schedule
       may say clip:MAX itself): the wrapper's own clip_grad_norm_ (or ddpsim_clip_grad_norm_) when it has one,
       else torch's over the wrapped module's parameters; every rank's coefficient is checked (README "Clipping").
+    loss_scale: 'S' or 'dynamic[:INIT,GROWTH,BACKOFF,INTERVAL]' (ddpsim's --loss-scale): torch's GradScaler around
+      the step, the wrapper's own (ddpsim_grad_scaler) or torch.amp.GradScaler (torch 1.13: GradScaler's
+      arithmetic by the front end); every backward's scale and every unscale's finding are checked (README "Loss
+      scaling and inf/NaN"). The battery's loss-scale scenario brings its own.
+    fault: 'inf:rank=R,op=K' or 'nan:rank=R,op=K' (one, or a list): an inf or NaN put into element 0 of the first
+      gradient rank R's backward at op K completes, which the scaler must find on every rank (needs loss_scale).
     keep: a directory to keep the recordings in (default: a temporary one, removed)."""
     args = dict(wrap=wrap, ranks=ranks, model=model, data=data, loss=loss, schedule=schedule, scenario=scenario,
                 seed=seed, batch=batch, lr=lr, tolerance=tolerance, timeout=timeout, find_unused=find_unused,
                 bucket_view=bucket_view, bucket_cap=bucket_cap, zero_grad=zero_grad, threads=threads, keep=keep,
                 comm_hook=comm_hook, static_graph=static_graph, find_unused_rule=find_unused_rule,
                 allow_unsynced_comm=allow_unsynced_comm, ddpsim_path=ddpsim_path, shard=shard,
-                params_only=params_only, optimizer=optimizer, clip=clip)
+                params_only=params_only, optimizer=optimizer, clip=clip, loss_scale=loss_scale,
+                fault=[fault] if isinstance(fault, str) else list(fault or ()))
     plan = None
     try:
         plan = Plan(args)
@@ -171,6 +183,11 @@ class Plan:
             raise BadInput("--shard %s: --find-unused, --bucket-view, --static-graph and --comm-hook are DDP's "
                            "options, which the sharded reference does not model (it reduces every parameter)" %
                            self.shard["mode"])
+        bad = [f for f in a.get("fault") or () if not str(f).startswith(("inf:", "nan:"))]
+        if bad:
+            raise BadInput("--fault %s: the front end plants an inf or a NaN into a rank's backward (inf:rank=R,op=K, "
+                           "nan:rank=R,op=K); ddpsim's other faults (crash, hang, flip, ...) strike its own ranks" %
+                           bad[0])
         self.model = loading.as_spec(a["model"], "--model")  # None: ddpsim's choice (--prepare's manifest says)
         self.data, self.loss = loading.as_spec(a["data"], "--data"), loading.as_spec(a["loss"], "--loss")
         self.user_model = self.model is not None and not twins.is_ddpsim_spec(self.model)
@@ -246,6 +263,10 @@ class Plan:
         if self.loop and any(j["joins"] or j["uneven"] for j in self.jobs):
             raise BadInput("--wrap %s is a training loop (ddpsim_loop): uneven inputs and join{...} are not driven "
                            "through one" % self.wrap)
+        if self.loop and any(j["loss_scale"] for j in self.jobs):
+            raise BadInput("--wrap %s is a training loop (ddpsim_loop), and the run scales the loss: a loop of its own "
+                           "does not report its GradScaler to the front end (run the scaling with a wrapper)" %
+                           self.wrap)
         if self.loop and any(j["clips"] for j in self.jobs):
             raise BadInput("--wrap %s is a training loop (ddpsim_loop), and the schedule clips: a loop of its own does "
                            "not report its clipping to the front end (run the clip with a wrapper)" % self.wrap)
@@ -264,7 +285,7 @@ class Plan:
             ddpsim.prepare(self.binary, os.path.join(d, "inputs"), _run_args(
                 a["ranks"], a["seed"], a["batch"], a["lr"], self.model, "fwd bwd grab", None, a["find_unused"],
                 a["bucket_view"], a["bucket_cap"], self.zero, a["comm_hook"], a["static_graph"], a["optimizer"],
-                a.get("clip")))
+                a.get("clip"), a.get("loss_scale")))
 
     def _check_model(self):
         if self.a["scenario"] and self.a["model"] is not None and not self.user_model:
@@ -289,7 +310,8 @@ class Plan:
         prep = ddpsim.prepare(self.binary, os.path.join(d, "inputs"), _run_args(
             a["ranks"], a["seed"], a["batch"], a["lr"], self.model, a["schedule"],
             name if name != "schedule" else None, a["find_unused"], a["bucket_view"], a["bucket_cap"], self.zero,
-            a["comm_hook"], a["static_graph"], a["optimizer"], a.get("clip")))
+            a["comm_hook"], a["static_graph"], a["optimizer"], a.get("clip"), a.get("loss_scale"),
+            a.get("fault", ())))
         ddp = {k: prep["ddp"][k] for k in ("bucket_cap", "first_bucket_cap", "find_unused_parameters",
                                            "gradient_as_bucket_view")}
         ddp["comm_hook"] = prep["ddp"].get("comm_hook", "none")
@@ -299,7 +321,7 @@ class Plan:
         return {"name": name, "inputs": os.path.join(d, "inputs"), "record": os.path.join(d, "record"),
                 "shard": self.shard,
                 "model": self.model if self.user_model else prep["model"], "ops": prep["ops"],
-                "clips": prep["clips"], "ddp": ddp,
+                "clips": prep["clips"], "ddp": ddp, "loss_scale": prep["loss_scale"], "planted": prep["planted"],
                 "joins": prep["joins"], "uneven": prep["uneven"], "rearms": prep["rearms"],
                 "lr": prep["lr"], "momentum": prep["momentum"], "adamw": prep["adamw"], "zero_grad": self.zero,
                 "seed": a["seed"],
@@ -519,6 +541,8 @@ def _not_averaged(job):
         return "SGD with momentum: each rank's own buffer is not what the averaging bound covers"
     if job["adamw"]:
         return "AdamW: each rank's own moments are not what the averaging bound covers"
+    if job["loss_scale"]:
+        return "loss scaling: each rank's own unsynced gradients would decide its skip"
     return None
 
 
@@ -532,12 +556,15 @@ def _command(wrap, a):
                                ("--tolerance", "tolerance", None), ("--bucket-cap", "bucket_cap", None),
                                ("--zero-grad", "zero_grad", None), ("--comm-hook", "comm_hook", "none"),
                                ("--find-unused-rule", "find_unused_rule", None), ("--shard", "shard", None),
-                               ("--optimizer", "optimizer", None), ("--clip", "clip", None)):
+                               ("--optimizer", "optimizer", None), ("--clip", "clip", None),
+                               ("--loss-scale", "loss_scale", None)):
         value = a.get(key, default)
         if key in ("model", "data", "loss"):
             value = loading.as_spec(value, "--" + key)
         if value is not None and value != default:
             args += [flag, str(value)]
+    for f in a.get("fault") or ():
+        args += ["--fault", f]
     args += [f for f, on in (("--find-unused", a["find_unused"]), ("--bucket-view", a["bucket_view"]),
                              ("--static-graph", a["static_graph"]),
                              ("--allow-unsynced-comm", a.get("allow_unsynced_comm")),

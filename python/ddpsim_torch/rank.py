@@ -16,7 +16,7 @@ import traceback
 import torch
 import torch.distributed as dist
 
-from . import _rank_process, clipping, ddpsim, loading, loop, record, twins
+from . import _rank_process, clipping, ddpsim, loading, loop, record, scaling, twins
 from .loading import BadInput, Unsupported
 from .optimizer import check_optimizer, step_optimizer
 
@@ -312,16 +312,25 @@ class Shadow:
                 self.pieces[k].append(g.detach().clone())
         return hook
 
-    def local(self, inputs, targets, loss_fn, divisor=1):
+    def local(self, inputs, targets, loss_fn, divisor=1, scale=None, plant=None):
         """The local gradients of loss_fn(module(inputs), targets), divided by divisor as the training loop
         divides it before its backward (a tensor divided by a number, as Lightning does), or None where a
-        parameter got none; the pieces are in self.pieces."""
+        parameter got none; the pieces are in self.pieces. scale: the loss times it first, as GradScaler.scale
+        multiplies (a float32 tensor); plant: the inf or NaN the implementation's backward got, put where it
+        was (scaling.Planter: the same autograd order, the same first gradient)."""
         for k, p in enumerate(self.params):
             p.grad = None
             self.pieces[k].clear()
             self.calls[k] = 0
         loss = loss_fn(self.module(*inputs), targets)
-        (loss / divisor if divisor != 1 else loss).backward()
+        if scale is not None:
+            loss = loss * torch.full((), scale, dtype=torch.float32)
+        planter = scaling.Planter(self.params, plant) if plant is not None else None
+        try:
+            (loss / divisor if divisor != 1 else loss).backward()
+        finally:
+            if planter:
+                planter.remove()
         return [p.grad for p in self.params]
 
     def load(self, params, named_buffers=()):
@@ -393,14 +402,38 @@ class Rank:
         note_own_hook(wrapped, job)
         return wrapped, optimizer
 
-    def record_local(self, shadow, rec, names, inputs, targets, loss_fn, reductions, divisor=1):
+    def record_local(self, shadow, rec, names, inputs, targets, loss_fn, reductions, divisor=1, scale=None,
+                     plant=None):
         """Micro-step m's plain local gradient, from the shadow, into the recording."""
         t1 = time.monotonic()
-        grads = shadow.local(inputs, targets, loss_fn, divisor)
+        grads = shadow.local(inputs, targets, loss_fn, divisor, scale, plant)
         t2 = time.monotonic()
         rec.local(names, grads, shadow.pieces, reductions)
         self.progress[self.row + SHADOW_S] += t2 - t1
         self.progress[self.row + RECORD_S] += time.monotonic() - t2
+
+    def _backward(self, backward, loss, params, plant):
+        """The wrapper's backward, with the run's planted inf or NaN (--fault inf|nan) put into its first gradient:
+        counted_backward's reductions. A wrapper whose gradients never pass through its parameters' hooks cannot
+        be planted into: said, rather than check a run without its fault."""
+        planter = scaling.Planter(params, plant) if plant is not None else None
+        try:
+            reductions = counted_backward(backward, loss)
+        finally:
+            if planter:
+                planter.remove()
+        if planter and not planter.fired:
+            raise Unsupported("--fault %s: the wrapper's backward computed no gradient through its "
+                                      "parameters' hooks (Tensor.register_hook), so the front end cannot plant the "
+                                      "inf or NaN into it" % ("nan" if plant != plant else "inf"))
+        return reductions
+
+    @staticmethod
+    def _unscale(scaler, optimizer, rec):
+        """GradScaler.unscale_ at the first clip or step since the last step, and what it found, recorded."""
+        found = scaler.unscale(optimizer) if scaler else None
+        if found is not None:
+            rec.unscale(found)
 
     def run_job(self, j, job):
         self.mark(j, -1)
@@ -427,7 +460,7 @@ class Rank:
                                   job["ddp"], job["zero_grad"], job["lr"], job["ops"], buffers,
                                   job.get("joins", ()), job.get("uneven", ()), job.get("shard"),
                                   job.get("params_only", False), job.get("momentum", 0.0), job.get("adamw"),
-                                  job.get("clips", ()))
+                                  job.get("clips", ()), job.get("loss_scale"), job.get("planted", ()))
         if self.cfg.get("loop"):  # a training loop of its own (a framework's Trainer) runs the ops: loop.py
             loop.run(self, j, job, module, batch, loss_fn, names, shadow, rec)
             return
@@ -444,6 +477,9 @@ class Rank:
         # ... and one whose zero_grad is the module's (fairscale's ShardedDataParallel resets its reduction state
         # there, and its documentation zeroes through the model) says so too.
         zero_grad = getattr(wrapped, "ddpsim_zero_grad", None) or optimizer.zero_grad
+        # A wrapper that holds shards (a mode, or ddpsim_grad_shards) must bring a scaler that sees them all.
+        sharded = bool(job.get("shard")) or callable(getattr(wrapped, "ddpsim_grad_shards", None))
+        scaler = scaling.Scaler(job["loss_scale"], wrapped, sharded) if job.get("loss_scale") else None
         contexts, pending, nfwd = [], None, 0
         set_to_none = job["zero_grad"] == "set_to_none"
         skipped = ddpsim.skipped_ops(job.get("uneven", ()), self.rank)
@@ -488,8 +524,13 @@ class Rank:
                 pending = (inputs, targets, loss_fn(wrapped(*inputs), targets))
             elif op == "bwd":
                 inputs, targets, loss = pending
-                reductions = counted_backward(backward, loss)
-                self.record_local(shadow, rec, names, inputs, targets, loss_fn, reductions)
+                scale = scaler.get_scale() if scaler else None
+                if scaler:
+                    rec.scale(scale)
+                plant = scaling.planted_value(job, self.rank, i)
+                reductions = self._backward(backward, scaler.scale(loss) if scaler else loss, params, plant)
+                self.record_local(shadow, rec, names, inputs, targets, loss_fn, reductions, scale=scale,
+                                  plant=plant)
             elif op == "grab":
                 t1 = time.monotonic()
                 values, held = grab_values(wrapped, names, params)
@@ -500,9 +541,14 @@ class Rank:
                 zero_grad(set_to_none=set_to_none)
             elif op == "clip":
                 _, max_norm, kind = clips[i]
+                self._unscale(scaler, optimizer, rec)  # GradScaler's recipe: unscale_, then clip
                 rec.clip(clipping.clip(wrapped, params, max_norm, kind))
             elif op == "step":
-                optimizer.step()
+                if scaler:
+                    self._unscale(scaler, optimizer, rec)
+                    scaler.step(optimizer)  # the step unless an inf or NaN was found, then the scale's update
+                else:
+                    optimizer.step()
                 t1 = time.monotonic()
                 with torch.no_grad():
                     whole = [full(p) for p in params]

@@ -13,6 +13,8 @@
   DIR/<impl>/rank<r>/step<s>/<param>.npy  its parameters after step s
   DIR/<impl>/rank<r>/end/<param>.npy      its parameters at the end
   DIR/<impl>/rank<r>/clip<k>.json         {"coef": C}: the coefficient its k-th clip applied
+  DIR/<impl>/rank<r>/scale<m>.json        {"scale": S}: what its m-th backward multiplied the loss by
+  DIR/<impl>/rank<r>/unscale<k>.json      {"found_inf": bool}: what its k-th unscale_ found
   DIR/init/<buffer>.npy                   a module with buffers: those every rank started from
   DIR/rank<r>/fwd<k>/seen/<buffer>.npy    the buffers the module held as forward k began (after DDP's
                                           broadcast, if any), and .../after/ as it ended
@@ -63,7 +65,7 @@ class Recorder:
 
     def __init__(self, root, rank, impl, shapes):
         self.root, self.rank, self.impl, self.shapes = root, rank, impl, shapes
-        self.micro = self.grab = self.step = self.fwd = self.nclip = 0
+        self.micro = self.grab = self.step = self.fwd = self.nclip = self.nunscale = 0
 
     def local(self, names, grads, parts=None, reductions=None):
         """Micro-step m's local gradients (None: the parameter got none). parts[i], when given with two or more
@@ -115,12 +117,24 @@ class Recorder:
 
     def clip(self, coef):
         """The coefficient this rank's next clip applied (a float; NaN and infinities as strings: JSON has none)."""
+        value = coef if math.isfinite(coef) else "nan" if math.isnan(coef) else "inf" if coef > 0 else "-inf"
+        self._rank_json("clip%d.json" % self.nclip, {"coef": value})
+        self.nclip += 1
+
+    def scale(self, value):
+        """The loss scale of this rank's next backward (the local gradients recorded for it are at that scale)."""
+        self._rank_json("scale%d.json" % self.micro, {"scale": value})
+
+    def unscale(self, found_inf):
+        """What this rank's next unscale_ found: True for an inf or NaN among its gradients."""
+        self._rank_json("unscale%d.json" % self.nunscale, {"found_inf": bool(found_inf)})
+        self.nunscale += 1
+
+    def _rank_json(self, name, value):
         d = os.path.join(self.root, self.impl, "rank%d" % self.rank)
         os.makedirs(d, exist_ok=True)
-        value = coef if math.isfinite(coef) else "nan" if math.isnan(coef) else "inf" if coef > 0 else "-inf"
-        with open(os.path.join(d, "clip%d.json" % self.nclip), "w") as f:
-            json.dump({"coef": value}, f)
-        self.nclip += 1
+        with open(os.path.join(d, name), "w") as f:
+            json.dump(value, f)
 
     def params(self, names, params, end=False):
         self._impl("end" if end else "step%d" % self.step, list(zip(names, params)))
@@ -130,15 +144,16 @@ class Recorder:
 
 def write_manifest(root, ranks, impl, recorded_by, model, named_params, ddp, zero_grad, lr, ops,
                    named_buffers=(), joins=(), uneven=(), shard=None, params_only=False, momentum=0.0, adamw=None,
-                   clips=()):
+                   clips=(), loss_scale=None, planted=()):
     """root/manifest.json; ddp: bucket_cap, first_bucket_cap, find_unused_parameters,
     gradient_as_bucket_view, find_unused_rule, broadcast_buffers; joins and uneven as ddpsim --prepare
     wrote them (the join blocks, and each uneven repetition with every rank's count); shard: the sharded data
     parallelism whose rule judges the run ({"mode", "mesh"}, version 4), None: DDP's; params_only: the
     optimizer averages the parameters (model averaging, version 5); momentum: the step's SGD momentum (version
     6 when not 0); adamw: the step is torch.optim.AdamW's, {"betas", "eps", "weight_decay"} (version 7); clips:
-    the clip ops' [op, max_norm, norm_type] (version 8)."""
-    version = 8 if clips else 7 if adamw else 6 if momentum else 5 if params_only else 4 if shard else 3
+    the clip ops' [op, max_norm, norm_type] (version 8); loss_scale: the --loss-scale spec of the GradScaler
+    around the step, and planted: the infs and NaNs put into backwards ({"kind", "rank", "op"}) (version 9)."""
+    version = 9 if loss_scale or planted else 8 if clips else 7 if adamw else 6 if momentum else 5 if params_only else 4 if shard else 3
     manifest = {
         "format": "ddpsim-record", "version": version,
         "ranks": ranks, "impl": impl,
@@ -155,6 +170,10 @@ def write_manifest(root, ranks, impl, recorded_by, model, named_params, ddp, zer
         manifest["uneven"] = list(uneven)
     if clips:
         manifest["clips"] = [{"op": op, "max_norm": mx, "norm_type": nt} for op, mx, nt in clips]
+    if loss_scale:
+        manifest["loss_scale"] = loss_scale
+    if planted:
+        manifest["planted"] = list(planted)
     if shard:
         manifest["shard"] = dict(shard)
     if params_only:

@@ -22,7 +22,7 @@ def main():
     assert not bad.grabs[0]["match"] and "grab 0 (after no_sync fwd+bwd)" in repr(bad), repr(bad)
 
     battery = check("torch.nn.parallel:DistributedDataParallel", ranks=2)
-    assert battery.passed and len(battery.scenarios) == 22, battery.report
+    assert battery.passed and len(battery.scenarios) == 23, battery.report
 
     local = check(lambda m: m, ranks=2, scenario="classic")  # not importable by the rank processes
     assert local.exit_code == 2 and "top level" in local.message, local.report

@@ -17,7 +17,8 @@ says what its rank holds (ddpsim_grad_shards), and wrap returns (module, optimiz
   zero2                       ZeRO-2's accumulation (DeepSpeed stage_1_and_2.py): every backward, synced or
                               not, reduces each gradient to its owner, which adds it to its partition (a copy
                               at the window's first micro-step), and frees .grad; declared as zero2
-                              (ddpsim_shard), so ddpsim check judges it by ZeRO-2's rule
+                              (ddpsim_shard), so ddpsim check judges it by ZeRO-2's rule; its loss scaler
+                              (ddpsim_grad_scaler) unscales the partitions and all-reduces its finding
   zero2_undeclared            the same, judged by DDP's rule: the owner holds reduced sums where DDP holds the
                               local one
   zero2_boundary_reset        (planted) the partition is reset at every backward (micro_step_id taken as 0:
@@ -195,6 +196,25 @@ class Zero2(ShardedDDP):
 
     def ddpsim_grads(self):
         return {n: self.partition.get(i) for i, n in enumerate(self.names) if self.owner[i] == self.rank}
+
+    def ddpsim_grad_scaler(self, **kw):
+        """ZeRO-2's loss scaler (DeepSpeed's over its partitions): unscale_ multiplies each owned partition, and the
+        finding is all-reduced (MAX) over the ranks, so every rank skips alike."""
+        from ddpsim_torch.scaling import CpuGradScaler
+        wrapped = self
+
+        class Scaler(CpuGradScaler):
+            def unscale_(self, optimizer):
+                inv = self._scale.double().reciprocal().float()
+                found = torch.zeros(())
+                with torch.no_grad():
+                    for g in wrapped.partition.values():
+                        found = torch.maximum(found, (~torch.isfinite(g)).any().float())
+                        if inv.item() != 1.0:
+                            g.mul_(inv)
+                dist.all_reduce(found, op=dist.ReduceOp.MAX)
+                self.found[id(optimizer)] = bool(found.item())
+        return Scaler(**kw)
 
     def ddpsim_zero_grad(self, set_to_none=True):
         self.partition.clear()

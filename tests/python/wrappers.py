@@ -480,3 +480,65 @@ def own_adamw(module, **ddp_options):
     """torch's DDP with an AdamW of its own, whatever the run's step: under an SGD run it is not run, said why."""
     ddp = torch.nn.parallel.DistributedDataParallel(module, **ddp_options)
     return ddp, torch.optim.AdamW(ddp.parameters(), lr=0.1)
+
+
+# ---- loss scaling: a wrapper's own GradScaler (ddpsim_grad_scaler), each with a planted bug ----
+
+def _scaler_base():
+    from ddpsim_torch.scaling import CpuGradScaler
+    return CpuGradScaler
+
+
+class _FoundInfAlways:
+    """A GradScaler whose unscale_ reports an inf or NaN at every step: no step is ever taken, the scale backs off
+    each time. Megatron-LM #663's symptom (found_inf_flag always true with --overlap-param-gather and
+    --overlap-grad-reduce), planted."""
+
+    def __new__(cls, **kw):
+        base = _scaler_base()
+
+        class Scaler(base):
+            def unscale_(self, optimizer):
+                base.unscale_(self, optimizer)
+                self.found[id(optimizer)] = True
+        return Scaler(**kw)
+
+
+class _NeverScaled:
+    """A GradScaler whose scale() returns the loss as it is, while its unscale_ divides by the scale it says it
+    applied: the gradients end 1/S of DDP's. DeepSpeed PR #7839's bug 1 (unscaled by a scale backward never
+    applied), planted."""
+
+    def __new__(cls, **kw):
+        base = _scaler_base()
+
+        class Scaler(base):
+            def scale(self, loss):
+                return loss
+        return Scaler(**kw)
+
+
+class ScaledDDP(nn.parallel.DistributedDataParallel):
+    scaler_class = None
+
+    def ddpsim_grad_scaler(self, **kw):
+        return self.scaler_class(**kw)
+
+
+def ddp_found_inf_always(module, **ddp_options):
+    w = ScaledDDP(module, **ddp_options)
+    w.scaler_class = _FoundInfAlways
+    return w
+
+
+def ddp_never_scaled(module, **ddp_options):
+    w = ScaledDDP(module, **ddp_options)
+    w.scaler_class = _NeverScaled
+    return w
+
+
+def ddp_cpu_scaler(module, **ddp_options):
+    """torch's DDP with the front end's own GradScaler arithmetic as the wrapper's (the control for the two above)."""
+    w = ScaledDDP(module, **ddp_options)
+    w.scaler_class = _scaler_base()
+    return w
