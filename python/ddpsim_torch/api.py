@@ -107,9 +107,9 @@ def check(wrap, ranks=2, model=None, data=None, loss=None, schedule=None, scenar
       may say clip:MAX itself): the wrapper's own clip_grad_norm_ (or ddpsim_clip_grad_norm_) when it has one,
       else torch's over the wrapped module's parameters; every rank's coefficient is checked (README "Clipping").
     loss_scale: 'S' or 'dynamic[:INIT,GROWTH,BACKOFF,INTERVAL]' (ddpsim's --loss-scale): torch's GradScaler around
-      the step, the wrapper's own (ddpsim_grad_scaler) or torch.amp.GradScaler (torch 1.13: GradScaler's
-      arithmetic by the front end); every backward's scale and every unscale's finding are checked (README "Loss
-      scaling and inf/NaN"). The battery's loss-scale scenario brings its own.
+      the step, the wrapper's own (ddpsim_grad_scaler; a sharded wrapper must have one) or torch.amp.GradScaler
+      (torch 1.13: GradScaler's arithmetic by the front end); every backward's scale and every unscale's finding
+      are checked (README "Loss scaling and inf/NaN"). The battery's loss-scale scenario brings its own.
     fault: 'inf:rank=R,op=K' or 'nan:rank=R,op=K' (one, or a list): an inf or NaN put into element 0 of the first
       gradient rank R's backward at op K completes, which the scaler must find on every rank (needs loss_scale).
     keep: a directory to keep the recordings in (default: a temporary one, removed)."""

@@ -423,9 +423,9 @@ class Rank:
             if planter:
                 planter.remove()
         if planter and not planter.fired:
-            raise Unsupported("--fault %s: the wrapper's backward computed no gradient through its "
-                                      "parameters' hooks (Tensor.register_hook), so the front end cannot plant the "
-                                      "inf or NaN into it" % ("nan" if plant != plant else "inf"))
+            raise Unsupported("--fault %s: the wrapper's backward computed no gradient through its parameters' hooks "
+                              "(Tensor.register_hook), so the front end cannot plant the inf or NaN into it" %
+                              ("nan" if plant != plant else "inf"))
         return reductions
 
     @staticmethod

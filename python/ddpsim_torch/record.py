@@ -153,7 +153,8 @@ def write_manifest(root, ranks, impl, recorded_by, model, named_params, ddp, zer
     6 when not 0); adamw: the step is torch.optim.AdamW's, {"betas", "eps", "weight_decay"} (version 7); clips:
     the clip ops' [op, max_norm, norm_type] (version 8); loss_scale: the --loss-scale spec of the GradScaler
     around the step, and planted: the infs and NaNs put into backwards ({"kind", "rank", "op"}) (version 9)."""
-    version = 9 if loss_scale or planted else 8 if clips else 7 if adamw else 6 if momentum else 5 if params_only else 4 if shard else 3
+    version = (9 if loss_scale or planted else 8 if clips else 7 if adamw else 6 if momentum else
+               5 if params_only else 4 if shard else 3)
     manifest = {
         "format": "ddpsim-record", "version": version,
         "ranks": ranks, "impl": impl,
