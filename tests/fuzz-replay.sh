@@ -5,7 +5,7 @@
 here=$(dirname "$0")
 build=${BUILD_DIR:-.}
 pass=0 fail=0
-for t in schedule npy options; do
+for t in schedule npy options manifest; do
     dirs="$here/fuzz/corpus/$t"
     [ -d "$here/fuzz/regressions/$t" ] && dirs="$dirs $here/fuzz/regressions/$t"
     if "$build/tests/fuzz/replay_$t" $dirs >/dev/null 2>&1; then

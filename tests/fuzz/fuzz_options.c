@@ -10,19 +10,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_text.h"
 #include "options.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size > 4096)
-        return 0;
-    char *buf = malloc(size + 1);
+    char *buf = fuzz_text(data, size, 4096);
     if (!buf)
         return 0;
-    memcpy(buf, data, size);
-    buf[size] = '\0';
     char *argv[34] = {"ddpsim"};
     int argc = 1;
     char *p = buf;

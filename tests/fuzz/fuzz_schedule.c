@@ -7,17 +7,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_text.h"
 #include "schedule.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char *text = malloc(size + 1);
+    char *text = fuzz_text(data, size, 0);
     if (!text)
         return 0;
-    memcpy(text, data, size);
-    text[size] = '\0';
     sched s;
     ddp_status st = sched_parse(text, &s);
     if (st == DDP_OK) {
