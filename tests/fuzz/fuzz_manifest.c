@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fuzz_text.h"
+#include "input_text.h"
 #include "json.h"
 #include "manifest.h"
 

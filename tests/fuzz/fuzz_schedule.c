@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fuzz_text.h"
+#include "input_text.h"
 #include "schedule.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
