@@ -46,6 +46,7 @@ class CpuGradScaler:
 
     def unscale_(self, optimizer):
         inv = self._scale.double().reciprocal().float()  # "FP32 division can be imprecise": the reciprocal in FP64
+        multiply = inv.item() != 1.0  # the kernel leaves the values as they are when inv_scale is 1
         found = False
         with torch.no_grad():
             for group in optimizer.param_groups:
@@ -53,7 +54,7 @@ class CpuGradScaler:
                     if p.grad is None:
                         continue
                     found = found or not bool(torch.isfinite(p.grad).all())
-                    if inv.item() != 1.0:  # the kernel leaves the values as they are when inv_scale is 1
+                    if multiply:
                         p.grad.mul_(inv)
         self.found[id(optimizer)] = found
 

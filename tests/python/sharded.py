@@ -206,11 +206,12 @@ class Zero2(ShardedDDP):
         class Scaler(CpuGradScaler):
             def unscale_(self, optimizer):
                 inv = self._scale.double().reciprocal().float()
+                multiply = inv.item() != 1.0
                 found = torch.zeros(())
                 with torch.no_grad():
                     for g in wrapped.partition.values():
                         found = torch.maximum(found, (~torch.isfinite(g)).any().float())
-                        if inv.item() != 1.0:
+                        if multiply:
                             g.mul_(inv)
                 dist.all_reduce(found, op=dist.ReduceOp.MAX)
                 self.found[id(optimizer)] = bool(found.item())
