@@ -74,7 +74,7 @@ struct shard_ref {
     model *m;
     world_rank *wr;
     size_t n;
-    float *L, *P, *A, *tmp;
+    float *L, *P, *A; /* reduced in place: L and P are emptied by the reduction that reads them */
     unsigned char *defined; /* [nparams]: L's .grad is a tensor (model_grad_defined's rule) */
     int P_empty, A_empty;   /* nothing reduced into them since they were last emptied */
     /* shard_ref_track_abs: sum |x| of this rank's local gradients behind L, P and A, and their micro-steps */
@@ -91,12 +91,11 @@ ddp_status shard_ref_create(shard_mode mode, const mesh *mesh_, coll_algo algo, 
         s->L = calloc(n, sizeof *s->L);
         s->P = mode == SHARD_HSDP ? calloc(n, sizeof *s->P) : NULL; /* the partial sum is HSDP's alone */
         s->A = calloc(n, sizeof *s->A);
-        s->tmp = calloc(n, sizeof *s->tmp);
         s->defined = calloc((size_t)model_nparams(m), 1);
     }
-    if (!s || !s->L || (mode == SHARD_HSDP && !s->P) || !s->A || !s->tmp || !s->defined) {
+    if (!s || !s->L || (mode == SHARD_HSDP && !s->P) || !s->A || !s->defined) {
         shard_ref_destroy(s);
-        return ddp_error(DDP_ERR_NOMEM, "the sharded reference: 4 x %zu floats", n);
+        return ddp_error(DDP_ERR_NOMEM, "the sharded reference: 3 x %zu floats", n);
     }
     s->mode = mode;
     s->mesh = *mesh_;
@@ -119,7 +118,6 @@ void shard_ref_destroy(shard_ref *s)
     free(s->L);
     free(s->P);
     free(s->A);
-    free(s->tmp);
     free(s->defined);
     free(s);
 }
@@ -212,21 +210,22 @@ ddp_status shard_ref_backward(shard_ref *s, int syncs)
                 move_abs(s->absA, &s->mA, s->absP, &s->mP, s->n);
         }
     }
+    /* L is emptied by its reduction, so it is scaled and reduced where it lies; P likewise (no scratch copy) */
     int n = world_size(s->wr);
-    coll_mul_inv_n(s->tmp, s->L, s->n, n);
-    memset(s->L, 0, s->n * sizeof *s->L);
+    coll_mul_inv_n(s->L, s->L, s->n, n);
     if (s->mode != SHARD_HSDP) {
-        DDP_CHECK(mesh_allreduce_sum(s->wr, &s->mesh, MESH_WORLD, s->tmp, s->n, s->algo));
-        add_into(s->A, &s->A_empty, s->tmp, s->n);
+        DDP_CHECK(mesh_allreduce_sum(s->wr, &s->mesh, MESH_WORLD, s->L, s->n, s->algo));
+        add_into(s->A, &s->A_empty, s->L, s->n);
+        memset(s->L, 0, s->n * sizeof *s->L);
         return DDP_OK;
     }
-    DDP_CHECK(mesh_allreduce_sum(s->wr, &s->mesh, MESH_SHARD, s->tmp, s->n, s->algo));
-    add_into(s->P, &s->P_empty, s->tmp, s->n);
+    DDP_CHECK(mesh_allreduce_sum(s->wr, &s->mesh, MESH_SHARD, s->L, s->n, s->algo));
+    add_into(s->P, &s->P_empty, s->L, s->n);
+    memset(s->L, 0, s->n * sizeof *s->L);
     if (!syncs)
         return DDP_OK;
-    memcpy(s->tmp, s->P, s->n * sizeof *s->tmp);
-    DDP_CHECK(mesh_allreduce_sum(s->wr, &s->mesh, MESH_REPLICA, s->tmp, s->n, s->algo));
-    add_into(s->A, &s->A_empty, s->tmp, s->n);
+    DDP_CHECK(mesh_allreduce_sum(s->wr, &s->mesh, MESH_REPLICA, s->P, s->n, s->algo));
+    add_into(s->A, &s->A_empty, s->P, s->n);
     s->P_empty = 1;
     return DDP_OK;
 }
