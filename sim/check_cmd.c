@@ -22,6 +22,8 @@ typedef struct check_options {
     const char *dir;
     const char *tolerance;  /* NULL: bitwise for 2 ranks or fewer, order above */
     const char *json_path;
+    const char *junit_path;
+    int annotations;        /* annotate_mode */
     double timeout_s;
     int quiet;
     int world; /* --world: CLI_WORLD_FORK or CLI_WORLD_MPI */
@@ -38,6 +40,10 @@ static const opt_spec check_specs[] = {
     {"tolerance", 'T', "TOL", "bitwise | order | ulp:N | ulp-of-max:N | rtol=X,atol=Y", OPT_STRING, FC(tolerance), 0, 0,
      NULL, "bitwise with 2 ranks, order above"},
     {"json", 0, "FILE", "write the report as JSON (- for standard output)", OPT_STRING, FC(json_path), 0, 0, NULL, NULL},
+    {"junit", 0, "FILE", "write the verdicts as JUnit XML (xunit2): a testcase per check", OPT_STRING, FC(junit_path),
+     0, 0, NULL, NULL},
+    {"annotations", 0, "auto|github|none", "CI annotations for a failure and the verdict; auto: when\nGITHUB_ACTIONS=true",
+     OPT_CHOICE, FC(annotations), 0, 0, NULL, NULL},
     {"timeout", 't', "SEC", "watchdog: stop when no rank progresses for SEC s; 0 off", OPT_SECONDS, FC(timeout_s), 0,
      1e7, NULL, NULL},
     {"quiet", 'q', NULL, "print only the verdict (and the first divergence)", OPT_FLAG, FC(quiet), 0, 0, NULL, NULL},
@@ -145,6 +151,8 @@ int check_main(int argc, char **argv)
     opt.out = stdout;
     opt.quiet = co.quiet;
     opt.json_path = co.json_path;
+    opt.junit_path = co.junit_path;
+    opt.annotations = co.annotations;
     opt.run.nranks = rec.nranks;
     opt.run.impl = rec.impl;
     opt.run.model_spec = rec.model[0] ? rec.model : "recorded";
@@ -184,6 +192,14 @@ int check_main(int argc, char **argv)
         if (opt.json_file == stdout)
             opt.out = stderr;
     }
+    if (co.junit_path && strcmp(co.junit_path, "-") == 0) {
+        code = cli_usage_error("check", "--junit", "give a file: the XML is for a CI system to collect");
+        goto out;
+    }
+    if (co.junit_path && !(opt.junit_file = cli_open_output(co.junit_path, msg, sizeof msg))) {
+        code = cli_usage_error("check", "--junit", msg);
+        goto out;
+    }
     check_config cfg = {.rec = &rec, .tol = opt.run.tol, .timeout_s = co.timeout_s,
                         .allow_unsynced_comm = co.allow_unsynced_comm};
     report_stream rs;
@@ -197,12 +213,12 @@ int check_main(int argc, char **argv)
     ddp_status s = check_run(&cfg, &res);
     if (s != DDP_OK && res.bad_record) {
         code = cli_usage_error("check", NULL, rank_error(res.w, rec.nranks, msg, sizeof msg)); /* found by a rank: in its words */
-        report_json_no_verdict(&opt, res.w, code, msg);
+        report_no_verdict(&opt, res.w, code, msg);
     } else if (s != DDP_OK) {
         char error[512];
         snprintf(error, sizeof error, "%s", ddp_error_text());
         code = cli_fault_exit(res.w, s);
-        report_json_no_verdict(&opt, res.w, code, error);
+        report_no_verdict(&opt, res.w, code, error);
     } else {
         code = report_verification(&opt, &res, &rs);
     }
@@ -210,6 +226,7 @@ int check_main(int argc, char **argv)
     report_stream_close(&rs);
 out:
     cli_close_output(opt.json_file);
+    cli_close_output(opt.junit_file);
     model_destroy(layout);
     free(opt.command);
     record_close(&rec);

@@ -101,6 +101,20 @@ FILE *cli_temp_file(char *msg, size_t len)
     return f;
 }
 
+int cli_copy_temp(FILE *tmp, FILE *out)
+{
+    if (!tmp)
+        return 0;
+    char buf[1 << 16];
+    size_t n;
+    if (fflush(tmp) != 0 || fseek(tmp, 0, SEEK_SET) != 0)
+        return -1;
+    while ((n = fread(buf, 1, sizeof buf, tmp)) > 0)
+        if (fwrite(buf, 1, n, out) != n)
+            return -1;
+    return ferror(tmp) ? -1 : 0;
+}
+
 FILE *cli_open_output(const char *path, char *msg, size_t len)
 {
     if (strcmp(path, "-") == 0)

@@ -76,6 +76,8 @@ void cli_close_output(FILE *f);
  * error.
  */
 FILE *cli_temp_file(char *msg, size_t len);
+/* What a temporary file holds, from its start, onto out (tmp NULL: nothing); -1 on an error (errno). */
+int cli_copy_temp(FILE *tmp, FILE *out);
 
 /*
  * The end of every command: flush stdout, and when that or an earlier write

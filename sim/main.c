@@ -25,14 +25,16 @@
 #include "selfcheck.h"
 #include "verify.h"
 
-/* --json: created (and written to once) before the run, so a bad destination is refused before any rank starts. */
-static int open_json(ddpsim_options *opt)
+/* --json and --junit: created (and written to once) before the run, so a bad destination is refused before any
+ * rank starts. */
+static int open_outputs(ddpsim_options *opt)
 {
-    if (!opt->json_path)
-        return 0;
     char msg[512];
-    opt->json_file = cli_open_output(opt->json_path, msg, sizeof msg);
-    return opt->json_file ? 0 : cli_usage_error(NULL, "--json", msg);
+    if (opt->json_path && !(opt->json_file = cli_open_output(opt->json_path, msg, sizeof msg)))
+        return cli_usage_error(NULL, "--json", msg);
+    if (opt->junit_path && !(opt->junit_file = cli_open_output(opt->junit_path, msg, sizeof msg)))
+        return cli_usage_error(NULL, "--junit", msg);
+    return 0;
 }
 
 /* --prepare DIR: the inputs alone; a front end runs them (python/ddpsim_torch) and ddpsim check judges. */
@@ -49,7 +51,7 @@ static int prepare_inputs(const ddpsim_options *opt)
 
 static int run_verification(ddpsim_options *opt)
 {
-    int bad = open_json(opt);
+    int bad = open_outputs(opt);
     if (bad)
         return bad;
     report_stream rs;
@@ -80,12 +82,12 @@ static int run_verification(ddpsim_options *opt)
     if (s == DDP_ERR_INVALID && !res.w) {
         fprintf(stderr, "ddpsim: %s\n", ddp_error_last());
         code = DDPSIM_EXIT_USAGE;
-        report_json_no_verdict(opt, NULL, code, ddp_error_text());
+        report_no_verdict(opt, NULL, code, ddp_error_text());
     } else if (s != DDP_OK) {
         char error[512];
         snprintf(error, sizeof error, "%s", ddp_error_text());
         code = cli_fault_exit(res.w, s);
-        report_json_no_verdict(opt, res.w, code, error);
+        report_no_verdict(opt, res.w, code, error);
         if (s == DDP_ERR_TIMEOUT && opt->replay_path)
             fprintf(stderr, "ddpsim: the ranks were forced into the interleaving of --replay %s; a run that no longer "
                             "follows its trace (another build of the implementation) waits for arrivals that never come\n",
@@ -201,7 +203,7 @@ int main(int argc, char **argv)
         if (r == OPT_RUN && opt.mutants)
             r = mutants_main(&opt);
         else if (r == OPT_RUN && opt.battery)
-            r = open_json(&opt) ? DDPSIM_EXIT_USAGE : battery_main(&opt);
+            r = open_outputs(&opt) ? DDPSIM_EXIT_USAGE : battery_main(&opt);
         else if (r == OPT_RUN && opt.repeat_mode)
             r = repeat_main(&opt);
         else if (r == OPT_RUN)

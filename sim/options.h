@@ -29,6 +29,9 @@ typedef struct ddpsim_options {
     const char *json_path;   /* --json FILE */
     const char *prepare_dir; /* --prepare DIR: write the run's inputs there and run nothing */
     FILE *json_file;         /* opened by main before the run: the file, or stdout for "-" (not by parsing) */
+    const char *junit_path;  /* --junit FILE */
+    FILE *junit_file;        /* opened by main before the run, as json_file */
+    int annotations;         /* --annotations: annotate_mode */
     FILE *out;               /* the human report: stdout, or stderr when the JSON goes to stdout */
     int quiet;
     int portable_math;       /* --portable-math: the models' products in ddpsim's fixed-order kernels */

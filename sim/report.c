@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "annotate.h"
 #include "checker.h"
 #include "cli.h"
 #include "config.h"
@@ -20,6 +21,7 @@
 #include "model.h"
 #include "nccl_env.h"
 #include "pattern.h"
+#include "report_ci.h"
 #include "units.h"
 
 /* The model whose parameter names the report uses: the run's layout, or the one a caller gave (a recorded run). */
@@ -444,21 +446,6 @@ int report_exit_code(judge_verdict v)
     }
 }
 
-/* What a temporary file of the report's stream holds, onto out. */
-static int copy_stream(FILE *tmp, FILE *out)
-{
-    if (!tmp)
-        return 0;
-    char buf[1 << 16];
-    size_t n;
-    if (fflush(tmp) != 0 || fseek(tmp, 0, SEEK_SET) != 0)
-        return -1;
-    while ((n = fread(buf, 1, sizeof buf, tmp)) > 0)
-        if (fwrite(buf, 1, n, out) != n)
-            return -1;
-    return ferror(tmp) ? -1 : 0;
-}
-
 static const char *fate_word(world_fate f)
 {
     switch (f) {
@@ -471,12 +458,13 @@ static const char *fate_word(world_fate f)
     return "?";
 }
 
-void report_json_no_verdict(const ddpsim_options *opt, const world *w, int code, const char *error)
+void report_no_verdict(const ddpsim_options *opt, const world *w, int code, const char *error)
 {
+    const char *result = code == DDPSIM_EXIT_USAGE ? "bad_input" : code > 128 ? "interrupted" : "fault";
+    report_ci_no_verdict(opt, w, code, result, error);
     FILE *f = opt->json_file;
     if (!f)
         return;
-    const char *result = code == DDPSIM_EXIT_USAGE ? "bad_input" : code > 128 ? "interrupted" : "fault";
     fprintf(f, "{\"result\": \"%s\", \"verdict\": null, \"exit_code\": %d, \"error\": ", result, code);
     jsonw_string(f, error);
     fprintf(f, ", \"ranks\": %d, \"impl\": ", opt->run.nranks);
@@ -584,6 +572,7 @@ static void take_check(void *arg, const sched_check *ck, const verify_record *re
         table_row(rs->table, ck, recs, nranks);
     if (rs->checks)
         json_entries(rs, ck, recs, nranks);
+    report_ci_check(rs, ck, recs, nranks);
 }
 
 int report_stream_open(const ddpsim_options *opt, report_stream *rs, verify_sink *sink)
@@ -592,11 +581,14 @@ int report_stream_open(const ddpsim_options *opt, report_stream *rs, verify_sink
     rs->opt = opt;
     char msg[512];
     if ((!opt->quiet && !(rs->table = cli_temp_file(msg, sizeof msg))) ||
-        (opt->json_file && !(rs->checks = cli_temp_file(msg, sizeof msg)))) {
+        (opt->json_file && !(rs->checks = cli_temp_file(msg, sizeof msg))) ||
+        (opt->junit_file && junit_begin(&rs->junit, msg, sizeof msg) != 0)) {
         fprintf(stderr, "ddpsim: the report's lines wait in temporary files: %s (set TMPDIR)\n", msg);
         report_stream_close(rs);
         return -1;
     }
+    if (opt->junit_file || annotate_on((annotate_mode)opt->annotations)) /* they name the parameters */
+        rs->layout = layout_get(opt);
     *sink = (verify_sink){.on_check = take_check, .arg = rs};
     return 0;
 }
@@ -608,6 +600,10 @@ void report_stream_close(report_stream *rs)
     if (rs->checks)
         fclose(rs->checks);
     rs->table = rs->checks = NULL;
+    junit_end(&rs->junit);
+    if (rs->layout)
+        layout_put(rs->opt, rs->layout);
+    rs->layout = NULL;
 }
 
 static int write_json(const ddpsim_options *opt, const verify_result *res, const judgement *s, report_stream *rs)
@@ -631,7 +627,7 @@ static int write_json(const ddpsim_options *opt, const verify_result *res, const
     fprintf(f, "\"command\": ");
     jsonw_string(f, opt->command);
     fprintf(f, ",\n \"checks\": [");
-    if (copy_stream(rs->checks, f) != 0) {
+    if (cli_copy_temp(rs->checks, f) != 0) {
         fprintf(stderr, "ddpsim: cannot write --json %s: %s\n", opt->json_path, strerror(errno));
         return -1;
     }
@@ -876,6 +872,53 @@ static void print_sanity(const ddpsim_options *opt, const verify_result *res, co
     print_scales(out, res);
 }
 
+/* The verdict's words (after "# verdict: "): the word, then what was checked or what failed. */
+static void verdict_text(const ddpsim_options *opt, const verify_result *res, const judgement *j, char *buf,
+                         size_t len)
+{
+    char tol[64];
+    tol_format(&opt->run.tol, tol, sizeof tol);
+    switch (j->verdict) {
+    case JUDGE_PASS:
+        if (res->params_only)
+            snprintf(buf, len, "PASS (%zu parameter checks x %d ranks match, %s; parameters only: the ranks average "
+                               "their parameters, no .grad compared)",
+                     j->params_checked, res->nranks, tol);
+        else if (j->joined_records)
+            snprintf(buf, len, "PASS (%zu grabs and %zu parameter checks x %d ranks match, %s; %zu of them a rank did "
+                               "not reach, having run out of inputs)",
+                     res->ngrabs, j->params_checked, res->nranks, tol, j->joined_records);
+        else
+            snprintf(buf, len, "PASS (%zu grabs and %zu parameter checks x %d ranks match, %s)", res->ngrabs,
+                     j->params_checked, res->nranks, tol);
+        break;
+    case JUDGE_REFERENCE_BAD:
+        snprintf(buf, len, "FAIL (the reference failed its own sanity checks: a bug in ddpsim; nothing else this run "
+                           "says can be trusted)");
+        break;
+    case JUDGE_DIVERGES:
+        if (res->params_only)
+            snprintf(buf, len, "FAIL (%zu of %zu parameter checks diverge, %s; parameters only: the ranks average "
+                               "their parameters)",
+                     j->params_failed, j->params_checked, tol);
+        else
+            snprintf(buf, len, "FAIL (%zu of %zu grabs and %zu of %zu parameter checks diverge, %s)", j->grabs_failed,
+                     res->ngrabs, j->params_failed, j->params_checked, tol);
+        break;
+    case JUDGE_NCCL_DISAGREE:
+        snprintf(buf, len, "FAIL (NCCL's allreduce gave the ranks different bits)");
+        break;
+    case JUDGE_RANKS_DISAGREE:
+        snprintf(buf, len, "FAIL (the implementation's ranks hold different gradients after a syncing backward; DDP "
+                           "gives every rank the same bits, whatever the tolerance)");
+        break;
+    case JUDGE_NOTHING:
+        snprintf(buf, len, "NOTHING VERIFIED (%s)",
+                 res->ngrabs == 0 ? "the schedule has no grab" : "every grab compared only zeros");
+        break;
+    }
+}
+
 int report_verification(const ddpsim_options *opt, const verify_result *res, report_stream *rs)
 {
     judgement s;
@@ -883,7 +926,7 @@ int report_verification(const ddpsim_options *opt, const verify_result *res, rep
     if (!opt->quiet) {
         fprintf(opt->out, "#%-7s  %-34s %6s %14s %9s  %s\n", "check", "label", "synced", "max_abs_diff", "max_ulp",
                 "status");
-        if (copy_stream(rs->table, opt->out) != 0)
+        if (cli_copy_temp(rs->table, opt->out) != 0)
             fprintf(stderr, "ddpsim: the report's table could not be read back: %s\n", strerror(errno));
         print_sanity(opt, res, &s);
         print_ulp_histogram(opt, res, &s);
@@ -903,52 +946,14 @@ int report_verification(const ddpsim_options *opt, const verify_result *res, rep
     }
     int late = cli_signal_before_verdict(opt->out);
     if (late) {
-        report_json_no_verdict(opt, res->w, late, "interrupted before the verdict");
+        report_no_verdict(opt, res->w, late, "interrupted before the verdict");
         return late;
     }
     cli_verdict_printed(); /* printed next */
     int pass = s.verdict == JUDGE_PASS;
-    char tol[64];
-    tol_format(&opt->run.tol, tol, sizeof tol);
-    switch (s.verdict) {
-    case JUDGE_PASS:
-        if (res->params_only)
-            fprintf(opt->out, "# verdict: PASS (%zu parameter checks x %d ranks match, %s; parameters only: the "
-                              "ranks average their parameters, no .grad compared)\n",
-                    s.params_checked, res->nranks, tol);
-        else if (s.joined_records)
-            fprintf(opt->out, "# verdict: PASS (%zu grabs and %zu parameter checks x %d ranks match, %s; %zu of them "
-                              "a rank did not reach, having run out of inputs)\n",
-                    res->ngrabs, s.params_checked, res->nranks, tol, s.joined_records);
-        else
-            fprintf(opt->out, "# verdict: PASS (%zu grabs and %zu parameter checks x %d ranks match, %s)\n",
-                    res->ngrabs, s.params_checked, res->nranks, tol);
-        break;
-    case JUDGE_REFERENCE_BAD:
-        fprintf(opt->out, "# verdict: FAIL (the reference failed its own sanity checks: a bug in ddpsim; nothing else "
-                          "this run says can be trusted)\n");
-        break;
-    case JUDGE_DIVERGES:
-        if (res->params_only)
-            fprintf(opt->out, "# verdict: FAIL (%zu of %zu parameter checks diverge, %s; parameters only: the ranks "
-                              "average their parameters)\n",
-                    s.params_failed, s.params_checked, tol);
-        else
-            fprintf(opt->out, "# verdict: FAIL (%zu of %zu grabs and %zu of %zu parameter checks diverge, %s)\n",
-                    s.grabs_failed, res->ngrabs, s.params_failed, s.params_checked, tol);
-        break;
-    case JUDGE_NCCL_DISAGREE:
-        fprintf(opt->out, "# verdict: FAIL (NCCL's allreduce gave the ranks different bits)\n");
-        break;
-    case JUDGE_RANKS_DISAGREE:
-        fprintf(opt->out, "# verdict: FAIL (the implementation's ranks hold different gradients after a syncing "
-                          "backward; DDP gives every rank the same bits, whatever the tolerance)\n");
-        break;
-    case JUDGE_NOTHING:
-        fprintf(opt->out, "# verdict: NOTHING VERIFIED (%s)\n",
-                res->ngrabs == 0 ? "the schedule has no grab" : "every grab compared only zeros");
-        break;
-    }
+    char verdict[512];
+    verdict_text(opt, res, &s, verdict, sizeof verdict);
+    fprintf(opt->out, "# verdict: %s\n", verdict);
     if (s.first)
         print_first(opt, &s);
     if (s.disagree)
@@ -958,5 +963,7 @@ int report_verification(const ddpsim_options *opt, const verify_result *res, rep
     int code = report_exit_code(s.verdict);
     if (opt->json_file && write_json(opt, res, &s, rs) != 0 && code == DDPSIM_EXIT_PASS)
         code = DDPSIM_EXIT_FAULT; /* a failed write never hides a verdict that is not a pass */
+    if (report_ci_verdict(opt, res, &s, verdict, rs) != 0 && code == DDPSIM_EXIT_PASS)
+        code = DDPSIM_EXIT_FAULT;
     return code;
 }

@@ -7,6 +7,7 @@
 #define DDPSIM_REPORT_H
 
 #include "judge.h"
+#include "junit.h"
 #include "options.h"
 #include "verify.h"
 
@@ -20,6 +21,8 @@ typedef struct report_stream {
     FILE *table;       /* the table's rows (NULL with --quiet) */
     FILE *checks;      /* JSON's "checks" entries (NULL without --json) */
     int nchecks_json;  /* entries written so far */
+    junit_suite junit; /* --junit: a testcase per check (junit.cases NULL without --junit) */
+    model *layout;     /* the parameters' names for the testcases */
 } report_stream;
 
 /* Open rs for opt and point sink at it; -1 (said on stderr) when a temporary file cannot be made. */
@@ -34,12 +37,12 @@ void report_stream_close(report_stream *rs);
 int report_verification(const ddpsim_options *opt, const verify_result *res, report_stream *rs);
 
 /*
- * --json for a run that ended without a verdict: a fault (exit 3), an interrupt (130, 143) or input found bad
- * once the file was open (2). A valid document all the same: "result" (fault, interrupted, bad_input),
+ * A run that ended without a verdict: a fault (exit 3), an interrupt (130, 143) or input found bad once the
+ * files were open (2). --json gets a valid document all the same: "result" (fault, interrupted, bad_input),
  * "verdict": null, the exit code, the error, the rank that failed first and what every rank had completed
- * (w NULL: no rank ran). Nothing when opt has no --json.
+ * (w NULL: no rank ran); --junit one failing testcase of that type; annotations an error.
  */
-void report_json_no_verdict(const ddpsim_options *opt, const world *w, int code, const char *error);
+void report_no_verdict(const ddpsim_options *opt, const world *w, int code, const char *error);
 
 /* The exit code of a verdict: 0 pass, 1 a failure of any kind, 4 nothing verified. */
 int report_exit_code(judge_verdict v);

@@ -15,6 +15,7 @@
 #include "jsonw.h"
 #include "model.h"
 #include "report.h"
+#include "report_ci.h"
 
 int scenarios_list(shard_mode mode)
 {
@@ -180,8 +181,11 @@ int battery_main(const ddpsim_options *opt)
     cli_hold_signals(&saved); /* a SIGTERM between two scenarios waits for the next one's supervisor */
     for (int i = 0; i < battery_count_for(opt->run.shard); i++) {
         const scenario *sc = battery_at_for(opt->run.shard, i);
-        if (!out[i].refused) /* not refused up front by check_all */
+        if (!out[i].refused) { /* not refused up front by check_all */
+            double t = clock_now_s();
             battery_run_one(&opt->run, &opt->given, sc, &out[i]);
+            out[i].wall_s = clock_now_s() - t;
+        }
         const battery_outcome *o = &out[i];
         if (o->interrupted) {
             fprintf(opt->out, "# interrupted by signal %d in scenario %s: the rest was not run\n", o->interrupted,
@@ -194,7 +198,7 @@ int battery_main(const ddpsim_options *opt)
             char why[160];
             snprintf(why, sizeof why, "interrupted by signal %d in scenario %s: the rest was not run", o->interrupted,
                      sc->name);
-            report_json_no_verdict(opt, NULL, code, why);
+            report_no_verdict(opt, NULL, code, why);
             cli_release_signals(&saved);
             free(out);
             return code;
@@ -213,7 +217,7 @@ int battery_main(const ddpsim_options *opt)
     cli_release_signals(&saved); /* the held signals stay held (main's rule); one that came is taken next */
     int late = cli_signal_before_verdict(opt->out);
     if (late) {
-        report_json_no_verdict(opt, NULL, late, "interrupted before the verdict");
+        report_no_verdict(opt, NULL, late, "interrupted before the verdict");
         free(out);
         return late;
     }
@@ -222,38 +226,40 @@ int battery_main(const ddpsim_options *opt)
         power_of_two_note(opt);
         fprintf(opt->out, "# time %.3f s for %d scenarios\n", wall_s, battery_count_for(opt->run.shard));
     }
-    char tol[64];
+    char tol[64], verdict[1024];
     tol_format(&opt->run.tol, tol, sizeof tol);
     const char *result;
-    int code;
+    int code, n = battery_count_for(opt->run.shard);
     if (failed + faults) {
-        fprintf(opt->out, "# verdict: FAIL (%d of %d scenarios: %d diverge, %d fault%s)\n", failed + faults,
-                battery_count_for(opt->run.shard), failed, faults, faults == 1 ? "" : "s");
-        for (int i = 0; i < battery_count_for(opt->run.shard); i++)
-            if (battery_failed(&out[i]))
-                fprintf(opt->out, "# replay: %s --scenario %s\n", opt->command, battery_at_for(opt->run.shard, i)->name);
+        snprintf(verdict, sizeof verdict, "FAIL (%d of %d scenarios: %d diverge, %d fault%s)", failed + faults, n,
+                 failed, faults, faults == 1 ? "" : "s");
         result = "fail";
         code = failed ? DDPSIM_EXIT_MISMATCH : DDPSIM_EXIT_FAULT;
-    } else if (nothing || refused == battery_count_for(opt->run.shard)) {
-        fprintf(opt->out, "# verdict: NOTHING VERIFIED (%d of %d scenarios compared only zeros, %d refused by the "
-                          "implementation)\n",
-                nothing, battery_count_for(opt->run.shard), refused);
+    } else if (nothing || refused == n) {
+        snprintf(verdict, sizeof verdict, "NOTHING VERIFIED (%d of %d scenarios compared only zeros, %d refused by the "
+                                          "implementation)",
+                 nothing, n, refused);
         result = "nothing_verified";
         code = DDPSIM_EXIT_NOTHING;
     } else {
         char which[512] = "";
-        for (int i = 0; i < battery_count_for(opt->run.shard); i++)
+        for (int i = 0; i < n; i++)
             if (out[i].refused)
                 snprintf(which + strlen(which), sizeof which - strlen(which), "%s%s", which[0] ? ", " : "",
                          battery_at_for(opt->run.shard, i)->name);
-        fprintf(opt->out, "# verdict: PASS (%d of %d scenarios, %zu grabs x %d ranks, %s%s%s)\n",
-                battery_count_for(opt->run.shard) - refused, battery_count_for(opt->run.shard), grabs, opt->run.nranks, tol,
-                refused ? "; not run here, each row says why: " : "", which);
+        snprintf(verdict, sizeof verdict, "PASS (%d of %d scenarios, %zu grabs x %d ranks, %s%s%s)", n - refused, n,
+                 grabs, opt->run.nranks, tol, refused ? "; not run here, each row says why: " : "", which);
         result = "pass";
         code = DDPSIM_EXIT_PASS;
     }
+    fprintf(opt->out, "# verdict: %s\n", verdict);
+    for (int i = 0; i < n && failed + faults; i++)
+        if (battery_failed(&out[i]))
+            fprintf(opt->out, "# replay: %s --scenario %s\n", opt->command, battery_at_for(opt->run.shard, i)->name);
     cli_verdict_printed();
     if (opt->json_file && write_json(opt, out, result, wall_s) != 0 && code == DDPSIM_EXIT_PASS)
+        code = DDPSIM_EXIT_FAULT;
+    if (report_ci_battery(opt, out, n, verdict, wall_s) != 0 && code == DDPSIM_EXIT_PASS)
         code = DDPSIM_EXIT_FAULT;
     free(out);
     return code;

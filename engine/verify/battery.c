@@ -302,6 +302,7 @@ void battery_run_one(const verify_config *base, const battery_given *given, cons
         if (model_create_layout(c.model_spec, c.batch, &m) != DDP_OK)
             m = NULL;
         judge_summary(&j, m, out->first, sizeof out->first);
+        judge_facts_of(&j, m, &out->facts);
         model_destroy(m);
     }
     verify_result_free(&res);

@@ -76,6 +76,8 @@ typedef struct battery_outcome {
     judge_verdict verdict;    /* when status is DDP_OK */
     size_t grabs, syncs;
     char first[256];          /* what failed first (judge_summary), or the fault; "-" for a pass */
+    judge_facts facts;        /* ... as fields, when a check diverged (judge_facts_of) */
+    double wall_s;            /* the scenario's run, its ranks' start and end included */
     int interrupted;          /* the run was stopped by this signal (SIGINT, SIGTERM): stop, do not go on */
     /* Each rank's CPU time outside collectives over the ops and in its setup (verify_rank_cpu_ops_s, _setup_s)
      * when the run completed, else 0. */

@@ -232,3 +232,27 @@ const char *judge_summary(const judgement *j, const model *layout, char *buf, si
     }
     return buf;
 }
+
+void judge_facts_of(const judgement *j, const model *layout, judge_facts *out)
+{
+    memset(out, 0, sizeof *out);
+    const verify_record *f = j->first;
+    if (j->verdict != JUDGE_DIVERGES || !f || !j->first_where)
+        return;
+    out->known = 1;
+    out->rank = j->first_rank;
+    sched_check_name(j->first_where, out->check, sizeof out->check);
+    snprintf(out->label, sizeof out->label, "%s", j->first_where->label);
+    if (!f->done || !f->has_first || f->first_padding || f->first_none)
+        return;
+    char pn[16];
+    out->has_element = 1;
+    snprintf(out->tensor, sizeof out->tensor, "%s",
+             layout ? checker_first_name(layout, f) : param_name(NULL, f->first_param, pn, sizeof pn));
+    out->element = f->first_index;
+    out->expected = f->first_expected;
+    out->actual = f->first_actual;
+    out->ulps = f->first_ulp;
+    if (f->pattern.kind != PATTERN_NONE)
+        pattern_text(&f->pattern, out->pattern, sizeof out->pattern);
+}

@@ -31,6 +31,7 @@
 #define DDPSIM_JUDGE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "model.h"
 #include "verify.h"
@@ -85,6 +86,29 @@ void judge_run(const verify_result *res, judgement *out);
  * layout (NULL: by index). Returns buf.
  */
 const char *judge_summary(const judgement *j, const model *layout, char *buf, size_t len);
+
+/*
+ * The first divergence of a run that did not pass, as fields rather than a
+ * line (JUnit's properties, CI annotations): which check, rank, tensor and
+ * element, the two values, their ulps and the pattern. has_element is 0
+ * when the failure has no element (never reached, a scale, a clip, padding
+ * or a None .grad: the summary says which).
+ */
+typedef struct judge_facts {
+    int known;             /* a diverging record: check and rank are set */
+    char check[32];        /* "grab 2", "step 0" */
+    char label[64];        /* the check's label in the schedule */
+    int rank;
+    int has_element;
+    char tensor[96];       /* the parameter's (or buffer's) name */
+    uint64_t element;
+    float expected, actual;
+    uint32_t ulps;
+    char pattern[256];     /* pattern_text, or "" */
+} judge_facts;
+
+/* j's first divergence as fields (layout names the parameters; NULL: by index); known 0 without one. */
+void judge_facts_of(const judgement *j, const model *layout, judge_facts *out);
 
 /* The NCCL figures of every rank added up (res->nccl must be set). */
 typedef struct judge_nccl_total {

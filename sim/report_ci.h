@@ -1,0 +1,34 @@
+/*
+ * report_ci.h - the report where CI reads it: --junit's testcases (junit.h)
+ * and the annotations (annotate.h) of a single run, of `ddpsim check` and of
+ * the battery. The verdicts are the judge's (judge.h), word for word the
+ * table's: nothing here decides pass or fail.
+ */
+#ifndef DDPSIM_REPORT_CI_H
+#define DDPSIM_REPORT_CI_H
+
+#include "battery.h"
+#include "options.h"
+#include "report.h"
+
+/* A check's testcase (verify_sink.on_check, beside the table's row): failing when some rank's record did. */
+void report_ci_check(report_stream *rs, const sched_check *ck, const verify_record *recs, int nranks);
+
+/*
+ * A judged run: --junit's document (the checks' testcases and one for the
+ * run's own checks: the ranks' agreement, the reference's, NCCL's), the
+ * annotations (the first divergence, the verdict). verdict is the verdict's
+ * words. -1 when --junit could not be written (said on stderr).
+ */
+int report_ci_verdict(const ddpsim_options *opt, const verify_result *res, const judgement *j, const char *verdict,
+                      report_stream *rs);
+
+/* A run without a verdict (report_no_verdict): result is "fault", "interrupted" or "bad_input". */
+void report_ci_no_verdict(const ddpsim_options *opt, const world *w, int code, const char *result,
+                          const char *error);
+
+/* The battery: a testcase per scenario, an annotation per failing one, the verdict's. -1 as above. */
+int report_ci_battery(const ddpsim_options *opt, const battery_outcome *out, int n, const char *verdict,
+                      double wall_s);
+
+#endif
