@@ -345,7 +345,76 @@ front 1 "first divergence: grab 2 (after fwd+bwd (3 acc)), $div" "a wrapper that
     --ranks 3 --wrap "$W:sum_not_average" --scenario classic
 front 1 "first divergence: grab 2 (after fwd+bwd (3 acc)), $div" "a wrapper that syncs only the window's last micro-batch" -- \
     --ranks 3 --wrap "$W:last_microbatch_only" --scenario classic
-front 1 "thunder_sync_on_exit    *FAIL\|classic  *FAIL" "... and in the battery" -- --ranks 2 --wrap "$W:thunder_sync_on_exit"
+front 1 "thunder_sync_on_exit    *FAIL\|classic  *FAIL" "... and in the battery" -- --ranks 2 --wrap "$W:thunder_sync_on_exit" \
+    --junit "$tmp/battery.xml" --annotations github
+# ... and where CI reads it (ddpsim_torch/ci.py): JUnit XML in the xunit2 layout, a testcase per scenario with ddpsim
+# check's failure (rank, parameter, element, pattern) and the front end's replay line; an ::error per failing
+# scenario at the wrapper's source.
+if command -v xmllint >/dev/null 2>&1; then
+    xp() { xmllint --xpath "string($2)" "$1" 2>/dev/null; }
+    T=/testsuites/testsuite
+    nfail=$(grep -c "^ [a-z0-9-]*  *FAIL " "$out")
+    if ! xmllint --noout --schema "$here/junit/xunit2.xsd" "$tmp/battery.xml" >"$tmp/xsd" 2>&1; then
+        bad "--junit: not valid xunit2: $(head -3 "$tmp/xsd")"
+    elif [ "$(xp "$tmp/battery.xml" "$T/@failures")" != "$nfail" ] || [ "$nfail" -lt 1 ]; then
+        bad "--junit: $(xp "$tmp/battery.xml" "$T/@failures") failures, the table's FAIL rows $nfail"
+    elif ! xp "$tmp/battery.xml" "$T/testcase[@name='classic']/failure" | grep -q "^parameter: 0.weight$" ||
+        ! xp "$tmp/battery.xml" "$T/testcase[@name='classic']/failure" | grep -q "^pattern: .*reduced in a backward that does not sync" ||
+        ! xp "$tmp/battery.xml" "$T/testcase[@name='classic']/system-out" | grep -q -- "-m ddpsim_torch --ranks 2 --wrap $W:thunder_sync_on_exit .*--scenario classic$"; then
+        bad "--junit: classic's testcase lacks its facts or its replay line: $(xp "$tmp/battery.xml" "$T/testcase[@name='classic']")"
+    else
+        ok "--junit: valid xunit2, a failure per FAIL row ($nfail), classic's with its parameter, pattern and replay line"
+    fi
+    # SyncOnExit's no_sync, inherited from HookDDP: its first line is its decorator's
+    line=$(awk '/^class HookDDP/ {c = 1} c && /def no_sync/ {print NR - 1; exit}' "$W")
+    if [ "$(grep -c "^::error file=[^,]*tests/python/wrappers.py,line=$line,title=ddpsim%3A scenario [a-z0-9-]* FAIL::grab [0-9]*, rank" "$out")" = "$nfail" ] &&
+        grep -q "^::notice title=ddpsim verdict::FAIL" "$out"; then
+        ok "--annotations github: an ::error per failing scenario at the wrapper's no_sync ($W:$line), the ::notice"
+    else
+        bad "--annotations github: not an ::error per failing scenario at $W:$line"
+    fi
+else
+    echo "SKIP: --junit's document is not validated: no xmllint (libxml2-utils)"
+fi
+front 2 "--junit: .* is a directory" "--junit DIR is refused before any rank starts" -- --ranks 2 --wrap "$DDP" --junit "$tmp"
+
+# The pytest plugin (ddpsim_torch/pytest_plugin.py) under Debian's pytest, read back from pytest's own --junitxml:
+# the marker and the fixture pass torch's DDP and a correct wrapper, fail thunder's sync-on-exit with ddpsim's
+# report and its facts (testcase properties with junit_family=xunit1), and a marked test returning nothing fails
+# saying why; under pytest's default xunit2 the document stays valid (no properties in a testcase).
+if "$py" -c "import pytest" 2>/dev/null && command -v xmllint >/dev/null 2>&1; then
+    (cd "$tmp" && "$py" -m pytest -p ddpsim_torch.pytest_plugin -p no:cacheprovider -q -o junit_family=xunit1 \
+        --junitxml "$tmp/pytest1.xml" "$here/python/pytest_ddpsim.py") >"$out" 2>"$err"
+    code=$?
+    tc() { xp "$tmp/pytest1.xml" "/testsuites/testsuite/testcase[@name='$1']$2"; }
+    if [ "$code" -ne 1 ] || [ "$(xp "$tmp/pytest1.xml" "/testsuites/testsuite/@tests")" != 5 ]; then
+        bad "pytest plugin: exit $code, $(xp "$tmp/pytest1.xml" "/testsuites/testsuite/@tests") tests (1 and 5 expected)"
+    elif [ "$(tc test_marker_ddp "/failure/@message")$(tc test_fixture_ddp "/failure/@message")" != "" ] ||
+        [ "$(tc test_marker_ddp "/@name")" != test_marker_ddp ]; then
+        bad "pytest plugin: torch's DDP or a correct wrapper did not pass"
+    elif ! tc test_marker_sync_on_exit "/failure" | grep -q "^# first divergence: grab 0 (after no_sync fwd+bwd), rank 0, parameter 0.weight" ||
+        ! tc test_fixture_sync_on_exit "/failure" | grep -q "^# first divergence: grab 0 (after no_sync fwd+bwd), rank 0, parameter 0.weight"; then
+        bad "pytest plugin: sync-on-exit's failure lacks ddpsim's first divergence: $(tc test_marker_sync_on_exit "/failure" | head -3)"
+    elif [ "$(tc test_marker_sync_on_exit "/properties/property[@name='ddpsim_parameter']/@value")" != 0.weight ] ||
+        [ "$(tc test_marker_sync_on_exit "/properties/property[@name='ddpsim_check']/@value")" != "grab 0" ]; then
+        bad "pytest plugin: no ddpsim_parameter/ddpsim_check properties under xunit1"
+    elif ! tc test_marker_returns_nothing "/failure/@message" | grep -q "the test returned nothing"; then
+        bad "pytest plugin: a marked test returning nothing did not fail saying so"
+    else
+        ok "pytest plugin: marker and fixture pass DDP, fail sync-on-exit with ddpsim's report and its properties"
+    fi
+    (cd "$tmp" && "$py" -m pytest -p ddpsim_torch.pytest_plugin -p no:cacheprovider -q --junitxml "$tmp/pytest2.xml" \
+        "$here/python/pytest_ddpsim.py::test_marker_sync_on_exit") >"$out" 2>"$err"
+    if xmllint --noout --schema "$here/junit/xunit2.xsd" "$tmp/pytest2.xml" >"$tmp/xsd" 2>&1 &&
+        [ "$(xp "$tmp/pytest2.xml" "count(//testcase/properties)")" = 0 ] &&
+        [ "$(xp "$tmp/pytest2.xml" "count(//testcase/failure)")" = 1 ]; then
+        ok "pytest plugin: under pytest's default xunit2 the document stays valid (the facts in the failure's text)"
+    else
+        bad "pytest plugin: pytest's xunit2 document: $(head -3 "$tmp/xsd")"
+    fi
+else
+    echo "SKIP: the pytest plugin is not tested: no pytest for $py or no xmllint (Debian: python3-pytest, libxml2-utils)"
+fi
 
 # clip_grad_norm_ (clip:MAX, --clip): torch's own clip on torch's DDP gives the reference's coefficient, the same bits
 # on every rank, and its gradients after it; a wrapper that clips by the norm of its own partition (RLinf PR #1558's

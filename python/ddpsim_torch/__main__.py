@@ -4,6 +4,8 @@ ddpsim's: 0 pass, 1 divergence, 2 bad input, 3 fault (a rank failed, a
 deadlock, the watchdog), 4 nothing verified, 130/143 interrupted by
 SIGINT/SIGTERM (every rank stopped, nothing left behind)."""
 import argparse
+import os
+import shlex
 import signal
 import sys
 
@@ -101,6 +103,10 @@ def parser():
     p.add_argument("--keep", metavar="DIR", help="keep the recordings in DIR (ddpsim check DIR/<scenario>/record)")
     p.add_argument("--ddpsim", metavar="PATH", help="the ddpsim program (default: $DDPSIM, the installed one)")
     p.add_argument("--quiet", "-q", action="store_true", help="print only the verdict and the first divergence")
+    p.add_argument("--junit", metavar="FILE",
+                   help="write the verdicts as JUnit XML (xunit2): a testcase per scenario, or per check of one")
+    p.add_argument("--annotations", choices=("auto", "github", "none"), default="auto",
+                   help="GitHub Actions annotations (::error at the wrapper, ::notice); auto: when GITHUB_ACTIONS=true")
     return p
 
 
@@ -116,9 +122,28 @@ def main(argv=None):
         return 128 + e.sig
 
 
+def _open_junit(path):
+    """--junit FILE, created before any rank starts (ddpsim's rule for its output files): None, or why not."""
+    if path == "-":
+        return "give a file: the XML is for a CI system to collect"
+    if os.path.isdir(path):
+        return "%s is a directory" % path
+    try:
+        with open(path, "w"):
+            pass
+    except OSError as e:
+        return "cannot create %s: %s" % (path, e.strerror)
+    return None
+
+
 def _main(argv):
     args = parser().parse_args(argv)
-    from . import api, launch, torchrun  # after parsing: --help does not wait for torch
+    if args.junit:
+        why = _open_junit(args.junit)
+        if why:
+            sys.stderr.write("ddpsim_torch: --junit: %s\n" % why)
+            return 2
+    from . import api, ci, launch, torchrun  # after parsing: --help does not wait for torch
     launch.FORK_FROM_LAUNCHER = True  # this process is ours: its ranks fork from it (launch.py)
     kw = dict(wrap=args.wrap, model=args.model, data=args.data, loss=args.loss, schedule=args.schedule,
               scenario=args.scenario, seed=args.seed, batch=args.batch, lr=args.lr, tolerance=args.tolerance,
@@ -129,6 +154,10 @@ def _main(argv):
               optimizer=args.optimizer, clip=args.clip, loss_scale=args.loss_scale, fault=args.fault or (),
               ddpsim_path=args.ddpsim)
     if torchrun.launched_by_torchrun():
+        if args.junit:
+            sys.stderr.write("ddpsim_torch: --junit: not under torchrun (each rank would write it); run python3 -m "
+                             "ddpsim_torch without torchrun\n")
+            return 2
         return api.check_under_torchrun(ranks=args.ranks, **kw)
     r = api.check(ranks=2 if args.ranks is None else args.ranks, **kw)
     text = r.report
@@ -137,7 +166,16 @@ def _main(argv):
                        if line.startswith(("# verdict", "# first divergence", "# pattern", "# ranks disagree")))
     out = sys.stdout if r.exit_code in (0, 1, 4) else sys.stderr
     out.write(text)
+    command = r.command or "python3 -m ddpsim_torch " + shlex.join(sys.argv[1:] if argv is None else argv)
+    if ci.annotations_on(args.annotations):
+        out.write(ci.annotations(r, command, ci.wrapper_location(args.wrap)))
     out.flush()
+    if args.junit:
+        try:
+            ci.write_junit(r, args.junit, command, r.left_out)
+        except OSError as e:
+            sys.stderr.write("ddpsim_torch: cannot write --junit %s: %s\n" % (args.junit, e.strerror))
+            return r.exit_code or 3  # a failed write never hides a verdict that is not a pass
     return r.exit_code
 
 

@@ -9,7 +9,7 @@ import time
 
 import torch
 
-from . import ddpsim, launch, loading, semantics, torchrun, twins
+from . import ci, ddpsim, launch, loading, semantics, torchrun, twins
 from .loading import BadInput
 from .result import Result, battery_result
 
@@ -128,13 +128,21 @@ def check(wrap, ranks=2, model=None, data=None, loss=None, schedule=None, scenar
         try:
             outcomes, timing = launch.run(plan.cfg, ranks, timeout, [j["name"] for j in plan.jobs])
         except BadInput as e:
-            return Result.failed(2, "BAD INPUT", str(e), plan.header, plan.command)
-        return plan.finish(outcomes, timing)
+            return _with_command(Result.failed(2, "BAD INPUT", str(e), plan.header, plan.command), plan)
+        return _with_command(plan.finish(outcomes, timing), plan)
     except BadInput as e:
-        return Result.failed(2, "BAD INPUT", str(e), plan.header if plan else "", plan.command if plan else None)
+        return _with_command(Result.failed(2, "BAD INPUT", str(e), plan.header if plan else "",
+                                           plan.command if plan else None), plan)
     finally:
         if plan:
             plan.close()
+
+
+def _with_command(r, plan):
+    """r, saying the command line that replays it when the plan got that far."""
+    if r.command is None and plan is not None:
+        r.command = plan.command
+    return r
 
 
 def check_under_torchrun(**args):
@@ -152,6 +160,11 @@ def check_under_torchrun(**args):
     finally:
         for p in holder:
             p.close()
+
+
+_REARMING_WHY = ("a syncing backward there runs through a later forward than the one that armed it, and PyTorch's "
+                 "DDP requires both to use the same parameters (reducer.cpp prepare_for_backward); --scenario NAME "
+                 "runs it anyway")
 
 
 class Plan:
@@ -346,14 +359,17 @@ class Plan:
                 r.name = job["name"]
                 results.append(r)
                 continue
+            junit = os.path.join(os.path.dirname(job["record"]), "junit.xml")
             code, text, report = ddpsim.check(self.binary, job["record"], self.a["tolerance"], self.a["timeout"],
                                               os.path.join(os.path.dirname(job["record"]), "report.json"),
-                                              self.a.get("allow_unsynced_comm", False))
+                                              self.a.get("allow_unsynced_comm", False), junit)
             if not self.keep:  # the recording goes with the temporary directory: replay the whole check instead
                 text = "".join(line + "\n" if not line.startswith("# replay: ") else "# replay: %s\n" % replay
                                for line in text.splitlines())
-            results.append(Result.from_check(job["name"], code, text + _hook_hint(job, code), report,
-                                             job["record"] if self.keep else None))
+            r = Result.from_check(job["name"], code, text + _hook_hint(job, code), report,
+                                  job["record"] if self.keep else None)
+            r.junit = ci.read_check_junit(junit)  # read now: the temporary directory goes at close()
+            results.append(r)
         timing = dict(timing or {}, check_s=time.monotonic() - t0)
         line = ""
         if "ranks_s" in timing:
@@ -365,10 +381,12 @@ class Plan:
             r.report = self.header + r.report + line
         else:
             header = self.header + "".join("# %s not run: %s\n" % u for u in unsupported)
-            r = battery_result(results, header, [n for n, _ in self.impossible] + self.rearming +
-                               [n for n, _ in unsupported])
+            left_out = list(self.impossible) + [(n, _REARMING_WHY) for n in self.rearming] + unsupported
+            r = battery_result(results, header, [n for n, _ in left_out])
+            r.left_out = left_out
             r.report += line
         r.timing = timing
+        r.command = self.command
         return r
 
     def close(self):
@@ -414,10 +432,7 @@ class Plan:
         for name, why in self.impossible:
             lines.append("# %s not run: %s" % (name, why))
         if self.rearming:
-            lines.append("# on your model with find_unused, %s not run: a syncing backward there runs through a later "
-                         "forward than the one that armed it, and PyTorch's DDP requires both to use the same "
-                         "parameters (reducer.cpp prepare_for_backward); --scenario NAME runs it anyway" %
-                         ", ".join(self.rearming))
+            lines.append("# on your model with find_unused, %s not run: %s" % (", ".join(self.rearming), _REARMING_WHY))
         if self.keep:
             lines.append("# recordings kept in %s (ddpsim check %s/<scenario>/record)" % (self.root, self.root))
         return "\n".join(lines) + "\n"

@@ -94,14 +94,17 @@ def skipped_ops(uneven, rank):
     return out
 
 
-def check(binary, directory, tolerance=None, timeout=None, json_path=None, allow_unsynced_comm=False):
-    """ddpsim check DIR: (exit code, the report's text, the JSON report or None)."""
+def check(binary, directory, tolerance=None, timeout=None, json_path=None, allow_unsynced_comm=False,
+          junit_path=None):
+    """ddpsim check DIR: (exit code, the report's text, the JSON report or None); junit_path: its --junit too."""
     args = ["check", directory] + (["--allow-unsynced-comm"] if allow_unsynced_comm else [])
     if tolerance:
         args += ["--tolerance", tolerance]
     if timeout is not None:
         args += ["--timeout", str(timeout)]
     args += ["--json", json_path]
+    if junit_path:
+        args += ["--junit", junit_path]
     p = run(binary, args)
     report = None
     if os.path.exists(json_path) and os.path.getsize(json_path):

@@ -9,7 +9,8 @@ class Result:
     checks (every check on every rank: check, kind, label, synced, rank, max_abs_diff, max_ulp, match);
     grabs (the gradient checks alone); report (the text ddpsim prints); message (why, for a fault or bad
     input); json (ddpsim check's JSON report); scenarios (a battery's per-scenario Results); name;
-    record_dir (when kept); timing (seconds: ranks_s, shadow_s, record_s, check_s)."""
+    record_dir (when kept); timing (seconds: ranks_s, shadow_s, record_s, check_s); command (the line that
+    replays it); write_junit(path)."""
 
     def __init__(self, exit_code, report="", message=None, json=None, name=None, record_dir=None, scenarios=()):
         self.exit_code = exit_code
@@ -24,6 +25,9 @@ class Result:
         self.checks = list((json or {}).get("checks", []))
         self.grabs = [c for c in self.checks if c.get("kind") == "gradients"]
         self.timing = {}
+        self.junit = None  # ddpsim check's JUnit document (ci.read_check_junit), when it wrote one
+        self.left_out = []  # a battery's scenarios not run: (name, why)
+        self.command = None  # the command line that replays the check
 
     @property
     def passed(self):
@@ -46,6 +50,12 @@ class Result:
             if line.startswith("# first divergence: ") or line.startswith("# ranks disagree: "):
                 return line[2:]
         return self.message or ""
+
+    def write_junit(self, path):
+        """This result as JUnit XML (pytest's xunit2 layout) at path: a testcase per scenario of a battery, or per
+        check of one scenario, the failures in ddpsim check's words (ci.py)."""
+        from . import ci
+        ci.write_junit(self, path, self.command or "python3 -m ddpsim_torch", self.left_out)
 
     def __bool__(self):
         return self.passed
