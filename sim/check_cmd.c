@@ -17,12 +17,14 @@
 #include "options.h"
 #include "record.h"
 #include "report.h"
+#include "report_ci.h"
 
 typedef struct check_options {
     const char *dir;
     const char *tolerance;  /* NULL: bitwise for 2 ranks or fewer, order above */
     const char *json_path;
     const char *junit_path;
+    const char *html_path;
     int annotations;        /* annotate_mode */
     double timeout_s;
     int quiet;
@@ -42,6 +44,8 @@ static const opt_spec check_specs[] = {
     {"json", 0, "FILE", "write the report as JSON (- for standard output)", OPT_STRING, FC(json_path), 0, 0, NULL, NULL},
     {"junit", 0, "FILE", "write the verdicts as JUnit XML (xunit2): a testcase per check", OPT_STRING, FC(junit_path),
      0, 0, NULL, NULL},
+    {"html", 0, "FILE", "write the report as one self-contained HTML page (a heatmap per rank)", OPT_STRING,
+     FC(html_path), 0, 0, NULL, NULL},
     {"annotations", 0, "auto|github|none", "CI annotations for a failure and the verdict; auto: when\nGITHUB_ACTIONS=true",
      OPT_CHOICE, FC(annotations), 0, 0, NULL, NULL},
     {"timeout", 't', "SEC", "watchdog: stop when no rank progresses for SEC s; 0 off", OPT_SECONDS, FC(timeout_s), 0,
@@ -152,6 +156,7 @@ int check_main(int argc, char **argv)
     opt.quiet = co.quiet;
     opt.json_path = co.json_path;
     opt.junit_path = co.junit_path;
+    opt.html_path = co.html_path;
     opt.annotations = co.annotations;
     opt.run.nranks = rec.nranks;
     opt.run.impl = rec.impl;
@@ -200,6 +205,17 @@ int check_main(int argc, char **argv)
         code = cli_usage_error("check", "--junit", msg);
         goto out;
     }
+    if (co.html_path && strcmp(co.html_path, "-") == 0) {
+        code = cli_usage_error("check", "--html", "give a file: the page is for a browser to open");
+        goto out;
+    }
+    if (co.html_path && (code = report_html_fits(&opt, layout)) != 0)
+        goto out;
+    code = DDPSIM_EXIT_USAGE;
+    if (co.html_path && !(opt.html_file = cli_open_output(co.html_path, msg, sizeof msg))) {
+        code = cli_usage_error("check", "--html", msg);
+        goto out;
+    }
     check_config cfg = {.rec = &rec, .tol = opt.run.tol, .timeout_s = co.timeout_s,
                         .allow_unsynced_comm = co.allow_unsynced_comm};
     report_stream rs;
@@ -227,6 +243,7 @@ int check_main(int argc, char **argv)
 out:
     cli_close_output(opt.json_file);
     cli_close_output(opt.junit_file);
+    cli_close_output(opt.html_file);
     model_destroy(layout);
     free(opt.command);
     record_close(&rec);

@@ -22,11 +22,12 @@
 #include "trace.h"
 #include "options.h"
 #include "report.h"
+#include "report_ci.h"
 #include "selfcheck.h"
 #include "verify.h"
 
-/* --json and --junit: created (and written to once) before the run, so a bad destination is refused before any
- * rank starts. */
+/* --json, --junit and --html: created (and written to once) before the run, so a bad destination (or a page too
+ * big) is refused before any rank starts. */
 static int open_outputs(ddpsim_options *opt)
 {
     char msg[512];
@@ -34,6 +35,11 @@ static int open_outputs(ddpsim_options *opt)
         return cli_usage_error(NULL, "--json", msg);
     if (opt->junit_path && !(opt->junit_file = cli_open_output(opt->junit_path, msg, sizeof msg)))
         return cli_usage_error(NULL, "--junit", msg);
+    int big = report_html_fits(opt, NULL);
+    if (big)
+        return big;
+    if (opt->html_path && !(opt->html_file = cli_open_output(opt->html_path, msg, sizeof msg)))
+        return cli_usage_error(NULL, "--html", msg);
     return 0;
 }
 

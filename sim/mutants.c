@@ -10,6 +10,7 @@
 
 #include "catalogue.h"
 #include "cli.h"
+#include "progress.h"
 
 /* The tally of the rows so far. */
 typedef struct tally {
@@ -38,15 +39,28 @@ static void section_header(shard_mode section)
            "bitwise only");
 }
 
-/* One implementation's row: 0, or the signal that stopped it. */
-static int entry_row(const ddpsim_options *opt, const impl_entry *e, shard_mode section, tally *t)
+/* An implementation's run configuration: the command line's, in its own sharded mode. */
+static verify_config entry_config(const ddpsim_options *opt, const impl_entry *e)
 {
     verify_config run = opt->run;
     run.shard = (shard_mode)e->shard_mode;
     if (run.shard != SHARD_NONE)
         run.mesh = shard_default_mesh(run.shard, run.nranks);
-    catalogue_outcome o;
-    catalogue_run(&run, &opt->given, e->ops, &o);
+    return run;
+}
+
+static void catalogue_run_entry(const ddpsim_options *opt, const impl_entry *e, catalogue_outcome *o)
+{
+    verify_config run = entry_config(opt, e);
+    catalogue_run(&run, &opt->given, e->ops, o);
+}
+
+/* One implementation's row from its outcome: 0, or the signal that stopped it. */
+static int entry_row(const ddpsim_options *opt, const impl_entry *e, const catalogue_outcome *oc, shard_mode section,
+                     tally *t)
+{
+    verify_config run = entry_config(opt, e);
+    catalogue_outcome o = *oc;
     if (o.interrupted) {
         printf("# interrupted by signal %d at %s: the rest was not run\n", o.interrupted, e->ops->name);
         return o.interrupted;
@@ -95,6 +109,15 @@ static int entry_row(const ddpsim_options *opt, const impl_entry *e, shard_mode 
     return 0;
 }
 
+/* Whether the table of DDP's (sharded 0) or the sharded implementations (1) has a row for e. */
+static int entry_selected(const ddpsim_options *opt, const impl_entry *e, int sharded)
+{
+    int mine = sharded ? e->shard_mode != SHARD_NONE : e->shard_mode == SHARD_NONE;
+    if (!mine || (opt->run.shard != SHARD_NONE && e->shard_mode != (int)opt->run.shard))
+        return 0;
+    return !sharded || opt->run.tol.kind == TOL_BITWISE; /* the sharded reference is bitwise only */
+}
+
 /*
  * Two tables: DDP's implementations over the plain battery, then the sharded
  * ones, each over its mode's battery (--shard MODE: that mode's alone).
@@ -109,6 +132,12 @@ int mutants_main(const ddpsim_options *opt)
            CATALOGUE_LOOSE_TOLERANCE);
     tally t;
     memset(&t, 0, sizeof t);
+    progress pg;
+    progress_begin(&pg, opt->quiet);
+    int nimpls = 0, done = 0;
+    for (int sharded = 0; sharded < 2; sharded++)
+        for (int i = 0; i < impl_builtin_count(); i++)
+            nimpls += entry_selected(opt, impl_builtin_at(i), sharded);
     sigset_t saved;
     cli_hold_signals(&saved); /* a SIGTERM between two runs waits for the next one's supervisor */
     for (int sharded = 0; sharded < 2; sharded++) {
@@ -116,15 +145,16 @@ int mutants_main(const ddpsim_options *opt)
         int any = 0;
         for (int i = 0; i < impl_builtin_count(); i++) {
             const impl_entry *e = impl_builtin_at(i);
-            int mine = sharded ? e->shard_mode != SHARD_NONE : e->shard_mode == SHARD_NONE;
-            if (!mine || (opt->run.shard != SHARD_NONE && e->shard_mode != (int)opt->run.shard))
+            if (!entry_selected(opt, e, sharded))
                 continue;
-            if (sharded && opt->run.tol.kind != TOL_BITWISE)
-                continue; /* the sharded reference is bitwise only */
             if (!any++)
                 section_header(section);
             fflush(stdout);
-            int sig = entry_row(opt, e, section, &t);
+            progress_show(&pg, "implementation %d of %d: %s", ++done, nimpls, e->ops->name);
+            catalogue_outcome o;
+            catalogue_run_entry(opt, e, &o);
+            progress_clear(&pg); /* the row takes its place */
+            int sig = entry_row(opt, e, &o, section, &t);
             if (sig) {
                 cli_release_signals(&saved);
                 return 128 + sig;

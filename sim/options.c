@@ -410,20 +410,23 @@ static int validate(void *o, const char **which, char *msg, size_t len)
     if (opt->fail_fast && !opt->repeat_mode)
         FAIL("fail-fast", "goes with --repeat K or --chaos A..B");
     if (opt->repeat_mode && (run->trace_path || opt->replay_path || run->dump_dir || run->record_dir || opt->json_path ||
-                             opt->junit_path))
-        FAIL("repeat", "--trace, --replay, --dump, --record, --json and --junit belong to single runs: replay one seed");
+                             opt->junit_path || opt->html_path))
+        FAIL("repeat", "--trace, --replay, --dump, --record, --json, --junit and --html belong to single runs: replay "
+                       "one seed");
     if (opt->mutants && run->ddp.comm_hook != DDP_HOOK_NONE)
         FAIL("mutants", "the catalogue's bugs are modelled on DDP without a communication hook: drop --comm-hook");
     if (opt->mutants && (run->trace_path || opt->replay_path || run->dump_dir || run->record_dir || opt->json_path ||
-                         opt->junit_path || opt->chaos_given || run->nfaults || run->inputs_dir))
-        FAIL("mutants", "runs its own configurations: --trace, --replay, --dump, --record, --json, --junit, --chaos, "
-                        "--repeat, --fault and --inputs belong to single runs");
+                         opt->junit_path || opt->html_path || opt->chaos_given || run->nfaults || run->inputs_dir))
+        FAIL("mutants", "runs its own configurations: --trace, --replay, --dump, --record, --json, --junit, --html, "
+                        "--chaos, --repeat, --fault and --inputs belong to single runs");
     if (opt->prepare_dir && (opt->repeat_mode || opt->mutants || run->dump_dir || run->record_dir || opt->json_path ||
-                             opt->junit_path || run->trace_path || opt->replay_path))
+                             opt->junit_path || opt->html_path || run->trace_path || opt->replay_path))
         FAIL("prepare", "writes a run's inputs and runs nothing: --repeat, --chaos ranges, --mutants, --dump, --record, "
-                        "--json, --junit, --trace and --replay belong to runs");
+                        "--json, --junit, --html, --trace and --replay belong to runs");
     if (opt->junit_path && strcmp(opt->junit_path, "-") == 0)
         FAIL("junit", "give a file: the XML is for a CI system to collect (--json - writes to standard output)");
+    if (opt->html_path && strcmp(opt->html_path, "-") == 0)
+        FAIL("html", "give a file: the page is for a browser to open (--json - writes to standard output)");
     if (opt->json_path && strcmp(opt->json_path, "-") == 0)
         opt->out = stderr; /* the JSON owns standard output; the table goes to stderr */
     char *key = NULL;
@@ -542,6 +545,8 @@ static const opt_spec specs[] = {
      OPT_STRING, F(json_path), 0, 0, NULL, NULL},
     {"junit", 0, "FILE", "write the verdicts as JUnit XML (xunit2): a testcase per scenario of\nthe battery, or per check of one run",
      OPT_STRING, F(junit_path), 0, 0, NULL, NULL},
+    {"html", 0, "FILE", "write the report as one self-contained HTML page: a heatmap per run\n(parameters x checks, a "
+     "table per rank), the schedule, the battery's table", OPT_STRING, F(html_path), 0, 0, NULL, NULL},
     {"annotations", 0, "auto|github|none", "CI annotations (::error, ::notice) for failures and the verdict;\nauto: when GITHUB_ACTIONS=true",
      OPT_CHOICE, F(annotations), 0, 0, NULL, NULL},
     {"chaos", 0, "C|A..B",
@@ -624,6 +629,7 @@ void options_free(ddpsim_options *opt)
 {
     cli_close_output(opt->json_file); /* main opened them */
     cli_close_output(opt->junit_file);
+    cli_close_output(opt->html_file);
     impl_close(&opt->impl);
     trace_free(&opt->replay);
     sched_free(&opt->schedule);

@@ -32,6 +32,8 @@ typedef struct ddpsim_options {
     const char *junit_path;  /* --junit FILE */
     FILE *junit_file;        /* opened by main before the run, as json_file */
     int annotations;         /* --annotations: annotate_mode */
+    const char *html_path;   /* --html FILE */
+    FILE *html_file;         /* opened by main before the run, as json_file */
     FILE *out;               /* the human report: stdout, or stderr when the JSON goes to stdout */
     int quiet;
     int portable_math;       /* --portable-math: the models' products in ddpsim's fixed-order kernels */

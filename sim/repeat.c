@@ -5,8 +5,8 @@
  * Two fingerprints per run (a hash over every check's and rank's gradient
  * and parameter bits) say what changed with the seed: the reference's must never change
  * (a ddpsim bug otherwise); an implementation's that changes is reported as
- * order-dependent. Progress goes to stderr: a bar on a terminal, a line per
- * seed otherwise. The summary lists each failing seed with the command that
+ * order-dependent. Progress goes to stderr: a bar on a terminal (none with
+ * --quiet), a line per seed otherwise. The summary lists each failing seed with the command that
  * replays it.
  */
 #include "repeat.h"
@@ -18,6 +18,7 @@
 #include "cli.h"
 #include "hash.h"
 #include "judge.h"
+#include "progress.h"
 
 typedef struct seed_result {
     uint64_t seed;
@@ -30,13 +31,14 @@ static uint64_t fingerprint(const verify_result *res, int impl)
     return impl ? res->tally.impl_fingerprint : res->tally.ref_fingerprint;
 }
 
-static void progress(int tty, uint64_t done, uint64_t total, size_t failing, const seed_result *last)
+/* A bar on a terminal (progress.h; none with --quiet), a line per seed in a log. */
+static void show(progress *pg, int tty, uint64_t done, uint64_t total, size_t failing, const seed_result *last)
 {
     if (tty) {
         int width = 30, filled = (int)(width * done / total);
-        fprintf(stderr, "\r[%.*s%*s] %llu/%llu seeds, %zu failing", filled, "##############################",
-                width - filled, "", (unsigned long long)done, (unsigned long long)total, failing);
-        if (done == total)
+        progress_show(pg, "[%.*s%*s] %llu/%llu seeds, %zu failing", filled, "##############################",
+                      width - filled, "", (unsigned long long)done, (unsigned long long)total, failing);
+        if (done == total && pg->shown)
             fputc('\n', stderr);
     } else {
         fprintf(stderr, "chaos %llu: %s%s%s\n", (unsigned long long)last->seed,
@@ -49,6 +51,8 @@ int repeat_main(const ddpsim_options *opt)
     /* A count, not a seed loop: the last seed may be UINT64_MAX (options.c keeps the range under a million). */
     uint64_t total = opt->chaos_last - opt->chaos_first + 1;
     int tty = isatty(fileno(stderr));
+    progress pg;
+    progress_begin(&pg, opt->quiet);
     printf("# ddpsim %s: repeating under chaos seeds %llu..%llu (same data, different timing)\n", opt->run.impl,
            (unsigned long long)opt->chaos_first, (unsigned long long)opt->chaos_last);
     printf("# base command: %s\n", opt->replay_base);
@@ -100,7 +104,7 @@ int repeat_main(const ddpsim_options *opt)
         verify_result_free(&res);
         if (sr.code && nfailed < 100000)
             failed[nfailed++] = sr;
-        progress(tty, i + 1, total, nfailed, &sr);
+        show(&pg, tty, i + 1, total, nfailed, &sr);
         if (sr.code && opt->fail_fast)
             break;
     }

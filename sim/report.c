@@ -573,6 +573,8 @@ static void take_check(void *arg, const sched_check *ck, const verify_record *re
     if (rs->checks)
         json_entries(rs, ck, recs, nranks);
     report_ci_check(rs, ck, recs, nranks);
+    if (rs->html)
+        html_run_check(rs->html, ck, recs, nranks);
 }
 
 int report_stream_open(const ddpsim_options *opt, report_stream *rs, verify_sink *sink)
@@ -582,13 +584,16 @@ int report_stream_open(const ddpsim_options *opt, report_stream *rs, verify_sink
     char msg[512];
     if ((!opt->quiet && !(rs->table = cli_temp_file(msg, sizeof msg))) ||
         (opt->json_file && !(rs->checks = cli_temp_file(msg, sizeof msg))) ||
-        (opt->junit_file && junit_begin(&rs->junit, msg, sizeof msg) != 0)) {
+        (opt->junit_file && junit_begin(&rs->junit, msg, sizeof msg) != 0) ||
+        (opt->html_file && !(rs->html = html_open(&opt->run.tol, opt->run.nranks, msg, sizeof msg)))) {
         fprintf(stderr, "ddpsim: the report's lines wait in temporary files: %s (set TMPDIR)\n", msg);
         report_stream_close(rs);
         return -1;
     }
-    if (opt->junit_file || annotate_on((annotate_mode)opt->annotations)) /* they name the parameters */
+    if (opt->junit_file || opt->html_file || annotate_on((annotate_mode)opt->annotations)) /* they name parameters */
         rs->layout = layout_get(opt);
+    if (rs->html)
+        html_run_begin(rs->html, NULL, rs->layout, opt->run.schedule);
     *sink = (verify_sink){.on_check = take_check, .arg = rs};
     return 0;
 }
@@ -601,6 +606,8 @@ void report_stream_close(report_stream *rs)
         fclose(rs->checks);
     rs->table = rs->checks = NULL;
     junit_end(&rs->junit);
+    html_close(rs->html);
+    rs->html = NULL;
     if (rs->layout)
         layout_put(rs->opt, rs->layout);
     rs->layout = NULL;

@@ -7,6 +7,7 @@
 #define DDPSIM_REPORT_H
 
 #include "judge.h"
+#include "html.h"
 #include "junit.h"
 #include "options.h"
 #include "verify.h"
@@ -22,6 +23,7 @@ typedef struct report_stream {
     FILE *checks;      /* JSON's "checks" entries (NULL without --json) */
     int nchecks_json;  /* entries written so far */
     junit_suite junit; /* --junit: a testcase per check (junit.cases NULL without --junit) */
+    html_page *html;   /* --html's page, or NULL */
     model *layout;     /* the parameters' names for the testcases */
 } report_stream;
 

@@ -95,8 +95,16 @@ int report_ci_verdict(const ddpsim_options *opt, const verify_result *res, const
         }
         annotate(opt->out, "notice", "ddpsim verdict", verdict);
     }
+    int bad = 0;
+    if (rs->html) {
+        judge_facts k;
+        judge_facts_of(j, rs->layout, &k);
+        const char *word = j->verdict == JUDGE_PASS ? "PASS" : j->verdict == JUDGE_NOTHING ? "NOTHING VERIFIED" : "FAIL";
+        html_run_end(rs->html, word, j->verdict == JUDGE_PASS ? NULL : first, &k);
+        bad |= report_html_write(opt, rs->html, verdict);
+    }
     if (!rs->junit.cases)
-        return 0;
+        return bad;
     /* The run's own checks, which no single check's records show: the implementation's ranks agree, the
      * reference passed its own, NCCL gave every rank the same bits; and whether anything was verified. */
     junit_case c = {.name = "the ranks agree, the reference's own checks", .time_s = -1, .outcome = JUNIT_PASS};
@@ -110,7 +118,7 @@ int report_ci_verdict(const ddpsim_options *opt, const verify_result *res, const
         c.message = verdict;
     }
     junit_add(&rs->junit, &c);
-    return write_suite(opt, &rs->junit, res->wall_s, verdict);
+    return write_suite(opt, &rs->junit, res->wall_s, verdict) | bad;
 }
 
 void report_ci_no_verdict(const ddpsim_options *opt, const world *w, int code, const char *result,
@@ -129,6 +137,17 @@ void report_ci_no_verdict(const ddpsim_options *opt, const world *w, int code, c
     error = why;
     if (annotate_on((annotate_mode)opt->annotations))
         annotate(opt->out, "error", title, error);
+    if (opt->html_file) { /* the header and the error: no run to draw */
+        char msg[256];
+        html_page *h = html_open(&opt->run.tol, opt->run.nranks, msg, sizeof msg);
+        char *words = NULL;
+        if (h && asprintf(&words, "%s: %s", title + strlen("ddpsim: "), error) >= 0)
+            report_html_write(opt, h, words);
+        else if (!h)
+            fprintf(stderr, "ddpsim: --html: %s\n", msg);
+        free(words);
+        html_close(h);
+    }
     if (!opt->junit_file)
         return;
     junit_suite s;
@@ -194,4 +213,57 @@ int report_ci_battery(const ddpsim_options *opt, const battery_outcome *out, int
     int r = write_suite(opt, &s, wall_s, verdict);
     junit_end(&s);
     return r;
+}
+
+/* The cells of a run of s on opt's ranks with layout's parameters. */
+static size_t cells_of(const ddpsim_options *opt, const sched *s, const model *layout)
+{
+    return sched_nchecks(s) * (size_t)opt->run.nranks * (size_t)model_nparams(layout);
+}
+
+int report_html_fits(const ddpsim_options *opt, const model *layout)
+{
+    if (!opt->html_path)
+        return 0;
+    size_t cells = 0;
+    if (!opt->battery) {
+        model *own = NULL;
+        if (!layout && model_create_layout(opt->run.model_spec, opt->run.batch, &own) == DDP_OK)
+            layout = own;
+        cells = layout ? cells_of(opt, opt->run.schedule, layout) : 0;
+        model_destroy(own);
+    } else {
+        for (int i = 0; i < battery_count_for(opt->run.shard); i++) {
+            verify_config c = opt->run;
+            sched s;
+            model *m = NULL;
+            if (battery_apply(battery_at_for(opt->run.shard, i), &opt->given, &c, &s) != DDP_OK)
+                continue; /* refused: its row says why, and it draws nothing */
+            if (model_create_layout(c.model_spec, c.batch, &m) == DDP_OK)
+                cells += cells_of(opt, &s, m);
+            model_destroy(m);
+            sched_free(&s);
+        }
+    }
+    if (cells <= HTML_MAX_CELLS)
+        return 0;
+    char msg[256];
+    snprintf(msg, sizeof msg, "the page would hold %zu cells (checks x ranks x parameters), more than %d: a run this "
+                              "long belongs in --json (or draw a shorter schedule)",
+             cells, HTML_MAX_CELLS);
+    return cli_usage_error(NULL, "--html", msg);
+}
+
+int report_html_write(const ddpsim_options *opt, html_page *h, const char *verdict)
+{
+    const char *props[20];
+    char ranks[16], tol[64], math[160];
+    suite_props(opt, NULL, NULL, props, ranks, sizeof ranks, tol, sizeof tol, math, sizeof math);
+    char title[160];
+    snprintf(title, sizeof title, "ddpsim %s: %.100s", opt->run.impl ? opt->run.impl : "", verdict);
+    if (html_write(h, opt->html_file, title, verdict, props) != 0) {
+        fprintf(stderr, "ddpsim: cannot write --html %s: %s\n", opt->html_path, strerror(errno));
+        return -1;
+    }
+    return 0;
 }

@@ -8,6 +8,7 @@
 #define DDPSIM_REPORT_CI_H
 
 #include "battery.h"
+#include "html.h"
 #include "options.h"
 #include "report.h"
 
@@ -26,6 +27,16 @@ int report_ci_verdict(const ddpsim_options *opt, const verify_result *res, const
 /* A run without a verdict (report_no_verdict): result is "fault", "interrupted" or "bad_input". */
 void report_ci_no_verdict(const ddpsim_options *opt, const world *w, int code, const char *result,
                           const char *error);
+
+/*
+ * --html's size, before any rank starts: 0, or DDPSIM_EXIT_USAGE (said on
+ * stderr) when the page of this run (every scenario's, for the battery)
+ * would hold more than HTML_MAX_CELLS cells. layout: the parameters (NULL:
+ * from opt's model).
+ */
+int report_html_fits(const ddpsim_options *opt, const model *layout);
+/* --html's page, its header's facts from opt: -1 (said on stderr) on a write error. */
+int report_html_write(const ddpsim_options *opt, html_page *h, const char *verdict);
 
 /* The battery: a testcase per scenario, an annotation per failing one, the verdict's. -1 as above. */
 int report_ci_battery(const ddpsim_options *opt, const battery_outcome *out, int n, const char *verdict,

@@ -14,6 +14,7 @@
 #include "config.h"
 #include "jsonw.h"
 #include "model.h"
+#include "progress.h"
 #include "report.h"
 #include "report_ci.h"
 
@@ -76,6 +77,20 @@ static int check_all(const ddpsim_options *opt, battery_outcome *out)
         snprintf(out[i].first, sizeof out[i].first, "not possible here: %.230s", ddp_error_text());
     }
     return OPT_RUN;
+}
+
+/* A scenario's schedule and parameters, for --html's drawing: 1, or 0 when it has none (refused). */
+static int scenario_layout(const ddpsim_options *opt, const scenario *sc, sched *s, model **layout)
+{
+    verify_config c = opt->run;
+    if (battery_apply(sc, &opt->given, &c, s) != DDP_OK)
+        return 0;
+    if (model_create_layout(c.model_spec, c.batch, layout) != DDP_OK) {
+        *layout = NULL;
+        sched_free(s);
+        return 0;
+    }
+    return 1;
 }
 
 static void header(const ddpsim_options *opt)
@@ -179,13 +194,37 @@ int battery_main(const ddpsim_options *opt)
     size_t grabs = 0;
     sigset_t saved;
     cli_hold_signals(&saved); /* a SIGTERM between two scenarios waits for the next one's supervisor */
+    progress pg;
+    progress_begin(&pg, opt->quiet);
+    char msg[256];
+    html_page *page = opt->html_file ? html_open(&opt->run.tol, opt->run.nranks, msg, sizeof msg) : NULL;
+    if (opt->html_file && !page) {
+        fprintf(stderr, "ddpsim: --html: %s\n", msg);
+        free(out);
+        return DDPSIM_EXIT_FAULT;
+    }
+    verify_config base = opt->run;
+    if (page) /* each scenario's checks go to the page as they come */
+        base.sink = html_sink(page);
     for (int i = 0; i < battery_count_for(opt->run.shard); i++) {
         const scenario *sc = battery_at_for(opt->run.shard, i);
+        model *layout = NULL;
+        sched drawn;
+        int have = page && scenario_layout(opt, sc, &drawn, &layout);
+        if (page)
+            html_run_begin(page, sc->name, layout, have ? &drawn : NULL);
         if (!out[i].refused) { /* not refused up front by check_all */
+            progress_show(&pg, "scenario %d of %d: %s", i + 1, battery_count_for(opt->run.shard), sc->name);
             double t = clock_now_s();
-            battery_run_one(&opt->run, &opt->given, sc, &out[i]);
+            battery_run_one(&base, &opt->given, sc, &out[i]);
             out[i].wall_s = clock_now_s() - t;
+            progress_clear(&pg); /* the row takes its place */
         }
+        if (page)
+            html_run_end(page, row_word(&out[i]), out[i].first, &out[i].facts);
+        model_destroy(layout);
+        if (have)
+            sched_free(&drawn);
         const battery_outcome *o = &out[i];
         if (o->interrupted) {
             fprintf(opt->out, "# interrupted by signal %d in scenario %s: the rest was not run\n", o->interrupted,
@@ -200,6 +239,7 @@ int battery_main(const ddpsim_options *opt)
                      sc->name);
             report_no_verdict(opt, NULL, code, why);
             cli_release_signals(&saved);
+            html_close(page);
             free(out);
             return code;
         }
@@ -218,6 +258,7 @@ int battery_main(const ddpsim_options *opt)
     int late = cli_signal_before_verdict(opt->out);
     if (late) {
         report_no_verdict(opt, NULL, late, "interrupted before the verdict");
+        html_close(page);
         free(out);
         return late;
     }
@@ -261,6 +302,9 @@ int battery_main(const ddpsim_options *opt)
         code = DDPSIM_EXIT_FAULT;
     if (report_ci_battery(opt, out, n, verdict, wall_s) != 0 && code == DDPSIM_EXIT_PASS)
         code = DDPSIM_EXIT_FAULT;
+    if (page && report_html_write(opt, page, verdict) != 0 && code == DDPSIM_EXIT_PASS)
+        code = DDPSIM_EXIT_FAULT;
+    html_close(page);
     free(out);
     return code;
 }

@@ -416,6 +416,24 @@ else
     echo "SKIP: the pytest plugin is not tested: no pytest for $py or no xmllint (Debian: python3-pytest, libxml2-utils)"
 fi
 
+# Progress (ddpsim_torch/progress.py): on a terminal (script(1) gives one) the battery rewrites one line of stderr,
+# the ranks' scenario then ddpsim check's; in a pipe (every other run here) and with --quiet, no byte of it.
+ESC=$(printf '\033')
+if command -v script >/dev/null 2>&1; then
+    script -q -e -c "$(printf ' %s' "$py" -m ddpsim_torch --ranks 2 --wrap "$DDP")" /dev/null >"$tmp/tty" 2>&1 </dev/null
+    code=$?
+    script -q -e -c "$(printf ' %s' "$py" -m ddpsim_torch --ranks 2 --wrap "$DDP" -q)" /dev/null >"$tmp/ttyq" 2>&1 </dev/null
+    if [ "$code" -eq 0 ] && grep -q "ranks: scenario 1 of [0-9]*: classic (" "$tmp/tty" &&
+        grep -q "ddpsim check: scenario [0-9]* of [0-9]*: " "$tmp/tty" && grep -q "$ESC\[K" "$tmp/tty" &&
+        ! grep -q "$ESC" "$tmp/ttyq"; then
+        ok "progress on a terminal: the ranks' scenario and ddpsim check's, rewritten; none with --quiet"
+    else
+        bad "progress on a terminal (exit $code): $(tr '\r' '\n' <"$tmp/tty" | grep -a 'scenario' | head -2)"
+    fi
+fi
+front 0 "verdict: PASS" "in a pipe: no progress byte" -- --ranks 2 --wrap "$DDP" --scenario classic
+if grep -q "$ESC" "$out" "$err"; then bad "in a pipe: the progress line's bytes were written"; else ok "... none written"; fi
+
 # clip_grad_norm_ (clip:MAX, --clip): torch's own clip on torch's DDP gives the reference's coefficient, the same bits
 # on every rank, and its gradients after it; a wrapper that clips by the norm of its own partition (RLinf PR #1558's
 # mechanism, planted) is caught at the clip, each rank's coefficient its own.

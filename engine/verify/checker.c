@@ -21,6 +21,26 @@ static size_t count_nonfinite(const float *x, size_t n, uint64_t *nonzero)
     return bad;
 }
 
+/* Parameter p's heatmap figures (verify_record.param_*): the worst of what its pieces found. */
+static void mark_param(verify_record *rec, int p, uint32_t ulp, double ratio, int nonfinite, int bad)
+{
+    if (p < 0 || p >= MODEL_MAX_PARAMS)
+        return;
+    int level = 0;
+    for (uint32_t u = ulp; u; u >>= 1)
+        level++; /* 1 + floor(log2(ulp)) */
+    if (nonfinite)
+        level = 255;
+    double r = ratio * 200;
+    int b = r >= 255 || r != r ? 255 : (int)ceil(r);
+    if (level > rec->param_ulp[p])
+        rec->param_ulp[p] = (uint8_t)level;
+    if (b > rec->param_bound[p])
+        rec->param_bound[p] = (uint8_t)b;
+    if (bad)
+        rec->param_bad[p] |= VERIFY_PARAM_BAD;
+}
+
 /* One tensor, element by element, into rec (accumulated locally: rec may live in shared memory). */
 static void compare_tensor(const tolerance *tol, verify_record *rec, int p, const float *e, const float *a,
                            const float *allow, size_t count, size_t base)
@@ -31,8 +51,8 @@ static void compare_tensor(const tolerance *tol, verify_record *rec, int p, cons
             if (isfinite(e[j]) && fabsf(e[j]) > tensor_max)
                 tensor_max = fabsf(e[j]);
     uint64_t hist[TOL_ULP_BINS] = {0}, nonfinite = 0, ndiff = 0, nonzero = 0;
-    double max_abs = rec->max_abs, bound_ratio = rec->bound_ratio;
-    uint32_t max_ulp = rec->max_ulp;
+    double max_abs = rec->max_abs, tensor_ratio = 0;
+    uint32_t tensor_ulp = 0;
     for (size_t j = 0; j < count; j++) {
         float ev = e[j], av = a[j];
         int finite = isfinite(ev) && isfinite(av);
@@ -44,10 +64,10 @@ static void compare_tensor(const tolerance *tol, verify_record *rec, int p, cons
             if (d > max_abs)
                 max_abs = d;
             double ratio = d == 0 ? 0 : d / bound; /* something with nothing allowed: infinity */
-            if (ratio > bound_ratio)
-                bound_ratio = ratio;
-            if (ulp > max_ulp)
-                max_ulp = ulp;
+            if (ratio > tensor_ratio)
+                tensor_ratio = ratio;
+            if (ulp > tensor_ulp)
+                tensor_ulp = ulp;
             hist[tol_ulp_bin(ulp)]++;
         } else if (tol->match_planted && !isfinite(ev) && (isnan(ev) ? isnan(av) : ev == av)) {
             rec->planted++; /* what the reference's planted inf or NaN made, where it made it */
@@ -69,12 +89,13 @@ static void compare_tensor(const tolerance *tol, verify_record *rec, int p, cons
     }
     for (int k = 0; k < TOL_ULP_BINS; k++)
         rec->ulp_hist[k] += hist[k];
+    mark_param(rec, p, tensor_ulp, tensor_ratio, nonfinite != 0, ndiff != 0);
     rec->nonfinite += nonfinite;
     rec->ndiff += ndiff;
     rec->nonzero += nonzero;
     rec->max_abs = max_abs;
-    rec->max_ulp = max_ulp;
-    rec->bound_ratio = bound_ratio;
+    rec->max_ulp = tensor_ulp > rec->max_ulp ? tensor_ulp : rec->max_ulp;
+    rec->bound_ratio = tensor_ratio > rec->bound_ratio ? tensor_ratio : rec->bound_ratio;
 }
 
 static int every_param(const model *layout, const unsigned char *which)
@@ -103,6 +124,8 @@ static int compare_run(const tolerance *tol, verify_record *rec, int p, const fl
     uint64_t nz = 0;
     size_t bad = 0;
     int same = 1;
+    if (p >= 0 && p < MODEL_MAX_PARAMS)
+        rec->param_bad[p] |= VERIFY_PARAM_COMPARED;
     for (size_t b = 0; b < count; b += SCAN_BLOCK) {
         size_t len = count - b < SCAN_BLOCK ? count - b : SCAN_BLOCK;
         same = same && memcmp(ep + b, ap + b, len * sizeof(float)) == 0;
@@ -206,6 +229,8 @@ void checker_compare_none(const model *layout, const unsigned char *ref_defined,
         if ((held && held->param[p] == HELD_NONE) || (ref_defined[p] != 0) != (impl_none[p] != 0))
             continue;
         rec->ndiff++;
+        if (p < MODEL_MAX_PARAMS)
+            rec->param_bad[p] = VERIFY_PARAM_COMPARED | VERIFY_PARAM_BAD;
         if (!rec->has_first) {
             rec->has_first = 1;
             rec->first_param = p;

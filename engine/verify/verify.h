@@ -229,7 +229,17 @@ typedef struct verify_record {
     verify_pattern pattern; /* a failing record: what the first diverging tensor's values are (pattern.h) */
     int global_checked;     /* after a syncing backward: this rank's slice of the reference checked (checker.h) */
     double global_ratio;    /* the largest |reference - exact average| over its proven rounding bound (<= 1) */
+    /* Per parameter, what the report's heatmap shows (--html; 0 for a parameter not compared or the same bits): */
+    uint8_t param_ulp[MODEL_MAX_PARAMS];   /* the largest ulp distance u as 1 + floor(log2(u)) (1..32); 255: a
+                                            * non-finite element on one side alone */
+    uint8_t param_bound[MODEL_MAX_PARAMS]; /* the order tolerance: the largest |difference| over its bound, in
+                                            * 1/200ths, 255 for 1.275 and above (or an infinite ratio) */
+    uint8_t param_bad[MODEL_MAX_PARAMS];   /* VERIFY_PARAM_COMPARED, | VERIFY_PARAM_BAD: an element outside the
+                                            * tolerance, or .grad None on one side */
 } verify_record;
+
+#define VERIFY_PARAM_BAD 1u
+#define VERIFY_PARAM_COMPARED 2u
 
 /*
  * The implementation's ranks against each other: after every syncing

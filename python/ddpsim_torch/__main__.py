@@ -143,8 +143,9 @@ def _main(argv):
         if why:
             sys.stderr.write("ddpsim_torch: --junit: %s\n" % why)
             return 2
-    from . import api, ci, launch, torchrun  # after parsing: --help does not wait for torch
+    from . import api, ci, launch, progress, torchrun  # after parsing: --help does not wait for torch
     launch.FORK_FROM_LAUNCHER = True  # this process is ours: its ranks fork from it (launch.py)
+    progress.LINE = progress.Progress(sys.stderr.isatty() and not args.quiet)
     kw = dict(wrap=args.wrap, model=args.model, data=args.data, loss=args.loss, schedule=args.schedule,
               scenario=args.scenario, seed=args.seed, batch=args.batch, lr=args.lr, tolerance=args.tolerance,
               timeout=args.timeout, find_unused=args.find_unused, bucket_view=args.bucket_view,
@@ -160,6 +161,7 @@ def _main(argv):
             return 2
         return api.check_under_torchrun(ranks=args.ranks, **kw)
     r = api.check(ranks=2 if args.ranks is None else args.ranks, **kw)
+    progress.LINE.clear()  # a run that ended early (a fault, bad input) may leave it
     text = r.report
     if args.quiet:
         text = "".join(line + "\n" for line in text.splitlines()

@@ -9,7 +9,7 @@ import time
 
 import torch
 
-from . import ci, ddpsim, launch, loading, semantics, torchrun, twins
+from . import ci, ddpsim, launch, loading, progress, semantics, torchrun, twins
 from .loading import BadInput
 from .result import Result, battery_result
 
@@ -349,8 +349,10 @@ class Plan:
         results = []
         t0 = time.monotonic()
         unsupported = []
-        for job, fault in zip(self.jobs, outcomes):
+        for k, (job, fault) in enumerate(zip(self.jobs, outcomes)):
             replay = self.command + (" --scenario " + job["name"] if self.many else "")
+            if self.many:
+                progress.LINE.show("ddpsim check: scenario %d of %d: %s" % (k + 1, len(self.jobs), job["name"]))
             if isinstance(fault, launch.Unsupported):
                 unsupported.append((job["name"], str(fault)))
                 continue
@@ -370,6 +372,7 @@ class Plan:
                                   job["record"] if self.keep else None)
             r.junit = ci.read_check_junit(junit)  # read now: the temporary directory goes at close()
             results.append(r)
+        progress.LINE.clear()
         timing = dict(timing or {}, check_s=time.monotonic() - t0)
         line = ""
         if "ranks_s" in timing:

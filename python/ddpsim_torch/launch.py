@@ -14,6 +14,7 @@ import time
 
 import torch.multiprocessing as mp
 
+from . import progress as _progress  # the module: `progress` here is the ranks' shared array
 from . import rank as rank_mod
 from .loading import BadInput
 
@@ -248,6 +249,9 @@ def _supervise(procs, progress, errors, timeout, ops_of, job_names):
         if state != seen:
             seen, last_change = state, now
             cpu_then = [_cpu_seconds(p.pid) for p in procs]
+            job = min(int(progress[r * rank_mod.ROW + rank_mod.JOB]) for r in range(n))  # the slowest rank's
+            if len(job_names) > 1 and 0 <= job < len(job_names):
+                _progress.LINE.show("ranks: scenario %d of %d: %s" % (job + 1, len(job_names), job_names[job]))
         codes = [p.exitcode for p in procs]
         if all(c == 0 for c in codes):
             return

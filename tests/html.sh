@@ -1,0 +1,116 @@
+#!/bin/sh
+# html.sh - --html's page (sim/html.c). Its DOM is read (tests/html_dom.py)
+# from the file and, when Debian's chromium is installed (CI installs it),
+# as a real browser left it after running its script: a heatmap per rank
+# with a row per parameter, failing cells marked and one first divergence
+# outlined per failing run, none on a passing page, no script error in the
+# console (a page with a planted error shows the check firing), and a
+# screenshot of each (into $HTML_SHOTS, a CI artifact, when set). Also: the
+# battery's page and `ddpsim check`'s, a fault's page, markup in the command
+# line escaped, and bad destinations and a page too big refused (exit 2)
+# before any rank starts.
+DDPSIM=${DDPSIM:-./sim/ddpsim}
+. "$(dirname "$0")/testlib.sh"
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d) || exit 99
+trap 'rm -rf "$out" "$err" "$tmp"' EXIT
+py=$(command -v python3 || echo /usr/bin/python3)
+shots=${HTML_SHOTS:-$tmp}
+
+# dom WHAT FILE NPARAMS NRANKS pass|fail [SECTIONS]
+dom() {
+    what=$1
+    shift
+    if msg=$("$py" "$here/html_dom.py" "$@" 2>&1); then ok "$what: $msg"; else bad "$what: $msg"; fi
+}
+
+# mlp:32-64-64-16 (the scenarios' default model) has 6 parameters
+"$DDPSIM" --ranks 3 --scenario classic --html "$tmp/pass.html" -q >"$out" 2>"$err"
+[ $? -eq 0 ] && ok "a passing run with --html: exit 0" || bad "a passing run with --html"
+dom "the passing page" "$tmp/pass.html" 6 3 pass
+"$DDPSIM" --ranks 4 --scenario classic --impl sync-on-exit --html "$tmp/fail.html" -q >"$out" 2>"$err"
+[ $? -eq 1 ] && ok "sync-on-exit with --html: exit 1" || bad "sync-on-exit with --html"
+dom "the failing page" "$tmp/fail.html" 6 4 fail
+first=$(sed -n 's/^# first divergence: \(grab [0-9]*\) .*rank \([0-9]*\), parameter \([^,]*\),.*/\1 (.*), rank \2, \3:/p' "$out")
+if grep -q "id=\"first-1\" title=\"$first" "$tmp/fail.html"; then
+    ok "the outlined cell is the report's first divergence ($first)"
+else
+    bad "the outlined cell is not the report's first divergence ($first)"
+fi
+nscen=$("$DDPSIM" --scenarios | grep -c '^[a-z]')
+"$DDPSIM" --ranks 3 --impl sync-on-exit --html "$tmp/battery.html" -q >"$out" 2>"$err"
+[ $? -eq 1 ] && ok "the battery with --html: exit 1" || bad "the battery with --html"
+dom "the battery's page: a section per scenario" "$tmp/battery.html" 6 3 fail "$nscen"
+rows=$(grep -c '^<tr><td><a href="#run-[0-9]*">' "$tmp/battery.html")
+[ "$rows" = "$nscen" ] && ok "the battery's table: a row per scenario" || bad "the battery's table: $rows rows"
+"$DDPSIM" --ranks 2 --scenario classic --impl sync-on-exit --record "$tmp/rec" -q >/dev/null 2>&1
+"$DDPSIM" check "$tmp/rec" --html "$tmp/check.html" -q >"$out" 2>"$err"
+[ $? -eq 1 ] && ok "ddpsim check with --html: exit 1" || bad "ddpsim check with --html"
+dom "ddpsim check's page" "$tmp/check.html" 6 2 fail
+"$DDPSIM" --ranks 3 --scenario uneven --impl sync-on-exit --html "$tmp/fault.html" -q >"$out" 2>"$err"
+if [ $? -eq 3 ] && grep -q "<h1>ddpsim: <span class=\"v-fail\">fault (exit 3): " "$tmp/fault.html"; then
+    ok "a fault's page says the fault"
+else
+    bad "a fault's page: $(grep '<h1>' "$tmp/fault.html")"
+fi
+odd="$tmp/<script>alert(1)<"
+"$DDPSIM" --ranks 2 --scenario classic --dump "$odd" --html "$tmp/odd.html" -q >"$out" 2>"$err"
+if [ "$(grep -c '<script' "$tmp/odd.html")" = 1 ] && grep -q '&lt;script&gt;alert(1)&lt;' "$tmp/odd.html"; then
+    ok "markup in the command line is escaped (one script element: the page's own)"
+else
+    bad "markup in the command line is not escaped"
+fi
+
+# refused before any rank starts
+expect 2 "--html: give a file" "--html - is refused" -- --ranks 2 --html -
+expect 2 "--html: $tmp is a directory" "--html DIR is refused" -- --ranks 2 --html "$tmp"
+expect 2 "more than 200000" "a page too big is refused" -- --ranks 2 --schedule "20000*( fwd bwd grab )" \
+    --html "$tmp/big.html"
+[ -e "$tmp/big.html" ] && bad "a refused --html left its file" || ok "a refused --html creates no file"
+expect 2 "belong to single runs" "--html with --mutants is refused" -- --mutants --html "$tmp/m.html"
+
+# in a real browser
+browser=""
+for b in chromium chromium-browser google-chrome; do
+    command -v "$b" >/dev/null 2>&1 && { browser=$b; break; }
+done
+if [ -z "$browser" ]; then
+    echo "SKIP: no chromium: the pages are not loaded in a browser (Debian: apt-get install chromium)"
+    finish
+    exit $?
+fi
+# load FILE NAME: the DOM after the page's script ran into $tmp/NAME.dom, the console into $tmp/NAME.log, a
+# screenshot into $shots/NAME.png
+load() {
+    timeout 120 "$browser" --headless --no-sandbox --disable-gpu --enable-logging=stderr --v=0 \
+        --dump-dom "file://$1" >"$tmp/$2.dom" 2>"$tmp/$2.log"
+    timeout 120 "$browser" --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1100,760 \
+        --screenshot="$shots/$2.png" "file://$1" >/dev/null 2>&1
+}
+# quiet_console WHAT NAME: no script error in the console
+quiet_console() {
+    if grep -q 'CONSOLE' "$tmp/$2.log"; then
+        bad "$1: the console says $(grep 'CONSOLE' "$tmp/$2.log" | head -2)"
+    else
+        ok "$1: no script error in the console"
+    fi
+}
+load "$tmp/pass.html" pass
+load "$tmp/fail.html" fail
+load "$tmp/battery.html" battery
+for n in pass fail battery; do
+    [ -s "$shots/$n.png" ] && ok "$n page rendered to a screenshot ($shots/$n.png)" || bad "$n page: no screenshot"
+    quiet_console "$n page" "$n"
+done
+dom "the passing page in $browser" "$tmp/pass.dom" 6 3 pass
+dom "the failing page in $browser" "$tmp/fail.dom" 6 4 fail
+dom "the battery's page in $browser" "$tmp/battery.dom" 6 3 fail "$nscen"
+# the console check firing: the failing page with a script error planted
+sed 's|</body>|<script>ddpsim_planted_error();</script></body>|' "$tmp/fail.html" >"$tmp/planted.html"
+load "$tmp/planted.html" planted
+if grep -q 'CONSOLE.*ddpsim_planted_error' "$tmp/planted.log"; then
+    ok "a planted script error is seen in the console"
+else
+    bad "a planted script error was not seen: $(head -3 "$tmp/planted.log")"
+fi
+finish
