@@ -346,7 +346,7 @@ front 1 "first divergence: grab 2 (after fwd+bwd (3 acc)), $div" "a wrapper that
 front 1 "first divergence: grab 2 (after fwd+bwd (3 acc)), $div" "a wrapper that syncs only the window's last micro-batch" -- \
     --ranks 3 --wrap "$W:last_microbatch_only" --scenario classic
 front 1 "thunder_sync_on_exit    *FAIL\|classic  *FAIL" "... and in the battery" -- --ranks 2 --wrap "$W:thunder_sync_on_exit" \
-    --junit "$tmp/battery.xml" --annotations github
+    --junit "$tmp/battery.xml" --html "$tmp/battery.html" --annotations github
 # ... and where CI reads it (ddpsim_torch/ci.py): JUnit XML in the xunit2 layout, a testcase per scenario with ddpsim
 # check's failure (rank, parameter, element, pattern) and the front end's replay line; an ::error per failing
 # scenario at the wrapper's source.
@@ -366,6 +366,14 @@ if command -v xmllint >/dev/null 2>&1; then
         ok "--junit: valid xunit2, a failure per FAIL row ($nfail), classic's with its parameter, pattern and replay line"
     fi
     # SyncOnExit's no_sync, inherited from HookDDP: its first line is its decorator's
+    # --html: ddpsim check's heatmaps of every scenario run, under a table of them (tests/html.sh reads C's pages)
+    nrun=$(grep -c "^ [a-z0-9-]*  *\(PASS\|FAIL\) " "$out")
+    if msg=$("$py" "$here/html_dom.py" "$tmp/battery.html" 6 2 fail "$nrun" 2>&1) &&
+        grep -q '<tr><td><a href="#run-1">classic</a></td><td class="verdict v-fail">FAIL</td>' "$tmp/battery.html"; then
+        ok "--html: a section per scenario run ($msg), the scenarios' table"
+    else
+        bad "--html: $msg"
+    fi
     line=$(awk '/^class HookDDP/ {c = 1} c && /def no_sync/ {print NR - 1; exit}' "$W")
     if [ "$(grep -c "^::error file=[^,]*tests/python/wrappers.py,line=$line,title=ddpsim%3A scenario [a-z0-9-]* FAIL::grab [0-9]*, rank" "$out")" = "$nfail" ] &&
         grep -q "^::notice title=ddpsim verdict::FAIL" "$out"; then
@@ -402,6 +410,15 @@ if "$py" -c "import pytest" 2>/dev/null && command -v xmllint >/dev/null 2>&1; t
         bad "pytest plugin: a marked test returning nothing did not fail saying so"
     else
         ok "pytest plugin: marker and fixture pass DDP, fail sync-on-exit with ddpsim's report and its properties"
+    fi
+    (cd "$tmp" && "$py" -m pytest -p ddpsim_torch.pytest_plugin -p no:cacheprovider -q -o junit_family=xunit1 \
+        --ddpsim-html-dir "$tmp/pages" --junitxml "$tmp/pytest3.xml" \
+        "$here/python/pytest_ddpsim.py::test_marker_sync_on_exit") >"$out" 2>"$err"
+    page=$(xp "$tmp/pytest3.xml" "//testcase/properties/property[@name='ddpsim_html']/@value")
+    if [ -n "$page" ] && [ -s "$page" ] && xp "$tmp/pytest3.xml" "//testcase/failure" | grep -q "^# html report: $page$"; then
+        ok "pytest plugin: --ddpsim-html-dir writes the check's page, its path in the failure and ddpsim_html"
+    else
+        bad "pytest plugin: --ddpsim-html-dir: page '$page'"
     fi
     (cd "$tmp" && "$py" -m pytest -p ddpsim_torch.pytest_plugin -p no:cacheprovider -q --junitxml "$tmp/pytest2.xml" \
         "$here/python/pytest_ddpsim.py::test_marker_sync_on_exit") >"$out" 2>"$err"

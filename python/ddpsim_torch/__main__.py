@@ -105,6 +105,8 @@ def parser():
     p.add_argument("--quiet", "-q", action="store_true", help="print only the verdict and the first divergence")
     p.add_argument("--junit", metavar="FILE",
                    help="write the verdicts as JUnit XML (xunit2): a testcase per scenario, or per check of one")
+    p.add_argument("--html", metavar="FILE",
+                   help="write the report as one self-contained HTML page (a heatmap per scenario and rank)")
     p.add_argument("--annotations", choices=("auto", "github", "none"), default="auto",
                    help="GitHub Actions annotations (::error at the wrapper, ::notice); auto: when GITHUB_ACTIONS=true")
     return p
@@ -122,10 +124,11 @@ def main(argv=None):
         return 128 + e.sig
 
 
-def _open_junit(path):
-    """--junit FILE, created before any rank starts (ddpsim's rule for its output files): None, or why not."""
+def _open_output(path):
+    """--junit or --html FILE, created before any rank starts (ddpsim's rule for its output files): None, or why
+    not."""
     if path == "-":
-        return "give a file: the XML is for a CI system to collect"
+        return "give a file"
     if os.path.isdir(path):
         return "%s is a directory" % path
     try:
@@ -138,10 +141,10 @@ def _open_junit(path):
 
 def _main(argv):
     args = parser().parse_args(argv)
-    if args.junit:
-        why = _open_junit(args.junit)
+    for option, path in (("--junit", args.junit), ("--html", args.html)):
+        why = _open_output(path) if path else None
         if why:
-            sys.stderr.write("ddpsim_torch: --junit: %s\n" % why)
+            sys.stderr.write("ddpsim_torch: %s: %s\n" % (option, why))
             return 2
     from . import api, ci, launch, progress, torchrun  # after parsing: --help does not wait for torch
     launch.FORK_FROM_LAUNCHER = True  # this process is ours: its ranks fork from it (launch.py)
@@ -153,11 +156,11 @@ def _main(argv):
               comm_hook=args.comm_hook, static_graph=args.static_graph, find_unused_rule=args.find_unused_rule,
               allow_unsynced_comm=args.allow_unsynced_comm, shard=args.shard, params_only=args.params_only,
               optimizer=args.optimizer, clip=args.clip, loss_scale=args.loss_scale, fault=args.fault or (),
-              ddpsim_path=args.ddpsim)
+              ddpsim_path=args.ddpsim, html=args.html)
     if torchrun.launched_by_torchrun():
-        if args.junit:
-            sys.stderr.write("ddpsim_torch: --junit: not under torchrun (each rank would write it); run python3 -m "
-                             "ddpsim_torch without torchrun\n")
+        if args.junit or args.html:
+            sys.stderr.write("ddpsim_torch: --junit and --html: not under torchrun (each rank would write them); run "
+                             "python3 -m ddpsim_torch without torchrun\n")
             return 2
         return api.check_under_torchrun(ranks=args.ranks, **kw)
     r = api.check(ranks=2 if args.ranks is None else args.ranks, **kw)

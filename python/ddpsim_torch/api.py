@@ -59,7 +59,7 @@ def check(wrap, ranks=2, model=None, data=None, loss=None, schedule=None, scenar
           tolerance=None, timeout=60.0, find_unused=False, bucket_view=False, bucket_cap=None, zero_grad=None,
           threads=1, keep=None, ddpsim_path=None, comm_hook="none", static_graph=False, find_unused_rule=None,
           allow_unsynced_comm=False, shard=None, params_only=None, optimizer=None, clip=None, loss_scale=None,
-          fault=()):
+          fault=(), html=None):
     """Check the DDP wrapper `wrap` against ddpsim's reference DDP; returns a Result (never raises for the
     verdict: bad input is Result.exit_code 2, a fault 3).
 
@@ -112,14 +112,16 @@ def check(wrap, ranks=2, model=None, data=None, loss=None, schedule=None, scenar
       are checked (README "Loss scaling and inf/NaN"). The battery's loss-scale scenario brings its own.
     fault: 'inf:rank=R,op=K' or 'nan:rank=R,op=K' (one, or a list): an inf or NaN put into element 0 of the first
       gradient rank R's backward at op K completes, which the scaler must find on every rank (needs loss_scale).
-    keep: a directory to keep the recordings in (default: a temporary one, removed)."""
+    keep: a directory to keep the recordings in (default: a temporary one, removed).
+    html: a path: the report as one self-contained HTML page there (ddpsim check's heatmaps of every scenario,
+      under a table of them; README "A page to look at")."""
     args = dict(wrap=wrap, ranks=ranks, model=model, data=data, loss=loss, schedule=schedule, scenario=scenario,
                 seed=seed, batch=batch, lr=lr, tolerance=tolerance, timeout=timeout, find_unused=find_unused,
                 bucket_view=bucket_view, bucket_cap=bucket_cap, zero_grad=zero_grad, threads=threads, keep=keep,
                 comm_hook=comm_hook, static_graph=static_graph, find_unused_rule=find_unused_rule,
                 allow_unsynced_comm=allow_unsynced_comm, ddpsim_path=ddpsim_path, shard=shard,
                 params_only=params_only, optimizer=optimizer, clip=clip, loss_scale=loss_scale,
-                fault=[fault] if isinstance(fault, str) else list(fault or ()))
+                fault=[fault] if isinstance(fault, str) else list(fault or ()), html=html)
     plan = None
     try:
         plan = Plan(args)
@@ -129,7 +131,14 @@ def check(wrap, ranks=2, model=None, data=None, loss=None, schedule=None, scenar
             outcomes, timing = launch.run(plan.cfg, ranks, timeout, [j["name"] for j in plan.jobs])
         except BadInput as e:
             return _with_command(Result.failed(2, "BAD INPUT", str(e), plan.header, plan.command), plan)
-        return _with_command(plan.finish(outcomes, timing), plan)
+        r = _with_command(plan.finish(outcomes, timing), plan)
+        if html:
+            try:
+                ci.write_html(r, html, r.command)
+            except OSError as e:
+                return Result.failed(3, "FAULT", "cannot write the HTML page %s: %s" % (html, e.strerror),
+                                     r.report, r.command)
+        return r
     except BadInput as e:
         return _with_command(Result.failed(2, "BAD INPUT", str(e), plan.header if plan else "",
                                            plan.command if plan else None), plan)
@@ -362,15 +371,17 @@ class Plan:
                 results.append(r)
                 continue
             junit = os.path.join(os.path.dirname(job["record"]), "junit.xml")
+            page = os.path.join(os.path.dirname(job["record"]), "report.html") if self.a.get("html") else None
             code, text, report = ddpsim.check(self.binary, job["record"], self.a["tolerance"], self.a["timeout"],
                                               os.path.join(os.path.dirname(job["record"]), "report.json"),
-                                              self.a.get("allow_unsynced_comm", False), junit)
+                                              self.a.get("allow_unsynced_comm", False), junit, page)
             if not self.keep:  # the recording goes with the temporary directory: replay the whole check instead
                 text = "".join(line + "\n" if not line.startswith("# replay: ") else "# replay: %s\n" % replay
                                for line in text.splitlines())
             r = Result.from_check(job["name"], code, text + _hook_hint(job, code), report,
                                   job["record"] if self.keep else None)
             r.junit = ci.read_check_junit(junit)  # read now: the temporary directory goes at close()
+            r.html = ci.read_text(page) if page else None
             results.append(r)
         progress.LINE.clear()
         timing = dict(timing or {}, check_s=time.monotonic() - t0)

@@ -4,8 +4,10 @@ own: each scenario's check wrote its JUnit document (a testcase per check), and 
 carries its first failing check's <failure> as ddpsim wrote it, with the front end's replay line."""
 import copy
 import datetime
+import html
 import inspect
 import os
+import re
 import socket
 import xml.etree.ElementTree as ET
 
@@ -17,6 +19,15 @@ def read_check_junit(path):
     try:
         return ET.parse(path).getroot()
     except (OSError, ET.ParseError):
+        return None
+
+
+def read_text(path):
+    """A file's text, or None (not written: the check gave no verdict)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError:
         return None
 
 
@@ -197,3 +208,57 @@ def annotations(result, command, where=None):
                               "%s\nreplay: %s" % (message, replay), where))
     out.append(annotation("notice", "ddpsim verdict", verdict))
     return "".join(out)
+
+
+_SECTION = re.compile(r'<section class="run" id="run-1".*?</section>\n', re.S)
+_STYLE = re.compile(r"<style>.*?</style>", re.S)
+_SCRIPT = re.compile(r"<script>.*?</script>", re.S)
+_LEGEND = re.compile(r'<p class="legend">.*?</p>\n', re.S)
+
+
+def _esc(text):
+    return html.escape(str(text), quote=True)
+
+
+def write_html(result, path, command):
+    """result as one self-contained page at path, made of ddpsim check's own pages (Result.html, each scenario's):
+    its heatmaps, schedule strips and first divergences, under the front end's header and, for a battery, a table
+    of the scenarios linking to each."""
+    runs = result.scenarios or [result]
+    pages = [getattr(r, "html", None) for r in runs]
+    model_page = next((p for p in pages if p), None)
+    style = _STYLE.search(model_page).group(0) if model_page else "<style></style>"
+    script = _SCRIPT.search(model_page).group(0) if model_page else ""
+    legend = _LEGEND.search(model_page) if model_page else None
+    verdict = next((line[len("# verdict: "):] for line in result.report.splitlines()
+                    if line.startswith("# verdict: ")), result.verdict)
+    word = "pass" if result.passed else "fail"
+    out = ['<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>ddpsim_torch: %s</title>%s</head>\n'
+           '<body>\n<h1>ddpsim_torch: <span class="v-%s">%s</span></h1>\n<table class="facts">\n' % (
+               _esc(verdict), style, word, _esc(verdict))]
+    for name, value in (("command", command), ("verdict", verdict)):
+        out.append("<tr><td>%s</td><td>%s</td></tr>\n" % (_esc(name), _esc(value)))
+    out.append("</table>\n" + (legend.group(0) if legend else ""))
+    if result.scenarios:
+        out.append('<table class="scenarios"><thead><tr><th>scenario</th><th>verdict</th><th>first divergence</th>'
+                   '</tr></thead><tbody>\n')
+        for k, r in enumerate(runs, 1):
+            out.append('<tr><td><a href="#run-%d">%s</a></td><td class="verdict v-%s">%s</td><td>%s</td></tr>\n' % (
+                k, _esc(r.name), "pass" if r.passed else "fail", _esc(r.verdict),
+                "" if r.passed else _esc(_outcome(r)[2])))
+        for name, why in result.left_out:
+            out.append("<tr><td>%s</td><td>not run</td><td>%s</td></tr>\n" % (_esc(name), _esc(why)))
+        out.append("</tbody></table>\n")
+    for k, (r, page) in enumerate(zip(runs, pages), 1):
+        m = _SECTION.search(page) if page else None
+        if m is None:  # no verdict, no page: the fault or the bad input
+            out.append('<section class="run" id="run-%d" data-verdict="%s">\n<h2>%s: <span class="verdict v-fail">%s'
+                       '</span></h2>\n<p class="summary">%s</p>\n</section>\n' % (
+                           k, _esc(r.verdict), _esc(r.name or "the run"), _esc(r.verdict),
+                           _esc(_outcome(r)[2] or "")))
+            continue
+        section = m.group(0).replace('id="run-1"', 'id="run-%d"' % k).replace('id="first-1"', 'id="first-%d"' % k)
+        out.append(section.replace("<h2>the run:", "<h2>%s:" % _esc(r.name or "the run"), 1))
+    out.append("%s\n</body></html>\n" % script)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("".join(out))

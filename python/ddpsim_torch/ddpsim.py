@@ -95,8 +95,9 @@ def skipped_ops(uneven, rank):
 
 
 def check(binary, directory, tolerance=None, timeout=None, json_path=None, allow_unsynced_comm=False,
-          junit_path=None):
-    """ddpsim check DIR: (exit code, the report's text, the JSON report or None); junit_path: its --junit too."""
+          junit_path=None, html_path=None):
+    """ddpsim check DIR: (exit code, the report's text, the JSON report or None); junit_path, html_path: its --junit
+    and --html too."""
     args = ["check", directory] + (["--allow-unsynced-comm"] if allow_unsynced_comm else [])
     if tolerance:
         args += ["--tolerance", tolerance]
@@ -105,6 +106,8 @@ def check(binary, directory, tolerance=None, timeout=None, json_path=None, allow
     args += ["--json", json_path]
     if junit_path:
         args += ["--junit", junit_path]
+    if html_path:
+        args += ["--html", html_path]
     p = run(binary, args)
     report = None
     if os.path.exists(json_path) and os.path.getsize(json_path):

@@ -18,7 +18,8 @@ are forked processes on gloo over the loopback device, as check() runs them from
 --junitxml, a failing check's facts (verdict, check, rank, parameter, element, ulps, the replay line) go in the
 testcase's properties with junit_family=xunit1 or legacy; the xunit2 layout (pytest's default) has no properties
 in a testcase, so there they are the failure text's (ddpsim's report) alone. --ddpsim-junit-dir DIR also writes
-each check's own JUnit document (Result.write_junit) as DIR/<test>.xml."""
+each check's own JUnit document (Result.write_junit) as DIR/<test>.xml, and --ddpsim-html-dir DIR its HTML page
+(check(html=...)) as DIR/<test>.html, whose path a failure's text ends with (and ddpsim_html, under xunit1)."""
 import os
 import re
 
@@ -30,6 +31,8 @@ from . import api
 def pytest_addoption(parser):
     parser.addoption("--ddpsim-junit-dir", metavar="DIR", default=None,
                      help="ddpsim_torch: write each check's JUnit XML (a testcase per scenario or check) into DIR")
+    parser.addoption("--ddpsim-html-dir", metavar="DIR", default=None,
+                     help="ddpsim_torch: write each check's HTML report into DIR (its path in the failure's text)")
 
 
 def pytest_configure(config):
@@ -58,19 +61,35 @@ def _facts(result):
     return out
 
 
+def _node_file(item, directory, suffix):
+    os.makedirs(directory, exist_ok=True)
+    return os.path.join(directory, re.sub(r"[^A-Za-z0-9_.-]", "_", item.nodeid) + suffix)
+
+
+def _check(item, wrap, check_args):
+    """ddpsim_torch.check(), with its HTML page under --ddpsim-html-dir."""
+    html_dir = item.config.getoption("--ddpsim-html-dir")
+    if html_dir and "html" not in check_args:
+        check_args = dict(check_args, html=_node_file(item, html_dir, ".html"))
+    result = api.check(wrap, **check_args)
+    result.html_path = check_args.get("html")
+    return result
+
+
 def _judge(item, result):
-    """The test's outcome from the check's: pass, or fail with ddpsim's report."""
+    """The test's outcome from the check's: pass, or fail with ddpsim's report (and where its page is)."""
     junit_dir = item.config.getoption("--ddpsim-junit-dir")
     if junit_dir:
-        os.makedirs(junit_dir, exist_ok=True)
-        result.write_junit(os.path.join(junit_dir, re.sub(r"[^A-Za-z0-9_.-]", "_", item.nodeid) + ".xml"))
+        result.write_junit(_node_file(item, junit_dir, ".xml"))
+    page = getattr(result, "html_path", None)
     if result.passed:
         return result
     if item.config.getini("junit_family") in ("xunit1", "legacy"):
-        item.user_properties.extend(_facts(result))
+        item.user_properties.extend(_facts(result) + ([("ddpsim_html", page)] if page else []))
     first = next((line[2:] for line in result.report.splitlines() if line.startswith("# verdict: ")), "") \
         if result.scenarios else result.first_divergence_text()
-    pytest.fail("ddpsim_torch: %s: %s\n%s" % (result.verdict, first, result.report), pytrace=False)
+    pytest.fail("ddpsim_torch: %s: %s\n%s%s" % (result.verdict, first, result.report,
+                                                 "# html report: %s\n" % page if page else ""), pytrace=False)
 
 
 class Ddpsim:
@@ -81,7 +100,7 @@ class Ddpsim:
         self._item = item
 
     def check(self, wrap, **check_args):
-        return _judge(self._item, api.check(wrap, **check_args))
+        return _judge(self._item, _check(self._item, wrap, check_args))
 
 
 @pytest.fixture
@@ -102,5 +121,5 @@ def pytest_pyfunc_call(pyfuncitem):
     if wrap is None:
         pytest.fail("@pytest.mark.ddpsim: the test returned nothing; it must return the DDP wrap function (defined "
                     "at a module's top level) or 'MODULE:FUNC'", pytrace=False)
-    _judge(pyfuncitem, api.check(wrap, **marker.kwargs))
+    _judge(pyfuncitem, _check(pyfuncitem, wrap, marker.kwargs))
     return True

@@ -26,6 +26,7 @@ class Result:
         self.grabs = [c for c in self.checks if c.get("kind") == "gradients"]
         self.timing = {}
         self.junit = None  # ddpsim check's JUnit document (ci.read_check_junit), when it wrote one
+        self.html = None  # ddpsim check's HTML page (its text), when check(html=...) asked for one
         self.left_out = []  # a battery's scenarios not run: (name, why)
         self.command = None  # the command line that replays the check
 
