@@ -308,6 +308,44 @@ void html_run_end(html_page *h, const char *verdict, const char *summary, const 
     h->s = NULL;
 }
 
+void html_matrix_begin(html_page *h, const char *title, int ncols, const char *const *names)
+{
+    FILE *f = h->sections;
+    fputs("<section class=\"matrix\">\n<h2>", f);
+    esc(f, title);
+    fputs("</h2>\n<table class=\"matrix\"><thead><tr><th>implementation</th><th>result</th>", f);
+    for (int k = 0; k < ncols; k++) {
+        fputs("<th title=\"", f);
+        esc(f, names[k]);
+        fprintf(f, "\">%d</th>", k + 1);
+    }
+    fputs("<th>first catch</th><th>first divergence</th></tr></thead>\n<tbody>\n", f);
+}
+
+void html_matrix_row(html_page *h, const char *name, const char *result, int bad, const unsigned char *cells,
+                     int ncols, const char *first, const char *where)
+{
+    FILE *f = h->sections;
+    fputs("<tr class=\"impl\"><th>", f);
+    esc(f, name);
+    fprintf(f, "</th><td class=\"verdict v-%s\">", bad ? "fail" : "pass");
+    esc(f, result);
+    fputs("</td>", f);
+    for (int k = 0; k < ncols; k++)
+        fprintf(f, "<td class=\"m %s\">%s</td>", cells[k] == 2 ? "caught" : cells[k] == 1 ? "missed" : "absent",
+                cells[k] == 2 ? "x" : cells[k] == 1 ? "." : "");
+    fputs("<td>", f);
+    esc(f, first);
+    fputs("</td><td>", f);
+    esc(f, where);
+    fputs("</td></tr>\n", f);
+}
+
+void html_matrix_end(html_page *h)
+{
+    fputs("</tbody></table>\n</section>\n", h->sections);
+}
+
 static const char STYLE[] =
     "body{font:14px/1.4 sans-serif;margin:1em 2em;color:#222}"
     "h1 .v-pass,td.v-pass,span.v-pass{color:#1b5e20}h1 .v-fail,td.v-fail,span.v-fail{color:#b71c1c}"
@@ -326,7 +364,9 @@ static const char STYLE[] =
     "text-align:center;margin:0 1px;border:1px solid #ccc;background:#fafafa}.op.bwd{background:#e3f2fd}"
     ".op.sync{border:2px solid #0d47a1;font-weight:bold}.op.grab{background:#f3e5f5}.op.step{background:#e8f5e9}"
     ".note,.detail{color:#555}.summary{font-family:monospace}.legend span{display:inline-block;padding:0 .5em;"
-    "margin-right:.3em}";
+    "margin-right:.3em}"
+    "table.matrix{border-collapse:collapse;font-size:12px}table.matrix td,table.matrix th{border:1px solid #ddd;"
+    "padding:1px 4px;text-align:left}td.m{text-align:center}td.caught{background:#ef9a9a}td.absent{background:#eee}";
 
 static const char SCRIPT[] =
     "document.querySelectorAll('select.rank').forEach(function(s){s.addEventListener('change',function(){"
@@ -351,12 +391,15 @@ int html_write(html_page *h, FILE *out, const char *title, const char *verdict, 
         esc(out, facts[i + 1]);
         fputs("</td></tr>\n", out);
     }
-    fputs("</table>\n<p class=\"legend\">cells: <span class=\"l0\" style=\"background:#a5d6a7\">the same bits</span>"
+    fputs("</table>\n", out);
+    if (h->nruns > 0)
+        fputs("<p class=\"legend\">cells: <span class=\"l0\" style=\"background:#a5d6a7\">the same bits</span>"
           "<span style=\"background:#fff176\">close</span><span style=\"background:#ff6f00\">farther (ulps on a log "
           "scale; under the order tolerance, the share of the proven bound)</span><span style=\"background:#d32f2f;"
           "color:#fff\">outside the tolerance</span><span style=\"background:#9e9e9e\">not reached</span><span "
           "style=\"background:#eee\">not compared</span>; outlined: the first divergence; bold columns: after a "
-          "backward that synced</p>\n", out);
+          "backward that synced</p>\n",
+              out);
     if (h->nruns > 1) {
         fputs("<table class=\"scenarios\"><thead><tr><th>scenario</th><th>verdict</th><th>first divergence</th></tr>"
               "</thead><tbody>\n", out);

@@ -51,6 +51,18 @@ verify_sink html_sink(html_page *h);
 void html_run_end(html_page *h, const char *verdict, const char *summary, const judge_facts *first);
 
 /*
+ * --mutants' catch matrix, a table per section: a column per scenario
+ * (names[ncols]), then a row per implementation: its result word (bad: a
+ * missed bug or a failing correct implementation), each scenario's cell
+ * (cells[k]: 0 not in its battery, 1 did not catch it, 2 caught it), its
+ * first catch and first divergence.
+ */
+void html_matrix_begin(html_page *h, const char *title, int ncols, const char *const *names);
+void html_matrix_row(html_page *h, const char *name, const char *result, int bad, const unsigned char *cells,
+                     int ncols, const char *first, const char *where);
+void html_matrix_end(html_page *h);
+
+/*
  * The page onto out: the header's facts (name/value pairs, NULL-terminated),
  * the overall verdict, the scenarios' table when the page has several
  * runs, then every run's section. -1 on a write error.

@@ -35,7 +35,7 @@ static int open_outputs(ddpsim_options *opt)
         return cli_usage_error(NULL, "--json", msg);
     if (opt->junit_path && !(opt->junit_file = cli_open_output(opt->junit_path, msg, sizeof msg)))
         return cli_usage_error(NULL, "--junit", msg);
-    int big = report_html_fits(opt, NULL);
+    int big = opt->mutants ? 0 : report_html_fits(opt, NULL); /* --mutants' page is its catch matrix */
     if (big)
         return big;
     if (opt->html_path && !(opt->html_file = cli_open_output(opt->html_path, msg, sizeof msg)))
@@ -207,7 +207,7 @@ int main(int argc, char **argv)
     } else if (r == OPT_RUN) {
         r = probe_backend(&opt);
         if (r == OPT_RUN && opt.mutants)
-            r = mutants_main(&opt);
+            r = open_outputs(&opt) ? DDPSIM_EXIT_USAGE : mutants_main(&opt);
         else if (r == OPT_RUN && opt.battery)
             r = open_outputs(&opt) ? DDPSIM_EXIT_USAGE : battery_main(&opt);
         else if (r == OPT_RUN && opt.repeat_mode)

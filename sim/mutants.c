@@ -11,6 +11,7 @@
 #include "catalogue.h"
 #include "cli.h"
 #include "progress.h"
+#include "report_ci.h"
 
 /* The tally of the rows so far. */
 typedef struct tally {
@@ -57,7 +58,7 @@ static void catalogue_run_entry(const ddpsim_options *opt, const impl_entry *e, 
 
 /* One implementation's row from its outcome: 0, or the signal that stopped it. */
 static int entry_row(const ddpsim_options *opt, const impl_entry *e, const catalogue_outcome *oc, shard_mode section,
-                     tally *t)
+                     tally *t, html_page *page)
 {
     verify_config run = entry_config(opt, e);
     catalogue_outcome o = *oc;
@@ -93,6 +94,13 @@ static int entry_row(const ddpsim_options *opt, const impl_entry *e, const catal
                  run.shard != SHARD_NONE ? ", " : "", battery_at_for(run.shard, o.first)->name);
     printf(" %-16s %-44.60s %s%s\n", first, failed ? o.where : "-", only,
            mislabelled ? " (the catalogue says otherwise)" : "");
+    if (page) {
+        unsigned char cells[CATALOGUE_MAX_SCENARIOS];
+        for (int k = 0; k < battery_count_for(section) && k < CATALOGUE_MAX_SCENARIOS; k++)
+            cells[k] = !have[k] ? 0 : col[k] ? 2 : 1;
+        html_matrix_row(page, e->ops->name, result, strcmp(result, "MISSED") == 0 || strcmp(result, "FAILED") == 0,
+                        cells, battery_count_for(section), first, failed ? o.where : "-");
+    }
     if (expected_miss) {
         t->only_bitwise++;
         size_t at = strlen(t->only_names);
@@ -107,6 +115,20 @@ static int entry_row(const ddpsim_options *opt, const impl_entry *e, const catal
     }
     fflush(stdout);
     return 0;
+}
+
+/* --html: a section's catch matrix begins (nothing without a page). */
+static void matrix_begin(html_page *page, shard_mode section)
+{
+    if (!page)
+        return;
+    const char *names[CATALOGUE_MAX_SCENARIOS];
+    int n = battery_count_for(section) < CATALOGUE_MAX_SCENARIOS ? battery_count_for(section) : CATALOGUE_MAX_SCENARIOS;
+    for (int k = 0; k < n; k++)
+        names[k] = battery_at_for(section, k)->name;
+    html_matrix_begin(page, section == SHARD_NONE ? "DDP implementations over the scenario battery"
+                                                  : "sharded implementations over their mode's battery",
+                      n, names);
 }
 
 /* Whether the table of DDP's (sharded 0) or the sharded implementations (1) has a row for e. */
@@ -132,6 +154,12 @@ int mutants_main(const ddpsim_options *opt)
            CATALOGUE_LOOSE_TOLERANCE);
     tally t;
     memset(&t, 0, sizeof t);
+    char msg[256];
+    html_page *page = opt->html_file ? html_open(&opt->run.tol, opt->run.nranks, msg, sizeof msg) : NULL;
+    if (opt->html_file && !page) {
+        fprintf(stderr, "ddpsim: --html: %s\n", msg);
+        return DDPSIM_EXIT_FAULT;
+    }
     progress pg;
     progress_begin(&pg, opt->quiet);
     int nimpls = 0, done = 0;
@@ -147,24 +175,31 @@ int mutants_main(const ddpsim_options *opt)
             const impl_entry *e = impl_builtin_at(i);
             if (!entry_selected(opt, e, sharded))
                 continue;
-            if (!any++)
+            if (!any++) {
                 section_header(section);
+                matrix_begin(page, section);
+            }
             fflush(stdout);
             progress_show(&pg, "implementation %d of %d: %s", ++done, nimpls, e->ops->name);
             catalogue_outcome o;
             catalogue_run_entry(opt, e, &o);
             progress_clear(&pg); /* the row takes its place */
-            int sig = entry_row(opt, e, &o, section, &t);
+            int sig = entry_row(opt, e, &o, section, &t, page);
             if (sig) {
                 cli_release_signals(&saved);
+                html_close(page);
                 return 128 + sig;
             }
         }
+        if (any && page)
+            html_matrix_end(page);
     }
     cli_release_signals(&saved); /* the held signals stay held (main's rule); one that came is taken next */
     int late = cli_signal_before_verdict(stdout);
-    if (late)
+    if (late) {
+        html_close(page);
         return late;
+    }
     int pass = t.caught + t.only_bitwise == t.mutants && t.correct_failed == 0 && t.labels_wrong == 0;
     printf("# mutation score: %d of %d caught; correct implementations: %s\n", t.caught, t.mutants,
            t.correct_failed ? "FAILED" : "all pass");
@@ -177,5 +212,16 @@ int mutants_main(const ddpsim_options *opt)
                opt->run.nranks);
     printf("# verdict: %s\n", pass ? "PASS" : "FAIL");
     cli_verdict_printed();
-    return pass ? DDPSIM_EXIT_PASS : DDPSIM_EXIT_MISMATCH;
+    int code = pass ? DDPSIM_EXIT_PASS : DDPSIM_EXIT_MISMATCH;
+    if (page) {
+        char verdict[128];
+        snprintf(verdict, sizeof verdict, "%s (mutation score: %d of %d caught; correct implementations: %s)",
+                 pass ? "PASS" : "FAIL", t.caught, t.mutants, t.correct_failed ? "FAILED" : "all pass");
+        ddpsim_options shown = *opt; /* the header's impl: not --impl's, which --mutants does not run */
+        shown.run.impl = "every built-in implementation (--mutants)";
+        if (report_html_write(&shown, page, verdict) != 0 && code == DDPSIM_EXIT_PASS)
+            code = DDPSIM_EXIT_FAULT;
+        html_close(page);
+    }
+    return code;
 }

@@ -416,9 +416,9 @@ static int validate(void *o, const char **which, char *msg, size_t len)
     if (opt->mutants && run->ddp.comm_hook != DDP_HOOK_NONE)
         FAIL("mutants", "the catalogue's bugs are modelled on DDP without a communication hook: drop --comm-hook");
     if (opt->mutants && (run->trace_path || opt->replay_path || run->dump_dir || run->record_dir || opt->json_path ||
-                         opt->junit_path || opt->html_path || opt->chaos_given || run->nfaults || run->inputs_dir))
-        FAIL("mutants", "runs its own configurations: --trace, --replay, --dump, --record, --json, --junit, --html, "
-                        "--chaos, --repeat, --fault and --inputs belong to single runs");
+                         opt->junit_path || opt->chaos_given || run->nfaults || run->inputs_dir))
+        FAIL("mutants", "runs its own configurations: --trace, --replay, --dump, --record, --json, --junit, --chaos, "
+                        "--repeat, --fault and --inputs belong to single runs");
     if (opt->prepare_dir && (opt->repeat_mode || opt->mutants || run->dump_dir || run->record_dir || opt->json_path ||
                              opt->junit_path || opt->html_path || run->trace_path || opt->replay_path))
         FAIL("prepare", "writes a run's inputs and runs nothing: --repeat, --chaos ranges, --mutants, --dump, --record, "

@@ -67,7 +67,19 @@ expect 2 "--html: $tmp is a directory" "--html DIR is refused" -- --ranks 2 --ht
 expect 2 "more than 200000" "a page too big is refused" -- --ranks 2 --schedule "20000*( fwd bwd grab )" \
     --html "$tmp/big.html"
 [ -e "$tmp/big.html" ] && bad "a refused --html left its file" || ok "a refused --html creates no file"
-expect 2 "belong to single runs" "--html with --mutants is refused" -- --mutants --html "$tmp/m.html"
+
+# --mutants: the catch matrix, a row per implementation of the table, an x where a scenario caught it
+"$DDPSIM" --mutants --ranks 2 --shard zero2 --html "$tmp/mutants.html" >"$out" 2>"$err"
+code=$?
+nrows=$(grep -c '^ [a-z0-9-]* *\(caught\|passes\|MISSED\|FAILED\|bitwise\) ' "$out")
+ncaught=$(grep -c '^ [a-z0-9-]* *caught ' "$out")
+rows=$(grep -c '<tr class="impl">' "$tmp/mutants.html")
+withx=$(grep '<tr class="impl">' "$tmp/mutants.html" | grep 'v-pass">caught<' | grep -c 'class="m caught"')
+if [ "$code" -eq 0 ] && [ "$rows" = "$nrows" ] && [ "$withx" = "$ncaught" ] && [ "$ncaught" -ge 1 ]; then
+    ok "--mutants --html: the catch matrix, $rows rows as the table's, an x in each of the $ncaught caught bugs' rows"
+else
+    bad "--mutants --html: exit $code, $rows rows (table $nrows), $withx caught rows with an x (table $ncaught)"
+fi
 
 # in a real browser
 browser=""
