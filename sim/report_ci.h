@@ -1,8 +1,9 @@
 /*
- * report_ci.h - the report where CI reads it: --junit's testcases (junit.h)
- * and the annotations (annotate.h) of a single run, of `ddpsim check` and of
- * the battery. The verdicts are the judge's (judge.h), word for word the
- * table's: nothing here decides pass or fail.
+ * report_ci.h - the report where CI and people read it beside the table:
+ * --junit's testcases (junit.h), the annotations (annotate.h) and --html's
+ * page (html.h) of a single run, of `ddpsim check` and of the battery. The
+ * verdicts are the judge's (judge.h), word for word the table's: nothing
+ * here decides pass or fail.
  */
 #ifndef DDPSIM_REPORT_CI_H
 #define DDPSIM_REPORT_CI_H
