@@ -127,13 +127,10 @@ void report_ci_no_verdict(const ddpsim_options *opt, const world *w, int code, c
     char title[64], why[WORLD_ERROR_LEN + 512];
     snprintf(title, sizeof title, "ddpsim: %s (exit %d)", result, code);
     snprintf(why, sizeof why, "%s", error);
-    for (int r = 0; w && r < world_nranks(w); r++) { /* the first failing rank's own words, as the battery's row */
-        const world_rank_outcome *o = world_outcome(w, r);
-        if (o->fate == WORLD_FATE_FAILED && o->error[0]) {
-            snprintf(why, sizeof why, "%.400s: rank %d: %s", error, r, ddp_error_without_location(o->error));
-            break;
-        }
-    }
+    const char *own; /* the first failing rank's own words, as the battery's row */
+    int r = world_first_failed_error(w, &own);
+    if (r >= 0)
+        snprintf(why, sizeof why, "%.400s: rank %d: %s", error, r, ddp_error_without_location(own));
     error = why;
     if (annotate_on((annotate_mode)opt->annotations))
         annotate(opt->out, "error", title, error);

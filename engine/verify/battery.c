@@ -282,14 +282,11 @@ void battery_run_one(const verify_config *base, const battery_given *given, cons
         out->refused = res.w && res.impl_refused;
         const char *why = ddp_error_text();
         snprintf(out->first, sizeof out->first, "%s: %.200s", out->refused ? "refused" : "fault", why);
-        for (int r = 0; res.w && r < c.nranks; r++) {
-            const world_rank_outcome *o = world_outcome(res.w, r);
-            if (o->fate == WORLD_FATE_FAILED && o->error[0]) {
-                snprintf(out->first, sizeof out->first, "%s: rank %d: %.200s", out->refused ? "refused" : "fault", r,
-                         ddp_error_without_location(o->error));
-                break;
-            }
-        }
+        const char *words;
+        int r = world_first_failed_error(res.w, &words);
+        if (r >= 0)
+            snprintf(out->first, sizeof out->first, "%s: rank %d: %.200s", out->refused ? "refused" : "fault", r,
+                     ddp_error_without_location(words));
     } else {
         for (int r = 0; r < res.nranks && res.figures; r++) {
             out->rank_cpu_s[r] = verify_rank_cpu_ops_s(&res, r);

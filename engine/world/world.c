@@ -172,6 +172,16 @@ void *world_user_area(world *w) { return w->user; }
 const world_rank_outcome *world_outcome(const world *w, int r) { return &w->outcomes[r]; }
 int world_interrupt_signal(const world *w) { return w->interrupt_signal; }
 
+int world_first_failed_error(const world *w, const char **error)
+{
+    for (int r = 0; w && r < world_nranks(w); r++)
+        if (w->outcomes[r].fate == WORLD_FATE_FAILED && w->outcomes[r].error[0]) {
+            *error = w->outcomes[r].error;
+            return r;
+        }
+    return -1;
+}
+
 /* ---- the rank process ---- */
 
 void world_copy_label(char *dst, const char *src)

@@ -104,6 +104,9 @@ ddp_status world_run(world *w, world_rank_main rank_main, void *arg);
 
 /* Outcome of rank r in the last world_run. */
 const world_rank_outcome *world_outcome(const world *w, int r);
+/* The lowest rank that failed with words of its own in the last world_run (its words into *error), or -1 (w may
+ * be NULL). */
+int world_first_failed_error(const world *w, const char **error);
 
 /* The signal that interrupted the last run (0 if none). */
 int world_interrupt_signal(const world *w);
