@@ -398,12 +398,22 @@ tmpt=$(mktemp -d) || exit 99
 expect 0 "chaos seed 5" "trace a chaotic run" -- --ranks 3 --scenario classic --impl bucketed --chaos 5 --trace "$tmpt/t.jsonl"
 expect 0 "replaying the ready-event and arrival order" "replay it" -- --ranks 3 --scenario classic --impl bucketed --replay "$tmpt/t.jsonl"
 expect 2 "recorded for another run" "replay of another run" -- --ranks 2 --scenario classic --replay "$tmpt/t.jsonl"
-if head -1 "$tmpt/t.jsonl" | grep -q '"ddpsim_trace": 2' && grep -q '"ev": "ready", "param"' "$tmpt/t.jsonl" &&
-    grep -q '"ev": "arrive", "pos"' "$tmpt/t.jsonl" && [ ! -e "$tmpt/t.jsonl.rank0" ]; then
-    ok "the trace is JSON lines with ready events and arrivals"
+if head -1 "$tmpt/t.jsonl" | grep -q '"ddpsim_trace": 3' && grep -q '"ev": "ready", "us": [0-9.]*, "param"' "$tmpt/t.jsonl" &&
+    grep -q '"ev": "arrive", "us": [0-9.]*, "pos"' "$tmpt/t.jsonl" &&
+    grep -q '"ev": "coll", "us": [0-9.]*, "kind": "allreduce", "group": "world", "bytes": [0-9]*, "dur_us"' "$tmpt/t.jsonl" &&
+    grep -q '"ev": "reduced", "us": [0-9.]*, "what": "bucket", "item": 0, "dur_us": [0-9.]*, "thread": 1}' "$tmpt/t.jsonl" &&
+    [ ! -e "$tmpt/t.jsonl.rank0" ]; then
+    ok "the trace is JSON lines with times, ready events, arrivals, the implementation's collectives and buckets"
 else
-    bad "the trace is JSON lines with ready events and arrivals"
+    bad "the trace is JSON lines with times, ready events, arrivals, the implementation's collectives and buckets"
 fi
+# a version-2 trace (no times, no collectives) still replays; a version from a later ddpsim is refused
+sed -e '1s/"ddpsim_trace": 3/"ddpsim_trace": 2/' -e 's/, "us": [0-9.]*//' "$tmpt/t.jsonl" >"$tmpt/v2.jsonl"
+expect 0 "replaying the ready-event and arrival order" "a version-2 trace replays" -- --ranks 3 --scenario classic \
+    --impl bucketed --replay "$tmpt/v2.jsonl"
+sed '1s/"ddpsim_trace": 3/"ddpsim_trace": 4/' "$tmpt/t.jsonl" >"$tmpt/v4.jsonl"
+expect 2 "is trace version 4; this ddpsim reads versions 2 to 3" "a trace of a later version is refused" -- --ranks 3 \
+    --scenario classic --impl bucketed --replay "$tmpt/v4.jsonl"
 rm -rf "$tmpt"
 
 # The JSON report and the dump manifest.

@@ -143,7 +143,7 @@ static char *read_all(const char *path)
     return buf;
 }
 
-/* Keep only the ready and arrive events (without logical times): the interleaving. */
+/* Keep only the ready and arrive events (without logical times, nor the clock's "us"): the interleaving. */
 static void interleaving(const char *text, char *out, size_t len)
 {
     size_t used = 0;
@@ -153,11 +153,19 @@ static void interleaving(const char *text, char *out, size_t len)
         size_t n = end ? (size_t)(end - l) : strlen(l);
         const char *ready = strstr(l, "\"ev\": \"ready\""), *arrive = strstr(l, "\"ev\": \"arrive\"");
         if ((ready && ready < l + n) || (arrive && arrive < l + n)) {
-            const char *r = strstr(l, "\"rank\"");
-            size_t m = n - (size_t)(r - l);
-            if (used + m + 2 < len) {
+            const char *r = strstr(l, "\"rank\""), *us = strstr(l, ", \"us\": ");
+            const char *stop = l + n, *resume = stop;
+            if (us && us < stop) { /* the line without its time: up to ", "us": N", then on from what follows */
+                resume = us + strlen(", \"us\": ");
+                while (resume < l + n && *resume != ',' && *resume != '}')
+                    resume++;
+                stop = us;
+            }
+            size_t m = (size_t)(stop - r), rest = (size_t)(l + n - resume);
+            if (used + m + rest + 2 < len) {
                 memcpy(out + used, r, m);
-                used += m;
+                memcpy(out + used + m, resume, rest);
+                used += m + rest;
                 out[used++] = '\n';
                 out[used] = '\0';
             }

@@ -179,7 +179,7 @@ static int b_create(const ddpsim_services *svc, void **state)
     if (ddp_comm_hook_compresses((ddp_comm_hook)svc->comm_hook) &&
         !(s->wire = malloc(COMM_HOOK_CHUNK * (size_t)svc->world_size * sizeof(float))))
         return b_error(s, "out of memory for the communication hook's gather buffer");
-    if (comm_worker_start(&s->comm, reduce_bucket, s))
+    if (comm_worker_start(&s->comm, reduce_bucket, s, "bucket", impl_env_of(svc)))
         return b_error(s, "cannot start the communication thread");
     for (int p = 0; p < svc->nparams; p++)
         if (svc->broadcast(svc->env, svc->params[p].data, svc->params[p].count * sizeof(float), 0))

@@ -5,7 +5,20 @@
  */
 #include "comm_worker.h"
 
+#include <stdio.h>
 #include <string.h>
+
+#include "clock.h"
+
+/* --trace: an item queued ("launch") or worked ("reduced", after dur_us; < 0: none said) for the HTML timeline. */
+static void trace_item(const comm_worker *w, const char *ev, int item, double dur_us)
+{
+    char extra[128];
+    int n = snprintf(extra, sizeof extra, "\"what\": \"%s\", \"item\": %d", w->what, item);
+    if (dur_us >= 0 && n > 0 && (size_t)n < sizeof extra)
+        snprintf(extra + n, sizeof extra - (size_t)n, ", \"dur_us\": %.1f", dur_us);
+    w->trace_fn(w->trace, ev, extra);
+}
 
 static void *worker_main(void *arg)
 {
@@ -20,7 +33,10 @@ static void *worker_main(void *arg)
         int skip = w->failed;
         pthread_mutex_unlock(&w->mu);
         char err[sizeof w->error] = "";
+        uint64_t t0 = w->trace_fn ? clock_now_ns() : 0;
         int rc = skip ? 0 : w->work(w->ctx, item, err, sizeof err);
+        if (w->trace_fn && !skip)
+            trace_item(w, "reduced", item, (clock_now_ns() - t0) / 1e3);
         pthread_mutex_lock(&w->mu);
         if (rc && !w->failed) {
             w->failed = 1;
@@ -33,11 +49,14 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-int comm_worker_start(comm_worker *w, comm_work_fn work, void *ctx)
+int comm_worker_start(comm_worker *w, comm_work_fn work, void *ctx, const char *what, const impl_env *env)
 {
     memset(w, 0, sizeof *w);
     w->work = work;
     w->ctx = ctx;
+    w->what = what;
+    w->trace_fn = env->trace_fn;
+    w->trace = env->trace;
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
     if (pthread_create(&w->thread, NULL, worker_main, w) != 0)
@@ -48,6 +67,8 @@ int comm_worker_start(comm_worker *w, comm_work_fn work, void *ctx)
 
 void comm_worker_push(comm_worker *w, int item)
 {
+    if (w->trace_fn)
+        trace_item(w, "launch", item, -1);
     pthread_mutex_lock(&w->mu);
     w->queue[w->qtail++ % MODEL_MAX_PARAMS] = item;
     pthread_cond_signal(&w->cv);

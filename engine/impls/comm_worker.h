@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "impl.h"
 #include "model.h"
 
 /* Item's work on the thread: 0, or non-zero with why in err (len bytes). */
@@ -21,6 +22,9 @@ typedef int (*comm_work_fn)(void *ctx, int item, char *err, size_t len);
 typedef struct comm_worker {
     comm_work_fn work;
     void *ctx;
+    const char *what; /* what an item is ("bucket", "unit"), as the trace says it */
+    void (*trace_fn)(void *trace, const char *ev, const char *extra); /* impl_env's: NULL, not traced */
+    void *trace;
     pthread_t thread;
     int started;
     pthread_mutex_t mu;
@@ -31,8 +35,12 @@ typedef struct comm_worker {
     char error[512]; /* the first failure's reason */
 } comm_worker;
 
-/* Start the thread: 0, or -1 when it cannot be started (w is then safe to stop). */
-int comm_worker_start(comm_worker *w, comm_work_fn work, void *ctx);
+/*
+ * Start the thread: 0, or -1 when it cannot be started (w is then safe to
+ * stop). Under --trace (env's trace_fn) each item queued is a "launch"
+ * event and each item worked a "reduced" one, items called `what`.
+ */
+int comm_worker_start(comm_worker *w, comm_work_fn work, void *ctx, const char *what, const impl_env *env);
 /* Queue an item (from the main thread; at most MODEL_MAX_PARAMS outstanding). */
 void comm_worker_push(comm_worker *w, int item);
 /* Wait until every queued item is done: 0, or -1 when one failed (its reason in w->error). */

@@ -71,6 +71,10 @@ typedef struct impl_env {
     _Atomic uint64_t reductions, reduced_bytes, scatters, scattered_bytes;
     int shard_mode;       /* --shard (ddpsim_shard_mode) */
     mesh mesh;            /* --mesh: 1 x N unless HSDP's */
+    /* --trace: trace_event_here(trace, ...) for what the implementation does (its collectives, its communication
+     * thread's items), from any of its threads; NULL: not traced */
+    void (*trace_fn)(void *trace, const char *ev, const char *extra);
+    void *trace;
     char error[IMPL_ERROR_LEN];      /* what the implementation said (set_error) */
     char coll_error[IMPL_ERROR_LEN]; /* why the last collective it called failed, in ddpsim's words */
 } impl_env;

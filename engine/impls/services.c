@@ -25,17 +25,42 @@ static void flip_contribution(impl_env *e, float *buf, size_t count)
     e->flip_pending = 0;
 }
 
+/* When a traced collective starts (0: not traced). */
+static uint64_t coll_start(const impl_env *e)
+{
+    return e->trace_fn ? clock_now_ns() : 0;
+}
+
+/* A collective the implementation called has ended (trace.h "coll"): for the timeline of the HTML page. */
+static ddp_status coll_traced(impl_env *e, const char *kind, int group, size_t bytes, uint64_t t0, ddp_status s)
+{
+    if (!e->trace_fn)
+        return s;
+    static const char *const group_name[] = {"world", "shard", "replica"};
+    char extra[192];
+    snprintf(extra, sizeof extra, "\"kind\": \"%s\", \"group\": \"%s\", \"bytes\": %zu, \"dur_us\": %.1f%s", kind,
+             group >= 0 && group <= DDPSIM_GROUP_REPLICA ? group_name[group] : "?", bytes, (clock_now_ns() - t0) / 1e3,
+             s == DDP_OK ? "" : ", \"ok\": false");
+    e->trace_fn(e->trace, "coll", extra);
+    return s;
+}
+
 ddp_status impl_reduce(void *env, float *buf, size_t count, int avg)
 {
     impl_env *e = env;
     atomic_fetch_add_explicit(&e->reductions, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&e->reduced_bytes, count * sizeof *buf, memory_order_relaxed);
     flip_contribution(e, buf, count);
-    if (e->nccl)
-        return nccl_comm_allreduce(e->nccl, buf, count, avg);
-    if (avg)
-        coll_mul_inv_n(buf, buf, count, world_size(e->wr));
-    return coll_allreduce(e->wr, buf, count, COLL_FLOAT, COLL_SUM, e->cfg.algo);
+    uint64_t t0 = coll_start(e);
+    ddp_status s;
+    if (e->nccl) {
+        s = nccl_comm_allreduce(e->nccl, buf, count, avg);
+    } else {
+        if (avg)
+            coll_mul_inv_n(buf, buf, count, world_size(e->wr));
+        s = coll_allreduce(e->wr, buf, count, COLL_FLOAT, COLL_SUM, e->cfg.algo);
+    }
+    return coll_traced(e, "allreduce", DDPSIM_GROUP_WORLD, count * sizeof *buf, t0, s);
 }
 
 /*
@@ -72,14 +97,20 @@ static int svc_allreduce(void *env, float *buf, size_t count)
 
 static int svc_broadcast(void *env, void *buf, size_t bytes, int root)
 {
+    impl_env *e = env;
     svc_chaos_point(env, SITE_BROADCAST);
-    return svc_result(env, coll_broadcast(((impl_env *)env)->wr, buf, bytes, root));
+    uint64_t t0 = coll_start(e);
+    return svc_result(e, coll_traced(e, "broadcast", DDPSIM_GROUP_WORLD, bytes, t0,
+                                     coll_broadcast(e->wr, buf, bytes, root)));
 }
 
 static int svc_allgather(void *env, const void *send, void *recv, size_t bytes)
 {
+    impl_env *e = env;
     svc_chaos_point(env, SITE_ALLGATHER);
-    return svc_result(env, coll_allgather(((impl_env *)env)->wr, send, recv, bytes));
+    uint64_t t0 = coll_start(e);
+    return svc_result(e, coll_traced(e, "allgather", DDPSIM_GROUP_WORLD, bytes * (size_t)world_size(e->wr), t0,
+                                     coll_allgather(e->wr, send, recv, bytes)));
 }
 
 /* A group of the mesh, or -1 for a number that is not one (the implementation's fault, said in its words). */
@@ -101,19 +132,18 @@ static int svc_reduce_scatter(void *env, int group, const float *send, float *re
     size_t count = count_per_rank * (size_t)mesh_group_size(&e->mesh, (mesh_group)group);
     atomic_fetch_add_explicit(&e->scatters, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&e->scattered_bytes, count * sizeof *send, memory_order_relaxed);
+    float *flipped = NULL;
     if (e->flip_pending && count > 0) { /* --fault flip: this contribution, a copy (send is the caller's) */
-        float *flipped = malloc(count * sizeof *flipped);
-        if (!flipped)
+        if (!(flipped = malloc(count * sizeof *flipped)))
             return svc_result(e, ddp_error(DDP_ERR_NOMEM, "a reduce_scatter's flipped copy: %zu floats", count));
         memcpy(flipped, send, count * sizeof *flipped);
         flip_contribution(e, flipped, count);
-        ddp_status st = mesh_reduce_scatter_sum(e->wr, &e->mesh, (mesh_group)group, flipped, recv, count_per_rank,
-                                                e->cfg.algo);
-        free(flipped);
-        return svc_result(e, st);
     }
-    return svc_result(e, mesh_reduce_scatter_sum(e->wr, &e->mesh, (mesh_group)group, send, recv, count_per_rank,
-                                                 e->cfg.algo));
+    uint64_t t0 = coll_start(e);
+    ddp_status st = mesh_reduce_scatter_sum(e->wr, &e->mesh, (mesh_group)group, flipped ? flipped : send, recv,
+                                            count_per_rank, e->cfg.algo);
+    free(flipped);
+    return svc_result(e, coll_traced(e, "reduce_scatter", group, count * sizeof *send, t0, st));
 }
 
 static int svc_allreduce_group(void *env, int group, float *buf, size_t count)
@@ -127,7 +157,9 @@ static int svc_allreduce_group(void *env, int group, float *buf, size_t count)
     atomic_fetch_add_explicit(&e->reductions, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&e->reduced_bytes, count * sizeof *buf, memory_order_relaxed);
     flip_contribution(e, buf, count);
-    return svc_result(e, mesh_allreduce_sum(e->wr, &e->mesh, (mesh_group)group, buf, count, e->cfg.algo));
+    uint64_t t0 = coll_start(e);
+    return svc_result(e, coll_traced(e, "allreduce", group, count * sizeof *buf, t0,
+                                     mesh_allreduce_sum(e->wr, &e->mesh, (mesh_group)group, buf, count, e->cfg.algo)));
 }
 
 static int svc_allgather_group(void *env, int group, const void *send, void *recv, size_t bytes)
@@ -136,7 +168,10 @@ static int svc_allgather_group(void *env, int group, const void *send, void *rec
     svc_chaos_point(env, SITE_GROUP_ALLGATHER);
     if (svc_group(e, group) < 0)
         return -1;
-    return svc_result(e, mesh_allgather(e->wr, &e->mesh, (mesh_group)group, send, recv, bytes));
+    uint64_t t0 = coll_start(e);
+    size_t whole = bytes * (size_t)mesh_group_size(&e->mesh, (mesh_group)group);
+    return svc_result(e, coll_traced(e, "allgather", group, whole, t0,
+                                     mesh_allgather(e->wr, &e->mesh, (mesh_group)group, send, recv, bytes)));
 }
 
 static const char *svc_last_error(void *env)

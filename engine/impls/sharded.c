@@ -318,7 +318,7 @@ int sharded_create(const ddpsim_services *svc, void **state, int mode, const sha
     for (int k = 0; k < s->nu; k++)
         if (s->u[k].param_shard)
             take_param_slice(s, &s->u[k], s->u[k].param_shard);
-    if (comm_worker_start(&s->comm, reduce_on_thread, s))
+    if (comm_worker_start(&s->comm, reduce_on_thread, s, "unit", impl_env_of(svc)))
         return s_error(s, "cannot start the communication thread");
     return 0;
 }

@@ -124,7 +124,8 @@ static ddp_status impl_create(rank_ctx *c)
     s->ops = c->cfg->impl_ops;
     s->env = (impl_env){.wr = c->wr, .m = s->m, .cfg = c->cfg->ddp, .chaos = c->cfg->chaos,
                         .chaos_seed = c->cfg->chaos_seed, .zero_to_none = c->cfg->ddp.set_to_none,
-                        .shard_mode = (int)c->cfg->shard, .mesh = c->cfg->mesh};
+                        .shard_mode = (int)c->cfg->shard, .mesh = c->cfg->mesh,
+                        .trace_fn = c->trace.on ? trace_event_here : NULL, .trace = &c->trace};
     impl_services_init(&s->svc, s->views, &s->env);
     if (c->cfg->backend == VERIFY_BACKEND_NCCL) {
         /* A little under the watchdog's limit, so a stuck NCCL call is aborted and named by its rank; the init
@@ -212,6 +213,7 @@ static ddp_status live_before_op(void *ctx, size_t i, sched_op op)
         c->impl.env.flip_pending = 1; /* the implementation's next reduction, never the reference's */
     chaos_delay(&c->chaos, i);
     trace_event(&c->trace, i, sched_op_name(op), NULL);
+    trace_flush(&c->trace); /* a rank the supervisor kills still shows the op it stopped in */
     return DDP_OK;
 }
 
@@ -671,6 +673,7 @@ ddp_status verify_rank_main(world_rank *wr, void *arg)
         s = ts;
     verify_ops_free(&c.v);
     impl_destroy(&c, s != DDP_OK);
+    trace_release(&c.trace); /* after the implementation's threads, which may still have written */
     ref_destroy(&c.ref);
     world_publish(wr, area, sizeof *area); /* its figures, agreement and NCCL figures, for the parent's side */
     return s;

@@ -10,10 +10,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "clock.h"
 #include "jsonw.h"
 #include "model.h"
 
-#define TRACE_VERSION 2 /* 2: an end event per rank; the reference's own check has collectives */
+/* 2: an end event per rank; the reference's own check has collectives. 3: "us" on every event, and the
+ * implementation's collectives and communication thread (the HTML timeline); a replay reads 2 and 3 alike. */
+#define TRACE_VERSION 3
+#define TRACE_OLDEST_REPLAYED 2
 
 ddp_status trace_open(trace_writer *w, const char *path, int rank, world_rank *wr)
 {
@@ -26,18 +30,70 @@ ddp_status trace_open(trace_writer *w, const char *path, int rank, world_rank *w
     w->f = fopen(part, "w");
     if (!w->f)
         return ddp_error(DDP_ERR_SYSTEM, "cannot create %s: %s", part, strerror(errno));
+    pthread_mutex_init(&w->mu, NULL);
+    w->threads[0] = pthread_self();
+    w->nthreads = 1;
+    w->on = 1;
     world_record_arrivals(wr, 1);
     return DDP_OK;
 }
 
-void trace_event(trace_writer *w, size_t op, const char *ev, const char *extra)
+/* The calling thread's number (0: the main thread), under w->mu. */
+static int thread_number(trace_writer *w)
+{
+    pthread_t self = pthread_self();
+    for (int k = 0; k < w->nthreads; k++)
+        if (pthread_equal(w->threads[k], self))
+            return k;
+    if (w->nthreads == TRACE_MAX_THREADS)
+        return TRACE_MAX_THREADS - 1;
+    w->threads[w->nthreads] = self;
+    return w->nthreads++;
+}
+
+/* One line, under w->mu. */
+static void write_event(trace_writer *w, size_t op, const char *ev, const char *extra)
 {
     if (!w->f)
         return;
-    fprintf(w->f, "{\"t\": %llu, \"rank\": %d, \"op\": %zu, \"ev\": \"%s\"%s%s}\n", (unsigned long long)w->t++,
-            w->rank, op, ev, extra ? ", " : "", extra ? extra : "");
+    int th = thread_number(w);
+    fprintf(w->f, "{\"t\": %llu, \"rank\": %d, \"op\": %zu, \"ev\": \"%s\", \"us\": %.1f%s%s", (unsigned long long)w->t++,
+            w->rank, op, ev, clock_now_ns() / 1e3, extra ? ", " : "", extra ? extra : "");
+    if (th > 0)
+        fprintf(w->f, ", \"thread\": %d", th);
+    fputs("}\n", w->f);
     w->nready += strcmp(ev, "ready") == 0;
     w->narrivals += strcmp(ev, "arrive") == 0;
+}
+
+void trace_event(trace_writer *w, size_t op, const char *ev, const char *extra)
+{
+    if (!w->on)
+        return;
+    pthread_mutex_lock(&w->mu);
+    w->op = op;
+    write_event(w, op, ev, extra);
+    pthread_mutex_unlock(&w->mu);
+}
+
+void trace_event_here(void *writer, const char *ev, const char *extra)
+{
+    trace_writer *w = writer;
+    if (!w || !w->on)
+        return;
+    pthread_mutex_lock(&w->mu);
+    write_event(w, w->op, ev, extra);
+    pthread_mutex_unlock(&w->mu);
+}
+
+void trace_flush(trace_writer *w)
+{
+    if (!w->on)
+        return;
+    pthread_mutex_lock(&w->mu);
+    if (w->f)
+        fflush(w->f);
+    pthread_mutex_unlock(&w->mu);
 }
 
 ddp_status trace_arrivals(trace_writer *w, size_t op, world_rank *wr)
@@ -59,20 +115,29 @@ ddp_status trace_arrivals(trace_writer *w, size_t op, world_rank *wr)
 
 ddp_status trace_close(trace_writer *w, size_t op, int complete)
 {
-    if (!w->f)
+    if (!w->on)
         return DDP_OK;
+    pthread_mutex_lock(&w->mu);
     if (complete) {
         char extra[96];
         snprintf(extra, sizeof extra, "\"ready\": %llu, \"arrivals\": %llu", (unsigned long long)w->nready,
                  (unsigned long long)w->narrivals);
-        trace_event(w, op, "end", extra);
+        write_event(w, op, "end", extra);
     }
     int bad = ferror(w->f);
     int closed = fclose(w->f);
     w->f = NULL;
+    pthread_mutex_unlock(&w->mu);
     if (bad || closed != 0)
         return ddp_error(DDP_ERR_SYSTEM, "cannot write the trace of rank %d", w->rank);
     return DDP_OK;
+}
+
+void trace_release(trace_writer *w)
+{
+    if (w->on)
+        pthread_mutex_destroy(&w->mu);
+    w->on = 0;
 }
 
 ddp_status trace_merge(const char *path, int nranks, const char *run_key, const char *extra_json)
@@ -237,9 +302,9 @@ ddp_status trace_load(const char *path, const char *run_key, int nranks, verify_
             size_t klen = strlen(run_key);
             if (!whole || sscanf(line, "{\"ddpsim_trace\": %d,", &version) != 1 || !k)
                 s = BAD("%s is not a ddpsim trace (its first line is not a ddpsim_trace header)", path);
-            else if (version != TRACE_VERSION)
-                s = BAD("%s is trace version %d; this ddpsim reads version %d: record it again", path, version,
-                        TRACE_VERSION);
+            else if (version < TRACE_OLDEST_REPLAYED || version > TRACE_VERSION)
+                s = BAD("%s is trace version %d; this ddpsim reads versions %d to %d: record it again", path,
+                        version, TRACE_OLDEST_REPLAYED, TRACE_VERSION);
             else if (strncmp(k + 8, run_key, klen) != 0 || k[8 + klen] != '"')
                 s = BAD("%s was recorded for another run; replay it with the same ranks, seed, model, batch, "
                         "schedule and --impl (this run: %s)",

@@ -2,17 +2,29 @@
  * trace.h - the JSON-lines event log of a run (--trace FILE) and reading it
  * back to force the same interleaving (--replay FILE).
  *
- * Line 1 is a header: {"ddpsim_trace": 2, "run": "<key>", ...}; the key
+ * Line 1 is a header: {"ddpsim_trace": 3, "run": "<key>", ...}; the key
  * names what the trace belongs to (ranks, seed, model, batch, schedule,
  * implementation), and a replay of another run is refused. Every other line
  * is one event of one rank, in that rank's logical time t (its own event
- * counter, 0, 1, 2, ...):
- *   {"t": 12, "rank": 1, "op": 4, "ev": "bwd"}                an op starts
- *   {"t": 13, "rank": 1, "op": 4, "ev": "ready", "param": 3, "name": "2.bias"}
- *   {"t": 20, "rank": 1, "op": 4, "ev": "arrive", "pos": 2}   a barrier inside a
- *                                                               collective: 2 ranks were there first
- *   {"t": 90, "rank": 1, "op": 40, "ev": "end", "ready": 24, "arrivals": 41}
- *                                                             the rank finished: how many of each it wrote
+ * counter, 0, 1, 2, ...), with us, the machine's CLOCK_MONOTONIC in
+ * microseconds when it was written (one clock for every rank of a run):
+ *   {"t": 12, "rank": 1, "op": 4, "ev": "bwd", "us": 5120.3}  an op starts
+ *   {"t": 13, "rank": 1, "op": 4, "ev": "ready", "us": ..., "param": 3, "name": "2.bias"}
+ *   {"t": 20, "rank": 1, "op": 4, "ev": "arrive", "us": ..., "pos": 2}
+ *                                  a barrier inside a collective: 2 ranks were there first
+ *   {"t": 90, "rank": 1, "op": 40, "ev": "end", "us": ..., "ready": 24, "arrivals": 41}
+ *                                  the rank finished: how many of each it wrote
+ * and, for the timeline of the HTML page, what the implementation did
+ * (written by whichever of its threads did it; "thread": k > 0 names a
+ * thread other than the rank's main one, numbered as they first wrote;
+ * op is the op the main thread was at):
+ *   {..., "ev": "coll", "us": ..., "kind": "allreduce", "group": "world", "bytes": 4096, "dur_us": 12.5}
+ *                                  a collective it called ended after dur_us ("ok": false: it failed);
+ *                                  bytes: its whole buffer (an allgather's output, a reduce-scatter's input)
+ *   {..., "ev": "launch", "us": ..., "what": "bucket", "item": 2}
+ *                                  a built-in queued bucket (or unit) 2 to its communication thread
+ *   {..., "ev": "reduced", "us": ..., "what": "bucket", "item": 2, "dur_us": 40.1, "thread": 1}
+ *                                  the thread finished it after dur_us of work
  * Replay forces, per rank, the recorded order of ready events and the
  * recorded arrival positions at every barrier. Before anything runs a trace
  * must be whole and consistent: every rank present and ended, its event
@@ -23,6 +35,7 @@
 #ifndef DDPSIM_TRACE_H
 #define DDPSIM_TRACE_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -41,27 +54,44 @@ typedef struct verify_replay {
 
 /* ---- writing, on a rank: <path>.rank<r>, merged by the parent ---- */
 
+#define TRACE_MAX_THREADS 16 /* threads told apart in "thread"; more share the last number */
+
 typedef struct trace_writer {
-    FILE *f;      /* NULL: tracing is off and every call does nothing */
+    int on;       /* set by trace_open, never changed after: 0 and every call does nothing */
     int rank;
+    pthread_mutex_t mu; /* the implementation's own threads write too (trace_event_here) */
+    FILE *f;      /* under mu: NULL once closed */
+    size_t op;    /* under mu: the op the main thread is at */
+    pthread_t threads[TRACE_MAX_THREADS]; /* under mu: [0] the main thread, then in order of first event */
+    int nthreads;
     uint64_t t;   /* logical time: this rank's event counter */
     uint64_t nready, narrivals;
 } trace_writer;
 
 /* Open <path>.rank<rank> and start recording barrier arrivals (path NULL: off). */
 ddp_status trace_open(trace_writer *w, const char *path, int rank, world_rank *wr);
-/* One event of op `op`; extra is more JSON members ("\"param\": 3") or NULL. */
+/* One event of op `op` (from the main thread); extra is more JSON members ("\"param\": 3") or NULL. */
 void trace_event(trace_writer *w, size_t op, const char *ev, const char *extra);
+/* One event from any thread of the rank, at the op the main thread is at (impl_env.trace: the implementation's). */
+void trace_event_here(void *w, const char *ev, const char *extra);
+/* What was written so far onto the file (at each op: a rank killed later still shows where it was). */
+void trace_flush(trace_writer *w);
 /* The barrier arrivals since the last call, as "arrive" events of op `op`. */
 ddp_status trace_arrivals(trace_writer *w, size_t op, world_rank *wr);
-/* Close after an "end" event at op `op` when the rank finished (complete); DDP_ERR_SYSTEM when it could not be written. */
+/*
+ * Close after an "end" event at op `op` when the rank finished (complete);
+ * DDP_ERR_SYSTEM when it could not be written. A thread's later event is
+ * dropped; trace_release, once the implementation's threads are gone, frees
+ * the rest.
+ */
 ddp_status trace_close(trace_writer *w, size_t op, int complete);
+void trace_release(trace_writer *w);
 
 /* ---- the parent ---- */
 
 /*
  * Concatenate the ranks' files <path>.rank<r> into <path> after a header
- * line {"ddpsim_trace": 2, "run": run_key, <extra>}, and remove them.
+ * line {"ddpsim_trace": 3, "run": run_key, <extra>}, and remove them.
  */
 ddp_status trace_merge(const char *path, int nranks, const char *run_key, const char *extra_json);
 
