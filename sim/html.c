@@ -3,11 +3,13 @@
  */
 #include "html.h"
 
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "timeline.h"
 
 /* A column of the heatmap: a check. */
 typedef struct html_col {
@@ -27,6 +29,8 @@ struct html_page {
     int nruns;
     /* the run under way */
     char name[64];
+    char trace[PATH_MAX]; /* its trace, for the timeline ("": none) */
+    size_t trace_share;   /* the timeline's bytes at most */
     const model *layout;
     const sched *s;
     int nparams;
@@ -36,8 +40,7 @@ struct html_page {
     uint8_t *rank_state; /* [col][rank] */
 };
 
-/* Text for HTML, escaped (also in an attribute's double quotes); a control byte becomes a space. */
-static void esc(FILE *f, const char *s)
+void html_escape(FILE *f, const char *s)
 {
     for (; s && *s; s++) {
         switch (*s) {
@@ -185,22 +188,22 @@ static void cell_title(FILE *f, const html_page *h, size_t col, int r, int p, co
             snprintf(what + n, sizeof what - n, "%s", (cell[2] & VERIFY_PARAM_BAD) ? ": outside the tolerance" : "");
     }
     fprintf(f, "%s (", c->name);
-    esc(f, c->label);
+    html_escape(f, c->label);
     fprintf(f, "), rank %d, ", r);
-    esc(f, model_param_at(h->layout, p)->name);
+    html_escape(f, model_param_at(h->layout, p)->name);
     fprintf(f, ": %s", what);
     if (is_first && first->has_element) {
         fprintf(f, "; first divergence: element %llu, expected %.9g, actual %.9g, %u ulp",
                 (unsigned long long)first->element, (double)first->expected, (double)first->actual, first->ulps);
         if (first->pattern[0]) {
             fputs("; pattern: ", f);
-            esc(f, first->pattern);
+            html_escape(f, first->pattern);
         }
     }
 }
 
 /* The schedule as a strip of ops, the backwards that sync marked. */
-static void timeline(FILE *f, const sched *s)
+static void op_strip(FILE *f, const sched *s)
 {
     if (!s)
         return;
@@ -236,13 +239,13 @@ static void heatmap(FILE *f, const html_page *h, int run, int r, const judge_fac
             r == shown_rank(first) ? "" : " hidden");
     for (size_t c = 0; c < h->ncols; c++) {
         fprintf(f, "<th class=\"%s\" title=\"%s (", h->cols[c].synced == 1 ? "synced" : "", h->cols[c].name);
-        esc(f, h->cols[c].label);
+        html_escape(f, h->cols[c].label);
         fprintf(f, ")\">%s</th>", h->cols[c].name);
     }
     fputs("</tr></thead>\n<tbody>\n", f);
     for (int p = 0; p < h->nparams; p++) {
         fputs("<tr><th>", f);
-        esc(f, model_param_at(h->layout, p)->name);
+        html_escape(f, model_param_at(h->layout, p)->name);
         fputs("</th>", f);
         for (size_t c = 0; c < h->ncols; c++) {
             const uint8_t *cell = h->cells + cell_at(h, c, r, p);
@@ -273,18 +276,26 @@ void html_run_end(html_page *h, const char *verdict, const char *summary, const 
     int n = ++h->nruns;
     const char *word = verdict ? verdict : "?";
     fprintf(f, "<section class=\"run\" id=\"run-%d\" data-verdict=\"", n);
-    esc(f, word);
+    html_escape(f, word);
     fputs("\">\n<h2>", f);
-    esc(f, h->name[0] ? h->name : "the run");
+    html_escape(f, h->name[0] ? h->name : "the run");
     fprintf(f, ": <span class=\"verdict v-%s\">", strcmp(word, "PASS") == 0 ? "pass" : "fail");
-    esc(f, word);
+    html_escape(f, word);
     fputs("</span></h2>\n", f);
     if (summary && *summary && strcmp(summary, "-") != 0) {
         fputs("<p class=\"summary\">", f);
-        esc(f, summary);
+        html_escape(f, summary);
         fputs("</p>\n", f);
     }
-    timeline(f, h->s);
+    op_strip(f, h->s);
+    if (h->trace[0]) {
+        char why[256];
+        if (timeline_svg(f, h->trace, h->nranks, h->s, h->trace_share, why, sizeof why) != 0) {
+            fputs("<p class=\"note\">No timeline: ", f);
+            html_escape(f, why);
+            fputs(".</p>\n", f);
+        }
+    }
     if (h->layout && h->ncols && h->nparams) {
         fputs("<p>rank <select class=\"rank\">", f);
         for (int r = 0; r < h->nranks; r++)
@@ -298,25 +309,32 @@ void html_run_end(html_page *h, const char *verdict, const char *summary, const 
     fputs("</section>\n", f);
     /* the scenarios' table */
     fprintf(h->rows, "<tr><td><a href=\"#run-%d\">", n);
-    esc(h->rows, h->name[0] ? h->name : "the run");
+    html_escape(h->rows, h->name[0] ? h->name : "the run");
     fprintf(h->rows, "</a></td><td class=\"verdict v-%s\">", strcmp(word, "PASS") == 0 ? "pass" : "fail");
-    esc(h->rows, word);
+    html_escape(h->rows, word);
     fputs("</td><td>", h->rows);
-    esc(h->rows, summary && strcmp(summary, "-") != 0 ? summary : "");
+    html_escape(h->rows, summary && strcmp(summary, "-") != 0 ? summary : "");
     fputs("</td></tr>\n", h->rows);
     h->layout = NULL;
     h->s = NULL;
+    h->trace[0] = '\0';
+}
+
+void html_run_trace(html_page *h, const char *trace_path, size_t share)
+{
+    snprintf(h->trace, sizeof h->trace, "%s", trace_path ? trace_path : "");
+    h->trace_share = share;
 }
 
 void html_matrix_begin(html_page *h, const char *title, int ncols, const char *const *names)
 {
     FILE *f = h->sections;
     fputs("<section class=\"matrix\">\n<h2>", f);
-    esc(f, title);
+    html_escape(f, title);
     fputs("</h2>\n<table class=\"matrix\"><thead><tr><th>implementation</th><th>result</th>", f);
     for (int k = 0; k < ncols; k++) {
         fputs("<th title=\"", f);
-        esc(f, names[k]);
+        html_escape(f, names[k]);
         fprintf(f, "\">%d</th>", k + 1);
     }
     fputs("<th>first catch</th><th>first divergence</th></tr></thead>\n<tbody>\n", f);
@@ -327,17 +345,17 @@ void html_matrix_row(html_page *h, const char *name, const char *result, int bad
 {
     FILE *f = h->sections;
     fputs("<tr class=\"impl\"><th>", f);
-    esc(f, name);
+    html_escape(f, name);
     fprintf(f, "</th><td class=\"verdict v-%s\">", bad ? "fail" : "pass");
-    esc(f, result);
+    html_escape(f, result);
     fputs("</td>", f);
     for (int k = 0; k < ncols; k++)
         fprintf(f, "<td class=\"m %s\">%s</td>", cells[k] == 2 ? "caught" : cells[k] == 1 ? "missed" : "absent",
                 cells[k] == 2 ? "x" : cells[k] == 1 ? "." : "");
     fputs("<td>", f);
-    esc(f, first);
+    html_escape(f, first);
     fputs("</td><td>", f);
-    esc(f, where);
+    html_escape(f, where);
     fputs("</td></tr>\n", f);
 }
 
@@ -373,22 +391,25 @@ static const char SCRIPT[] =
     "s.closest('section').querySelectorAll('table.heatmap').forEach(function(t){"
     "t.hidden=t.getAttribute('data-rank')!==s.value;});});});"
     "document.addEventListener('click',function(e){var td=e.target.closest('td.c');if(!td)return;"
-    "td.closest('section').querySelector('.detail').textContent=td.title;});";
+    "td.closest('section').querySelector('.detail').textContent=td.title;});"
+    "document.querySelectorAll('select.zoom').forEach(function(s){s.addEventListener('change',function(){"
+    "var svg=s.closest('.timeline-svg').querySelector('svg');"
+    "svg.setAttribute('width',svg.viewBox.baseVal.width*Number(s.value));});});";
 
 int html_write(html_page *h, FILE *out, const char *title, const char *verdict, const char *const *facts)
 {
     int pass = verdict && strncmp(verdict, "PASS", 4) == 0;
     fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>", out);
-    esc(out, title);
-    fprintf(out, "</title><style>%s</style></head>\n<body>\n<h1>ddpsim: <span class=\"v-%s\">", STYLE,
-            pass ? "pass" : "fail");
-    esc(out, verdict);
+    html_escape(out, title);
+    fprintf(out, "</title><style>%s%s</style></head>\n<body>\n<h1>ddpsim: <span class=\"v-%s\">", STYLE,
+            timeline_style(), pass ? "pass" : "fail");
+    html_escape(out, verdict);
     fputs("</span></h1>\n<table class=\"facts\">\n", out);
     for (int i = 0; facts && facts[i] && facts[i + 1]; i += 2) {
         fputs("<tr><td>", out);
-        esc(out, facts[i]);
+        html_escape(out, facts[i]);
         fputs("</td><td>", out);
-        esc(out, facts[i + 1]);
+        html_escape(out, facts[i + 1]);
         fputs("</td></tr>\n", out);
     }
     fputs("</table>\n", out);

@@ -11,6 +11,8 @@
  *     used), red where the tolerance failed, the first divergence
  *     outlined; a cell's title (and a click) gives its figures;
  *   - the schedule as a strip of ops, the backwards that sync marked;
+ *   - for a traced run, its timeline (timeline.h): per rank the ops as they
+ *     ran, the ready events, the implementation's collectives and buckets;
  *   - its verdict and first divergence, in the report's words.
  * The battery adds a table of the scenarios linking to their sections; the
  * header gives the command, the replay line, the versions, the BLAS kernel
@@ -39,6 +41,11 @@ void html_close(html_page *h);
 
 /* A run begins: its name (a scenario's, or NULL for a single run), its parameters' names and its schedule. */
 void html_run_begin(html_page *h, const char *name, const model *layout, const sched *s);
+/*
+ * The run's trace (trace.h): its timeline is drawn below the strip of ops
+ * (timeline.h) in at most share bytes (else a note says why not); NULL: none.
+ */
+void html_run_trace(html_page *h, const char *trace_path, size_t share);
 /* One check's records (verify_sink.on_check, beside the table). */
 void html_run_check(html_page *h, const sched_check *ck, const verify_record *recs, int nranks);
 /* A sink that gives every check to h (a run whose records only the page takes: a scenario of the battery). */
@@ -68,5 +75,8 @@ void html_matrix_end(html_page *h);
  * runs, then every run's section. -1 on a write error.
  */
 int html_write(html_page *h, FILE *out, const char *title, const char *verdict, const char *const *facts);
+
+/* Text for HTML, escaped (also in an attribute's double quotes); a control byte becomes a space. */
+void html_escape(FILE *f, const char *s);
 
 #endif

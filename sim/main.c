@@ -55,11 +55,9 @@ static int prepare_inputs(const ddpsim_options *opt)
     return DDPSIM_EXIT_PASS; /* nothing was verified, and nothing was meant to be */
 }
 
-static int run_verification(ddpsim_options *opt)
+/* The run, its trace merged (page_only: a trace for the page alone, whose loss is no fault), and its report. */
+static int run_and_report(ddpsim_options *opt, int page_only)
 {
-    int bad = open_outputs(opt);
-    if (bad)
-        return bad;
     report_stream rs;
     if (report_stream_open(opt, &rs, &opt->run.sink) != 0)
         return DDPSIM_EXIT_FAULT;
@@ -82,7 +80,9 @@ static int run_verification(ddpsim_options *opt)
         ms = trace_merge(opt->run.trace_path, opt->run.nranks, opt->run_key, extra ? extra : "");
         free(extra);
         if (ms != DDP_OK)
-            fprintf(stderr, "ddpsim: %s\n", ddp_error_text());
+            fprintf(stderr, "ddpsim: %s%s\n", page_only ? "--html: no timeline: " : "", ddp_error_text());
+        if (page_only)
+            ms = DDP_OK; /* the page says it has no timeline; nothing the user asked for is missing */
     }
     int code;
     if (s == DDP_ERR_INVALID && !res.w) {
@@ -105,6 +105,22 @@ static int run_verification(ddpsim_options *opt)
         code = DDPSIM_EXIT_FAULT; /* the trace asked for is missing; a verdict that is not a pass stays */
     verify_result_free(&res);
     report_stream_close(&rs);
+    return code;
+}
+
+static int run_verification(ddpsim_options *opt)
+{
+    int bad = open_outputs(opt);
+    if (bad)
+        return bad;
+    report_page_trace pt;
+    const char *page_trace = report_page_trace_begin(opt, &pt);
+    if (page_trace)
+        opt->run.trace_path = page_trace;
+    int code = run_and_report(opt, page_trace != NULL);
+    if (page_trace)
+        opt->run.trace_path = NULL;
+    report_page_trace_end(&pt, opt->run.nranks);
     return code;
 }
 

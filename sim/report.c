@@ -22,6 +22,7 @@
 #include "nccl_env.h"
 #include "pattern.h"
 #include "report_ci.h"
+#include "timeline.h"
 #include "units.h"
 
 /* The model whose parameter names the report uses: the run's layout, or the one a caller gave (a recorded run). */
@@ -592,8 +593,10 @@ int report_stream_open(const ddpsim_options *opt, report_stream *rs, verify_sink
     }
     if (opt->junit_file || opt->html_file || annotate_on((annotate_mode)opt->annotations)) /* they name parameters */
         rs->layout = layout_get(opt);
-    if (rs->html)
+    if (rs->html) {
         html_run_begin(rs->html, NULL, rs->layout, opt->run.schedule);
+        html_run_trace(rs->html, opt->run.trace_path, TIMELINE_PAGE_BYTES); /* merged by the time the run's section is drawn */
+    }
     *sink = (verify_sink){.on_check = take_check, .arg = rs};
     return 0;
 }

@@ -8,10 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "annotate.h"
 #include "cli.h"
 #include "model.h"
+#include "timeline.h"
+#include "trace.h"
 
 /* The run's facts every suite carries. */
 static void suite_props(const ddpsim_options *opt, const char *extra_name, const char *extra, const char **props,
@@ -138,6 +141,11 @@ void report_ci_no_verdict(const ddpsim_options *opt, const world *w, int code, c
         char msg[256];
         html_page *h = html_open(&opt->run.tol, opt->run.nranks, msg, sizeof msg);
         char *words = NULL;
+        if (h && w && opt->run.trace_path) { /* the ranks ran: where each was when it stopped */
+            html_run_begin(h, NULL, NULL, opt->run.schedule);
+            html_run_trace(h, opt->run.trace_path, TIMELINE_PAGE_BYTES);
+            html_run_end(h, result, error, NULL);
+        }
         if (h && asprintf(&words, "%s: %s", title + strlen("ddpsim: "), error) >= 0)
             report_html_write(opt, h, words);
         else if (!h)
@@ -263,4 +271,31 @@ int report_html_write(const ddpsim_options *opt, html_page *h, const char *verdi
         return -1;
     }
     return 0;
+}
+
+const char *report_page_trace_begin(const ddpsim_options *opt, report_page_trace *pt)
+{
+    pt->dir[0] = '\0';
+    if (!opt->html_file || opt->run.trace_path || opt->world == CLI_WORLD_MPI)
+        return NULL;
+    const char *tmp = getenv("TMPDIR");
+    snprintf(pt->dir, sizeof pt->dir, "%s/ddpsim-page-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(pt->dir)) {
+        fprintf(stderr, "ddpsim: --html: no timeline: cannot create a directory for the run's trace: %s\n",
+                strerror(errno));
+        pt->dir[0] = '\0';
+        return NULL;
+    }
+    snprintf(pt->path, sizeof pt->path, "%s/trace", pt->dir);
+    return pt->path;
+}
+
+void report_page_trace_end(report_page_trace *pt, int nranks)
+{
+    if (!pt->dir[0])
+        return;
+    trace_discard(pt->path, nranks);
+    remove(pt->path);
+    rmdir(pt->dir);
+    pt->dir[0] = '\0';
 }

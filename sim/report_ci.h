@@ -8,6 +8,8 @@
 #ifndef DDPSIM_REPORT_CI_H
 #define DDPSIM_REPORT_CI_H
 
+#include <limits.h>
+
 #include "battery.h"
 #include "html.h"
 #include "options.h"
@@ -38,6 +40,20 @@ void report_ci_no_verdict(const ddpsim_options *opt, const world *w, int code, c
 int report_html_fits(const ddpsim_options *opt, const model *layout);
 /* --html's page, its header's facts from opt: -1 (said on stderr) on a write error. */
 int report_html_write(const ddpsim_options *opt, html_page *h, const char *verdict);
+
+/*
+ * --html without --trace: a single run, or each scenario of the battery, is
+ * traced all the same for the page's timeline (timeline.h), into a private
+ * directory removed by report_page_trace_end. The trace's path, or NULL
+ * (said on stderr) when there is none to take: --trace was given (the
+ * page draws that one), under MPI (ranks on other hosts), or no directory
+ * could be made.
+ */
+typedef struct report_page_trace {
+    char dir[PATH_MAX], path[PATH_MAX + 16];
+} report_page_trace;
+const char *report_page_trace_begin(const ddpsim_options *opt, report_page_trace *pt);
+void report_page_trace_end(report_page_trace *pt, int nranks);
 
 /* The battery: a testcase per scenario, an annotation per failing one, the verdict's. -1 as above. */
 int report_ci_battery(const ddpsim_options *opt, const battery_outcome *out, int n, const char *verdict,

@@ -17,6 +17,8 @@
 #include "progress.h"
 #include "report.h"
 #include "report_ci.h"
+#include "timeline.h"
+#include "trace.h"
 
 int scenarios_list(shard_mode mode)
 {
@@ -91,6 +93,18 @@ static int scenario_layout(const ddpsim_options *opt, const scenario *sc, sched 
         return 0;
     }
     return 1;
+}
+
+/* The scenario's trace for its timeline, merged from its ranks' parts: its path, or NULL when none was written. */
+static const char *scenario_trace(const verify_config *base, const scenario *sc, const battery_outcome *o)
+{
+    if (!base->trace_path || o->refused)
+        return NULL;
+    if (trace_merge(base->trace_path, base->nranks, sc->name, "") != DDP_OK) {
+        fprintf(stderr, "ddpsim: --html: no timeline for %s: %s\n", sc->name, ddp_error_text());
+        return NULL;
+    }
+    return base->trace_path;
 }
 
 static void header(const ddpsim_options *opt)
@@ -206,6 +220,8 @@ int battery_main(const ddpsim_options *opt)
     verify_config base = opt->run;
     if (page) /* each scenario's checks go to the page as they come */
         base.sink = html_sink(page);
+    report_page_trace pt = {.dir = ""}; /* each scenario traced in turn, for its timeline */
+    base.trace_path = page ? report_page_trace_begin(opt, &pt) : NULL;
     for (int i = 0; i < battery_count_for(opt->run.shard); i++) {
         const scenario *sc = battery_at_for(opt->run.shard, i);
         model *layout = NULL;
@@ -220,8 +236,11 @@ int battery_main(const ddpsim_options *opt)
             out[i].wall_s = clock_now_s() - t;
             progress_clear(&pg); /* the row takes its place */
         }
-        if (page)
+        if (page) {
+            html_run_trace(page, scenario_trace(&base, sc, &out[i]),
+                           TIMELINE_PAGE_BYTES / (size_t)battery_count_for(opt->run.shard));
             html_run_end(page, row_word(&out[i]), out[i].first, &out[i].facts);
+        }
         model_destroy(layout);
         if (have)
             sched_free(&drawn);
@@ -240,6 +259,7 @@ int battery_main(const ddpsim_options *opt)
             report_no_verdict(opt, NULL, code, why);
             cli_release_signals(&saved);
             html_close(page);
+            report_page_trace_end(&pt, opt->run.nranks);
             free(out);
             return code;
         }
@@ -259,6 +279,7 @@ int battery_main(const ddpsim_options *opt)
     if (late) {
         report_no_verdict(opt, NULL, late, "interrupted before the verdict");
         html_close(page);
+        report_page_trace_end(&pt, opt->run.nranks);
         free(out);
         return late;
     }
@@ -305,6 +326,7 @@ int battery_main(const ddpsim_options *opt)
     if (page && report_html_write(opt, page, verdict) != 0 && code == DDPSIM_EXIT_PASS)
         code = DDPSIM_EXIT_FAULT;
     html_close(page);
+    report_page_trace_end(&pt, opt->run.nranks);
     free(out);
     return code;
 }

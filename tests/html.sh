@@ -5,7 +5,10 @@
 # with a row per parameter, failing cells marked and one first divergence
 # outlined per failing run, none on a passing page, no script error in the
 # console (a page with a planted error shows the check firing), and a
-# screenshot of each (into $HTML_SHOTS, a CI artifact, when set). Also: the
+# screenshot of each (into $HTML_SHOTS, a CI artifact, when set). The
+# timeline drawn from a run's trace, rank by rank (tests/timeline_dom.py),
+# a fault's showing where each rank stopped, --html alone leaving no trace
+# file behind, the battery's timelines kept within their 2 MiB. Also: the
 # battery's page and `ddpsim check`'s, a fault's page, markup in the command
 # line escaped, and bad destinations and a page too big refused (exit 2)
 # before any rank starts.
@@ -61,6 +64,52 @@ else
     bad "markup in the command line is not escaped"
 fi
 
+# the timeline, drawn from the run's trace: what the page draws is what the trace holds, rank by rank
+# (tests/timeline_dom.py); a rank that did not finish is said to have stopped
+"$DDPSIM" --ranks 3 --scenario classic --impl bucketed --trace "$tmp/traced.jsonl" --html "$tmp/traced.html" -q \
+    >"$out" 2>"$err"
+[ $? -eq 0 ] && ok "a traced run with --html: exit 0" || bad "a traced run with --html: $(cat "$err")"
+if msg=$("$py" "$here/timeline_dom.py" "$tmp/traced.html" "$tmp/traced.jsonl" 3 2>&1); then
+    ok "the timeline draws its trace: $msg"
+else
+    bad "the timeline does not draw its trace: $msg"
+fi
+"$DDPSIM" --ranks 3 --scenario uneven --impl sync-on-exit --trace "$tmp/fault.jsonl" --html "$tmp/fault-t.html" -q \
+    >"$out" 2>"$err"
+if [ $? -eq 3 ] && msg=$("$py" "$here/timeline_dom.py" "$tmp/fault-t.html" "$tmp/fault.jsonl" 3 2>&1) &&
+    grep -q 'rank 1 (stopped)' "$tmp/fault-t.html" && grep -q '<rect class="op [a-z]* stopped"' "$tmp/fault-t.html"; then
+    ok "a fault's page draws where each rank stopped: $msg"
+else
+    bad "a fault's page: $msg"
+fi
+if "$py" "$here/timeline_dom.py" "$tmp/traced.html" "$tmp/fault.jsonl" 3 >"$out" 2>&1; then
+    bad "a page read against another run's trace passed the timeline check"
+else
+    ok "the timeline check fires on a page drawn from another trace ($(tail -1 "$out" | cut -c1-60)...)"
+fi
+# --html alone traces the run into a private directory of TMPDIR, gone afterwards
+mkdir "$tmp/tmpdir"
+TMPDIR="$tmp/tmpdir" "$DDPSIM" --ranks 2 --scenario classic --html "$tmp/auto.html" -q >"$out" 2>"$err"
+if [ $? -eq 0 ] && [ "$(grep -c '<svg class="timeline"' "$tmp/auto.html")" = 1 ] && [ -z "$(ls -A "$tmp/tmpdir")" ]; then
+    ok "--html without --trace: a timeline, and nothing left in TMPDIR"
+else
+    bad "--html without --trace: $(grep -c '<svg class="timeline"' "$tmp/auto.html") timelines, TMPDIR holds: $(ls -A "$tmp/tmpdir")"
+fi
+# the battery: a timeline per scenario at 3 ranks; at 16 ranks the page's 2 MiB for timelines runs out, and the
+# scenarios past their share say so instead of growing the page
+"$DDPSIM" --ranks 16 --html "$tmp/b16.html" -q >"$out" 2>"$err"
+svg=$("$py" -c 'import re,sys; print(sum(len(m) for m in re.findall(r"<div class=\"timeline-svg\">.*?</div></div>",
+    open(sys.argv[1]).read(), re.S)))' "$tmp/b16.html")
+over=$(grep -c "more than this run&#39;s share" "$tmp/b16.html")
+drawn=$(grep -c '<svg class="timeline"' "$tmp/b16.html")
+if [ "$over" -ge 1 ] && [ "$drawn" -ge 1 ] && [ "$((drawn + over))" = "$nscen" ] && [ "$svg" -le 2097152 ]; then
+    ok "the battery at 16 ranks: $drawn timelines in $svg bytes (at most 2 MiB), $over past their share said"
+else
+    bad "the battery at 16 ranks: $drawn timelines, $over notes, $svg bytes"
+fi
+drawn=$(grep -c '<svg class="timeline"' "$tmp/battery.html")
+[ "$drawn" = "$nscen" ] && ok "the battery at 3 ranks: a timeline per scenario" || bad "the battery: $drawn timelines"
+
 # refused before any rank starts
 expect 2 "--html: give a file" "--html - is refused" -- --ranks 2 --html -
 expect 2 "--html: $tmp is a directory" "--html DIR is refused" -- --ranks 2 --html "$tmp"
@@ -110,13 +159,20 @@ quiet_console() {
 load "$tmp/pass.html" pass
 load "$tmp/fail.html" fail
 load "$tmp/battery.html" battery
-for n in pass fail battery; do
+load "$tmp/traced.html" traced
+load "$tmp/fault-t.html" fault-timeline
+for n in pass fail battery traced fault-timeline; do
     [ -s "$shots/$n.png" ] && ok "$n page rendered to a screenshot ($shots/$n.png)" || bad "$n page: no screenshot"
     quiet_console "$n page" "$n"
 done
 dom "the passing page in $browser" "$tmp/pass.dom" 6 3 pass
 dom "the failing page in $browser" "$tmp/fail.dom" 6 4 fail
 dom "the battery's page in $browser" "$tmp/battery.dom" 6 3 fail "$nscen"
+if msg=$("$py" "$here/timeline_dom.py" "$tmp/traced.dom" "$tmp/traced.jsonl" 3 2>&1); then
+    ok "the timeline in $browser draws its trace: $msg"
+else
+    bad "the timeline in $browser: $msg"
+fi
 # the console check firing: the failing page with a script error planted
 sed 's|</body>|<script>ddpsim_planted_error();</script></body>|' "$tmp/fail.html" >"$tmp/planted.html"
 load "$tmp/planted.html" planted
