@@ -394,7 +394,7 @@ static const char SCRIPT[] =
     "td.closest('section').querySelector('.detail').textContent=td.title;});"
     "document.querySelectorAll('select.zoom').forEach(function(s){s.addEventListener('change',function(){"
     "var svg=s.closest('.timeline-svg').querySelector('svg');"
-    "svg.setAttribute('width',svg.viewBox.baseVal.width*Number(s.value));});});";
+    "svg.setAttribute('width',(100*Number(s.value))+'%');});});";
 
 int html_write(html_page *h, FILE *out, const char *title, const char *verdict, const char *const *facts)
 {

@@ -361,8 +361,8 @@ static void draw(FILE *f, const tl_trace *tr, int nranks, const sched *s, const 
                "figures; bold outline: a backward that syncs; green ticks: gradients ready; bars on main and thread "
                "lanes: the implementation's collectives; outlined: a bucket worked by its thread; a triangle: where "
                "it was launched</span></p><div class=\"scroll\"><svg class=\"timeline\" "
-               "xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 %d %.0f\" width=\"%d\" height=\"%.0f\">\n",
-            total, LEFT + PLOT_W + 8, height, LEFT + PLOT_W + 8, height);
+               "xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 %d %.0f\" width=\"100%%\">\n",
+            total, LEFT + PLOT_W + 8, height);
     axis(f, tr, height);
     double y = AXIS_H;
     for (int r = 0; r < nranks && r < WORLD_MAX_RANKS; r++) {
@@ -409,7 +409,7 @@ int timeline_svg(FILE *out, const char *path, int nranks, const sched *s, size_t
 
 const char *timeline_style(void)
 {
-    return ".timeline-svg .scroll{overflow-x:auto;max-width:100%}svg.timeline{font:10px sans-serif}"
+    return ".timeline-svg .scroll{overflow-x:auto;max-width:100%}svg.timeline{font:10px sans-serif;min-width:800px}"
            "svg.timeline .axis line{stroke:#eee}svg.timeline .axis text{fill:#777}"
            "svg.timeline rect.op{fill:#eceff1;stroke:#b0bec5;stroke-width:.5}svg.timeline rect.op.bwd{fill:#bbdefb}"
            "svg.timeline rect.op.fwd{fill:#e1f5fe}svg.timeline rect.op.grab{fill:#e1bee7}"
