@@ -55,6 +55,29 @@ static int prepare_inputs(const ddpsim_options *opt)
     return DDPSIM_EXIT_PASS; /* nothing was verified, and nothing was meant to be */
 }
 
+/*
+ * After replaying the trace of a run that did not finish: whether this run
+ * ended as the recorded one did (world_failure_words, the trace's "failure"),
+ * on stderr beside the fault's own account.
+ */
+static void replay_outcome(const ddpsim_options *opt, ddp_status s, const world *w)
+{
+    const char *was = opt->replay.failure;
+    if (was[0])
+        fprintf(stderr, "ddpsim: replay: the recorded run ended: %s\n", was);
+    if (s == DDP_OK) {
+        fprintf(stderr, "ddpsim: replay: this run finished: the recorded failure did not happen again (it depends on "
+                        "timing the trace does not hold)\n");
+        return;
+    }
+    char now[WORLD_ERROR_LEN];
+    world_failure_words(w, now, sizeof now);
+    if (was[0] && strcmp(now, was) == 0)
+        fprintf(stderr, "ddpsim: replay: this run ended the same way\n");
+    else
+        fprintf(stderr, "ddpsim: replay: this run ended %s: %s\n", was[0] ? "otherwise" : "with", now[0] ? now : ddp_error_text());
+}
+
 /* The run, its trace merged (page_only: a trace for the page alone, whose loss is no fault), and its report. */
 static int run_and_report(ddpsim_options *opt, int page_only)
 {
@@ -75,9 +98,15 @@ static int run_and_report(ddpsim_options *opt, int page_only)
         if (mem) {
             fprintf(mem, "\"chaos\": %llu, \"command\": ", (unsigned long long)(opt->run.chaos ? opt->run.chaos_seed : 0));
             jsonw_string(mem, opt->command);
+            if (s != DDP_OK) { /* what a replay of it should meet again */
+                char words[WORLD_ERROR_LEN];
+                world_failure_words(res.w, words, sizeof words);
+                fputs(", \"failure\": ", mem);
+                jsonw_string(mem, words);
+            }
             fclose(mem);
         }
-        ms = trace_merge(opt->run.trace_path, opt->run.nranks, opt->run_key, extra ? extra : "");
+        ms = trace_merge(opt->run.trace_path, opt->run.nranks, opt->run_key, extra ? extra : "", res.w);
         free(extra);
         if (ms != DDP_OK)
             fprintf(stderr, "ddpsim: %s%s\n", page_only ? "--html: no timeline: " : "", ddp_error_text());
@@ -103,6 +132,8 @@ static int run_and_report(ddpsim_options *opt, int page_only)
     }
     if (ms != DDP_OK && code == DDPSIM_EXIT_PASS)
         code = DDPSIM_EXIT_FAULT; /* the trace asked for is missing; a verdict that is not a pass stays */
+    if (opt->replay_path && opt->replay.stopped)
+        replay_outcome(opt, s, res.w);
     verify_result_free(&res);
     report_stream_close(&rs);
     return code;

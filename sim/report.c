@@ -117,6 +117,21 @@ int report_header(const ddpsim_options *opt)
                (unsigned long long)run->chaos_seed);
     if (opt->replay_path)
         fprintf(opt->out, "# replaying the ready-event and arrival order of %s\n", opt->replay_path);
+    if (opt->replay_path && opt->replay.stopped) { /* how its run ended, rank by rank, runs of the same word joined */
+        fprintf(opt->out, "#   a run that did not finish, forced up to where it stopped, free after:");
+        for (int r = 0; r < opt->replay.nranks; r++) {
+            int last = r;
+            while (last + 1 < opt->replay.nranks && strcmp(opt->replay.how[last + 1], opt->replay.how[r]) == 0)
+                last++;
+            const char *how = opt->replay.how[r][0] ? opt->replay.how[r] : "finished";
+            if (last > r)
+                fprintf(opt->out, "%s ranks %d-%d %s", r ? "," : "", r, last, how);
+            else
+                fprintf(opt->out, "%s rank %d %s", r ? "," : "", r, how);
+            r = last;
+        }
+        fputc('\n', opt->out);
+    }
     for (int f = 0; f < run->nfaults; f++) {
         const verify_fault *ft = &run->faults[f];
         if (ft->kind == FAULT_SLOW)

@@ -100,7 +100,7 @@ static const char *scenario_trace(const verify_config *base, const scenario *sc,
 {
     if (!base->trace_path || o->refused)
         return NULL;
-    if (trace_merge(base->trace_path, base->nranks, sc->name, "") != DDP_OK) {
+    if (trace_merge(base->trace_path, base->nranks, sc->name, "", NULL) != DDP_OK) {
         fprintf(stderr, "ddpsim: --html: no timeline for %s: %s\n", sc->name, ddp_error_text());
         return NULL;
     }

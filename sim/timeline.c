@@ -61,9 +61,11 @@ static int take_line(tl_trace *tr, const char *line, long lineno, int nranks, ch
     unsigned long long t;
     tl_event e = {.ok = 1, .item = -1};
     char ev[16];
-    if (sscanf(line, "{\"t\": %llu, \"rank\": %d, \"op\": %zu, \"ev\": \"%15[^\"]\", \"us\": %lf", &t, &e.rank, &e.op,
-               ev, &e.us) != 5 ||
-        e.rank < 0 || e.rank >= nranks) {
+    int fields = sscanf(line, "{\"t\": %llu, \"rank\": %d, \"op\": %zu, \"ev\": \"%15[^\"]\", \"us\": %lf", &t, &e.rank,
+                        &e.op, ev, &e.us);
+    if (fields == 4 && strcmp(ev, "end") == 0)
+        return 0; /* the supervisor's end of a rank that wrote no event: nothing to draw */
+    if (fields != 5 || e.rank < 0 || e.rank >= nranks) {
         snprintf(msg, len, "line %ld is not an event of a trace with times", lineno);
         return -1;
     }
@@ -87,6 +89,7 @@ static int take_line(tl_trace *tr, const char *line, long lineno, int nranks, ch
         e.dur = member_num(line, "dur_us", 0);
     } else if (strcmp(ev, "end") == 0) {
         e.kind = TL_END;
+        member_str(line, "how", e.name, sizeof e.name); /* "": the rank finished; else how it stopped */
     } else if (sched_op_from_name(ev) >= 0) {
         e.kind = TL_OP;
         snprintf(e.name, sizeof e.name, "%s", ev);
@@ -233,14 +236,17 @@ static int launch_thread(const tl_trace *tr, size_t i)
     return 0;
 }
 
-/* Rank r's ops lane: each op from its start to the next's; 1 when the rank has an end event. */
-static int ops_lane(FILE *f, const tl_trace *tr, int r, double y, const unsigned char *syncs, size_t nops)
+/*
+ * Rank r's ops lane: each op from its start to the next's, the op a rank
+ * stopped in marked. NULL when the rank finished, else how it stopped (its
+ * supervisor-written end's "how", or "stopped" where the trace has no end).
+ */
+static const char *ops_lane(FILE *f, const tl_trace *tr, int r, double y, const unsigned char *syncs, size_t nops)
 {
-    const tl_event *open = NULL;
+    const tl_event *open = NULL, *end = NULL;
     double first = -1, last = 0;
-    int ended = 0;
-    char title[256], d[32];
-    for (size_t i = 0; i < tr->n; i++) {
+    char title[256], d[32], cls[64];
+    for (size_t i = 0; i < tr->n && !end; i++) {
         const tl_event *e = &tr->ev[i];
         if (e->rank != r)
             continue;
@@ -249,31 +255,35 @@ static int ops_lane(FILE *f, const tl_trace *tr, int r, double y, const unsigned
         last = e->us;
         if (e->kind != TL_OP && e->kind != TL_END)
             continue;
+        if (e->kind == TL_END)
+            end = e;
         if (!open && e->us > first) { /* the constructors' collectives, before op 0 */
             duration(d, sizeof d, e->us - first);
             snprintf(title, sizeof title, "setup (the implementation's constructor), %s", d);
             bar(f, "op setup", x_of(tr, first), x_of(tr, e->us), y, LANE_H - 3, title);
         }
+        if (end && end->name[0])
+            break; /* the open op is the one the rank stopped in */
         if (open) {
             int sync = open->op < nops && syncs[open->op];
             duration(d, sizeof d, e->us - open->us);
             snprintf(title, sizeof title, "op %zu: %s%s, %s", open->op, open->name, sync ? " (syncs)" : "", d);
-            char cls[64];
             snprintf(cls, sizeof cls, "op %s%s", open->name, sync ? " sync" : "");
             bar(f, cls, x_of(tr, open->us), x_of(tr, e->us), y, LANE_H - 3, title);
         }
         open = e->kind == TL_OP ? e : NULL;
-        ended |= e->kind == TL_END;
     }
-    if (open) { /* no end event: the rank stopped in this op */
+    if (end && !end->name[0])
+        return NULL;
+    const char *how = end ? end->name : "stopped";
+    if (open) {
         duration(d, sizeof d, last - open->us);
-        snprintf(title, sizeof title, "rank %d, op %zu: %s, still running after %s when the trace stopped: the rank "
-                 "did not finish", r, open->op, open->name, d);
-        char cls[64];
+        snprintf(title, sizeof title, "op %zu: %s, where the rank stopped (%s): its last event %s after the op began",
+                 open->op, open->name, how, d);
         snprintf(cls, sizeof cls, "op %s stopped", open->name);
         bar(f, cls, x_of(tr, open->us), x_of(tr, last), y, LANE_H - 3, title);
     }
-    return ended;
+    return how;
 }
 
 /*
@@ -301,8 +311,17 @@ static void rank_lanes(FILE *f, const tl_trace *tr, int r, double y, int nthread
                        size_t nops)
 {
     fprintf(f, "<g class=\"rank\" data-rank=\"%d\">", r);
-    int ended = ops_lane(f, tr, r, y + LANE_OPS * LANE_H, syncs, nops);
-    fprintf(f, "<text class=\"rank-label\" x=\"2\" y=\"%.1f\">rank %d%s</text>", y + 10, r, ended ? "" : " (stopped)");
+    const char *how = ops_lane(f, tr, r, y + LANE_OPS * LANE_H, syncs, nops);
+    fprintf(f, "<text class=\"rank-label\" x=\"2\" y=\"%.1f\">rank %d", y + 10, r);
+    if (how) {
+        fputs(" (stopped", f);
+        if (strcmp(how, "stopped") != 0) {
+            fputs(": ", f);
+            html_escape(f, how);
+        }
+        fputc(')', f);
+    }
+    fputs("</text>", f);
     static const char *const lane_name[] = {"ready", "main"};
     for (int k = LANE_READY; k <= LANE_MAIN; k++)
         fprintf(f, "<text class=\"lane\" x=\"12\" y=\"%.1f\">%s</text>", y + k * LANE_H + 10, lane_name[k - 1]);

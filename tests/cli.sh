@@ -554,6 +554,44 @@ expect 2 "two ranks arrived in position 0" "a trace whose arrival positions are 
 expect 2 "has no events of rank 1" "a trace without rank 1" -- --ranks 3 --scenario classic --impl bucketed --replay "$tmpr/norank1.jsonl"
 expect 2 "is not a ddpsim trace" "a garbage trace" -- --ranks 3 --scenario classic --impl bucketed --replay "$tmpr/garbage.jsonl"
 expect 2 "is a directory, not a trace file" "a directory as a trace" -- --ranks 3 --scenario classic --impl bucketed --replay "$tmpr"
+# a trace cut mid-line (a copy interrupted, a disk full): said as cut short, not as a format error
+size=$(wc -c <"$tmpr/t.jsonl")
+head -c $((size - 20)) "$tmpr/t.jsonl" >"$tmpr/midline.jsonl"
+last=$(wc -l <"$tmpr/midline.jsonl")
+expect 2 "midline.jsonl is cut short at line $((last + 1)): its last line is incomplete" "a trace cut mid-line" -- \
+    --ranks 3 --scenario classic --impl bucketed --replay "$tmpr/midline.jsonl"
+
+# Failed runs replay up to where they stopped: the supervisor writes the end of every rank that did not finish
+# (how it ended), the header how the run failed; a replay forces the recorded interleaving as far as every rank
+# went, then says whether it ended the same way.
+# ... a collective mismatch (exit 3)
+"$DDPSIM" --ranks 3 --scenario uneven --impl sync-on-exit --trace "$tmpr/mismatch.jsonl" -q >/dev/null 2>&1
+if [ "$(grep -c '"ev": "end", .*"how": "\(failed\|stopped\)"}$' "$tmpr/mismatch.jsonl")" = 3 ] &&
+    head -1 "$tmpr/mismatch.jsonl" | grep -q '"failure": ".*ranks disagree on a collective'; then
+    ok "a failed run's trace: every rank's end with how it ended, the failure in the header"
+else
+    bad "a failed run's trace: $(grep '"end"' "$tmpr/mismatch.jsonl" | head -3)"
+fi
+expect 3 "this run ended the same way" "a collective mismatch replays to the same failure" -- --ranks 3 \
+    --scenario uneven --impl sync-on-exit --replay "$tmpr/mismatch.jsonl"
+grep -q "a run that did not finish, forced up to where it stopped, free after: .*failed" "$out" &&
+    ok "... its header says how each rank of the recorded run ended" || bad "... its header: $(grep replay "$out")"
+# ... a hang (the watchdog, exit 3): the same fault replays to the same place; without the fault the run finishes and
+# at another op it stops elsewhere, each said (the comparison firing both ways)
+hang="--ranks 3 --scenario classic --timeout 2"
+# shellcheck disable=SC2086
+"$DDPSIM" $hang --fault hang:rank=1,op=5 --trace "$tmpr/hang.jsonl" -q >/dev/null 2>&1
+# shellcheck disable=SC2086
+expect 3 "this run ended the same way" "a hang replays to the same place" -- $hang --fault hang:rank=1,op=5 \
+    --replay "$tmpr/hang.jsonl"
+grep -q "the recorded run ended: rank 0 in op 9 (grab), inside allreduce #4; rank 1 in op 5 (enter), not in a collective" \
+    "$err" && ok "... where each rank was, in words" || bad "... where each rank was: $(grep 'recorded run' "$err")"
+# shellcheck disable=SC2086
+expect 0 "this run finished: the recorded failure did not happen again" "a hang's trace replayed without the hang" \
+    -- $hang --replay "$tmpr/hang.jsonl"
+# shellcheck disable=SC2086
+expect 3 "this run ended otherwise: rank 0 in op" "a hang's trace replayed with the hang elsewhere" -- $hang \
+    --fault hang:rank=1,op=8 --replay "$tmpr/hang.jsonl"
 rm -rf "$tmpr"
 
 # The collectives self-check.

@@ -77,7 +77,7 @@ fi
 "$DDPSIM" --ranks 3 --scenario uneven --impl sync-on-exit --trace "$tmp/fault.jsonl" --html "$tmp/fault-t.html" -q \
     >"$out" 2>"$err"
 if [ $? -eq 3 ] && msg=$("$py" "$here/timeline_dom.py" "$tmp/fault-t.html" "$tmp/fault.jsonl" 3 2>&1) &&
-    grep -q 'rank 1 (stopped)' "$tmp/fault-t.html" && grep -q '<rect class="op [a-z]* stopped"' "$tmp/fault-t.html"; then
+    grep -q 'rank [0-9] (stopped: failed)' "$tmp/fault-t.html" && grep -q '<rect class="op [a-z]* stopped"' "$tmp/fault-t.html"; then
     ok "a fault's page draws where each rank stopped: $msg"
 else
     bad "a fault's page: $msg"

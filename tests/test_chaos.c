@@ -189,7 +189,7 @@ static int traced_run(const sched *s, uint64_t seed, const char *path, const ver
     verify_result_free(&res);
     if (st != DDP_OK || j.verdict != JUDGE_PASS)
         return -1;
-    return trace_merge(path, 3, "test-run", NULL) == DDP_OK ? 0 : -1;
+    return trace_merge(path, 3, "test-run", NULL, NULL) == DDP_OK ? 0 : -1;
 }
 
 /* The ready events alone, in file order: per rank, the order backward events reached the implementation. */
@@ -344,6 +344,63 @@ static void test_trace_and_replay(void)
     sched_free(&s);
 }
 
+/* text into path, then trace_load's status for 2 ranks */
+static ddp_status load_text(const char *path, const char *text, verify_replay *rp)
+{
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs(text, f);
+    fclose(f);
+    return trace_load(path, "test-run", 2, rp);
+}
+
+#define STOPPED_HEADER "{\"ddpsim_trace\": 3, \"run\": \"test-run\", \"failure\": \"rank 0 said \\\"no\\\"\"}\n"
+#define EV(t, r, ev, rest) "{\"t\": " #t ", \"rank\": " #r ", \"op\": 0, \"ev\": \"" ev "\", \"us\": 1.0" rest "}\n"
+
+static void test_stopped_traces(void)
+{
+    /* A run that did not finish: rank 0 passed 3 barriers, rank 1 (stopped by the supervisor) 2. The replay
+     * forces the 2 both passed, each rank's ready events, and reads how each ended and the failure's words. */
+    static const char stopped[] = STOPPED_HEADER
+        EV(0, 0, "arrive", ", \"pos\": 0") EV(1, 0, "arrive", ", \"pos\": 1") EV(2, 0, "ready", ", \"param\": 1")
+        EV(3, 0, "arrive", ", \"pos\": 0") EV(4, 0, "end", ", \"ready\": 1, \"arrivals\": 3, \"how\": \"failed\"")
+        EV(0, 1, "arrive", ", \"pos\": 1") EV(1, 1, "arrive", ", \"pos\": 0")
+        "{\"t\": 2, \"rank\": 1, \"op\": 0, \"ev\": \"end\", \"ready\": 0, \"arrivals\": 2, \"how\": \"stopped\"}\n";
+    char dir[200], path[300];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(test_mkdtemp(dir, sizeof dir, "stopped"));
+    snprintf(path, sizeof path, "%s/t.jsonl", dir);
+    verify_replay rp;
+    CU_ASSERT_EQUAL_FATAL(load_text(path, stopped, &rp), DDP_OK);
+    CU_ASSERT_EQUAL(rp.stopped, 1);
+    CU_ASSERT_STRING_EQUAL(rp.how[0], "failed");
+    CU_ASSERT_STRING_EQUAL(rp.how[1], "stopped");
+    CU_ASSERT_STRING_EQUAL(rp.failure, "rank 0 said \"no\"");
+    CU_ASSERT_EQUAL(rp.narrivals[0], 2);
+    CU_ASSERT_EQUAL(rp.narrivals[1], 2);
+    CU_ASSERT_EQUAL(rp.nready[0], 1);
+    trace_free(&rp);
+    /* The same counts without "how" is a finished run whose ranks disagree: refused, as before. */
+    static const char unequal[] = STOPPED_HEADER
+        EV(0, 0, "arrive", ", \"pos\": 0") EV(1, 0, "arrive", ", \"pos\": 1") EV(2, 0, "arrive", ", \"pos\": 0")
+        EV(3, 0, "end", ", \"ready\": 0, \"arrivals\": 3")
+        EV(0, 1, "arrive", ", \"pos\": 1") EV(1, 1, "arrive", ", \"pos\": 0") EV(2, 1, "end", ", \"ready\": 0, \"arrivals\": 2");
+    CU_ASSERT_EQUAL(load_text(path, unequal, &rp), DDP_ERR_INVALID);
+    CU_ASSERT(strstr(ddp_error_last(), "every barrier is every rank's") != NULL);
+    /* A stopped run's shared barriers must still be a permutation: both at position 0 cannot be forced. */
+    static const char clash[] = STOPPED_HEADER
+        EV(0, 0, "arrive", ", \"pos\": 0") EV(1, 0, "end", ", \"ready\": 0, \"arrivals\": 1, \"how\": \"failed\"")
+        EV(0, 1, "arrive", ", \"pos\": 0") EV(1, 1, "end", ", \"ready\": 0, \"arrivals\": 1, \"how\": \"stopped\"");
+    CU_ASSERT_EQUAL(load_text(path, clash, &rp), DDP_ERR_INVALID);
+    CU_ASSERT(strstr(ddp_error_last(), "two ranks arrived in position 0") != NULL);
+    /* Cut mid-line: said as cut short at that line, never as a format error. */
+    char cut[sizeof stopped];
+    snprintf(cut, sizeof cut, "%.*s", (int)(strstr(stopped, "\"ev\": \"ready\"") - stopped), stopped);
+    CU_ASSERT_EQUAL(load_text(path, cut, &rp), DDP_ERR_INVALID);
+    CU_ASSERT(strstr(ddp_error_last(), "is cut short at line 4: its last line is incomplete") != NULL);
+    remove(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     static const test_entry tests[] = {
@@ -352,6 +409,8 @@ int main(void)
         {"chaos seeds change the interleaving (the detector fires)", test_chaos_changes_interleaving},
         {"a trace replays its interleaving, which another seed does not give; bad traces are refused",
          test_trace_and_replay},
+        {"a run that did not finish replays up to where it stopped; a cut line is said cut short",
+         test_stopped_traces},
         TEST_END,
     };
     return test_run_suite("chaos and faults", tests);

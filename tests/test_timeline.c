@@ -30,7 +30,7 @@ static const char *trace_file(const char *text)
     return path;
 }
 
-/* The SVG of path (2 ranks, schedule text), max_bytes; rc into *rc, msg into msg. Free the result. */
+/* The SVG of path (4 ranks, schedule text), max_bytes; rc into *rc, msg into msg. Free the result. */
 static char *draw(const char *path, const char *schedule, size_t max_bytes, int *rc, char *msg, size_t len)
 {
     sched s;
@@ -40,7 +40,7 @@ static char *draw(const char *path, const char *schedule, size_t max_bytes, int 
     FILE *mem = open_memstream(&out, &n);
     CU_ASSERT_PTR_NOT_NULL_FATAL(mem);
     msg[0] = '\0';
-    *rc = timeline_svg(mem, path, 2, &s, max_bytes, msg, len);
+    *rc = timeline_svg(mem, path, 4, &s, max_bytes, msg, len);
     fclose(mem);
     sched_free(&s);
     return out;
@@ -56,7 +56,9 @@ static int count(const char *hay, const char *needle)
 
 #define HEADER "{\"ddpsim_trace\": 3, \"run\": \"test\"}\n"
 /* Rank 0: setup 0..100 us (a broadcast), fwd 100..600, bwd 600..1100 (syncs) with two ready events and a bucket
- * launched and reduced on thread 1, end at 1100. Rank 1 likewise but without an end: it stopped in its backward. */
+ * launched and reduced on thread 1, end at 1100. Rank 1 likewise but without an end: it stopped in its backward.
+ * Rank 2 failed in its forward (its supervisor's end says so, at its last event's time); rank 3 never started (the
+ * supervisor's end, without a time, is all it has). */
 static const char TRACE[] =
     HEADER
     "{\"t\": 0, \"rank\": 0, \"op\": 0, \"ev\": \"coll\", \"us\": 100.0, \"kind\": \"broadcast\", \"group\": \"world\", "
@@ -75,7 +77,11 @@ static const char TRACE[] =
     "{\"t\": 0, \"rank\": 1, \"op\": 0, \"ev\": \"fwd\", \"us\": 100.0}\n"
     "{\"t\": 1, \"rank\": 1, \"op\": 1, \"ev\": \"bwd\", \"us\": 600.0}\n"
     "{\"t\": 2, \"rank\": 1, \"op\": 1, \"ev\": \"coll\", \"us\": 900.0, \"kind\": \"allreduce\", \"group\": "
-    "\"world\", \"bytes\": 2048, \"dur_us\": 100.0, \"ok\": false}\n";
+    "\"world\", \"bytes\": 2048, \"dur_us\": 100.0, \"ok\": false}\n"
+    "{\"t\": 0, \"rank\": 2, \"op\": 0, \"ev\": \"fwd\", \"us\": 100.0}\n"
+    "{\"t\": 1, \"rank\": 2, \"op\": 0, \"ev\": \"end\", \"us\": 300.0, \"ready\": 0, \"arrivals\": 0, \"how\": "
+    "\"failed\"}\n"
+    "{\"t\": 0, \"rank\": 3, \"op\": 0, \"ev\": \"end\", \"ready\": 0, \"arrivals\": 0, \"how\": \"not-started\"}\n";
 
 static void test_shapes(void)
 {
@@ -83,7 +89,11 @@ static void test_shapes(void)
     char msg[256];
     char *svg = draw(trace_file(TRACE), "fwd bwd", TIMELINE_PAGE_BYTES, &rc, msg, sizeof msg);
     CU_ASSERT_EQUAL(rc, 0);
-    CU_ASSERT_EQUAL(count(svg, "<g class=\"rank\""), 2);
+    CU_ASSERT_EQUAL(count(svg, "<g class=\"rank\""), 4);
+    CU_ASSERT_EQUAL(count(svg, "<rect class=\"op fwd stopped\""), 1); /* rank 2's */
+    CU_ASSERT_EQUAL(count(svg, "rank 2 (stopped: failed)"), 1);
+    CU_ASSERT_EQUAL(count(svg, "rank 3 (stopped)"), 1);
+    CU_ASSERT_EQUAL(count(svg, "where the rank stopped (failed): its last event 200.0 us after the op began"), 1);
     CU_ASSERT_EQUAL(count(svg, "<rect class=\"op setup\""), 1);      /* rank 0's constructor */
     CU_ASSERT_EQUAL(count(svg, "<rect class=\"op fwd\""), 2);
     CU_ASSERT_EQUAL(count(svg, "<rect class=\"op bwd sync\""), 1);   /* rank 0's, ended */

@@ -26,14 +26,20 @@ static int take(ready_queue *q, int i, int *out, int n)
     return n + 1;
 }
 
-/* Replay: deliver while the next recorded event has been produced. */
+/*
+ * Replay: deliver while the next recorded event has been produced. Past the
+ * last recorded one of a run that did not finish, every event as it comes.
+ */
 static int replay_release(ready_queue *q, int *out)
 {
     const verify_replay *rp = q->replay;
     int n = 0;
     for (;;) {
-        if (*q->next_recorded >= rp->nready[q->rank])
+        if (*q->next_recorded >= rp->nready[q->rank]) {
+            while (rp->stopped && q->npending)
+                n = take(q, 0, out, n);
             return n;
+        }
         int want = rp->ready[q->rank][*q->next_recorded], found = -1;
         for (int i = 0; i < q->npending; i++)
             if (q->pending[i] == want)

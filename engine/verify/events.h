@@ -5,7 +5,8 @@
  * event is delivered at once, or, under chaos, held back for a seeded while
  * and delivered later in a seeded order (never before the gradient exists:
  * every delivered order is one a real backward with slow hooks could give),
- * or, under replay, in the order a trace recorded, each as soon as it exists.
+ * or, under replay, in the order a trace recorded, each as soon as it exists
+ * (past the end of a trace of a run that did not finish, as they come).
  */
 #ifndef DDPSIM_EVENTS_H
 #define DDPSIM_EVENTS_H

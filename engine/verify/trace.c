@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,7 +141,54 @@ void trace_release(trace_writer *w)
     w->on = 0;
 }
 
-ddp_status trace_merge(const char *path, int nranks, const char *run_key, const char *extra_json)
+/* How rank r ended, as its supervisor-written end says it (world_fate), for a rank that wrote no end itself. */
+static const char *fate_word(const world *w, int r)
+{
+    if (!w)
+        return "unknown";
+    switch (world_outcome(w, r)->fate) {
+    case WORLD_FATE_NOT_STARTED: return "not-started";
+    case WORLD_FATE_FAILED: return "failed";
+    case WORLD_FATE_SIGNALED: return "signaled";
+    case WORLD_FATE_STOPPED: return "stopped";
+    case WORLD_FATE_OK: break;
+    }
+    return "unknown"; /* returned DDP_OK yet wrote no end: its file could not be written */
+}
+
+/*
+ * Rank r's part onto out, line by line: a last line cut mid-write (the rank
+ * was killed) is dropped, and a rank that wrote no end of its own gets one
+ * from its supervisor, with its counts and how it ended.
+ */
+static ddp_status merge_part(FILE *out, FILE *in, int r, const world *w)
+{
+    char line[4096];
+    unsigned long long t = 0, op = 0, nready = 0, narr = 0;
+    double us = -1;
+    int ended = 0;
+    while (fgets(line, sizeof line, in)) {
+        size_t n = strlen(line);
+        if (n == 0 || line[n - 1] != '\n')
+            break; /* killed mid-write (or longer than any event ddpsim writes): not an event */
+        if (fputs(line, out) == EOF)
+            return DDP_ERR_SYSTEM;
+        sscanf(line, "{\"t\": %llu, \"rank\": %*d, \"op\": %llu, \"ev\": \"%*[^\"]\", \"us\": %lf", &t, &op, &us);
+        t++;
+        nready += strstr(line, "\"ev\": \"ready\"") != NULL;
+        narr += strstr(line, "\"ev\": \"arrive\"") != NULL;
+        ended |= strstr(line, "\"ev\": \"end\"") != NULL;
+    }
+    if (ended)
+        return DDP_OK;
+    fprintf(out, "{\"t\": %llu, \"rank\": %d, \"op\": %llu, \"ev\": \"end\"", t, r, op);
+    if (us >= 0)
+        fprintf(out, ", \"us\": %.1f", us); /* it did nothing after its last event, as far as anyone knows */
+    fprintf(out, ", \"ready\": %llu, \"arrivals\": %llu, \"how\": \"%s\"}\n", nready, narr, fate_word(w, r));
+    return ferror(out) ? DDP_ERR_SYSTEM : DDP_OK;
+}
+
+ddp_status trace_merge(const char *path, int nranks, const char *run_key, const char *extra_json, const world *w)
 {
     FILE *out = fopen(path, "w");
     if (!out)
@@ -148,7 +196,7 @@ ddp_status trace_merge(const char *path, int nranks, const char *run_key, const 
     fprintf(out, "{\"ddpsim_trace\": %d, \"run\": ", TRACE_VERSION);
     jsonw_string(out, run_key);
     fprintf(out, "%s%s}\n", extra_json && *extra_json ? ", " : "", extra_json ? extra_json : "");
-    char part[PATH_MAX], buf[65536];
+    char part[PATH_MAX];
     ddp_status s = DDP_OK;
     for (int r = 0; r < nranks && s == DDP_OK; r++) {
         snprintf(part, sizeof part, "%s.rank%d", path, r);
@@ -157,10 +205,8 @@ ddp_status trace_merge(const char *path, int nranks, const char *run_key, const 
             s = ddp_error(DDP_ERR_SYSTEM, "trace: cannot read %s: %s", part, strerror(errno));
             break;
         }
-        size_t n;
-        while ((n = fread(buf, 1, sizeof buf, in)) > 0)
-            if (fwrite(buf, 1, n, out) != n)
-                s = ddp_error(DDP_ERR_SYSTEM, "cannot write --trace %s", path);
+        if (merge_part(out, in, r, w) != DDP_OK)
+            s = ddp_error(DDP_ERR_SYSTEM, "cannot write --trace %s", path);
         fclose(in);
         remove(part);
     }
@@ -239,14 +285,26 @@ static ddp_status load_event(const char *path, long lineno, const char *line, in
         const char *q = strstr(line + used, "\"ready\": ");
         if (!q || sscanf(q, "\"ready\": %llu, \"arrivals\": %llu", &lg->end_ready, &lg->end_arrivals) != 2)
             return BAD("%s line %ld: an end event without its counts", path, lineno);
+        const char *how = strstr(line + used, "\"how\": \"");
+        if (how && sscanf(how, "\"how\": \"%15[a-z-]\"", out->how[rank]) != 1)
+            return BAD("%s line %ld: an end event whose \"how\" is not a word", path, lineno);
         lg->ended = 1;
     }
     return DDP_OK;
 }
 
-/* A whole and consistent trace: every rank ended with what it wrote, and every barrier seen alike by all. */
-static ddp_status check_whole(const char *path, int nranks, const verify_replay *out, const rank_log *logs)
+/*
+ * A whole and consistent trace: every rank ended with what it wrote, and every barrier seen alike by all. A run
+ * that did not finish keeps the barriers every rank passed: its ranks stopped at different ones.
+ */
+static ddp_status check_whole(const char *path, int nranks, verify_replay *out, const rank_log *logs)
 {
+    size_t common = SIZE_MAX;
+    for (int r = 0; r < nranks; r++) {
+        out->stopped |= out->how[r][0] != '\0';
+        if (out->narrivals[r] < common)
+            common = out->narrivals[r];
+    }
     for (int r = 0; r < nranks; r++) {
         if (logs[r].next_t == 0)
             return BAD("%s has no events of rank %d", path, r);
@@ -257,10 +315,13 @@ static ddp_status check_whole(const char *path, int nranks, const verify_replay 
         if (logs[r].end_ready != out->nready[r] || logs[r].end_arrivals != out->narrivals[r])
             return BAD("%s: rank %d wrote %llu ready events and %llu arrivals, but the file holds %zu and %zu",
                        path, r, logs[r].end_ready, logs[r].end_arrivals, out->nready[r], out->narrivals[r]);
-        if (out->narrivals[r] != out->narrivals[0])
+        if (!out->stopped && out->narrivals[r] != out->narrivals[0])
             return BAD("%s: rank %d passed %zu barriers, rank 0 %zu; every barrier is every rank's", path, r,
                        out->narrivals[r], out->narrivals[0]);
     }
+    if (out->stopped)
+        for (int r = 0; r < nranks; r++)
+            out->narrivals[r] = common;
     unsigned char seen[WORLD_MAX_RANKS];
     for (size_t k = 0; k < out->narrivals[0]; k++) {
         memset(seen, 0, sizeof seen);
@@ -274,6 +335,35 @@ static ddp_status check_whole(const char *path, int nranks, const verify_replay 
         }
     }
     return DDP_OK;
+}
+
+/* The JSON string member "key" of line, unescaped into out ("" when absent; a \\u escape past ASCII is '?'). */
+static void json_member_string(const char *line, const char *key, char *out, size_t len)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\": \"", key);
+    const char *p = strstr(line, pat);
+    size_t n = 0;
+    for (p = p ? p + strlen(pat) : ""; *p && *p != '"' && n + 1 < len; p++) {
+        char c = *p;
+        if (c == '\\' && p[1]) {
+            c = *++p;
+            if (c == 'n')
+                c = '\n';
+            else if (c == 't')
+                c = '\t';
+            else if (c == 'r')
+                c = '\r';
+            else if (c == 'u') {
+                unsigned v;
+                c = sscanf(p + 1, "%4x", &v) == 1 && v < 0x80 ? (char)v : '?';
+                for (int k = 0; k < 4 && p[1]; k++)
+                    p++;
+            }
+        }
+        out[n++] = c;
+    }
+    out[n] = '\0';
 }
 
 ddp_status trace_load(const char *path, const char *run_key, int nranks, verify_replay *out)
@@ -290,12 +380,17 @@ ddp_status trace_load(const char *path, const char *run_key, int nranks, verify_
         return BAD("cannot open %s: %s", path, strerror(errno));
     size_t cap_ready[WORLD_MAX_RANKS] = {0}, cap_arr[WORLD_MAX_RANKS] = {0};
     rank_log *logs = calloc((size_t)nranks, sizeof *logs);
-    char line[1024];
+    char line[8192]; /* the header holds the command line and the failure's words */
     long lineno = 0;
     ddp_status s = logs ? DDP_OK : ddp_error(DDP_ERR_NOMEM, "trace: %d ranks", nranks);
     while (s == DDP_OK && fgets(line, sizeof line, f)) {
         lineno++;
-        int whole = strchr(line, '\n') || feof(f);
+        int whole = strchr(line, '\n') != NULL;
+        if (!whole && feof(f) && lineno > 1) {
+            s = BAD("%s is cut short at line %ld: its last line is incomplete (the file was truncated)", path,
+                    lineno);
+            break;
+        }
         if (lineno == 1) {
             int version;
             const char *k = strstr(line, "\"run\": \"");
@@ -309,6 +404,7 @@ ddp_status trace_load(const char *path, const char *run_key, int nranks, verify_
                 s = BAD("%s was recorded for another run; replay it with the same ranks, seed, model, batch, "
                         "schedule and --impl (this run: %s)",
                         path, run_key);
+            json_member_string(line, "failure", out->failure, sizeof out->failure);
             continue;
         }
         if (!whole)

@@ -14,6 +14,9 @@
  *                                  a barrier inside a collective: 2 ranks were there first
  *   {"t": 90, "rank": 1, "op": 40, "ev": "end", "us": ..., "ready": 24, "arrivals": 41}
  *                                  the rank finished: how many of each it wrote
+ *   {"t": 33, "rank": 2, "op": 9, "ev": "end", "us": ..., "ready": 10, "arrivals": 12, "how": "stopped"}
+ *                                  the rank did not finish: its supervisor's end (trace_merge), with
+ *                                  how it ended (failed, signaled, stopped by the supervisor, not-started)
  * and, for the timeline of the HTML page, what the implementation did
  * (written by whichever of its threads did it; "thread": k > 0 names a
  * thread other than the rank's main one, numbered as they first wrote;
@@ -30,7 +33,10 @@
  * must be whole and consistent: every rank present and ended, its event
  * times without a gap, its counts what its end says, every rank at the same
  * number of barriers, and at each barrier the ranks' positions 0..N-1 once
- * each. Otherwise forcing it could only deadlock.
+ * each. Otherwise forcing it could only deadlock. A trace of a run that did
+ * not finish (some end has "how") replays up to where it stopped: the
+ * barriers every rank passed are forced, and each rank's recorded ready
+ * events; after them the run goes free, to fail again as it did.
  */
 #ifndef DDPSIM_TRACE_H
 #define DDPSIM_TRACE_H
@@ -46,6 +52,9 @@
 /* A recorded interleaving to force (--replay): per rank, ready-event order and barrier arrival positions. */
 typedef struct verify_replay {
     int nranks;
+    int stopped;     /* the run did not finish: forced up to where it stopped, free after */
+    char how[WORLD_MAX_RANKS][16]; /* per rank: its end's "how" ("": it finished) */
+    char failure[WORLD_ERROR_LEN];  /* the header's "failure": how the recorded run failed ("": not said) */
     int32_t *ready[WORLD_MAX_RANKS];
     size_t nready[WORLD_MAX_RANKS];
     uint32_t *arrivals[WORLD_MAX_RANKS];
@@ -91,9 +100,12 @@ void trace_release(trace_writer *w);
 
 /*
  * Concatenate the ranks' files <path>.rank<r> into <path> after a header
- * line {"ddpsim_trace": 3, "run": run_key, <extra>}, and remove them.
+ * line {"ddpsim_trace": 3, "run": run_key, <extra>}, and remove them. A
+ * rank's last line cut mid-write is dropped, and a rank without an end
+ * event of its own gets one with how it ended in w's last run (world_fate;
+ * "unknown" for w NULL), so the trace of a failed run replays.
  */
-ddp_status trace_merge(const char *path, int nranks, const char *run_key, const char *extra_json);
+ddp_status trace_merge(const char *path, int nranks, const char *run_key, const char *extra_json, const world *w);
 
 /* Remove leftover <path>.rank<r> files (after a failed run). */
 void trace_discard(const char *path, int nranks);

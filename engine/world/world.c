@@ -182,6 +182,26 @@ int world_first_failed_error(const world *w, const char **error)
     return -1;
 }
 
+void world_failure_words(const world *w, char *buf, size_t len)
+{
+    const char *own;
+    buf[0] = '\0';
+    if (world_first_failed_error(w, &own) >= 0) {
+        snprintf(buf, len, "%s", ddp_error_without_location(own));
+        return;
+    }
+    size_t n = 0;
+    for (int r = 0; w && r < world_nranks(w) && n < len; r++) {
+        const world_rank_outcome *o = &w->outcomes[r];
+        if (o->coll[0])
+            n += (size_t)snprintf(buf + n, len - n, "%srank %d in op %d (%s), inside %s #%llu", r ? "; " : "", r,
+                                  o->op_index, o->op_label, o->coll, (unsigned long long)o->coll_seq);
+        else
+            n += (size_t)snprintf(buf + n, len - n, "%srank %d in op %d (%s), not in a collective", r ? "; " : "", r,
+                                  o->op_index, o->op_label);
+    }
+}
+
 /* ---- the rank process ---- */
 
 void world_copy_label(char *dst, const char *src)

@@ -108,6 +108,13 @@ const world_rank_outcome *world_outcome(const world *w, int r);
  * be NULL). */
 int world_first_failed_error(const world *w, const char **error);
 
+/*
+ * How the last run failed, in words that hold for a rerun of it (no pid, no
+ * source line): the first failing rank's own words, or else where each rank
+ * was (its op, the collective it was inside). "" when w is NULL.
+ */
+void world_failure_words(const world *w, char *buf, size_t len);
+
 /* The signal that interrupted the last run (0 if none). */
 int world_interrupt_signal(const world *w);
 
