@@ -23,7 +23,8 @@ enum { RANK_COMPARED, RANK_NEVER_REACHED, RANK_RAN_OUT };
 
 struct html_page {
     tolerance tol;
-    int nranks;
+    int page_ranks; /* the runs' ranks unless html_run_begin_ranks says otherwise */
+    int nranks;     /* the run under way's */
     FILE *sections; /* every run's section, rendered as it ends */
     FILE *rows;     /* the scenarios' table */
     int nruns;
@@ -62,7 +63,7 @@ html_page *html_open(const tolerance *tol, int nranks, char *msg, size_t len)
         return NULL;
     }
     h->tol = *tol;
-    h->nranks = nranks;
+    h->nranks = h->page_ranks = nranks;
     if (!(h->sections = cli_temp_file(msg, len)) || !(h->rows = cli_temp_file(msg, len))) {
         html_close(h);
         return NULL;
@@ -86,6 +87,12 @@ void html_close(html_page *h)
 
 void html_run_begin(html_page *h, const char *name, const model *layout, const sched *s)
 {
+    html_run_begin_ranks(h, name, layout, s, h->page_ranks);
+}
+
+void html_run_begin_ranks(html_page *h, const char *name, const model *layout, const sched *s, int nranks)
+{
+    h->nranks = nranks;
     snprintf(h->name, sizeof h->name, "%s", name ? name : "");
     h->layout = layout;
     h->s = s;

@@ -41,6 +41,8 @@ void html_close(html_page *h);
 
 /* A run begins: its name (a scenario's, or NULL for a single run), its parameters' names and its schedule. */
 void html_run_begin(html_page *h, const char *name, const model *layout, const sched *s);
+/* ... a run of another number of ranks than the page's (a battery's row at N-1, battery_rows.h). */
+void html_run_begin_ranks(html_page *h, const char *name, const model *layout, const sched *s, int nranks);
 /*
  * The run's trace (trace.h): its timeline is drawn below the strip of ops
  * (timeline.h) in at most share bytes (else a note says why not); NULL: none.

@@ -167,8 +167,8 @@ void report_ci_no_verdict(const ddpsim_options *opt, const world *w, int code, c
     junit_end(&s);
 }
 
-int report_ci_battery(const ddpsim_options *opt, const battery_outcome *out, int n, const char *verdict,
-                      double wall_s)
+int report_ci_battery(const ddpsim_options *opt, const battery_row *rows, const battery_outcome *out, int n,
+                      const char *verdict, double wall_s)
 {
     int on = annotate_on((annotate_mode)opt->annotations);
     junit_suite s;
@@ -178,20 +178,21 @@ int report_ci_battery(const ddpsim_options *opt, const battery_outcome *out, int
         return -1;
     }
     for (int i = 0; i < n; i++) {
-        const scenario *sc = battery_at_for(opt->run.shard, i);
         const battery_outcome *o = &out[i];
-        char *replay = NULL;
-        if (asprintf(&replay, "%s --scenario %s", opt->command, sc->name) < 0)
+        char *replay = NULL, tail[64];
+        battery_row_replay(opt, &rows[i], tail, sizeof tail);
+        if (asprintf(&replay, "%s%s", opt->command, tail) < 0)
             replay = NULL;
         if (on && battery_failed(o)) {
             char title[96], *text = NULL;
-            snprintf(title, sizeof title, "ddpsim: scenario %s %s", sc->name, o->status == DDP_OK ? "FAIL" : "FAULT");
+            snprintf(title, sizeof title, "ddpsim: scenario %s %s", rows[i].label,
+                     o->status == DDP_OK ? "FAIL" : "FAULT");
             if (asprintf(&text, "%s\nreplay: %s", o->first, replay ? replay : opt->command) >= 0)
                 annotate(opt->out, "error", title, text);
             free(text);
         }
         if (opt->junit_file) {
-            junit_case c = {.name = sc->name, .time_s = o->refused ? -1 : o->wall_s, .message = o->first,
+            junit_case c = {.name = rows[i].label, .time_s = o->refused ? -1 : o->wall_s, .message = o->first,
                             .replay = replay};
             if (o->refused) {
                 c.outcome = JUNIT_SKIP;
@@ -220,10 +221,10 @@ int report_ci_battery(const ddpsim_options *opt, const battery_outcome *out, int
     return r;
 }
 
-/* The cells of a run of s on opt's ranks with layout's parameters. */
-static size_t cells_of(const ddpsim_options *opt, const sched *s, const model *layout)
+/* The cells of a run of s on nranks ranks with layout's parameters. */
+static size_t cells_of(int nranks, const sched *s, const model *layout)
 {
-    return sched_nchecks(s) * (size_t)opt->run.nranks * (size_t)model_nparams(layout);
+    return sched_nchecks(s) * (size_t)nranks * (size_t)model_nparams(layout);
 }
 
 int report_html_fits(const ddpsim_options *opt, const model *layout)
@@ -235,20 +236,23 @@ int report_html_fits(const ddpsim_options *opt, const model *layout)
         model *own = NULL;
         if (!layout && model_create_layout(opt->run.model_spec, opt->run.batch, &own) == DDP_OK)
             layout = own;
-        cells = layout ? cells_of(opt, opt->run.schedule, layout) : 0;
+        cells = layout ? cells_of(opt->run.nranks, opt->run.schedule, layout) : 0;
         model_destroy(own);
     } else {
-        for (int i = 0; i < battery_count_for(opt->run.shard); i++) {
-            verify_config c = opt->run;
+        battery_row *rows = NULL;
+        int n = battery_rows(opt, &rows);
+        for (int i = 0; i < n; i++) {
+            verify_config c = battery_row_config(opt, &rows[i]);
             sched s;
             model *m = NULL;
-            if (battery_apply(battery_at_for(opt->run.shard, i), &opt->given, &c, &s) != DDP_OK)
+            if (battery_apply(rows[i].sc, &opt->given, &c, &s) != DDP_OK)
                 continue; /* refused: its row says why, and it draws nothing */
             if (model_create_layout(c.model_spec, c.batch, &m) == DDP_OK)
-                cells += cells_of(opt, &s, m);
+                cells += cells_of(c.nranks, &s, m);
             model_destroy(m);
             sched_free(&s);
         }
+        free(rows);
     }
     if (cells <= HTML_MAX_CELLS)
         return 0;

@@ -11,6 +11,7 @@
 #include <limits.h>
 
 #include "battery.h"
+#include "battery_rows.h"
 #include "html.h"
 #include "options.h"
 #include "report.h"
@@ -55,8 +56,8 @@ typedef struct report_page_trace {
 const char *report_page_trace_begin(const ddpsim_options *opt, report_page_trace *pt);
 void report_page_trace_end(report_page_trace *pt, int nranks);
 
-/* The battery: a testcase per scenario, an annotation per failing one, the verdict's. -1 as above. */
-int report_ci_battery(const ddpsim_options *opt, const battery_outcome *out, int n, const char *verdict,
-                      double wall_s);
+/* The battery: a testcase per row (battery_rows.h), an annotation per failing one, the verdict's. -1 as above. */
+int report_ci_battery(const ddpsim_options *opt, const battery_row *rows, const battery_outcome *out, int n,
+                      const char *verdict, double wall_s);
 
 #endif

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "battery_rows.h"
 #include "cli.h"
 #include "clock.h"
 #include "config.h"
@@ -62,12 +63,12 @@ static const char *row_word(const battery_outcome *o)
  * --static-graph and a schedule whose first backward is in no_sync) is not
  * run, and its row says why.
  */
-static int check_all(const ddpsim_options *opt, battery_outcome *out)
+static int check_all(const ddpsim_options *opt, const battery_row *rows, int nrows, battery_outcome *out)
 {
-    for (int i = 0; i < battery_count_for(opt->run.shard); i++) {
-        verify_config c = opt->run;
+    for (int i = 0; i < nrows; i++) {
+        verify_config c = battery_row_config(opt, &rows[i]);
         sched s;
-        ddp_status st = battery_apply(battery_at_for(opt->run.shard, i), &opt->given, &c, &s);
+        ddp_status st = battery_apply(rows[i].sc, &opt->given, &c, &s);
         if (st == DDP_OK) {
             st = verify_check_config(&c);
             sched_free(&s);
@@ -95,19 +96,19 @@ static int scenario_layout(const ddpsim_options *opt, const scenario *sc, sched 
     return 1;
 }
 
-/* The scenario's trace for its timeline, merged from its ranks' parts: its path, or NULL when none was written. */
-static const char *scenario_trace(const verify_config *base, const scenario *sc, const battery_outcome *o)
+/* The row's trace for its timeline, merged from its ranks' parts: its path, or NULL when none was written. */
+static const char *scenario_trace(const verify_config *run, const battery_row *row, const battery_outcome *o)
 {
-    if (!base->trace_path || o->refused)
+    if (!run->trace_path || o->refused)
         return NULL;
-    if (trace_merge(base->trace_path, base->nranks, sc->name, "", NULL) != DDP_OK) {
-        fprintf(stderr, "ddpsim: --html: no timeline for %s: %s\n", sc->name, ddp_error_text());
+    if (trace_merge(run->trace_path, run->nranks, row->label, "", NULL) != DDP_OK) {
+        fprintf(stderr, "ddpsim: --html: no timeline for %s: %s\n", row->label, ddp_error_text());
         return NULL;
     }
-    return base->trace_path;
+    return run->trace_path;
 }
 
-static void header(const ddpsim_options *opt)
+static void header(const ddpsim_options *opt, int width)
 {
     const verify_config *run = &opt->run;
     char tol[64];
@@ -116,6 +117,12 @@ static void header(const ddpsim_options *opt)
     fprintf(opt->out, "# the scenario battery: %d scenarios at %d ranks, batch %d, seed %llu, algo %s, tolerance %s%s\n",
             battery_count_for(opt->run.shard), run->nranks, run->batch, (unsigned long long)run->seed, coll_algo_name(run->ddp.algo),
             tol_format(&run->tol, tol, sizeof tol), run->chaos ? ", under chaos" : "");
+    int m = battery_rows_extra_ranks(opt);
+    if (m)
+        fprintf(opt->out, "#   %d is a power of two, so 1/%d is exact and a bug in the order of scaling and summing "
+                          "gives the same bits: the scenarios that would show it run at %d ranks too, as the rows "
+                          "\"NAME at %d\"\n",
+                run->nranks, run->nranks, m, m);
     fprintf(opt->out, "#   ddpsim --scenarios says what each exposes; --scenario NAME runs one with its full report\n");
     if (run->clip_max > 0)
         fprintf(opt->out, "# --clip %g%s: clip_grad_norm_ before every step a training loop clips, in every scenario\n",
@@ -124,13 +131,14 @@ static void header(const ddpsim_options *opt)
     report_shard_line(opt);
     fprintf(opt->out, "# math: %s\n", model_math(math, sizeof math));
     fprintf(opt->out, "# replay: %s\n", opt->command);
-    fprintf(opt->out, "#%-16s %-18s %5s %5s  %-9s %s\n", "scenario", "model", "grabs", "syncs", "verdict",
+    fprintf(opt->out, "#%-*s %-18s %5s %5s  %-9s %s\n", width, "scenario", "model", "grabs", "syncs", "verdict",
             "first divergence");
 }
 
-/* When 1/N is exact, which scenarios cannot show a bug in the order of scaling and summing. */
+/* When 1/N is exact, which scenarios cannot show a bug in the order of scaling and summing, and where they ran. */
 static void power_of_two_note(const ddpsim_options *opt)
 {
+    int m = battery_rows_extra_ranks(opt);
     int n = opt->run.nranks;
     if (n < 2) {
         fprintf(opt->out, "# 1 rank: nothing is reduced across ranks, so no synchronization bug can show; use 2 or more\n");
@@ -143,12 +151,14 @@ static void power_of_two_note(const ddpsim_options *opt)
         if (battery_at_for(opt->run.shard, i)->divisor)
             snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? ", " : "",
                      battery_at_for(opt->run.shard, i)->name);
-    fprintf(opt->out, "# note: N = %d is a power of two, so 1/N is exact and a bug in the order of scaling and summing "
-                      "gives the same bits; run --ranks %d or %d too (scenarios %s)\n",
-            n, n - 1, n + 1, names);
+    if (!m) /* --mesh fixes the ranks; else the rows "NAME at M" ran them, as the header said */
+        fprintf(opt->out, "# note: N = %d is a power of two, so 1/N is exact and a bug in the order of scaling and "
+                          "summing gives the same bits; run --ranks %d or %d too (scenarios %s)\n",
+                n, n - 1, n + 1, names);
 }
 
-static int write_json(const ddpsim_options *opt, const battery_outcome *out, const char *result, double wall_s)
+static int write_json(const ddpsim_options *opt, const battery_row *rows, int nrows, const battery_outcome *out,
+                      const char *result, double wall_s)
 {
     FILE *f = opt->json_file;
     char tol[64];
@@ -164,10 +174,10 @@ static int write_json(const ddpsim_options *opt, const battery_outcome *out, con
     fprintf(f, "\"command\": ");
     jsonw_string(f, opt->command);
     fprintf(f, ",\n \"scenarios\": [");
-    for (int i = 0; i < battery_count_for(opt->run.shard); i++) {
-        const scenario *sc = battery_at_for(opt->run.shard, i);
+    for (int i = 0; i < nrows; i++) {
+        const scenario *sc = rows[i].sc;
         const battery_outcome *o = &out[i];
-        fprintf(f, "%s\n  {\"scenario\": \"%s\", \"model\": ", i ? "," : "", sc->name);
+        fprintf(f, "%s\n  {\"scenario\": \"%s\", \"ranks\": %d, \"model\": ", i ? "," : "", sc->name, rows[i].nranks);
         jsonw_string(f, sc->model ? sc->model : opt->run.model_spec);
         fprintf(f, ", \"schedule\": ");
         jsonw_string(f, sc->schedule);
@@ -191,18 +201,28 @@ static int write_json(const ddpsim_options *opt, const battery_outcome *out, con
 
 int battery_main(const ddpsim_options *opt)
 {
-    battery_outcome *out = calloc((size_t)battery_count_for(opt->run.shard), sizeof *out);
+    battery_row *rows = NULL;
+    int n = battery_rows(opt, &rows);
+    battery_outcome *out = n > 0 ? calloc((size_t)n, sizeof *out) : NULL;
     if (!out) {
         fprintf(stderr, "ddpsim: out of memory\n");
+        free(rows);
         return DDPSIM_EXIT_FAULT;
     }
-    int r = check_all(opt, out);
+    int most = opt->run.nranks, width = 16; /* the most ranks of a row (the page's trace parts to clean), the
+                                             * widest label (the table's first column) */
+    for (int i = 0; i < n; i++) {
+        most = rows[i].nranks > most ? rows[i].nranks : most;
+        width = (int)strlen(rows[i].label) > width ? (int)strlen(rows[i].label) : width;
+    }
+    int r = check_all(opt, rows, n, out);
     if (r != OPT_RUN) {
         free(out);
+        free(rows);
         return r;
     }
     if (!opt->quiet)
-        header(opt);
+        header(opt, width);
     double t0 = clock_now_s();
     int failed = 0, faults = 0, nothing = 0, refused = 0;
     size_t grabs = 0;
@@ -215,6 +235,7 @@ int battery_main(const ddpsim_options *opt)
     if (opt->html_file && !page) {
         fprintf(stderr, "ddpsim: --html: %s\n", msg);
         free(out);
+        free(rows);
         return DDPSIM_EXIT_FAULT;
     }
     verify_config base = opt->run;
@@ -222,23 +243,25 @@ int battery_main(const ddpsim_options *opt)
         base.sink = html_sink(page);
     report_page_trace pt = {.dir = ""}; /* each scenario traced in turn, for its timeline */
     base.trace_path = page ? report_page_trace_begin(opt, &pt) : NULL;
-    for (int i = 0; i < battery_count_for(opt->run.shard); i++) {
-        const scenario *sc = battery_at_for(opt->run.shard, i);
+    for (int i = 0; i < n; i++) {
+        const scenario *sc = rows[i].sc;
+        verify_config row = battery_row_config(opt, &rows[i]);
+        row.sink = base.sink;
+        row.trace_path = base.trace_path;
         model *layout = NULL;
         sched drawn;
         int have = page && scenario_layout(opt, sc, &drawn, &layout);
         if (page)
-            html_run_begin(page, sc->name, layout, have ? &drawn : NULL);
+            html_run_begin_ranks(page, rows[i].label, layout, have ? &drawn : NULL, rows[i].nranks);
         if (!out[i].refused) { /* not refused up front by check_all */
-            progress_show(&pg, "scenario %d of %d: %s", i + 1, battery_count_for(opt->run.shard), sc->name);
+            progress_show(&pg, "scenario %d of %d: %s", i + 1, n, rows[i].label);
             double t = clock_now_s();
-            battery_run_one(&base, &opt->given, sc, &out[i]);
+            battery_run_one(&row, &opt->given, sc, &out[i]);
             out[i].wall_s = clock_now_s() - t;
             progress_clear(&pg); /* the row takes its place */
         }
         if (page) {
-            html_run_trace(page, scenario_trace(&base, sc, &out[i]),
-                           TIMELINE_PAGE_BYTES / (size_t)battery_count_for(opt->run.shard));
+            html_run_trace(page, scenario_trace(&row, &rows[i], &out[i]), TIMELINE_PAGE_BYTES / (size_t)n);
             html_run_end(page, row_word(&out[i]), out[i].first, &out[i].facts);
         }
         model_destroy(layout);
@@ -247,20 +270,21 @@ int battery_main(const ddpsim_options *opt)
         const battery_outcome *o = &out[i];
         if (o->interrupted) {
             fprintf(opt->out, "# interrupted by signal %d in scenario %s: the rest was not run\n", o->interrupted,
-                    sc->name);
+                    rows[i].label);
             if (opt->out != stderr)
                 fprintf(stderr, "ddpsim: interrupted by signal %d in scenario %s: the rest was not run\n",
-                        o->interrupted, sc->name);
+                        o->interrupted, rows[i].label);
             cli_verdict_printed(); /* what was said instead */
             int code = 128 + o->interrupted;
             char why[160];
             snprintf(why, sizeof why, "interrupted by signal %d in scenario %s: the rest was not run", o->interrupted,
-                     sc->name);
+                     rows[i].label);
             report_no_verdict(opt, NULL, code, why);
             cli_release_signals(&saved);
             html_close(page);
-            report_page_trace_end(&pt, opt->run.nranks);
+            report_page_trace_end(&pt, most);
             free(out);
+            free(rows);
             return code;
         }
         int bad = battery_failed(o);
@@ -270,8 +294,8 @@ int battery_main(const ddpsim_options *opt)
         nothing += o->status == DDP_OK && o->verdict == JUDGE_NOTHING;
         grabs += o->refused ? 0 : o->grabs;
         if (!opt->quiet || bad)
-            fprintf(opt->out, " %-16s %-18s %5zu %5zu  %-9s %s\n", sc->name, sc->model ? sc->model : opt->run.model_spec,
-                    o->grabs, o->syncs, row_word(o), o->first);
+            fprintf(opt->out, " %-*s %-18s %5zu %5zu  %-9s %s\n", width, rows[i].label,
+                    sc->model ? sc->model : opt->run.model_spec, o->grabs, o->syncs, row_word(o), o->first);
         fflush(opt->out);
     }
     cli_release_signals(&saved); /* the held signals stay held (main's rule); one that came is taken next */
@@ -279,19 +303,26 @@ int battery_main(const ddpsim_options *opt)
     if (late) {
         report_no_verdict(opt, NULL, late, "interrupted before the verdict");
         html_close(page);
-        report_page_trace_end(&pt, opt->run.nranks);
+        report_page_trace_end(&pt, most);
         free(out);
+        free(rows);
         return late;
     }
     double wall_s = clock_now_s() - t0;
     if (!opt->quiet) {
         power_of_two_note(opt);
-        fprintf(opt->out, "# time %.3f s for %d scenarios\n", wall_s, battery_count_for(opt->run.shard));
+        fprintf(opt->out, "# time %.3f s for %d scenarios\n", wall_s, n);
     }
-    char tol[64], verdict[1024];
+    char tol[64], verdict[1024], where[96];
     tol_format(&opt->run.tol, tol, sizeof tol);
+    int extra = n - battery_count_for(opt->run.shard);
+    if (extra) /* the grabs are counted over rows of two rank counts */
+        snprintf(where, sizeof where, ": %d at %d ranks, %d at %d; %zu grabs", n - extra, opt->run.nranks, extra,
+                 battery_rows_extra_ranks(opt), grabs);
+    else
+        snprintf(where, sizeof where, ", %zu grabs x %d ranks", grabs, opt->run.nranks);
     const char *result;
-    int code, n = battery_count_for(opt->run.shard);
+    int code;
     if (failed + faults) {
         snprintf(verdict, sizeof verdict, "FAIL (%d of %d scenarios: %d diverge, %d fault%s)", failed + faults, n,
                  failed, faults, faults == 1 ? "" : "s");
@@ -308,25 +339,29 @@ int battery_main(const ddpsim_options *opt)
         for (int i = 0; i < n; i++)
             if (out[i].refused)
                 snprintf(which + strlen(which), sizeof which - strlen(which), "%s%s", which[0] ? ", " : "",
-                         battery_at_for(opt->run.shard, i)->name);
-        snprintf(verdict, sizeof verdict, "PASS (%d of %d scenarios, %zu grabs x %d ranks, %s%s%s)", n - refused, n,
-                 grabs, opt->run.nranks, tol, refused ? "; not run here, each row says why: " : "", which);
+                         rows[i].label);
+        snprintf(verdict, sizeof verdict, "PASS (%d of %d scenarios%s, %s%s%s)", n - refused, n, where, tol,
+                 refused ? "; not run here, each row says why: " : "", which);
         result = "pass";
         code = DDPSIM_EXIT_PASS;
     }
     fprintf(opt->out, "# verdict: %s\n", verdict);
     for (int i = 0; i < n && failed + faults; i++)
-        if (battery_failed(&out[i]))
-            fprintf(opt->out, "# replay: %s --scenario %s\n", opt->command, battery_at_for(opt->run.shard, i)->name);
+        if (battery_failed(&out[i])) {
+            char replay[64];
+            battery_row_replay(opt, &rows[i], replay, sizeof replay);
+            fprintf(opt->out, "# replay: %s%s\n", opt->command, replay);
+        }
     cli_verdict_printed();
-    if (opt->json_file && write_json(opt, out, result, wall_s) != 0 && code == DDPSIM_EXIT_PASS)
+    if (opt->json_file && write_json(opt, rows, n, out, result, wall_s) != 0 && code == DDPSIM_EXIT_PASS)
         code = DDPSIM_EXIT_FAULT;
-    if (report_ci_battery(opt, out, n, verdict, wall_s) != 0 && code == DDPSIM_EXIT_PASS)
+    if (report_ci_battery(opt, rows, out, n, verdict, wall_s) != 0 && code == DDPSIM_EXIT_PASS)
         code = DDPSIM_EXIT_FAULT;
     if (page && report_html_write(opt, page, verdict) != 0 && code == DDPSIM_EXIT_PASS)
         code = DDPSIM_EXIT_FAULT;
     html_close(page);
-    report_page_trace_end(&pt, opt->run.nranks);
+    report_page_trace_end(&pt, most);
     free(out);
+    free(rows);
     return code;
 }

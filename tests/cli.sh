@@ -20,9 +20,20 @@ trap 'rm -f "$out" "$err" "$sched_file"; rm -rf "$scratch"' EXIT
 
 orphans_before=$(shm_orphans ddpsim)
 
-expect 0 "verdict: PASS (23 of 23 scenarios" "ddpsim --ranks 4 passes the battery" -- --ranks 4
-grep -q "note: N = 4 is a power of two" "$out" && ok "at 4 ranks the battery says which bugs need 3 or 5" ||
-    bad "at 4 ranks the battery says which bugs need 3 or 5"
+expect 0 "verdict: PASS (28 of 28 scenarios: 23 at 4 ranks, 5 at 3" "ddpsim --ranks 4 passes the battery, its scaling-order scenarios at 3 ranks too" -- --ranks 4
+if grep -q "4 is a power of two, so 1/4 is exact .* run at 3 ranks too" "$out" &&
+    [ "$(grep -c '^ [a-z0-9-]* at 3 ' "$out")" = 5 ] && grep -q '^ classic at 3 ' "$out"; then
+    ok "at 4 ranks the battery says so and runs the 5 scaling-order scenarios at 3, as rows of their own"
+else
+    bad "at 4 ranks the rows at 3: $(grep -c ' at 3 ' "$out")"
+fi
+# the plain command catches what only another N shows: post-divide (sum, then divide) at 4 ranks
+expect 1 "# replay: ddpsim --ranks 4 --impl post-divide --scenario classic --ranks 3" \
+    "post-divide: a plain --ranks 4 catches it in the rows at 3" -- --ranks 4 --impl post-divide
+# with --mesh the ranks are the mesh's: no rows at another N, the note says what to run
+expect 0 "note: N = 4 is a power of two, so 1/N is exact .* run --ranks 3 or 5 too" "--mesh: no rows at 3, a note" \
+    -- --ranks 4 --shard hsdp --mesh 2x2
+if grep -q '^ [a-z0-9-]* at 3 ' "$out"; then bad "--mesh 2x2 ran rows at 3"; else ok "... and no row at 3"; fi
 expect 0 "verdict: PASS" "the battery at 3 ranks" -- --ranks 3 -q
 if grep -q "power of two" "$out"; then bad "no power-of-two note at 3 ranks"; else ok "no power-of-two note at 3 ranks"; fi
 expect 0 "ends-in-window" "--scenarios lists the battery" -- --scenarios
@@ -108,7 +119,15 @@ for h in allreduce fp16 bf16; do
 done
 expect 0 "comm hook fp16" "--comm-hook: the header says so" -- --ranks 2 --comm-hook fp16 --scenario classic
 expect 0 "verdict: PASS (21 of 23 scenarios" "--comm-hook fp16 --algo exact" -- --ranks 3 --comm-hook fp16 --algo exact --impl bucketed
-expect 0 "verdict: PASS (21 of 23 scenarios, 152 grabs x 2 ranks, bitwise; not run here" "an independent float16 DDP matches bitwise at 2 ranks" -- --ranks 2 --comm-hook fp16 --impl "$hookp"
+expect 1 "verdict: FAIL (5 of 28 scenarios: 5 diverge" "an independent float16 DDP: at 2 ranks 1/2 is exact, the rows at 3 show its other order" -- --ranks 2 --comm-hook fp16 --impl "$hookp"
+if [ "$(grep -c '^ .*  FAIL  ' "$out")" = 5 ] && [ "$(grep '^ .*  FAIL  ' "$out" | grep -vc '^ [a-z0-9-]* at 3 ')" = 0 ] &&
+    [ "$(grep -c '^ .*  PASS  ' "$out")" = 21 ]; then
+    ok "... every scenario at 2 ranks matches bitwise; only the rows at 3 fail"
+else
+    bad "... the rows: $(grep ' FAIL \| PASS ' "$out" | head -30)"
+fi
+grep -q "^# replay: ddpsim --ranks 2 --comm-hook fp16 --impl .*libreorder_fp16.so --scenario classic --ranks 3$" "$out" &&
+    ok "... a row at 3 replays with --ranks 3" || bad "... a row at 3's replay line: $(grep '^# replay' "$out" | head -2)"
 expect 0 "verdict: PASS (21 of 23 scenarios" "... and the order tolerance at 3 ranks" -- --ranks 3 --comm-hook fp16 --impl "$hookp" --tolerance order
 expect 0 "verdict: PASS (21 of 23 scenarios" "... and at 5 ranks" -- --ranks 5 --comm-hook fp16 --impl "$hookp" --tolerance order
 expect 1 "verdict: FAIL" "... bitwise tells its order apart at 3 ranks" -- --ranks 3 --comm-hook fp16 --impl "$hookp" --scenario classic

@@ -102,11 +102,17 @@ svg=$("$py" -c 'import re,sys; print(sum(len(m) for m in re.findall(r"<div class
     open(sys.argv[1]).read(), re.S)))' "$tmp/b16.html")
 over=$(grep -c "more than this run&#39;s share" "$tmp/b16.html")
 drawn=$(grep -c '<svg class="timeline"' "$tmp/b16.html")
-if [ "$over" -ge 1 ] && [ "$drawn" -ge 1 ] && [ "$((drawn + over))" = "$nscen" ] && [ "$svg" -le 2097152 ]; then
-    ok "the battery at 16 ranks: $drawn timelines in $svg bytes (at most 2 MiB), $over past their share said"
+rows=$(grep -c '^<tr><td><a href="#run-[0-9]*">' "$tmp/b16.html") # 16: the scaling-order ones at 15 too
+if [ "$over" -ge 1 ] && [ "$drawn" -ge 1 ] && [ "$((drawn + over))" = "$rows" ] && [ "$rows" -gt "$nscen" ] &&
+    [ "$svg" -le 2097152 ]; then
+    ok "the battery at 16 ranks: $rows rows, $drawn timelines in $svg bytes (at most 2 MiB), $over past their share said"
 else
     bad "the battery at 16 ranks: $drawn timelines, $over notes, $svg bytes"
 fi
+tables=$("$py" -c 'import re,sys; s=open(sys.argv[1]).read(); sec=re.search(r"<h2>classic at 15:.*?</section>", s, re.S)
+print(sec.group(0).count("<table class=\"heatmap\"") if sec else -1)' "$tmp/b16.html")
+[ "$tables" = 15 ] && ok "... the row 'classic at 15' draws a heatmap per rank of its 15" ||
+    bad "... the row 'classic at 15' draws $tables heatmaps"
 drawn=$(grep -c '<svg class="timeline"' "$tmp/battery.html")
 [ "$drawn" = "$nscen" ] && ok "the battery at 3 ranks: a timeline per scenario" || bad "the battery: $drawn timelines"
 

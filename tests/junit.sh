@@ -50,6 +50,14 @@ is "battery, passing: every testcase timed" "$(xp "$tmp/pass.xml" "count($S/test
 is "battery, passing: the verdict property" \
     "$(xp "$tmp/pass.xml" "$S/properties/property[@name='verdict']/@value" | cut -c1-4)" PASS
 
+# --- at a power of two the scaling-order scenarios' rows at N-1 are testcases too, replayed at their ranks ---
+"$DDPSIM" --ranks 4 --impl post-divide --junit "$tmp/pow2.xml" -q >"$out" 2>"$err"
+is "battery at 4 ranks, post-divide: exit" "$?" 1
+valid "battery at 4 ranks" "$tmp/pow2.xml"
+is "battery at 4 ranks: a testcase per row" "$(xp "$tmp/pow2.xml" "$S/@tests")" "$((nscen + 5))"
+has "the row 'classic at 3' fails and replays with --ranks 3" \
+    "$(xp "$tmp/pow2.xml" "$S/testcase[@name='classic at 3']/system-out")" "--scenario classic --ranks 3$"
+
 # --- the battery, failing (sync-on-exit: thunder #1670): the table's rows are the failures ---
 "$DDPSIM" --ranks 3 --impl sync-on-exit --junit "$tmp/fail.xml" >"$out" 2>"$err"
 is "battery, sync-on-exit: exit" "$?" 1
