@@ -19,8 +19,10 @@ int battery_rows_extra_ranks(const ddpsim_options *opt)
 int battery_rows(const ddpsim_options *opt, battery_row **rows)
 {
     int n = battery_count_for(opt->run.shard), m = battery_rows_extra_ranks(opt), count = n;
-    for (int i = 0; m && i < n; i++)
-        count += battery_at_for(opt->run.shard, i)->divisor;
+    int chaos = !opt->run.chaos; /* under --chaos SEED every row is under that seed already */
+    for (int i = 0; i < n; i++)
+        count += (m && battery_at_for(opt->run.shard, i)->divisor) +
+                 (chaos && battery_at_for(opt->run.shard, i)->chaos_seeds > 0);
     battery_row *r = count > 0 ? calloc((size_t)count, sizeof *r) : NULL;
     if (!r)
         return -1;
@@ -40,8 +42,28 @@ int battery_rows(const ddpsim_options *opt, battery_row **rows)
         snprintf(r[k].label, sizeof r[k].label, "%s at %d", sc->name, m);
         k++;
     }
+    for (int i = 0; chaos && i < n; i++) {
+        const scenario *sc = battery_at_for(opt->run.shard, i);
+        if (sc->chaos_seeds <= 0)
+            continue;
+        r[k].sc = sc;
+        r[k].nranks = opt->run.nranks;
+        r[k].chaos_seeds = sc->chaos_seeds;
+        snprintf(r[k].label, sizeof r[k].label, "%s, chaos 1-%d", sc->name, sc->chaos_seeds);
+        k++;
+    }
     *rows = r;
     return count;
+}
+
+void battery_rows_chaos_pass(const battery_row *rows, int n, int *nrows, int *nruns)
+{
+    *nrows = *nruns = 0;
+    for (int i = 0; i < n; i++)
+        if (rows[i].chaos_seeds) {
+            (*nrows)++;
+            *nruns += rows[i].runs;
+        }
 }
 
 verify_config battery_row_config(const ddpsim_options *opt, const battery_row *row)
@@ -57,7 +79,9 @@ verify_config battery_row_config(const ddpsim_options *opt, const battery_row *r
 
 void battery_row_replay(const ddpsim_options *opt, const battery_row *row, char *out, size_t len)
 {
-    if (row->nranks == opt->run.nranks)
+    if (row->chaos_seeds)
+        snprintf(out, len, " --scenario %s --chaos %d", row->sc->name, row->failed_seed ? row->failed_seed : 1);
+    else if (row->nranks == opt->run.nranks)
         snprintf(out, len, " --scenario %s", row->sc->name);
     else
         snprintf(out, len, " --scenario %s --ranks %d", row->sc->name, row->nranks);

@@ -7,6 +7,12 @@
  * so such a bug gives the same bits there: the extra rows are what lets the
  * plain command catch it. Not with --mesh (the mesh fixes the rank count)
  * nor under --world mpi (the job's size does).
+ *
+ * Then the chaos pass: each scenario with chaos_seeds (the order gradients
+ * become ready and buckets launch matters there) once more at N ranks under
+ * chaos seeds 1..chaos_seeds, one run per seed, stopping at the first that
+ * fails, as a row "NAME, chaos 1-8"; its replay line names the failing
+ * seed. Not when the whole battery runs under --chaos SEED already.
  */
 #ifndef DDPSIM_BATTERY_ROWS_H
 #define DDPSIM_BATTERY_ROWS_H
@@ -17,7 +23,10 @@
 typedef struct battery_row {
     const scenario *sc;
     int nranks;      /* the user's N, or M for an extra row */
-    char label[48];  /* the scenario's name, or "NAME at M" */
+    int chaos_seeds; /* a row of the chaos pass: seeds 1..chaos_seeds (0: an ordinary row) */
+    int failed_seed; /* ... the seed that failed (0: none, or not run yet) */
+    int runs;        /* ... the runs it made (the seeds up to the failing one; 0: refused) */
+    char label[48];  /* the scenario's name, "NAME at M" or "NAME, chaos 1-K" */
 } battery_row;
 
 /* The extra rows' rank count M for opt, or 0 when there are none (N not a power of two, N < 2, --mesh, MPI). */
@@ -29,7 +38,11 @@ int battery_rows(const ddpsim_options *opt, battery_row **rows);
 /* The run of a row on top of opt->run: its rank count and, for a sharded mode without --mesh, its mesh. */
 verify_config battery_row_config(const ddpsim_options *opt, const battery_row *row);
 
-/* What a row's replay line adds to the command: " --scenario NAME", and " --ranks M" for an extra row. */
+/* The chaos rows, and the runs they made, for the verdict (0, 0: none). */
+void battery_rows_chaos_pass(const battery_row *rows, int n, int *nrows, int *nruns);
+
+/* What a row's replay line adds to the command: " --scenario NAME", " --ranks M" for a row at M, " --chaos S"
+ * for a chaos row's failing seed. */
 void battery_row_replay(const ddpsim_options *opt, const battery_row *row, char *out, size_t len);
 
 #endif

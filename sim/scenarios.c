@@ -108,6 +108,39 @@ static const char *scenario_trace(const verify_config *run, const battery_row *r
     return run->trace_path;
 }
 
+/*
+ * A row's run: once, or a chaos row's seeds in turn until one fails (its
+ * first divergence then names the seed). The page keeps the last run's
+ * checks and trace; the grabs are every run's.
+ */
+static void run_row(const ddpsim_options *opt, battery_row *row, verify_config *run, html_page *page,
+                    const model *layout, const sched *drawn, battery_outcome *o)
+{
+    if (!row->chaos_seeds) {
+        battery_run_one(run, &opt->given, row->sc, o);
+        return;
+    }
+    size_t grabs = 0;
+    for (int seed = 1; seed <= row->chaos_seeds; seed++) {
+        if (page && seed > 1) /* a fresh heatmap for this seed's checks */
+            html_run_begin_ranks(page, row->label, layout, drawn, row->nranks);
+        run->chaos = 1;
+        run->chaos_seed = (uint64_t)seed;
+        battery_run_one(run, &opt->given, row->sc, o);
+        grabs += o->grabs;
+        row->runs += !o->refused;
+        if (battery_failed(o)) {
+            row->failed_seed = seed;
+            char first[sizeof o->first];
+            snprintf(first, sizeof first, "chaos seed %d: %s", seed, o->first);
+            memcpy(o->first, first, sizeof first);
+        }
+        if (battery_failed(o) || o->refused || o->interrupted)
+            break;
+    }
+    o->grabs = grabs;
+}
+
 static void header(const ddpsim_options *opt, int width)
 {
     const verify_config *run = &opt->run;
@@ -123,6 +156,13 @@ static void header(const ddpsim_options *opt, int width)
                           "gives the same bits: the scenarios that would show it run at %d ranks too, as the rows "
                           "\"NAME at %d\"\n",
                 run->nranks, run->nranks, m, m);
+    for (int i = 0; i < battery_count_for(run->shard) && !run->chaos; i++) {
+        const scenario *sc = battery_at_for(run->shard, i);
+        if (sc->chaos_seeds > 0)
+            fprintf(opt->out, "#   the chaos pass: %s once more under chaos seeds 1-%d (ready events held back and "
+                              "shuffled, buckets launched late, ranks delayed), until one fails\n",
+                    sc->name, sc->chaos_seeds);
+    }
     fprintf(opt->out, "#   ddpsim --scenarios says what each exposes; --scenario NAME runs one with its full report\n");
     if (run->clip_max > 0)
         fprintf(opt->out, "# --clip %g%s: clip_grad_norm_ before every step a training loop clips, in every scenario\n",
@@ -177,7 +217,11 @@ static int write_json(const ddpsim_options *opt, const battery_row *rows, int nr
     for (int i = 0; i < nrows; i++) {
         const scenario *sc = rows[i].sc;
         const battery_outcome *o = &out[i];
-        fprintf(f, "%s\n  {\"scenario\": \"%s\", \"ranks\": %d, \"model\": ", i ? "," : "", sc->name, rows[i].nranks);
+        fprintf(f, "%s\n  {\"scenario\": \"%s\", \"ranks\": %d, ", i ? "," : "", sc->name, rows[i].nranks);
+        if (rows[i].chaos_seeds) /* a row of the chaos pass: its seeds, the runs made, the one that failed */
+            fprintf(f, "\"chaos_seeds\": %d, \"chaos_runs\": %d, \"chaos_failed_seed\": %d, ", rows[i].chaos_seeds,
+                    rows[i].runs, rows[i].failed_seed);
+        fprintf(f, "\"model\": ");
         jsonw_string(f, sc->model ? sc->model : opt->run.model_spec);
         fprintf(f, ", \"schedule\": ");
         jsonw_string(f, sc->schedule);
@@ -256,7 +300,7 @@ int battery_main(const ddpsim_options *opt)
         if (!out[i].refused) { /* not refused up front by check_all */
             progress_show(&pg, "scenario %d of %d: %s", i + 1, n, rows[i].label);
             double t = clock_now_s();
-            battery_run_one(&row, &opt->given, sc, &out[i]);
+            run_row(opt, &rows[i], &row, page, layout, have ? &drawn : NULL, &out[i]);
             out[i].wall_s = clock_now_s() - t;
             progress_clear(&pg); /* the row takes its place */
         }
@@ -315,10 +359,19 @@ int battery_main(const ddpsim_options *opt)
     }
     char tol[64], verdict[1024], where[96];
     tol_format(&opt->run.tol, tol, sizeof tol);
-    int extra = n - battery_count_for(opt->run.shard);
-    if (extra) /* the grabs are counted over rows of two rank counts */
-        snprintf(where, sizeof where, ": %d at %d ranks, %d at %d; %zu grabs", n - extra, opt->run.nranks, extra,
-                 battery_rows_extra_ranks(opt), grabs);
+    int chaos_rows, chaos_runs, at_m = 0;
+    battery_rows_chaos_pass(rows, n, &chaos_rows, &chaos_runs);
+    for (int i = 0; i < n; i++)
+        at_m += rows[i].nranks != opt->run.nranks;
+    size_t w = (size_t)snprintf(where, sizeof where, ": %d at %d rank%s", n - at_m - chaos_rows, opt->run.nranks,
+                                opt->run.nranks == 1 ? "" : "s");
+    if (at_m && w < sizeof where)
+        w += (size_t)snprintf(where + w, sizeof where - w, ", %d at %d", at_m, battery_rows_extra_ranks(opt));
+    if (chaos_rows && w < sizeof where)
+        w += (size_t)snprintf(where + w, sizeof where - w, ", %d under chaos (%d run%s)", chaos_rows, chaos_runs,
+                              chaos_runs == 1 ? "" : "s");
+    if (at_m || chaos_rows) /* the grabs are counted over rows of other rank counts, or several runs */
+        snprintf(where + w, w < sizeof where ? sizeof where - w : 0, "; %zu grabs", grabs);
     else
         snprintf(where, sizeof where, ", %zu grabs x %d ranks", grabs, opt->run.nranks);
     const char *result;

@@ -20,7 +20,7 @@ trap 'rm -f "$out" "$err" "$sched_file"; rm -rf "$scratch"' EXIT
 
 orphans_before=$(shm_orphans ddpsim)
 
-expect 0 "verdict: PASS (28 of 28 scenarios: 23 at 4 ranks, 5 at 3" "ddpsim --ranks 4 passes the battery, its scaling-order scenarios at 3 ranks too" -- --ranks 4
+expect 0 "verdict: PASS (29 of 29 scenarios: 23 at 4 ranks, 5 at 3, 1 under chaos (3 runs)" "ddpsim --ranks 4 passes the battery, its scaling-order scenarios at 3 ranks too" -- --ranks 4
 if grep -q "4 is a power of two, so 1/4 is exact .* run at 3 ranks too" "$out" &&
     [ "$(grep -c '^ [a-z0-9-]* at 3 ' "$out")" = 5 ] && grep -q '^ classic at 3 ' "$out"; then
     ok "at 4 ranks the battery says so and runs the 5 scaling-order scenarios at 3, as rows of their own"
@@ -115,21 +115,21 @@ expect 2 "Try 'ddpsim --help'" "errors point to --help" -- --batch 0
 # fails bitwise at 3; without --comm-hook the same compression is a bug even under the order tolerance.
 hookp=${PLUGIN_DIR:-$(dirname "$0")/plugin}/libreorder_fp16.so
 for h in allreduce fp16 bf16; do
-    expect 0 "verdict: PASS (21 of 23 scenarios" "--comm-hook $h: bucketed passes the battery bitwise" -- --ranks 3 --comm-hook $h --impl bucketed
+    expect 0 "verdict: PASS (22 of 24 scenarios" "--comm-hook $h: bucketed passes the battery bitwise" -- --ranks 3 --comm-hook $h --impl bucketed
 done
 expect 0 "comm hook fp16" "--comm-hook: the header says so" -- --ranks 2 --comm-hook fp16 --scenario classic
-expect 0 "verdict: PASS (21 of 23 scenarios" "--comm-hook fp16 --algo exact" -- --ranks 3 --comm-hook fp16 --algo exact --impl bucketed
-expect 1 "verdict: FAIL (5 of 28 scenarios: 5 diverge" "an independent float16 DDP: at 2 ranks 1/2 is exact, the rows at 3 show its other order" -- --ranks 2 --comm-hook fp16 --impl "$hookp"
+expect 0 "verdict: PASS (22 of 24 scenarios" "--comm-hook fp16 --algo exact" -- --ranks 3 --comm-hook fp16 --algo exact --impl bucketed
+expect 1 "verdict: FAIL (5 of 29 scenarios: 5 diverge" "an independent float16 DDP: at 2 ranks 1/2 is exact, the rows at 3 show its other order" -- --ranks 2 --comm-hook fp16 --impl "$hookp"
 if [ "$(grep -c '^ .*  FAIL  ' "$out")" = 5 ] && [ "$(grep '^ .*  FAIL  ' "$out" | grep -vc '^ [a-z0-9-]* at 3 ')" = 0 ] &&
-    [ "$(grep -c '^ .*  PASS  ' "$out")" = 21 ]; then
+    [ "$(grep -c '^ .*  PASS  ' "$out")" = 22 ]; then
     ok "... every scenario at 2 ranks matches bitwise; only the rows at 3 fail"
 else
     bad "... the rows: $(grep ' FAIL \| PASS ' "$out" | head -30)"
 fi
 grep -q "^# replay: ddpsim --ranks 2 --comm-hook fp16 --impl .*libreorder_fp16.so --scenario classic --ranks 3$" "$out" &&
     ok "... a row at 3 replays with --ranks 3" || bad "... a row at 3's replay line: $(grep '^# replay' "$out" | head -2)"
-expect 0 "verdict: PASS (21 of 23 scenarios" "... and the order tolerance at 3 ranks" -- --ranks 3 --comm-hook fp16 --impl "$hookp" --tolerance order
-expect 0 "verdict: PASS (21 of 23 scenarios" "... and at 5 ranks" -- --ranks 5 --comm-hook fp16 --impl "$hookp" --tolerance order
+expect 0 "verdict: PASS (22 of 24 scenarios" "... and the order tolerance at 3 ranks" -- --ranks 3 --comm-hook fp16 --impl "$hookp" --tolerance order
+expect 0 "verdict: PASS (22 of 24 scenarios" "... and at 5 ranks" -- --ranks 5 --comm-hook fp16 --impl "$hookp" --tolerance order
 expect 1 "verdict: FAIL" "... bitwise tells its order apart at 3 ranks" -- --ranks 3 --comm-hook fp16 --impl "$hookp" --scenario classic
 expect 1 "first divergence: grab 2 (after fwd+bwd (3 acc)), rank 0, parameter 0.weight" "a compression nobody asked for fails under the order tolerance" -- --ranks 3 --impl "$hookp" --tolerance order --scenario classic
 expect 2 "not ring: give --algo ordered or exact" "--comm-hook fp16 with --algo ring" -- --comm-hook fp16 --algo ring
@@ -146,8 +146,8 @@ rm -rf "$tmph"
 
 # static_graph: the same gradients; what the torch of --static-graph-rule cannot run with it is refused (python.sh
 # checks both rules on real torch: 1.13 and 2.x).
-expect 0 "verdict: PASS (10 of 23 scenarios, 69 grabs x 3 ranks, bitwise; not run here, each row says why: window-2, window-5, buckets, odd-sizes, find-unused, tail-window, buffers, ends-in-window, uneven, uneven-divide, momentum, adamw, loss-scale)" "--static-graph: the battery, less what torch < 2.1 cannot run" -- --ranks 3 --static-graph --static-graph-rule first-iteration --impl bucketed
-expect 0 "verdict: PASS (6 of 23 scenarios, 34 grabs x 3 ranks, bitwise; not run here, each row says why: classic, window-2, window-5, nosync-edges, zero-and-step, buckets, odd-sizes, bucket-view, find-unused, attention, tiny-tensor, tail-window, uneven, uneven-divide, momentum, adamw, loss-scale)" "--static-graph: the battery, less what torch 2.1+ cannot run" -- --ranks 3 --static-graph --impl bucketed
+expect 0 "verdict: PASS (10 of 24 scenarios: 23 at 3 ranks, 1 under chaos (0 runs); 69 grabs, bitwise; not run here, each row says why: window-2, window-5, buckets, odd-sizes, find-unused, tail-window, buffers, ends-in-window, uneven, uneven-divide, momentum, adamw, loss-scale, buckets, chaos 1-3)" "--static-graph: the battery, less what torch < 2.1 cannot run" -- --ranks 3 --static-graph --static-graph-rule first-iteration --impl bucketed
+expect 0 "verdict: PASS (6 of 24 scenarios: 23 at 3 ranks, 1 under chaos (0 runs); 34 grabs, bitwise; not run here, each row says why: classic, window-2, window-5, nosync-edges, zero-and-step, buckets, odd-sizes, bucket-view, find-unused, attention, tiny-tensor, tail-window, uneven, uneven-divide, momentum, adamw, loss-scale, buckets, chaos 1-3)" "--static-graph: the battery, less what torch 2.1+ cannot run" -- --ranks 3 --static-graph --impl bucketed
 expect 2 "op 4 (bwd) is a backward no sync armed, through a forward between the first and the second syncing forward" "--static-graph, torch < 2.1: a no_sync micro-step after the first sync" -- --static-graph --static-graph-rule first-iteration --schedule "fwd bwd nosync{fwd bwd} grab"
 expect 0 "verdict: PASS" "... which torch 2.1+ runs" -- --static-graph --schedule "fwd bwd nosync{fwd bwd} grab"
 expect 0 "verdict: PASS" "--static-graph: the same micro-step after the second sync runs" -- --static-graph --static-graph-rule first-iteration --schedule "fwd bwd fwd bwd nosync{fwd bwd} grab"
@@ -199,10 +199,29 @@ rm -rf "$tmpj"
 
 # Implementations: a catalogued bug is a divergence (exit 1) with its first divergence; plugins.
 plugins=${PLUGIN_DIR:-$(dirname "$0")/plugin}
-expect 0 "verdict: PASS (19 of 23 scenarios" "a plugin that refuses some scenarios' options passes the rest" -- --ranks 3 --impl "$plugins/libexample_impl.so"
+expect 0 "verdict: PASS (20 of 24 scenarios" "a plugin that refuses some scenarios' options passes the rest" -- --ranks 3 --impl "$plugins/libexample_impl.so"
 grep -q "find-unused .* REFUSED .*does not support find_unused" "$out" && ok "a refused scenario says why" ||
     bad "a refused scenario says why"
 expect 1 "first divergence: grab 0 (after no_sync fwd+bwd), rank 0, parameter 0.weight" "sync-on-exit is caught" -- --impl sync-on-exit --ranks 2 --scenario classic
+# The chaos pass: a bucketed DDP that launches each bucket as it fills (the race PyTorch's in-order launch avoids)
+# is right wherever every rank's gradients become ready in the same order, so every plain row passes; the row of
+# the buckets scenario under chaos seeds catches it, and names the seed to replay.
+racy=$plugins/libbuckets_launch_as_filled.so
+expect 0 "verdict: PASS" "a bucket launched as it fills passes the buckets scenario without chaos" -- --ranks 3 \
+    --scenario buckets --impl "$racy"
+expect 3 "# replay: ddpsim --ranks 3 --impl $racy --scenario buckets --chaos 1" \
+    "... the battery's chaos pass catches it (ranks disagree on a collective) and names the seed" -- --ranks 3 --impl "$racy"
+if grep -q '^ buckets, chaos 1-3 .* FAULT     chaos seed 1: fault: .*ranks disagree on a collective' "$out" &&
+    [ "$(grep -cE '^ .*[0-9]  (FAIL|FAULT) ' "$out")" = 1 ] && [ "$(grep -c '^ .*[0-9]  PASS  ' "$out")" = 20 ]; then
+    ok "... in the row 'buckets, chaos 1-3' alone; the plain rows pass (20; 3 it refuses, as the example)"
+else
+    bad "... the rows: $(grep -c '  PASS  ' "$out") PASS, $(grep ' chaos 1-3 ' "$out")"
+fi
+expect 0 "verdict: PASS (21 of 24 scenarios: 23 at 3 ranks, 1 under chaos (3 runs)" \
+    "... while the example it comes from, launching in bucket order, passes the chaos pass" -- --ranks 3 \
+    --impl "$plugins/libexample_buckets.so" --bucket-cap 4K
+expect 0 "verdict: PASS (23 of 23 scenarios, 165 grabs x 3 ranks, bitwise)" \
+    "under --chaos SEED every row is under that seed: no chaos pass of its own" -- --ranks 3 --chaos 5
 expect 1 "verdict: FAIL" "post-divide is caught bitwise" -- --impl post-divide --ranks 3
 expect 0 "verdict: PASS" "post-divide passes the order tolerance" -- --impl post-divide --ranks 3 --tolerance order
 expect 3 "for the implementation, rank 1 called allreduce of 7312 float (sum, ordered) for the reference" "rank-never-syncs is named, not hung" -- --impl rank-never-syncs --ranks 3 --scenario classic --timeout 10
@@ -212,14 +231,14 @@ expect 0 "verdict: PASS (8 grabs and 5 parameter checks x 3 ranks match, bitwise
 expect 1 "first divergence: step 0 (parameters after step), rank 0, parameter 0.weight" "momentum-per-microstep: a buffer advanced at every backward is caught at the first step after a window" -- --ranks 3 --impl momentum-per-microstep --scenario momentum
 expect 0 "verdict: PASS" "momentum-per-microstep is right without momentum, windows or not" -- --ranks 3 --impl momentum-per-microstep --scenario window-5
 expect 0 "verdict: PASS (10 grabs and 11 parameter checks x 3 ranks match, bitwise)" "momentum-per-microstep is right with windows of one" -- --ranks 3 --impl momentum-per-microstep --optimizer momentum --scenario window-1
-expect 0 "verdict: PASS (23 of 23" "--optimizer momentum:0.5, the battery: post-divide passes order through carried buffers" -- --ranks 5 --impl post-divide --tolerance order --optimizer momentum:0.5
+expect 0 "verdict: PASS (24 of 24" "--optimizer momentum:0.5, the battery: post-divide passes order through carried buffers" -- --ranks 5 --impl post-divide --tolerance order --optimizer momentum:0.5
 expect 1 "verdict: FAIL" "... and bitwise sees post-divide there" -- --ranks 5 --impl post-divide --optimizer momentum:0.5 --scenario momentum
 expect 0 "verdict: PASS" "a version-1 plugin (no optimizer_step) is stepped by ddpsim with momentum" -- --ranks 3 --impl "$plugins/libv1_plugin.so" --optimizer momentum --scenario momentum
 # torch.optim.AdamW (--optimizer adamw): its moments and count carried, its bound through the division.
 expect 0 "verdict: PASS (8 grabs and 5 parameter checks x 3 ranks match, bitwise)" "--scenario adamw: DDP with torch's AdamW" -- --ranks 3 --scenario adamw
 grep -q "lr 0.1, AdamW betas (0.9, 0.999), eps 1e-08, weight decay 0.01$" "$out" || bad "the report's header says AdamW and its hyperparameters"
 expect 0 "AdamW betas (0.8, 0.99), eps 1e-06, weight decay 0" "--optimizer adamw: the hyperparameters given" -- --ranks 3 --scenario classic --optimizer adamw:beta1=0.8,beta2=0.99,eps=1e-6,wd=0
-expect 0 "verdict: PASS (23 of 23" "--optimizer adamw, the battery: post-divide passes order through carried moments" -- --ranks 5 --impl post-divide --tolerance order --optimizer adamw
+expect 0 "verdict: PASS (24 of 24" "--optimizer adamw, the battery: post-divide passes order through carried moments" -- --ranks 5 --impl post-divide --tolerance order --optimizer adamw
 expect 1 "verdict: FAIL (6 of 8 grabs and 5 of 5 parameter checks diverge, bitwise)" "... and bitwise sees post-divide there" -- --ranks 5 --impl post-divide --optimizer adamw --scenario adamw
 expect 0 "verdict: PASS" "a version-1 plugin (no optimizer_step) is stepped by ddpsim with AdamW" -- --ranks 3 --impl "$plugins/libv1_plugin.so" --optimizer adamw --scenario adamw
 expect 2 "--optimizer: 'adamw:beta2=1': beta2 must be in .0, 1)" "--optimizer adamw: a beta out of range" -- --optimizer adamw:beta2=1
@@ -238,8 +257,8 @@ expect 3 "ranks disagree on a collective: rank 0 called allreduce of 280 float" 
 expect 0 "# clip: 8 clips over all ranks: every rank's coefficient the same bits, within the bound of the reference's exact norm" "clip: the L2 and the inf norm in a schedule" -- --ranks 4 --schedule "fwd bwd clip:0.01 grab step zero fwd bwd clip:0.005:inf grab step"
 grep -q "^# verdict: PASS (2 grabs and 3 parameter checks x 4 ranks match, bitwise)" "$out" && ok "... and the clipped gradients and steps match bitwise" || bad "... and the clipped gradients and steps match bitwise"
 expect 0 "every coefficient 1: nothing was clipped, lower MAX to check the clipping" "clip: a MAX that clips nothing is said" -- --ranks 3 --schedule "fwd bwd clip:1000 grab step"
-expect 0 "verdict: PASS (23 of 23 scenarios, 165 grabs x 3 ranks, order)" "--clip: the battery clipped before every step a loop clips, under order" -- --ranks 3 --clip 0.01 --tolerance order -q
-expect 0 "verdict: PASS (23 of 23" "--clip: the bucketed built-in, the inf norm, with momentum" -- --ranks 5 --impl bucketed --clip 0.01:inf --optimizer momentum -q
+expect 0 "verdict: PASS (24 of 24 scenarios: 23 at 3 ranks, 1 under chaos (3 runs); 183 grabs, order)" "--clip: the battery clipped before every step a loop clips, under order" -- --ranks 3 --clip 0.01 --tolerance order -q
+expect 0 "verdict: PASS (24 of 24" "--clip: the bucketed built-in, the inf norm, with momentum" -- --ranks 5 --impl bucketed --clip 0.01:inf --optimizer momentum -q
 expect 0 "grab step zero ) + --clip 0.01 (before every step a training loop clips)" "--clip: the header says the schedule is clipped" -- --ranks 2 --scenario classic --clip 0.01
 expect 2 "--schedule: schedule line 1, column 14: clip's max_norm must be a positive finite number (found '0')" "clip:0 is refused" -- --schedule "fwd bwd clip:0 step"
 expect 2 "clip's max_norm must be a positive finite number" "clip:-1 is refused" -- --schedule "fwd bwd clip:-1 step"
@@ -280,7 +299,7 @@ expect 0 "verdict: PASS (6 grabs and 4 parameter checks x 2 ranks match, order)"
 expect 1 "first divergence: the unscale at op 13, before step 0 (parameters after step), rank 0: the implementation found an inf or NaN and skips the step; the reference found none" "loss scale: an unscale that always finds an inf is caught at the first step" -- --ranks 3 --impl found-inf-always --scenario loss-scale
 expect 1 "did not find an inf or NaN and takes the step; the reference found one (the inf or NaN planted in rank 3's backward at op 17)" "loss scale: a sharded finding never reduced is caught, the planted inf named" -- --ranks 4 --shard zero2 --impl zero2-found-inf-unreduced --scenario s-loss-scale
 expect 1 '"kind": "skip", "found_inf": false, "reference_found_inf": true, "fault_op": 17, "fault_rank": 3' "loss scale: the failing unscale in --json" -- --ranks 4 --shard fsdp --impl fsdp-found-inf-copied-early --scenario s-loss-scale --json -
-expect 0 "verdict: PASS (12 of 12 scenarios" "loss scale: the example plugin's GradScaler (interface version 9) over its shard" -- --ranks 3 --shard zero2 --impl "$plugins/libexample_zero2.so" -q
+expect 0 "verdict: PASS (13 of 13 scenarios" "loss scale: the example plugin's GradScaler (interface version 9) over its shard" -- --ranks 3 --shard zero2 --impl "$plugins/libexample_zero2.so" -q
 expect 2 "--loss-scale: scale 3: expected a power of two from 2^-149 to 2^127" "--loss-scale 3 is refused" -- --loss-scale 3
 expect 2 "GROWTH 3 is not a power of two above 1" "--loss-scale dynamic:1024,3 is refused" -- --loss-scale dynamic:1024,3
 expect 2 "INTERVAL 0 is not a whole number of steps" "--loss-scale dynamic:1024,2,0.5,0 is refused" -- --loss-scale dynamic:1024,2,0.5,0

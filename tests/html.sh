@@ -40,7 +40,7 @@ if grep -q "id=\"first-1\" title=\"$first" "$tmp/fail.html"; then
 else
     bad "the outlined cell is not the report's first divergence ($first)"
 fi
-nscen=$("$DDPSIM" --scenarios | grep -c '^[a-z]')
+nscen=$(($("$DDPSIM" --scenarios | grep -c '^[a-z]') + 1)) # the battery's rows: the scenarios and the chaos pass's
 "$DDPSIM" --ranks 3 --impl sync-on-exit --html "$tmp/battery.html" -q >"$out" 2>"$err"
 [ $? -eq 1 ] && ok "the battery with --html: exit 1" || bad "the battery with --html"
 dom "the battery's page: a section per scenario" "$tmp/battery.html" 6 3 fail "$nscen"

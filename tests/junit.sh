@@ -40,7 +40,7 @@ has() {
 S=/testsuites/testsuite
 
 # --- the battery, passing: a testcase per scenario, each timed, no failure ---
-nscen=$("$DDPSIM" --scenarios | grep -c '^[a-z]')
+nscen=$(($("$DDPSIM" --scenarios | grep -c '^[a-z]') + 1)) # the battery's rows: the scenarios and the chaos pass's
 "$DDPSIM" --ranks 3 --junit "$tmp/pass.xml" -q >"$out" 2>"$err"
 is "battery, correct implementation: exit" "$?" 0
 valid "battery, passing" "$tmp/pass.xml"
@@ -62,7 +62,7 @@ has "the row 'classic at 3' fails and replays with --ranks 3" \
 "$DDPSIM" --ranks 3 --impl sync-on-exit --junit "$tmp/fail.xml" >"$out" 2>"$err"
 is "battery, sync-on-exit: exit" "$?" 1
 valid "battery, failing" "$tmp/fail.xml"
-rows=$(grep -c -E '^ [a-z0-9-]+ +[^ ]+ +[0-9]+ +[0-9]+  (FAIL|FAULT) ' "$out")
+rows=$(grep -c -E '^ .*[0-9]  (FAIL|FAULT) ' "$out")
 is "battery, failing: a failure per FAIL or FAULT row" "$(xp "$tmp/fail.xml" "$S/@failures")" "$rows"
 C="$S/testcase[@name='classic']/failure"
 is "classic's failure: its type" "$(xp "$tmp/fail.xml" "$C/@type")" divergence

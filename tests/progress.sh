@@ -25,7 +25,7 @@ plain() { tr -d '\r' <"$1" | sed "s/[^$ESC]*$ESC\[K//g"; }
 # 3 ranks: a row per scenario (at a power of two the scaling-order ones run at N-1 too, as more rows)
 on_tty "$tmp/tty" -- --ranks 3
 code=$?
-n=$("$DDPSIM" --scenarios | grep -c '^[a-z]')
+n=$(($("$DDPSIM" --scenarios | grep -c '^[a-z]') + 1)) # and the chaos pass's row
 if [ "$code" -ne 0 ]; then
     bad "the battery on a terminal: exit $code"
 elif ! grep -q "scenario 1 of $n: classic (" "$tmp/tty" || ! grep -q "scenario $n of $n: " "$tmp/tty"; then

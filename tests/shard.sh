@@ -16,41 +16,41 @@ orphans_before=$(shm_orphans ddpsim)
 # ---- the correct ones pass, at several sizes and meshes ----
 for n in 1 3 4 5; do
     for m in zero1 zero2 fsdp; do
-        rows="12 of 12 scenarios"
-        [ "$n" = 4 ] && rows="16 of 16 scenarios: 12 at 4 ranks, 4 at 3" # 4: the scaling-order ones at 3 too
+        rows="13 of 13 scenarios: 12 at $n rank" # the 12 and the chaos pass's row
+        [ "$n" = 4 ] && rows="17 of 17 scenarios: 12 at 4 ranks, 4 at 3, 1 under chaos" # 4: the scaling-order ones at 3 too
         expect 0 "verdict: PASS ($rows" "--shard $m at $n ranks" -- --ranks $n --shard $m -q
     done
 done
 for mesh in 4:1x4 4:2x2 4:4x1 6:2x3 6:3x2 3:3x1 8:2x4; do
     n=${mesh%%:*} rxs=${mesh#*:}
-    expect 0 "verdict: PASS (13 of 13 scenarios" "--shard hsdp on a $rxs mesh" -- --ranks $n --shard hsdp --mesh $rxs -q
+    expect 0 "verdict: PASS (14 of 14 scenarios" "--shard hsdp on a $rxs mesh" -- --ranks $n --shard hsdp --mesh $rxs -q
 done
 expect 0 "on a 2x3 mesh" "hsdp:RxS names the mesh, and the header says it" -- --ranks 6 --shard hsdp:2x3
 expect 0 "on a 2x2 mesh" "hsdp at 4 ranks defaults to 2 x 2" -- --ranks 4 --shard hsdp --scenario s-window-3
 expect 0 "on a 3x1 mesh" "hsdp at 3 ranks defaults to 3 x 1" -- --ranks 3 --shard hsdp --scenario s-window-3
 expect 0 "verdict: PASS" "zero_grad(set_to_none) and the exact order" -- --ranks 3 --shard zero2 --zero-grad none --algo exact -q
 expect 0 "verdict: PASS" "a chaos seed shakes the communication thread, not the values" -- --ranks 3 --shard fsdp --scenario s-units --chaos 5
-expect 0 "verdict: PASS (12 of 12" "the example plugin (interface version 9), 3 ranks" -- --ranks 3 --shard zero2 --impl "$PLUGIN_DIR/libexample_zero2.so" -q
-expect 0 "verdict: PASS (16 of 16" "the example plugin, 4 ranks" -- --ranks 4 --shard zero2 --impl "$PLUGIN_DIR/libexample_zero2.so" -q
+expect 0 "verdict: PASS (13 of 13" "the example plugin (interface version 9), 3 ranks" -- --ranks 3 --shard zero2 --impl "$PLUGIN_DIR/libexample_zero2.so" -q
+expect 0 "verdict: PASS (17 of 17" "the example plugin, 4 ranks" -- --ranks 4 --shard zero2 --impl "$PLUGIN_DIR/libexample_zero2.so" -q
 # SGD with momentum (--optimizer): the sharded reference steps A through its buffers; the example keeps its slice's.
-expect 0 "verdict: PASS (16 of 16" "momentum: the example plugin's slices keep torch's buffers" -- --ranks 4 --shard zero2 --optimizer momentum --impl "$PLUGIN_DIR/libexample_zero2.so" -q
+expect 0 "verdict: PASS (17 of 17" "momentum: the example plugin's slices keep torch's buffers" -- --ranks 4 --shard zero2 --optimizer momentum --impl "$PLUGIN_DIR/libexample_zero2.so" -q
 for mode in zero1 zero2 fsdp hsdp; do
     expect 0 "verdict: PASS" "momentum: the $mode built-in" -- --ranks 4 --shard $mode --optimizer momentum:0.8 -q
 done
 expect 0 "verdict: PASS" "a step before any grab under order: the sharded bound's buffers made there" -- --ranks 3 --shard zero2 --tolerance order --schedule "step fwd bwd grab step zero fwd bwd grab step" -q
-expect 0 "verdict: PASS (12 of 12 scenarios, 68 grabs x 3 ranks, order)" "momentum under order: the carried bound holds for a reordered reduction" -- --ranks 3 --shard zero2 --optimizer momentum --tolerance order --impl "$PLUGIN_DIR/libzero2_divide_after.so" -q
+expect 0 "verdict: PASS (13 of 13 scenarios: 12 at 3 ranks, 1 under chaos (3 runs); 80 grabs, order)" "momentum under order: the carried bound holds for a reordered reduction" -- --ranks 3 --shard zero2 --optimizer momentum --tolerance order --impl "$PLUGIN_DIR/libzero2_divide_after.so" -q
 expect 1 "first divergence: step 1 (parameters after step), rank 0, parameter 0.weight" "momentum: a slice stepped without its buffer is caught at the second step" -- --ranks 4 --shard zero2 --optimizer momentum --scenario s-window-3 --impl "$PLUGIN_DIR/libzero2_plain_sgd.so"
 grep -q "^# pattern: its update is -lr times the gradient alone: plain SGD, the momentum buffer not applied" "$out" &&
     ok "... and its pattern says the buffer was not applied" || bad "... and its pattern says the buffer was not applied"
-expect 0 "verdict: PASS (16 of 16" "... which is right without momentum" -- --ranks 4 --shard zero2 --impl "$PLUGIN_DIR/libzero2_plain_sgd.so" -q
+expect 0 "verdict: PASS (17 of 17" "... which is right without momentum" -- --ranks 4 --shard zero2 --impl "$PLUGIN_DIR/libzero2_plain_sgd.so" -q
 expect 2 "built for interface version 5, which does not tell it the momentum; rebuild it against version 6" "momentum: a version-5 plugin that owns its update is refused before any rank starts" -- --ranks 4 --shard zero2 --optimizer momentum --impl "$PLUGIN_DIR/libzero2_v5.so"
 # AdamW (--optimizer adamw): the sharded reference steps A with it; the example keeps its slice's moments, written
 # from the interface's text alone, and matches bit for bit.
-expect 0 "verdict: PASS (16 of 16" "adamw: the example plugin's slices keep torch's moments" -- --ranks 4 --shard zero2 --optimizer adamw --impl "$PLUGIN_DIR/libexample_zero2.so" -q
+expect 0 "verdict: PASS (17 of 17" "adamw: the example plugin's slices keep torch's moments" -- --ranks 4 --shard zero2 --optimizer adamw --impl "$PLUGIN_DIR/libexample_zero2.so" -q
 for mode in zero1 zero2 fsdp hsdp; do
     expect 0 "verdict: PASS" "adamw: the $mode built-in" -- --ranks 4 --shard $mode --optimizer adamw:wd=0.1 -q
 done
-expect 0 "verdict: PASS (12 of 12 scenarios, 68 grabs x 3 ranks, order)" "adamw under order: the carried bound holds for a reordered reduction" -- --ranks 3 --shard zero2 --optimizer adamw --tolerance order --impl "$PLUGIN_DIR/libzero2_divide_after.so" -q
+expect 0 "verdict: PASS (13 of 13 scenarios: 12 at 3 ranks, 1 under chaos (3 runs); 80 grabs, order)" "adamw under order: the carried bound holds for a reordered reduction" -- --ranks 3 --shard zero2 --optimizer adamw --tolerance order --impl "$PLUGIN_DIR/libzero2_divide_after.so" -q
 expect 1 "first divergence: step 0 (parameters after step), rank 0, parameter 0.weight" "adamw: a slice stepped with plain SGD is caught at the first step" -- --ranks 4 --shard zero2 --optimizer adamw --scenario s-window-3 --impl "$PLUGIN_DIR/libzero2_plain_sgd.so"
 grep -q "^# pattern: its update is -lr times the gradient: plain SGD's, not AdamW's" "$out" &&
     ok "... and its pattern says plain SGD, not AdamW" || bad "... and its pattern says plain SGD, not AdamW"
@@ -64,7 +64,7 @@ done
 expect 0 "verdict: PASS" "clip: the inf norm before every step, zero1 at 3 ranks" -- --ranks 3 --shard zero1 --clip 0.02:inf -q
 expect 0 "# clip: 12 clips over all ranks: every rank's coefficient the same bits" "clip: the example plugin's clip_grads" -- --ranks 4 --shard zero2 --impl "$PLUGIN_DIR/libexample_zero2.so" --scenario s-clip
 expect 2 "has no clip_grads (interface version 8): under --shard ddpsim cannot clip an implementation's shards" "clip: a version-7 plugin is refused before any rank starts" -- --ranks 4 --shard zero2 --impl "$PLUGIN_DIR/libzero2_v7.so" --scenario s-clip
-expect 0 "verdict: PASS (12 of 16 scenarios: 12 at 4 ranks, 4 at 3; 63 grabs, bitwise; not run here, each row says why: s-clip, s-loss-scale, s-clip at 3, s-loss-scale at 3)" "clip: ... and its battery runs the rest, saying why not s-clip (nor s-loss-scale)" -- --ranks 4 --shard zero2 --impl "$PLUGIN_DIR/libzero2_v7.so" -q
+expect 0 "verdict: PASS (13 of 17 scenarios: 12 at 4 ranks, 4 at 3, 1 under chaos (3 runs); 75 grabs, bitwise; not run here, each row says why: s-clip, s-loss-scale, s-clip at 3, s-loss-scale at 3)" "clip: ... and its battery runs the rest, saying why not s-clip (nor s-loss-scale)" -- --ranks 4 --shard zero2 --impl "$PLUGIN_DIR/libzero2_v7.so" -q
 expect 0 "s-exact-unit" "--scenarios --shard lists the sharded battery" -- --scenarios --shard fsdp
 expect 0 "^ padding-not-zero .*Megatron-LM PR #5898.* (--shard zero1)" "--list names each sharded bug's mode" -- --list
 grep -q "s-one-rank-groups" "$out" && bad "the one-rank-groups scenario is HSDP's alone" || ok "the one-rank-groups scenario is HSDP's alone"
@@ -165,9 +165,9 @@ rm -f "$json"
 # ---- the order tolerance (zero1, zero2): the bound budget.c proves for any order of the sums ----
 expect 1 "verdict: FAIL" "dividing the reduced sum by N instead of scaling each gradient: other bits, bitwise" -- \
     --ranks 3 --shard zero2 --impl "$PLUGIN_DIR/libzero2_divide_after.so" --scenario s-window-3
-expect 0 "verdict: PASS (12 of 12 scenarios, 68 grabs x 3 ranks, order)" "... within the proven bound of every order" -- \
+expect 0 "verdict: PASS (13 of 13 scenarios: 12 at 3 ranks, 1 under chaos (3 runs); 80 grabs, order)" "... within the proven bound of every order" -- \
     --ranks 3 --shard zero2 --impl "$PLUGIN_DIR/libzero2_divide_after.so" --tolerance order -q
-expect 0 "verdict: PASS (12 of 12 scenarios, 68 grabs x 3 ranks, order)" "the built-ins under the order tolerance" -- \
+expect 0 "verdict: PASS (13 of 13 scenarios: 12 at 3 ranks, 1 under chaos (3 runs); 80 grabs, order)" "the built-ins under the order tolerance" -- \
     --ranks 3 --shard zero1 --tolerance order -q
 # Loss scaling under the order tolerance: the sharded bound, recomputed from the scaled local gradients'
 # magnitudes, is multiplied by the unscale's power of two (a bound left in scaled units would be 1024 times too

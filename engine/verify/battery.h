@@ -39,7 +39,12 @@ typedef struct scenario {
     const char *loss_scale; /* GradScaler's loss scaling (scaler_parse's spec) unless the user's --loss-scale;
                              * NULL: the user's (none unless given) */
     int inf_bwd;           /* 0: none; else which backward (1: the first) overflows on the last rank (an inf) */
+    int chaos_seeds;       /* the battery's chaos pass runs it under chaos seeds 1..chaos_seeds too (0: not): the
+                            * order gradients become ready and buckets launch matters here */
 } scenario;
+
+/* The chaos pass's seeds for a scenario that has one: a few, within the battery's time. */
+#define BATTERY_CHAOS_SEEDS 3
 
 int battery_count(void);
 const scenario *battery_at(int i);

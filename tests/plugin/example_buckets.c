@@ -18,6 +18,14 @@
  *     ddpsim --ranks 4 --impl ./libexample_buckets.so --bucket-cap 4K
  *
  * It does not model find_unused_parameters.
+ *
+ * Built with -DBUCKETS_LAUNCH_AS_FILLED (libbuckets_launch_as_filled.so, a
+ * test) it launches each bucket as soon as it is full, whatever its index:
+ * the race PyTorch's reducer avoids by launching in bucket order
+ * (reducer.cpp mark_bucket_ready). With every rank's gradients ready in
+ * the same order it is right; where the order differs between ranks (hooks
+ * that finish late, chaos's held-back events) two ranks reduce different
+ * buckets in the same collective.
  */
 #include <ddpsim_impl.h>
 #include <pthread.h>
@@ -46,6 +54,7 @@ typedef struct xb {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int launched, done, stop, failed;
+    int *queue;    /* the buckets in the order they were launched: queue[done] is the next to reduce */
     char why[600];
 } xb;
 
@@ -93,14 +102,15 @@ static void *comm_main(void *arg)
             pthread_cond_wait(&x->cv, &x->mu);
         if (x->stop)
             break;
-        bucket *b = &x->b[x->done];
+        int k = x->queue[x->done];
+        bucket *b = &x->b[k];
         pthread_mutex_unlock(&x->mu);
         svc->chaos_point(svc->env, (uint32_t)x->done);
         int rc = svc->allreduce_sum(svc->env, b->buf, b->count);
         pthread_mutex_lock(&x->mu);
         if (rc && !x->failed) {
             x->failed = 1;
-            snprintf(x->why, sizeof x->why, "example_buckets: the allreduce of bucket %d failed: %s", x->done,
+            snprintf(x->why, sizeof x->why, "example_buckets: the allreduce of bucket %d failed: %s", k,
                      svc->last_error(svc->env));
         }
         x->done++;
@@ -136,7 +146,8 @@ static int xb_create(const ddpsim_services *svc, void **state)
     x->b = calloc((size_t)x->np, sizeof *x->b);
     x->alias = calloc((size_t)x->np, 1);
     x->order = calloc((size_t)x->np, sizeof *x->order);
-    if (!x->members || !x->bucket_of || !x->slot_of || !x->b || !x->alias || !x->order)
+    x->queue = calloc((size_t)x->np, sizeof *x->queue);
+    if (!x->members || !x->bucket_of || !x->slot_of || !x->b || !x->alias || !x->order || !x->queue)
         return xb_fail(x, "out of memory");
     for (int p = 0; p < x->np; p++)
         if (svc->broadcast(svc->env, svc->params[p].data, svc->params[p].count * sizeof(float), 0))
@@ -168,6 +179,7 @@ static void xb_destroy(void *state)
     for (int k = 0; k < x->nb; k++)
         free(x->b[k].buf);
     free(x->members), free(x->bucket_of), free(x->slot_of), free(x->b), free(x->alias), free(x->order);
+    free(x->queue);
     free(x);
 }
 
@@ -208,8 +220,15 @@ static int xb_grad_ready(void *state, int p)
         dst[i] = svc->bucket_view && x->alias[p] ? v->grad[i] / (float)svc->world_size : v->grad[i] * inv;
     b->missing--;
     pthread_mutex_lock(&x->mu);
-    while (x->launched < x->nb && x->b[x->launched].missing == 0)
+#ifdef BUCKETS_LAUNCH_AS_FILLED
+    if (b->missing == 0) /* the race: a bucket full out of turn goes first */
+        x->queue[x->launched++] = x->bucket_of[p];
+#else
+    while (x->launched < x->nb && x->b[x->launched].missing == 0) { /* in bucket order, as PyTorch's reducer */
+        x->queue[x->launched] = x->launched;
         x->launched++;
+    }
+#endif
     pthread_cond_broadcast(&x->cv);
     pthread_mutex_unlock(&x->mu);
     return 0;
