@@ -21,6 +21,7 @@
 #include "scenarios.h"
 #include "trace.h"
 #include "options.h"
+#include "race.h"
 #include "report.h"
 #include "report_ci.h"
 #include "selfcheck.h"
@@ -250,6 +251,9 @@ int main(int argc, char **argv)
     r = opt_dispatch("", subcommands, argc, argv, 1);
     if (r != OPT_RUN)
         return world_mpi_finish(cli_finish(r));
+    r = race_restart(argc, argv);
+    if (r != OPT_RUN)
+        return world_mpi_finish(cli_finish(r));
     ddpsim_options opt;
     r = options_parse(argc, argv, &opt);
     if (r == OPT_RUN)
@@ -263,6 +267,8 @@ int main(int argc, char **argv)
         r = cli_usage_error(NULL, NULL, ddp_error_text());
     } else if (r == OPT_RUN && opt.prepare_dir) {
         r = prepare_inputs(&opt);
+    } else if (r == OPT_RUN && (r = race_check(&opt)) != OPT_RUN) {
+        /* --race cannot check this run: said */
     } else if (r == OPT_RUN) {
         r = probe_backend(&opt);
         if (r == OPT_RUN && opt.mutants)
@@ -273,6 +279,7 @@ int main(int argc, char **argv)
             r = repeat_main(&opt);
         else if (r == OPT_RUN)
             r = run_verification(&opt);
+        r = race_finish(&opt, r);
     }
     options_free(&opt);
     return world_mpi_finish(cli_finish(r));

@@ -555,6 +555,8 @@ static const opt_spec specs[] = {
     {"repeat", 0, "K", "K runs with consecutive chaos seeds (from --chaos or 1)", OPT_INT, F(repeat), 1, MAX_SEEDS,
      NULL, ""},
     {"fail-fast", 0, NULL, "stop repeating at the first failing seed", OPT_FLAG, F(fail_fast), 0, 0, NULL, NULL},
+    {"race", 0, NULL, "run a plugin built with -fsanitize=thread under ThreadSanitizer: its data races fail the run",
+     OPT_FLAG, F(race), 0, 0, NULL, NULL},
     {"trace", 0, "FILE", "write a JSON-lines event log (ops, ready events, arrivals, collectives, with times)", OPT_STRING, F(run.trace_path), 0, 0,
      NULL, NULL},
     {"replay", 0, "FILE", "force the ready-event and arrival order a trace recorded", OPT_STRING, F(replay_path), 0, 0,

@@ -46,6 +46,7 @@ typedef struct ddpsim_options {
     impl_handle impl;        /* the opened --impl */
     /* chaos, repeat, replay */
     int chaos_given, repeat, repeat_mode, fail_fast;
+    int race;                /* --race: the plugin under ThreadSanitizer (race.h) */
     uint64_t chaos_first, chaos_last; /* --chaos C (first = last) or A..B, or --repeat K from --chaos or 1 */
     const char *replay_path;
     verify_replay replay;    /* loaded from --replay */

@@ -43,8 +43,12 @@ static ddp_status open_plugin(const char *path, impl_handle *out)
 {
     dlerror();
     void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!dl)
-        return ddp_error(DDP_ERR_INVALID, "cannot load plugin %s: %s", path, dlerror());
+    if (!dl) {
+        const char *why = dlerror();
+        return ddp_error(DDP_ERR_INVALID, "cannot load plugin %s: %s%s", path, why,
+                         why && strstr(why, "libtsan") ? " (a plugin built with -fsanitize=thread runs under --race)"
+                                                       : "");
+    }
     ddpsim_impl_get_fn get = NULL;
     *(void **)&get = dlsym(dl, DDPSIM_IMPL_ENTRY);
     const ddpsim_impl_ops *ops = get ? get() : NULL;

@@ -26,9 +26,17 @@
  * the same order it is right; where the order differs between ranks (hooks
  * that finish late, chaos's held-back events) two ranks reduce different
  * buckets in the same collective.
+ *
+ * Built with -DBUCKETS_UNLOCKED_PENDING (libbuckets_unlocked_pending.so,
+ * with -fsanitize=thread for the --race test) it also counts the buckets in
+ * flight in a plain int that the main thread increments and the
+ * communication thread decrements, neither under the lock, and backward_end
+ * waits for it to reach 0: a lost update hangs the rank or lets it read a
+ * bucket not yet reduced, and mostly nothing happens at all.
  */
 #include <ddpsim_impl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +63,9 @@ typedef struct xb {
     pthread_cond_t cv;
     int launched, done, stop, failed;
     int *queue;    /* the buckets in the order they were launched: queue[done] is the next to reduce */
+#ifdef BUCKETS_UNLOCKED_PENDING
+    volatile int pending; /* the race: buckets in flight, updated by both threads without the lock */
+#endif
     char why[600];
 } xb;
 
@@ -107,6 +118,9 @@ static void *comm_main(void *arg)
         pthread_mutex_unlock(&x->mu);
         svc->chaos_point(svc->env, (uint32_t)x->done);
         int rc = svc->allreduce_sum(svc->env, b->buf, b->count);
+#ifdef BUCKETS_UNLOCKED_PENDING
+        x->pending--;
+#endif
         pthread_mutex_lock(&x->mu);
         if (rc && !x->failed) {
             x->failed = 1;
@@ -219,6 +233,9 @@ static int xb_grad_ready(void *state, int p)
     for (size_t i = 0; i < v->count; i++)
         dst[i] = svc->bucket_view && x->alias[p] ? v->grad[i] / (float)svc->world_size : v->grad[i] * inv;
     b->missing--;
+#ifdef BUCKETS_UNLOCKED_PENDING
+    x->pending += b->missing == 0; /* counted as full, before its launch below */
+#endif
     pthread_mutex_lock(&x->mu);
 #ifdef BUCKETS_LAUNCH_AS_FILLED
     if (b->missing == 0) /* the race: a bucket full out of turn goes first */
@@ -243,6 +260,10 @@ static int xb_backward_end(void *state)
     x->fwd_sync = 0;
     if (x->norder != x->np)
         return xb_fail(x, "a parameter got no gradient in a syncing backward (find_unused is off)");
+#ifdef BUCKETS_UNLOCKED_PENDING
+    while (x->pending > 0)
+        sched_yield();
+#endif
     pthread_mutex_lock(&x->mu);
     while (x->done < x->nb)
         pthread_cond_wait(&x->cv, &x->mu);
