@@ -37,6 +37,10 @@ int scenarios_list(shard_mode mode)
         if (sc->bucket_cap)
             printf(", bucket caps %zu B (first %zu B)", sc->bucket_cap, sc->first_bucket_cap);
         printf("; schedule %s\n", sc->schedule);
+        if (sc->divisor) /* its rows beyond the plain one (battery_rows.h) */
+            printf("%-16s   also at N-1 ranks when N is a power of two\n", "");
+        if (sc->chaos_seeds)
+            printf("%-16s   also under chaos seeds 1-%d (the chaos pass)\n", "", sc->chaos_seeds);
     }
     return DDPSIM_EXIT_PASS;
 }
