@@ -174,7 +174,7 @@ ddp_status bench_battery_measure(const verify_config *vc, const verify_config *s
         battery_run_one(vc, &none, battery_at(0), &o); /* the baseline: classic alone */
         FIG(CLASSIC, it) = clock_now_s() - t0;
         if (battery_failed(&o)) {
-            snprintf(out->failed, sizeof out->failed, "classic did not pass: %s", o.first);
+            snprintf(out->failed, sizeof out->failed, "classic did not pass: %.440s", o.first);
             free(fig);
             return DDP_ERR_MISMATCH;
         }
@@ -197,7 +197,7 @@ ddp_status bench_battery_measure(const verify_config *vc, const verify_config *s
             battery_run_one(sharded, &none, battery_at_for(sharded->shard, k), &o);
             FIG(seach + (size_t)k, it) = clock_now_s() - s0;
             if (battery_failed(&o)) {
-                snprintf(out->failed, sizeof out->failed, "sharded %s did not pass: %s",
+                snprintf(out->failed, sizeof out->failed, "sharded %s did not pass: %.400s",
                          battery_at_for(sharded->shard, k)->name, o.first);
                 free(fig);
                 return DDP_ERR_MISMATCH;

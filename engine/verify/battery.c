@@ -268,7 +268,7 @@ void battery_run_one(const verify_config *base, const battery_given *given, cons
      * as the default run's table says it, not counted as a fault. */
     if ((out->status = verify_check_config(&c)) != DDP_OK) {
         out->refused = 1;
-        snprintf(out->first, sizeof out->first, "not possible here: %.230s", ddp_error_text());
+        snprintf(out->first, sizeof out->first, "not possible here: %.980s", ddp_error_text());
         sched_free(&s);
         return;
     }
@@ -281,11 +281,11 @@ void battery_run_one(const verify_config *base, const battery_given *given, cons
          * the source line it was raised at (a summary's words; the rank's own report keeps it). */
         out->refused = res.w && res.impl_refused;
         const char *why = ddp_error_text();
-        snprintf(out->first, sizeof out->first, "%s: %.200s", out->refused ? "refused" : "fault", why);
+        snprintf(out->first, sizeof out->first, "%s: %.980s", out->refused ? "refused" : "fault", why);
         const char *words;
         int r = world_first_failed_error(res.w, &words);
         if (r >= 0)
-            snprintf(out->first, sizeof out->first, "%s: rank %d: %.200s", out->refused ? "refused" : "fault", r,
+            snprintf(out->first, sizeof out->first, "%s: rank %d: %.960s", out->refused ? "refused" : "fault", r,
                      ddp_error_without_location(words));
     } else {
         for (int r = 0; r < res.nranks && res.figures; r++) {

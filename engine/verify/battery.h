@@ -80,7 +80,7 @@ typedef struct battery_outcome {
     int refused;              /* the implementation's create() refused this scenario's options (said why) */
     judge_verdict verdict;    /* when status is DDP_OK */
     size_t grabs, syncs;
-    char first[256];          /* what failed first (judge_summary), or the fault; "-" for a pass */
+    char first[1024];         /* what failed first (judge_summary), or the fault (with an implementation's path); "-" for a pass */
     judge_facts facts;        /* ... as fields, when a check diverged (judge_facts_of) */
     double wall_s;            /* the scenario's run, its ranks' start and end included */
     int interrupted;          /* the run was stopped by this signal (SIGINT, SIGTERM): stop, do not go on */

@@ -33,7 +33,7 @@ void catalogue_run(const verify_config *base, const battery_given *given, const 
             continue;
         out->first = i;
         out->fault = o.status != DDP_OK;
-        snprintf(out->where, sizeof out->where, "%s", o.first);
+        snprintf(out->where, sizeof out->where, "%.250s", o.first);
     }
     if (out->first < 0 || out->fault || c.shard != SHARD_NONE) /* a sharded run is bitwise only (run.c check_shard) */
         return;
