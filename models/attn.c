@@ -10,6 +10,11 @@
  *
  * Parameter names follow a PyTorch module with those attribute names
  * (wte, wpe, ln1, attn.q/k/v/proj, ln2, mlp.fc/proj, lnf, head).
+ *
+ * lm:V-T-C is the same network as a language model on ragged data: the
+ * targets past each sequence's valid tokens are ignored (model.c fills
+ * them), the loss is the sum over the valid ones, and its backward is
+ * seeded with the trainer's factor (model_set_token_factor).
  */
 #include <limits.h>
 #include <stdio.h>
@@ -153,6 +158,8 @@ static double attn_forward(model *m, const model_batch *b)
     linear_forward(s->logits, s->lf, model_w(m, P_HEAD_W), NULL, N, C, V);
     for (int i = 0; i < P_COUNT; i++)
         m->used[i] = 1;
+    if (m->ops->token_loss)
+        return crossentropy_sum_forward(s->probs, s->logits, b->targets, N, V);
     return crossentropy_forward(s->probs, s->logits, b->targets, N, V);
 }
 
@@ -168,7 +175,10 @@ static void attn_backward(model *m)
     memset(s->df, 0, NC * 4 * sizeof(float));
     memset(s->dg, 0, NC * 4 * sizeof(float));
 
-    crossentropy_backward(s->dlogits, s->probs, m->batch->targets, N, V);
+    if (m->ops->token_loss)
+        crossentropy_sum_backward(s->dlogits, s->probs, m->batch->targets, N, V, m->token_factor);
+    else
+        crossentropy_backward(s->dlogits, s->probs, m->batch->targets, N, V);
     linear_backward(s->dlf, model_lg(m, P_HEAD_W), NULL, s->dlogits, s->lf, model_w(m, P_HEAD_W), N, C, V);
     model_param_done(m, P_HEAD_W);
     layernorm_backward(s->dx2, model_lg(m, P_LNF_W), model_lg(m, P_LNF_B), s->dlf, s->x2, model_w(m, P_LNF_W),
@@ -267,18 +277,13 @@ static void attn_describe(const model *m, char *buf, size_t len)
              V, C, T, C, C, C, C, C, 4 * C, 4 * C, C, C, C, V);
 }
 
-const model_family_ops model_attn_ops = {
-    .name = "attn",
-    .default_dims = "32-8-16",
-    .min_dims = 3,
-    .max_dims = 3,
-    .build = attn_build,
-    .alloc = attn_alloc,
-    .forward = attn_forward,
-    .backward = attn_backward,
-    .free_state = attn_free,
-    .fill = attn_fill,
-    .gemms = attn_gemms,
-    .describe = attn_describe,
-    .loss = "cross_entropy",
-};
+/* attn and lm: one network, the loss its only difference. */
+#define ATTN_FAMILY(family, loss_name, token)                                                                        \
+    {                                                                                                                \
+        .name = family, .default_dims = "32-8-16", .min_dims = 3, .max_dims = 3, .build = attn_build,               \
+        .alloc = attn_alloc, .forward = attn_forward, .backward = attn_backward, .free_state = attn_free,            \
+        .fill = attn_fill, .gemms = attn_gemms, .describe = attn_describe, .loss = loss_name, .token_loss = token,   \
+    }
+
+const model_family_ops model_attn_ops = ATTN_FAMILY("attn", "cross_entropy", 0);
+const model_family_ops model_lm_ops = ATTN_FAMILY("lm", "cross_entropy_sum", 1);

@@ -486,14 +486,16 @@ void mse_backward(float *dpred, const float *pred, const float *target, size_t n
         dpred[i] = (pred[i] - target[i]) * norm;
 }
 
-double crossentropy_forward(float *probs, const float *logits, const int *targets, int N, int V)
+/* Softmax of every row into probs; the summed -log p[target] of the rows kept (ignore: skip ignored targets). */
+static double crossentropy_rows(float *probs, const float *logits, const int *targets, int N, int V, int ignore)
 {
     double loss = 0;
     for (int n = 0; n < N; n++) {
         const float *l = logits + (size_t)n * V;
         float *p = probs + (size_t)n * V;
         int t = targets[n];
-        if (t < 0 || t >= V)
+        int skip = ignore && t == LAYERS_IGNORE_TARGET;
+        if (!skip && (t < 0 || t >= V))
             return NAN;
         float mx = l[0];
         for (int v = 1; v < V; v++)
@@ -507,9 +509,35 @@ double crossentropy_forward(float *probs, const float *logits, const int *target
         float inv = (float)(1.0 / sum);
         for (int v = 0; v < V; v++)
             p[v] *= inv;
-        loss -= (double)(l[t] - mx) - log(sum);
+        if (!skip)
+            loss -= (double)(l[t] - mx) - log(sum);
     }
-    return loss / N;
+    return loss;
+}
+
+double crossentropy_forward(float *probs, const float *logits, const int *targets, int N, int V)
+{
+    return crossentropy_rows(probs, logits, targets, N, V, 0) / N;
+}
+
+double crossentropy_sum_forward(float *probs, const float *logits, const int *targets, int N, int V)
+{
+    return crossentropy_rows(probs, logits, targets, N, V, 1);
+}
+
+void crossentropy_sum_backward(float *dlogits, const float *probs, const int *targets, int N, int V, float factor)
+{
+    for (int n = 0; n < N; n++) {
+        float *d = dlogits + (size_t)n * V;
+        if (targets[n] == LAYERS_IGNORE_TARGET) {
+            memset(d, 0, (size_t)V * sizeof *d);
+            continue;
+        }
+        for (int v = 0; v < V; v++) {
+            float onehot = v == targets[n] ? 1.0f : 0.0f;
+            d[v] = (probs[(size_t)n * V + v] - onehot) * factor;
+        }
+    }
 }
 
 void crossentropy_backward(float *dlogits, const float *probs, const int *targets, int N, int V)

@@ -123,5 +123,14 @@ void mse_backward(float *dpred, const float *pred, const float *target, size_t n
  */
 double crossentropy_forward(float *probs, const float *logits, const int *targets, int N, int V);
 void crossentropy_backward(float *dlogits, const float *probs, const int *targets, int N, int V);
+/*
+ * The token loss (lm): positions whose target is LAYERS_IGNORE_TARGET (torch's ignore_index, -100) are left
+ * out; the forward returns the SUM over the others (reduction="sum"), and the backward seeds each kept position
+ * with (probs - onehot) * factor, which is what autograd gives for factor * sum: the trainer's normalization.
+ * Ignored positions get exactly 0, whatever the factor.
+ */
+#define LAYERS_IGNORE_TARGET (-100)
+double crossentropy_sum_forward(float *probs, const float *logits, const int *targets, int N, int V);
+void crossentropy_sum_backward(float *dlogits, const float *probs, const int *targets, int N, int V, float factor);
 
 #endif

@@ -16,10 +16,10 @@
 #include "rng.h"
 
 /* Stream names folded into rng keys, so init, data and branches never share values. */
-enum { STREAM_INIT = 0x696e6974, STREAM_DATA = 0x64617461 };
+enum { STREAM_INIT = 0x696e6974, STREAM_DATA = 0x64617461, STREAM_TOKENS = 0x746f6b6e };
 
 static const model_family_ops *const families[] = {&model_mlp_ops, &model_branchy_ops, &model_attn_ops,
-                                                       &model_bn_ops, &model_tied_ops};
+                                                       &model_lm_ops, &model_bn_ops, &model_tied_ops};
 
 static ddp_status parse_dims(model *m, const char *text, const char *spec)
 {
@@ -75,6 +75,7 @@ static ddp_status create(const char *spec, int batch, int with_buffers, model **
     m->ops = ops;
     m->B = batch;
     m->loss_scale = 1.0f;
+    m->token_factor = 1.0f;
     const char *dims = colon ? colon + 1 : ops->default_dims;
     ddp_status s = DDP_OK;
     if (!dims)
@@ -300,11 +301,47 @@ void model_batch_free(model_batch *b)
     memset(b, 0, sizeof *b);
 }
 
+static uint64_t tokens_key(uint64_t seed, int rank, uint64_t micro)
+{
+    return rng_key(rng_key(rng_key(rng_key(seed, STREAM_DATA), (uint64_t)rank), micro), STREAM_TOKENS);
+}
+
+/* Sequence r's valid tokens: the sparse rank 1 has a few, and none at all in every third micro-batch; every other
+ * rank has one fully padded sequence per micro-batch and 1 to T valid tokens in the others. */
+static int row_count(const model *m, uint64_t key, int rank, uint64_t micro, int r)
+{
+    int T = m->seq_len;
+    if (!m->ops->token_loss)
+        return T;
+    if (rank == 1)
+        return micro % 3 == 1 ? 0 : (int)rng_below(key, (uint64_t)r, 2);
+    return (uint64_t)r == micro % (uint64_t)m->B ? 0 : 1 + (int)rng_below(key, (uint64_t)r, (uint32_t)T);
+}
+
 void model_batch_fill(const model *m, model_batch *b, uint64_t seed, int rank, uint64_t micro)
 {
     uint64_t key = rng_key(rng_key(rng_key(seed, STREAM_DATA), (uint64_t)rank), micro);
     m->ops->fill(m, b, key, micro);
+    if (!m->ops->token_loss)
+        return;
+    int T = m->seq_len;
+    uint64_t tk = tokens_key(seed, rank, micro);
+    for (int r = 0; r < m->B; r++) /* padding past a sequence's valid tokens: its targets are ignored */
+        for (int t = row_count(m, tk, rank, micro, r); t < T; t++)
+            b->targets[(size_t)r * (size_t)T + (size_t)t] = LAYERS_IGNORE_TARGET;
 }
+
+int model_has_token_loss(const model *m) { return m->ops->token_loss; }
+
+void model_row_tokens(const model *m, uint64_t seed, int rank, uint64_t micro, int *rows)
+{
+    uint64_t tk = tokens_key(seed, rank, micro);
+    for (int r = 0; r < m->B; r++)
+        rows[r] = row_count(m, tk, rank, micro, r);
+}
+
+void model_set_token_factor(model *m, float factor) { m->token_factor = factor; }
+float model_token_factor(const model *m) { return m->token_factor; }
 
 ddp_status model_forward(model *m, const model_batch *b, double *loss)
 {

@@ -10,6 +10,12 @@
  *   bn[:IN-H-OUT]      Linear, BatchNorm1d (train mode), tanh, Linear, mse:
  *                      the one family with BUFFERS (running statistics that
  *                      every forward moves, as torch.nn.BatchNorm1d's)
+ *   lm[:V-T-C]         attn's network as a language model on ragged data:
+ *                      each sequence has its own number of valid tokens
+ *                      (the rest padding, targets ignored), a micro-batch
+ *                      may have none, and the loss is the SUM of the valid
+ *                      tokens' cross-entropies times a factor the trainer
+ *                      chooses (its loss normalization, --loss-norm)
  *   tied[:IN-H]        an autoencoder whose decoder is its encoder's weight
  *                      transposed, the encoder under reentrant activation
  *                      checkpointing: enc.weight's gradient arrives in two
@@ -189,6 +195,21 @@ const float *model_local_grads(const model *m);
  */
 void model_set_loss_scale(model *m, float scale);
 float model_loss_scale(const model *m);
+/*
+ * The token loss (lm): whether m has one; the valid tokens of each of the B
+ * sequences of the batch of (seed, rank, micro-step) into rows[B], a pure
+ * function (every rank can count every rank's batches, as a trainer that
+ * prefetches its window and all-reduces the counts can); and the factor
+ * the next backward multiplies the summed loss by (1 until set; no effect
+ * on other families). Ragged by construction: rank 1 has at most one valid
+ * token per sequence and none at all in every third micro-batch, every other
+ * rank one sequence without any valid token in each micro-batch and 1 to T
+ * in the others.
+ */
+int model_has_token_loss(const model *m);
+void model_row_tokens(const model *m, uint64_t seed, int rank, uint64_t micro, int *rows);
+void model_set_token_factor(model *m, float factor);
+float model_token_factor(const model *m);
 /*
  * A fault in the next backward only (--fault inf / nan: an overflow in one
  * rank's micro-step): element 0 of the local gradient of the first

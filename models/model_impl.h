@@ -36,6 +36,10 @@ typedef struct model_family_ops {
     /* Some parameter's gradient arrives in pieces within one backward (reentrant checkpointing: tied); its
      * alloc sizes parts[] for them, and PyTorch's DDP needs static_graph=True for it. */
     int grads_in_pieces;
+    /* A token loss (lm): the batch's targets carry LAYERS_IGNORE_TARGET past each row's valid tokens
+     * (model_row_tokens), the forward sums the kept tokens' losses and the backward seeds them with
+     * token_factor (model_set_token_factor). */
+    int token_loss;
 } model_family_ops;
 
 struct model {
@@ -75,6 +79,8 @@ struct model {
     size_t parts_cap[MODEL_MAX_PARAMS];
     /* Loss scaling (model_set_loss_scale): every local gradient times loss_scale as it completes (1: none). */
     float loss_scale;
+    /* The token loss's factor (token_loss families): what the summed loss is multiplied by. */
+    float token_factor;
     /* A planted inf or NaN (model_plant_fault): element 0 of the first local gradient of the next backward. */
     int fault_armed;
     float fault_value;
@@ -113,6 +119,7 @@ int model_linear_gemms(model_gemm *out, int n, int max, int rows, int in, int ou
 /* FLOPs of a linear forward + backward. */
 double model_linear_flops(int rows, int in, int outf, int with_dinp);
 
-extern const model_family_ops model_mlp_ops, model_branchy_ops, model_attn_ops, model_bn_ops, model_tied_ops;
+extern const model_family_ops model_mlp_ops, model_branchy_ops, model_attn_ops, model_lm_ops, model_bn_ops,
+    model_tied_ops;
 
 #endif
