@@ -221,11 +221,13 @@ static const opt_subcommand subcommands[] = {
  */
 static ddp_status check_run(const ddpsim_options *opt)
 {
-    ddp_status st = verify_check_config(&opt->run);
+    verify_config c = opt->run;
+    if (opt->battery) /* --loss-norm is for the battery's token scenario (ragged-tokens) whatever the run's model */
+        c.loss_norm = verify_loss_norm(&c);
+    ddp_status st = verify_check_config(&c);
     if (st == DDP_OK || !opt->battery)
         return st;
     sched plain;
-    verify_config c = opt->run;
     DDP_CHECK(sched_parse("fwd bwd grab", &plain));
     c.schedule = &plain;
     st = verify_check_config(&c);

@@ -137,6 +137,16 @@ static int parse_loss_scale(void *o, const char *arg, char *msg, size_t len)
     return scaler_parse(arg, &opt->run.ddp.scaler, msg, len);
 }
 
+/* --loss-norm global-tokens | micro-batch-mean | sum (loss_norm.h) */
+static int parse_loss_norm(void *o, const char *arg, char *msg, size_t len)
+{
+    ddpsim_options *opt = o;
+    if (loss_norm_parse(arg, &opt->run.loss_norm) == DDP_OK)
+        return 0;
+    snprintf(msg, len, "'%s': expected global-tokens, micro-batch-mean or sum", arg);
+    return -1;
+}
+
 /* --shard MODE, or hsdp:RxS (the mesh, as --mesh gives it) */
 static int parse_shard(void *o, const char *arg, char *msg, size_t len)
 {
@@ -323,9 +333,13 @@ static int choose_run(ddpsim_options *opt, const char **which, char *msg, size_t
         if (chosen)
             FAIL("scenario", "chooses the model and the schedule itself: give it without --schedule and --model");
         sched unused;
+        loss_norm asked = run->loss_norm;
         if (battery_apply(sc, &opt->given, run, &unused) != DDP_OK)
             FAIL("scenario", "%s", ddp_error_text());
         sched_free(&unused);
+        if (asked && !run->loss_norm)
+            FAIL("loss-norm", "scenario %s runs %s, which has no token loss: the trainer's normalization is checked on "
+                              "the token model (--scenario ragged-tokens, or --model lm)", sc->name, run->model_spec);
         opt->schedule_arg = sc->schedule;
         return 0;
     }
@@ -531,6 +545,10 @@ static const opt_spec specs[] = {
      "at the first clip or step of a window, the step skipped when any rank's\ngradient has an inf or NaN; dynamic: "
      "scale I (65536), times G (2)\nafter N (2000) steps taken, times B (0.5) after a skip; S: static.\nPowers of two",
      OPT_CUSTOM, 0, 0, 0, parse_loss_scale, NULL},
+    {"loss-norm", 0, "global-tokens|micro-batch-mean|sum", "the loss normalization the trainer intends on the token "
+     "model (--model lm:\nragged sequences, a summed token loss times the trainer's factor):\nevery token's loss over "
+     "the window's valid tokens on every rank, the\nmean of micro-batch means, or the plain sum; checked at every "
+     "backward", OPT_CUSTOM, 0, 0, 0, parse_loss_norm, "global-tokens"},
     {"inputs", 0, "DIR", "initial parameters and batches from a dump directory\n(DIR/init, DIR/rank<r>/batch<b>.{x,y}.npy)",
      OPT_STRING, F(run.inputs_dir), 0, 0, NULL, NULL},
     {"dump", 0, "DIR", "write parameters, batches and every grab's gradients", OPT_STRING, F(run.dump_dir), 0, 0, NULL,

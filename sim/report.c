@@ -278,6 +278,44 @@ static void json_scales(FILE *f, const ddpsim_options *opt, const verify_result 
     fprintf(f, "}");
 }
 
+/* --json's "loss_norm" (null without a token loss): the checks over all ranks, and the first failing one. */
+static void json_norms(FILE *f, const ddpsim_options *opt, const verify_result *res, const judgement *s)
+{
+    loss_norm norm = verify_loss_norm(&opt->run);
+    fprintf(f, ",\n \"loss_norm\": ");
+    if (!norm) {
+        fprintf(f, "null");
+        return;
+    }
+    uint64_t checks = 0, failed = 0;
+    for (int r = 0; r < res->nranks && res->figures; r++) {
+        checks += res->figures[r].norm_checks;
+        failed += res->figures[r].norms_failed;
+    }
+    fprintf(f, "{\"norm\": \"%s\", \"backwards_checked\": %llu, \"failed\": %llu, \"first_failure\": ",
+            loss_norm_name(norm), (unsigned long long)checks, (unsigned long long)failed);
+    const verify_norm_check *k = s->first ? &s->first->norm : NULL;
+    if (!k || !k->failed) {
+        fprintf(f, "null}");
+        return;
+    }
+    fprintf(f, "{\"op\": %llu, \"rank\": %d, \"micro_step\": %d, \"micro_steps\": %d, \"factor\": ",
+            (unsigned long long)k->op, s->first_rank, k->micro, k->micro_steps);
+    jsonw_number(f, k->factor);
+    fprintf(f, ", \"intended\": ");
+    jsonw_number(f, k->ref_factor);
+    fprintf(f, ", \"tokens\": %llu, \"rank_window_tokens\": %llu, \"window_tokens\": %llu, \"matches\": [",
+            (unsigned long long)k->tokens, (unsigned long long)k->rank_window_tokens,
+            (unsigned long long)k->window_tokens);
+    int n = 0;
+    for (int c = 0; c < LOSS_CAND_COUNT; c++)
+        if (k->matches & (1u << c)) {
+            fprintf(f, "%s", n++ ? ", " : "");
+            jsonw_string(f, loss_cand_text(c));
+        }
+    fprintf(f, "]}}");
+}
+
 /* A clip that failed its check, in words. */
 static void print_clip_failure(FILE *out, const char *where, const char *label, int rank, const verify_clip_check *k)
 {
@@ -334,6 +372,38 @@ static void print_scale_failure(FILE *out, const char *where, const char *label,
             k->ref_found_inf ? " (a rank's own finding, not reduced over the ranks that hold the rest?)" : "");
 }
 
+/* A trainer's loss normalization that failed its check (the token model, --loss-norm), in words: the factor, what
+ * it should have been from which counts, and the mistakes that give every factor the window saw. */
+static void print_norm_failure(FILE *out, const char *where, const char *label, int rank,
+                               const verify_norm_check *k)
+{
+    fprintf(out, "# first divergence: the loss normalization of the backward at op %llu, before %s (%s), rank %d, "
+                 "micro-step %d of its window's %d: the implementation multiplied the summed token loss by %.9g, "
+                 "--loss-norm %s intends %.9g",
+            (unsigned long long)k->op, where, label, rank, k->micro + 1, k->micro_steps, (double)k->factor,
+            loss_norm_name(k->norm), (double)k->ref_factor);
+    if (k->ref_factor != 0)
+        fprintf(out, " (%.6g x)", (double)k->factor / (double)k->ref_factor);
+    fprintf(out, "; valid tokens: %llu in this micro-batch on this rank, %llu in the window on this rank, %llu on "
+                 "every rank\n",
+            (unsigned long long)k->tokens, (unsigned long long)k->rank_window_tokens,
+            (unsigned long long)k->window_tokens);
+    int named = 0;
+    for (int c = 0; c < LOSS_CAND_COUNT; c++)
+        if (k->matches & (1u << c))
+            fprintf(out, "# pattern: %s%s, at each of the %d backward%s of its window checked from there\n",
+                    named++ ? "or " : "the factor is ", loss_cand_text(c), k->backwards, k->backwards > 1 ? "s" : "");
+    if (named)
+        return;
+    if (k->constant && isfinite(k->ratio))
+        fprintf(out, "# pattern: a constant factor, %.6g x the intended one at each of the %d backward%s of its window "
+                     "checked from there (a normalizer of the wrong count, or a constant dropped or added)\n",
+                k->ratio, k->backwards, k->backwards > 1 ? "s" : "");
+    else
+        fprintf(out, "# pattern: none of the mistakes ddpsim knows gives the window's factors, nor a constant multiple "
+                     "of the intended ones\n");
+}
+
 static void print_first(const ddpsim_options *opt, const judgement *s)
 {
     const verify_record *f = s->first;
@@ -346,7 +416,10 @@ static void print_first(const ddpsim_options *opt, const judgement *s)
     }
     model *m = layout_get(opt);
     const char *first = "first divergence";
-    if (f->scale.failed) { /* the scale or the skip came before the values they made */
+    if (f->norm.failed) { /* the factor came before the gradients it made */
+        print_norm_failure(opt->out, where, ck->label, s->first_rank, &f->norm);
+        first = "after it";
+    } else if (f->scale.failed) { /* the scale or the skip came before the values they made */
         print_scale_failure(opt->out, where, ck->label, s->first_rank, &f->scale);
         first = "after it";
     } else if (f->clip.failed) { /* the clip came before the values it made */
@@ -707,6 +780,7 @@ static int write_json(const ddpsim_options *opt, const verify_result *res, const
     }
     json_clips(f, res, s);
     json_scales(f, opt, res, s);
+    json_norms(f, opt, res, s);
     fprintf(f, ",\n \"sanity\": {\"synced_grabs\": %zu, \"synced_disagree\": %zu, \"local_grabs\": %zu, "
                "\"local_identical\": %zu, \"global_checked\": %zu, \"global_failed\": %zu, \"agreement_syncs\": %llu, \"global_worst\": ",
             s->synced_grabs, s->synced_disagree, s->local_grabs, s->local_identical, s->global_checked,
@@ -825,6 +899,27 @@ static void print_scales(FILE *out, const verify_result *res)
                 (double)t.lo, (double)t.hi, inf);
 }
 
+/* The token loss's normalization checks, every rank's together (verify_norm_check). */
+static void print_norms(FILE *out, const ddpsim_options *opt, const verify_result *res)
+{
+    uint64_t checks = 0, failed = 0;
+    for (int r = 0; r < res->nranks && res->figures; r++) {
+        checks += res->figures[r].norm_checks;
+        failed += res->figures[r].norms_failed;
+    }
+    if (!checks)
+        return;
+    const char *norm = loss_norm_name(verify_loss_norm(&opt->run));
+    if (failed)
+        fprintf(out, "# loss normalization (%s): FAIL at %llu of %llu backwards over all ranks (the first divergence "
+                     "says which)\n",
+                norm, (unsigned long long)failed, (unsigned long long)checks);
+    else
+        fprintf(out, "# loss normalization (%s): every rank's factor at %llu backwards was the intended one on ragged "
+                     "token counts\n",
+                norm, (unsigned long long)checks);
+}
+
 /* The clip ops' checks, every rank's together (verify_clip_check). */
 static void print_clips(FILE *out, const verify_result *res)
 {
@@ -895,6 +990,7 @@ static void print_sanity(const ddpsim_options *opt, const verify_result *res, co
     print_comm(out, res, opt->run.shard);
     print_clips(out, res);
     print_scales(out, res);
+    print_norms(out, opt, res);
 }
 
 /* The verdict's words (after "# verdict: "): the word, then what was checked or what failed. */

@@ -81,7 +81,7 @@ static int check_all(const ddpsim_options *opt, const battery_row *rows, int nro
             continue;
         out[i].status = st;
         out[i].refused = 1;
-        snprintf(out[i].first, sizeof out[i].first, "not possible here: %.230s", ddp_error_text());
+        snprintf(out[i].first, sizeof out[i].first, "not possible here: %.980s", ddp_error_text());
     }
     return OPT_RUN;
 }

@@ -75,6 +75,12 @@ same "SGD with momentum: post-divide" -- --ranks 3 --scenario momentum --impl po
 # records NAME -- LIVE-ARGS
 records() { what=$1; shift 2; records_agree "$tmp" "$what" -- "$@"; }
 for sc in $("$DDPSIM" --scenarios | awk '/^[a-z]/ {print $1}'); do
+    if [ "$sc" = ragged-tokens ]; then
+        # The token model's counts are not in a recording yet: --record refuses it before any rank starts.
+        expect 2 "--model lm: --record does not carry the token counts yet" "--record refuses the token model" -- \
+            --ranks 3 --scenario "$sc" --record "$tmp/lm-recording"
+        continue
+    fi
     records "records of scenario $sc, bucketed, live and replayed" -- --ranks 3 --scenario "$sc" --impl bucketed
 done
 for impl in sync-on-exit last-microbatch-only sum-not-average overwrite-not-accumulate no-zero-after-step; do

@@ -20,10 +20,10 @@ trap 'rm -f "$out" "$err" "$sched_file"; rm -rf "$scratch"' EXIT
 
 orphans_before=$(shm_orphans ddpsim)
 
-expect 0 "verdict: PASS (29 of 29 scenarios: 23 at 4 ranks, 5 at 3, 1 under chaos (3 runs)" "ddpsim --ranks 4 passes the battery, its scaling-order scenarios at 3 ranks too" -- --ranks 4
+expect 0 "verdict: PASS (31 of 31 scenarios: 24 at 4 ranks, 6 at 3, 1 under chaos (3 runs)" "ddpsim --ranks 4 passes the battery, its scaling-order scenarios at 3 ranks too" -- --ranks 4
 if grep -q "4 is a power of two, so 1/4 is exact .* run at 3 ranks too" "$out" &&
-    [ "$(grep -c '^ [a-z0-9-]* at 3 ' "$out")" = 5 ] && grep -q '^ classic at 3 ' "$out"; then
-    ok "at 4 ranks the battery says so and runs the 5 scaling-order scenarios at 3, as rows of their own"
+    [ "$(grep -c '^ [a-z0-9-]* at 3 ' "$out")" = 6 ] && grep -q '^ classic at 3 ' "$out"; then
+    ok "at 4 ranks the battery says so and runs the 6 scaling-order scenarios at 3, as rows of their own"
 else
     bad "at 4 ranks the rows at 3: $(grep -c ' at 3 ' "$out")"
 fi
@@ -115,21 +115,21 @@ expect 2 "Try 'ddpsim --help'" "errors point to --help" -- --batch 0
 # fails bitwise at 3; without --comm-hook the same compression is a bug even under the order tolerance.
 hookp=${PLUGIN_DIR:-$(dirname "$0")/plugin}/libreorder_fp16.so
 for h in allreduce fp16 bf16; do
-    expect 0 "verdict: PASS (22 of 24 scenarios" "--comm-hook $h: bucketed passes the battery bitwise" -- --ranks 3 --comm-hook $h --impl bucketed
+    expect 0 "verdict: PASS (23 of 25 scenarios" "--comm-hook $h: bucketed passes the battery bitwise" -- --ranks 3 --comm-hook $h --impl bucketed
 done
 expect 0 "comm hook fp16" "--comm-hook: the header says so" -- --ranks 2 --comm-hook fp16 --scenario classic
-expect 0 "verdict: PASS (22 of 24 scenarios" "--comm-hook fp16 --algo exact" -- --ranks 3 --comm-hook fp16 --algo exact --impl bucketed
-expect 1 "verdict: FAIL (5 of 29 scenarios: 5 diverge" "an independent float16 DDP: at 2 ranks 1/2 is exact, the rows at 3 show its other order" -- --ranks 2 --comm-hook fp16 --impl "$hookp"
-if [ "$(grep -c '^ .*  FAIL  ' "$out")" = 5 ] && [ "$(grep '^ .*  FAIL  ' "$out" | grep -vc '^ [a-z0-9-]* at 3 ')" = 0 ] &&
-    [ "$(grep -c '^ .*  PASS  ' "$out")" = 22 ]; then
+expect 0 "verdict: PASS (23 of 25 scenarios" "--comm-hook fp16 --algo exact" -- --ranks 3 --comm-hook fp16 --algo exact --impl bucketed
+expect 1 "verdict: FAIL (6 of 31 scenarios: 6 diverge" "an independent float16 DDP: at 2 ranks 1/2 is exact, the rows at 3 show its other order" -- --ranks 2 --comm-hook fp16 --impl "$hookp"
+if [ "$(grep -c '^ .*  FAIL  ' "$out")" = 6 ] && [ "$(grep '^ .*  FAIL  ' "$out" | grep -vc '^ [a-z0-9-]* at 3 ')" = 0 ] &&
+    [ "$(grep -c '^ .*  PASS  ' "$out")" = 23 ]; then
     ok "... every scenario at 2 ranks matches bitwise; only the rows at 3 fail"
 else
     bad "... the rows: $(grep ' FAIL \| PASS ' "$out" | head -30)"
 fi
 grep -q "^# replay: ddpsim --ranks 2 --comm-hook fp16 --impl .*libreorder_fp16.so --scenario classic --ranks 3$" "$out" &&
     ok "... a row at 3 replays with --ranks 3" || bad "... a row at 3's replay line: $(grep '^# replay' "$out" | head -2)"
-expect 0 "verdict: PASS (22 of 24 scenarios" "... and the order tolerance at 3 ranks" -- --ranks 3 --comm-hook fp16 --impl "$hookp" --tolerance order
-expect 0 "verdict: PASS (22 of 24 scenarios" "... and at 5 ranks" -- --ranks 5 --comm-hook fp16 --impl "$hookp" --tolerance order
+expect 0 "verdict: PASS (23 of 25 scenarios" "... and the order tolerance at 3 ranks" -- --ranks 3 --comm-hook fp16 --impl "$hookp" --tolerance order
+expect 0 "verdict: PASS (23 of 25 scenarios" "... and at 5 ranks" -- --ranks 5 --comm-hook fp16 --impl "$hookp" --tolerance order
 expect 1 "verdict: FAIL" "... bitwise tells its order apart at 3 ranks" -- --ranks 3 --comm-hook fp16 --impl "$hookp" --scenario classic
 expect 1 "first divergence: grab 2 (after fwd+bwd (3 acc)), rank 0, parameter 0.weight" "a compression nobody asked for fails under the order tolerance" -- --ranks 3 --impl "$hookp" --tolerance order --scenario classic
 expect 2 "not ring: give --algo ordered or exact" "--comm-hook fp16 with --algo ring" -- --comm-hook fp16 --algo ring
@@ -146,8 +146,8 @@ rm -rf "$tmph"
 
 # static_graph: the same gradients; what the torch of --static-graph-rule cannot run with it is refused (python.sh
 # checks both rules on real torch: 1.13 and 2.x).
-expect 0 "verdict: PASS (10 of 24 scenarios: 23 at 3 ranks, 1 under chaos (0 runs); 69 grabs, bitwise; not run here, each row says why: window-2, window-5, buckets, odd-sizes, find-unused, tail-window, buffers, ends-in-window, uneven, uneven-divide, momentum, adamw, loss-scale, buckets, chaos 1-3)" "--static-graph: the battery, less what torch < 2.1 cannot run" -- --ranks 3 --static-graph --static-graph-rule first-iteration --impl bucketed
-expect 0 "verdict: PASS (6 of 24 scenarios: 23 at 3 ranks, 1 under chaos (0 runs); 34 grabs, bitwise; not run here, each row says why: classic, window-2, window-5, nosync-edges, zero-and-step, buckets, odd-sizes, bucket-view, find-unused, attention, tiny-tensor, tail-window, uneven, uneven-divide, momentum, adamw, loss-scale, buckets, chaos 1-3)" "--static-graph: the battery, less what torch 2.1+ cannot run" -- --ranks 3 --static-graph --impl bucketed
+expect 0 "verdict: PASS (11 of 25 scenarios: 24 at 3 ranks, 1 under chaos (0 runs); 73 grabs, bitwise; not run here, each row says why: window-2, window-5, buckets, odd-sizes, find-unused, tail-window, buffers, ends-in-window, uneven, uneven-divide, momentum, adamw, loss-scale, buckets, chaos 1-3)" "--static-graph: the battery, less what torch < 2.1 cannot run" -- --ranks 3 --static-graph --static-graph-rule first-iteration --impl bucketed
+expect 0 "verdict: PASS (6 of 25 scenarios: 24 at 3 ranks, 1 under chaos (0 runs); 34 grabs, bitwise; not run here, each row says why: classic, window-2, window-5, nosync-edges, zero-and-step, buckets, odd-sizes, bucket-view, find-unused, attention, tiny-tensor, tail-window, uneven, uneven-divide, momentum, adamw, loss-scale, ragged-tokens, buckets, chaos 1-3)" "--static-graph: the battery, less what torch 2.1+ cannot run" -- --ranks 3 --static-graph --impl bucketed
 expect 2 "op 4 (bwd) is a backward no sync armed, through a forward between the first and the second syncing forward" "--static-graph, torch < 2.1: a no_sync micro-step after the first sync" -- --static-graph --static-graph-rule first-iteration --schedule "fwd bwd nosync{fwd bwd} grab"
 expect 0 "verdict: PASS" "... which torch 2.1+ runs" -- --static-graph --schedule "fwd bwd nosync{fwd bwd} grab"
 expect 0 "verdict: PASS" "--static-graph: the same micro-step after the second sync runs" -- --static-graph --static-graph-rule first-iteration --schedule "fwd bwd fwd bwd nosync{fwd bwd} grab"
@@ -199,7 +199,7 @@ rm -rf "$tmpj"
 
 # Implementations: a catalogued bug is a divergence (exit 1) with its first divergence; plugins.
 plugins=${PLUGIN_DIR:-$(dirname "$0")/plugin}
-expect 0 "verdict: PASS (20 of 24 scenarios" "a plugin that refuses some scenarios' options passes the rest" -- --ranks 3 --impl "$plugins/libexample_impl.so"
+expect 0 "verdict: PASS (21 of 25 scenarios" "a plugin that refuses some scenarios' options passes the rest" -- --ranks 3 --impl "$plugins/libexample_impl.so"
 grep -q "find-unused .* REFUSED .*does not support find_unused" "$out" && ok "a refused scenario says why" ||
     bad "a refused scenario says why"
 expect 1 "first divergence: grab 0 (after no_sync fwd+bwd), rank 0, parameter 0.weight" "sync-on-exit is caught" -- --impl sync-on-exit --ranks 2 --scenario classic
@@ -212,15 +212,15 @@ expect 0 "verdict: PASS" "a bucket launched as it fills passes the buckets scena
 expect 3 "# replay: ddpsim --ranks 3 --impl $racy --scenario buckets --chaos 1" \
     "... the battery's chaos pass catches it (ranks disagree on a collective) and names the seed" -- --ranks 3 --impl "$racy"
 if grep -q '^ buckets, chaos 1-3 .* FAULT     chaos seed 1: fault: .*ranks disagree on a collective' "$out" &&
-    [ "$(grep -cE '^ .*[0-9]  (FAIL|FAULT) ' "$out")" = 1 ] && [ "$(grep -c '^ .*[0-9]  PASS  ' "$out")" = 20 ]; then
-    ok "... in the row 'buckets, chaos 1-3' alone; the plain rows pass (20; 3 it refuses, as the example)"
+    [ "$(grep -cE '^ .*[0-9]  (FAIL|FAULT) ' "$out")" = 1 ] && [ "$(grep -c '^ .*[0-9]  PASS  ' "$out")" = 21 ]; then
+    ok "... in the row 'buckets, chaos 1-3' alone; the plain rows pass (21; 3 it refuses, as the example)"
 else
     bad "... the rows: $(grep -c '  PASS  ' "$out") PASS, $(grep ' chaos 1-3 ' "$out")"
 fi
-expect 0 "verdict: PASS (21 of 24 scenarios: 23 at 3 ranks, 1 under chaos (3 runs)" \
+expect 0 "verdict: PASS (22 of 25 scenarios: 24 at 3 ranks, 1 under chaos (3 runs)" \
     "... while the example it comes from, launching in bucket order, passes the chaos pass" -- --ranks 3 \
     --impl "$plugins/libexample_buckets.so" --bucket-cap 4K
-expect 0 "verdict: PASS (23 of 23 scenarios, 165 grabs x 3 ranks, bitwise)" \
+expect 0 "verdict: PASS (24 of 24 scenarios, 169 grabs x 3 ranks, bitwise)" \
     "under --chaos SEED every row is under that seed: no chaos pass of its own" -- --ranks 3 --chaos 5
 expect 1 "verdict: FAIL" "post-divide is caught bitwise" -- --impl post-divide --ranks 3
 expect 0 "verdict: PASS" "post-divide passes the order tolerance" -- --impl post-divide --ranks 3 --tolerance order
@@ -231,14 +231,14 @@ expect 0 "verdict: PASS (8 grabs and 5 parameter checks x 3 ranks match, bitwise
 expect 1 "first divergence: step 0 (parameters after step), rank 0, parameter 0.weight" "momentum-per-microstep: a buffer advanced at every backward is caught at the first step after a window" -- --ranks 3 --impl momentum-per-microstep --scenario momentum
 expect 0 "verdict: PASS" "momentum-per-microstep is right without momentum, windows or not" -- --ranks 3 --impl momentum-per-microstep --scenario window-5
 expect 0 "verdict: PASS (10 grabs and 11 parameter checks x 3 ranks match, bitwise)" "momentum-per-microstep is right with windows of one" -- --ranks 3 --impl momentum-per-microstep --optimizer momentum --scenario window-1
-expect 0 "verdict: PASS (24 of 24" "--optimizer momentum:0.5, the battery: post-divide passes order through carried buffers" -- --ranks 5 --impl post-divide --tolerance order --optimizer momentum:0.5
+expect 0 "verdict: PASS (25 of 25" "--optimizer momentum:0.5, the battery: post-divide passes order through carried buffers" -- --ranks 5 --impl post-divide --tolerance order --optimizer momentum:0.5
 expect 1 "verdict: FAIL" "... and bitwise sees post-divide there" -- --ranks 5 --impl post-divide --optimizer momentum:0.5 --scenario momentum
 expect 0 "verdict: PASS" "a version-1 plugin (no optimizer_step) is stepped by ddpsim with momentum" -- --ranks 3 --impl "$plugins/libv1_plugin.so" --optimizer momentum --scenario momentum
 # torch.optim.AdamW (--optimizer adamw): its moments and count carried, its bound through the division.
 expect 0 "verdict: PASS (8 grabs and 5 parameter checks x 3 ranks match, bitwise)" "--scenario adamw: DDP with torch's AdamW" -- --ranks 3 --scenario adamw
 grep -q "lr 0.1, AdamW betas (0.9, 0.999), eps 1e-08, weight decay 0.01$" "$out" || bad "the report's header says AdamW and its hyperparameters"
 expect 0 "AdamW betas (0.8, 0.99), eps 1e-06, weight decay 0" "--optimizer adamw: the hyperparameters given" -- --ranks 3 --scenario classic --optimizer adamw:beta1=0.8,beta2=0.99,eps=1e-6,wd=0
-expect 0 "verdict: PASS (24 of 24" "--optimizer adamw, the battery: post-divide passes order through carried moments" -- --ranks 5 --impl post-divide --tolerance order --optimizer adamw
+expect 0 "verdict: PASS (25 of 25" "--optimizer adamw, the battery: post-divide passes order through carried moments" -- --ranks 5 --impl post-divide --tolerance order --optimizer adamw
 expect 1 "verdict: FAIL (6 of 8 grabs and 5 of 5 parameter checks diverge, bitwise)" "... and bitwise sees post-divide there" -- --ranks 5 --impl post-divide --optimizer adamw --scenario adamw
 expect 0 "verdict: PASS" "a version-1 plugin (no optimizer_step) is stepped by ddpsim with AdamW" -- --ranks 3 --impl "$plugins/libv1_plugin.so" --optimizer adamw --scenario adamw
 expect 2 "--optimizer: 'adamw:beta2=1': beta2 must be in .0, 1)" "--optimizer adamw: a beta out of range" -- --optimizer adamw:beta2=1
@@ -257,8 +257,8 @@ expect 3 "ranks disagree on a collective: rank 0 called allreduce of 280 float" 
 expect 0 "# clip: 8 clips over all ranks: every rank's coefficient the same bits, within the bound of the reference's exact norm" "clip: the L2 and the inf norm in a schedule" -- --ranks 4 --schedule "fwd bwd clip:0.01 grab step zero fwd bwd clip:0.005:inf grab step"
 grep -q "^# verdict: PASS (2 grabs and 3 parameter checks x 4 ranks match, bitwise)" "$out" && ok "... and the clipped gradients and steps match bitwise" || bad "... and the clipped gradients and steps match bitwise"
 expect 0 "every coefficient 1: nothing was clipped, lower MAX to check the clipping" "clip: a MAX that clips nothing is said" -- --ranks 3 --schedule "fwd bwd clip:1000 grab step"
-expect 0 "verdict: PASS (24 of 24 scenarios: 23 at 3 ranks, 1 under chaos (3 runs); 183 grabs, order)" "--clip: the battery clipped before every step a loop clips, under order" -- --ranks 3 --clip 0.01 --tolerance order -q
-expect 0 "verdict: PASS (24 of 24" "--clip: the bucketed built-in, the inf norm, with momentum" -- --ranks 5 --impl bucketed --clip 0.01:inf --optimizer momentum -q
+expect 0 "verdict: PASS (25 of 25 scenarios: 24 at 3 ranks, 1 under chaos (3 runs); 187 grabs, order)" "--clip: the battery clipped before every step a loop clips, under order" -- --ranks 3 --clip 0.01 --tolerance order -q
+expect 0 "verdict: PASS (25 of 25" "--clip: the bucketed built-in, the inf norm, with momentum" -- --ranks 5 --impl bucketed --clip 0.01:inf --optimizer momentum -q
 expect 0 "grab step zero ) + --clip 0.01 (before every step a training loop clips)" "--clip: the header says the schedule is clipped" -- --ranks 2 --scenario classic --clip 0.01
 expect 2 "--schedule: schedule line 1, column 14: clip's max_norm must be a positive finite number (found '0')" "clip:0 is refused" -- --schedule "fwd bwd clip:0 step"
 expect 2 "clip's max_norm must be a positive finite number" "clip:-1 is refused" -- --schedule "fwd bwd clip:-1 step"
@@ -306,6 +306,48 @@ expect 2 "INTERVAL 0 is not a whole number of steps" "--loss-scale dynamic:1024,
 expect 2 "--fault inf: op=0 is 'enter', not a backward (bwd)" "--fault inf at an op that is not a backward is refused" -- --loss-scale 8 --schedule "$LS" --fault inf:rank=0,op=0
 expect 2 "--fault nan: needs --loss-scale" "--fault nan without a scaler is refused" -- --schedule "$LS" --fault nan:rank=0,op=2
 expect 2 "--fault: rank=5 does not exist (--ranks 2)" "--fault inf on a rank that does not exist is refused" -- --ranks 2 --loss-scale 8 --schedule "$LS" --fault inf:rank=5,op=2
+# The trainer's loss normalization on ragged tokens (--model lm, --loss-norm; doc/SEMANTICS.md "Loss
+# normalization"): every factor checked, a correct trainer passes each intent, each mistake is caught and named.
+expect 0 "loss normalization (global-tokens): every rank's factor at 18 backwards was the intended one" \
+    "loss norm: ddpsim's trainer on the ragged-tokens scenario" -- --ranks 3 --scenario ragged-tokens
+for n in global-tokens micro-batch-mean sum; do
+    expect 0 "loss normalization ($n): every rank's factor at 24 backwards was the intended one" \
+        "loss norm $n: the example plugin's own trainer (interface version 10, counts gathered)" -- --ranks 4 \
+        --scenario ragged-tokens --impl "$plugins/libexample_impl.so" --loss-norm "$n"
+done
+expect 0 "verdict: PASS" "loss norm: a version-1 plugin gets ddpsim's trainer" -- --ranks 3 --scenario ragged-tokens \
+    --impl "$plugins/libv1_plugin.so"
+expect 1 "pattern: the factor is 1 / this rank's own valid tokens of the window" \
+    "loss norm: a plugin normalizing by its own rank's tokens is caught at its first backward, the mistake named" -- \
+    --ranks 3 --scenario ragged-tokens --impl "$plugins/libexample_local_tokens.so"
+grep -q "first divergence: the loss normalization of the backward at op 2, .*rank 0, micro-step 1 of its window's 3" \
+    "$out" && ok "... where: op, rank, micro-step" || bad "... where: $(grep 'first divergence' "$out")"
+expect 1 "pattern: a constant factor, 0.5 x the intended one at each of the 2 backwards" \
+    "loss norm: a factor off by a constant that no known mistake gives is named as one" -- --ranks 3 \
+    --scenario ragged-tokens --impl "$plugins/libexample_half_factor.so" --loss-norm sum
+for bug in "norm-micro-batch-mean:a mean of micro-batch means" "norm-rank-local:a rank-local mean" \
+    "norm-dropped:DDP's average kept" "norm-after-backward:DDP's average undone" \
+    "norm-empty-counted:an empty sequence counted as one token" \
+    "norm-rescale-each-micro-step:an exponential moving average instead of a sum" \
+    "norm-local-when-one-step:the rescale skipped when accumulation is 1"; do
+    expect 1 "pattern: .*${bug#*:}" "loss norm: ${bug%%:*} caught, its mistake named" -- --ranks 4 \
+        --scenario ragged-tokens --impl "${bug%%:*}"
+done
+# a micro-batch without a valid token takes any factor (its positions are never multiplied): a mean over no
+# tokens (inf) is no failure, and the mean of means is right where it is what the trainer intends
+expect 0 "loss normalization (micro-batch-mean): every rank's factor at 18 backwards was the intended one" \
+    "loss norm: the mean of means under micro-batch-mean, inf at the empty micro-batch included" -- --ranks 3 \
+    --scenario ragged-tokens --impl norm-micro-batch-mean --loss-norm micro-batch-mean
+expect 1 '"loss_norm": {"norm": "global-tokens", "backwards_checked": 18, "failed": 16' \
+    "loss norm: --json's loss_norm object" -- --ranks 3 --scenario ragged-tokens --impl norm-dropped --json -
+expect 2 "--loss-norm: mlp:32-64-64-16 has no token loss" "loss norm: refused on a model without a token loss" -- \
+    --loss-norm sum --schedule "fwd bwd grab"
+expect 2 "scenario classic runs mlp:32-64-64-16, which has no token loss" \
+    "loss norm: refused with a single scenario of another model" -- --loss-norm sum --scenario classic
+expect 2 "'tokens': expected global-tokens, micro-batch-mean or sum" "loss norm: an unknown normalization" -- \
+    --loss-norm tokens
+expect 2 "a schedule with uneven repetitions or join{...} is not modelled with the token loss" \
+    "loss norm: refused with uneven inputs" -- --model lm --schedule "[2, -1:1]*( fwd bwd grab step zero )"
 # A loss-scaled run recorded (record version 9: "loss_scale", "planted", each backward's scale, each unscale's
 # finding) replays the same records; the replay's checks fire on a recording whose scale or finding is wrong.
 lscratch=$(mktemp -d)
@@ -360,7 +402,7 @@ rm -rf "$lprep"
 # DDPSIM_CLI_TESTS=processes (tests/load.sh, beside busy loops) leaves it out: it is semantics, which do not
 # depend on timing; it runs in make check and under the sanitizers.
 if [ "${DDPSIM_CLI_TESTS:-all}" != processes ]; then
-    expect 0 "mutation score: 58 of 58 caught" "--mutants catches every bug, DDP's and the sharded ones" -- --mutants
+    expect 0 "mutation score: 65 of 65 caught" "--mutants catches every bug, DDP's and the sharded ones" -- --mutants
     grep -q "^ momentum-per-microstep .*caught .* momentum " "$out" && ok "--mutants: the momentum scenario catches a buffer advanced per micro-step" ||
         bad "--mutants: the momentum scenario catches a buffer advanced per micro-step"
     expect 0 "1 bug only a bitwise comparison catches passes, as the catalogue says: post-divide" "--mutants under the order tolerance (the NCCL backend's default) says which bugs only bitwise catches" -- --mutants --tolerance order

@@ -50,7 +50,7 @@ done
 # scenarios say so).
 A=$F/accelerate_ddp.py
 "$TORCH2_PYTHON" -c 'import accelerate; print("accelerate", accelerate.__version__)'
-under "$TORCH2_PYTHON" 0 "verdict: PASS (21 of 21 scenarios; not run, the header says why: uneven, uneven-divide)" \
+under "$TORCH2_PYTHON" 0 "verdict: PASS (21 of 21 scenarios; not run, the header says why: uneven, uneven-divide, ragged-tokens)" \
     "accelerate: accelerator.no_sync passes the battery, 3 ranks" -- --ranks 3 --wrap "$A:no_sync"
 grep -q "# ddpsim_torch .*: torch 2.15" "$out" "$err" && ok "... the header names the torch" || bad "... the header names the torch"
 S="3*( 3*( nosync{fwd bwd} grab ) fwd bwd grab step zero )"
@@ -77,7 +77,7 @@ grep "max |" "$out"
 # public API (planted) syncs inside the window and fails at its first grab.
 L=$F/fabric_ddp.py
 "$TORCH2_PYTHON" -c 'import lightning; print("lightning", lightning.__version__)'
-under "$TORCH2_PYTHON" 0 "verdict: PASS (21 of 21 scenarios; not run, the header says why: uneven, uneven-divide)" \
+under "$TORCH2_PYTHON" 0 "verdict: PASS (21 of 21 scenarios; not run, the header says why: uneven, uneven-divide, ragged-tokens)" \
     "fabric: no_backward_sync passes the battery, 3 ranks" -- --ranks 3 --wrap "$L:no_backward_sync"
 under "$TORCH2_PYTHON" 1 "first divergence: grab 0 (after no_sync fwd+bwd), rank 0, parameter 0.weight" \
     "fabric: no_backward_sync(enabled=...) inverted (planted)" -- --ranks 3 --wrap "$L:enabled_inverted" --scenario classic

@@ -54,7 +54,7 @@ is "battery, passing: the verdict property" \
 "$DDPSIM" --ranks 4 --impl post-divide --junit "$tmp/pow2.xml" -q >"$out" 2>"$err"
 is "battery at 4 ranks, post-divide: exit" "$?" 1
 valid "battery at 4 ranks" "$tmp/pow2.xml"
-is "battery at 4 ranks: a testcase per row" "$(xp "$tmp/pow2.xml" "$S/@tests")" "$((nscen + 5))"
+is "battery at 4 ranks: a testcase per row" "$(xp "$tmp/pow2.xml" "$S/@tests")" "$((nscen + 6))"
 has "the row 'classic at 3' fails and replays with --ranks 3" \
     "$(xp "$tmp/pow2.xml" "$S/testcase[@name='classic at 3']/system-out")" "--scenario classic --ranks 3$"
 

@@ -62,12 +62,12 @@ same_bits 3 "bucketed under chaos seed 7 (delays, held-back ready events, shuffl
     --scenario classic --impl bucketed --chaos 7
 same_bits 3 "branchy with find_unused" -- --model branchy --find-unused --schedule "fwd bwd grab step fwd bwd grab"
 
-expect_cmd 0 "verdict: PASS (24 of 24 scenarios: 23 at 4 ranks, 1 under chaos (3 runs)" "the battery under mpirun -np 4" -- \
+expect_cmd 0 "verdict: PASS (25 of 25 scenarios: 24 at 4 ranks, 1 under chaos (3 runs)" "the battery under mpirun -np 4" -- \
     mpi 4 --json "$tmp/battery.json"
 # Every process judges alike (only rank 0's prints): with every process's output kept, the battery's rows and
 # verdict are the same on each.
 rm -rf "$tmp/procs"
-expect_cmd 0 "verdict: PASS (24 of 24 scenarios" "the battery with every process's output kept" -- \
+expect_cmd 0 "verdict: PASS (25 of 25 scenarios" "the battery with every process's output kept" -- \
     env DDPSIM_MPI_ALL_OUTPUT=1 timeout 300 mpirun --oversubscribe -np 3 \
     --output-filename "$tmp/procs" "$DDPSIM" --world mpi --json "$tmp/late.json"
 rows() { grep -E '^ [a-z]|^# verdict' "$1"; }

@@ -65,6 +65,13 @@ first-hook-reduces|-|tied|3|none found
 momentum-per-microstep|-|momentum|3|none found
 found-inf-always|-|loss-scale|3|-
 unscale-after-update|-|loss-scale|3|its update is 0.5 x the reference's (1/G, the loss scale's growth
+norm-micro-batch-mean|-|ragged-tokens|3|a mean of micro-batch means
+norm-rank-local|-|ragged-tokens|3|a rank-local mean, then DDP's average
+norm-dropped|-|ragged-tokens|3|DDP's average kept
+norm-after-backward|-|ragged-tokens|3|DDP's average undone
+norm-empty-counted|-|ragged-tokens|3|an empty sequence counted as one token
+norm-rescale-each-micro-step|-|ragged-tokens|3|an exponential moving average instead of a sum
+norm-local-when-one-step|-|ragged-tokens|3|the rescale skipped when accumulation is 1
 fsdp-no-sync-dropped|fsdp|s-window-3|4|its gradient is zero
 hsdp-allreduce-every-microstep|hsdp|s-window-3|4|the average over ranks of the local sum, where DDP's is the local sum
 hsdp-partial-not-replicated|hsdp|s-window-3|4|none found
@@ -89,7 +96,7 @@ TABLE
 
 # Every catalogued bug is in the table above.
 n=$("$DDPSIM" --list | awk '$2 == "bug"' | wc -l)
-[ "$n" -eq 58 ] && ok "the table has every catalogued bug (58)" || bad "the catalogue has $n bugs, the table 58"
+[ "$n" -eq 65 ] && ok "the table has every catalogued bug (65)" || bad "the catalogue has $n bugs, the table 65"
 
 # --json: the first divergence's and every failing record's "pattern".
 expect 1 '"pattern": {"kind": "factor", "of": "gradient", "factor": 3, "name": "N"}' "the pattern in --json" -- \

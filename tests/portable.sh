@@ -56,6 +56,6 @@ grep -q '"math": "OpenBLAS' "$tmp/r.json" && ok "the JSON report names the math"
 "$DDPSIM" --ranks 2 --json "$tmp/b.json" -q --portable-math >/dev/null 2>&1
 grep -q '"math": "portable' "$tmp/b.json" && ok "the battery's JSON names the math" || bad "the battery's JSON names the math"
 # Portable math is a way of computing, not another semantics: the battery passes, and a bug is still caught.
-expect 0 "verdict: PASS (24 of 24" "the battery passes under portable math" -- --ranks 3 --portable-math
+expect 0 "verdict: PASS (25 of 25" "the battery passes under portable math" -- --ranks 3 --portable-math
 expect 1 "first divergence" "a bug fails under portable math" -- --ranks 3 --portable-math --impl post-divide --scenario classic
 finish

@@ -83,7 +83,7 @@ expect_cmd 0 "twin attn: names, shapes and gradients match" "the torch twins of 
 
 # Real DDP passes.
 for n in 2 3 4; do
-    front 0 "verdict: PASS (23 of 23 scenarios)" "torch's DDP passes the battery at $n ranks" -- --ranks "$n" --wrap "$DDP"
+    front 0 "verdict: PASS (23 of 23 scenarios; not run, the header says why: ragged-tokens)" "torch's DDP passes the battery at $n ranks" -- --ranks "$n" --wrap "$DDP"
 done
 grep -q "find_unused counts what the syncing backward used (PyTorch < 2.4)\|any micro-step of the window used (PyTorch >= 2.4" "$out" &&
     ok "the header says which torch's semantics" || bad "the header says which torch's semantics"
@@ -132,7 +132,7 @@ grep -Eq '^ buffers +FAIL +[0-9]+/[0-9]+ +[0-9]+/[0-9]+ +first divergence' "$out
 sed 's/            self.syncing = before/            self.syncing = before\n            if before: self._average()/' "$tmp/myddp.py" >"$tmp/myddp_exit.py"
 front 1 "first divergence: grab 0 (after no_sync fwd+bwd)" "... and with thunder's sync on exit it fails at the first grab" -- \
     --ranks 2 --wrap "$tmp/myddp_exit.py:MyDDP" --scenario classic
-front 0 "verdict: PASS (21 of 21 scenarios; not run, the header says why: uneven, uneven-divide)" "a thunder-style functional wrapper (after PR #2255)" -- --ranks 3 --wrap "$W:hook_ddp"
+front 0 "verdict: PASS (21 of 21 scenarios; not run, the header says why: uneven, uneven-divide, ragged-tokens)" "a thunder-style functional wrapper (after PR #2255)" -- --ranks 3 --wrap "$W:hook_ddp"
 # Buffers: real DDP's broadcast_buffers is the reference's rule (the battery above, bitwise at 2 ranks, has the
 # buffers scenario); DDP with broadcast_buffers=False fails it, naming the buffer, live and from its recording.
 front 1 "rank 1, buffer bn.running_mean, element 0" "DDP(broadcast_buffers=False) fails the buffers scenario" -- \
@@ -258,7 +258,7 @@ front 2 "element 0 of 4.bias is held by no rank" "a layout that leaves an elemen
 # Communication hooks, against torch's own (default_hooks.py): DDP with fp16_compress_hook matches the reference's
 # float16 arithmetic bitwise at 2 ranks over the whole battery and within the order bound at 3; allreduce_hook too;
 # a wrapper that registers fp16_compress_hook itself fails when the reference is not told (order tolerance).
-front 0 "verdict: PASS (21 of 21 scenarios; not run, the header says why: uneven, uneven-divide)" "real DDP with fp16_compress_hook, 2 ranks, bitwise" -- --ranks 2 --wrap "$DDP" --comm-hook fp16
+front 0 "verdict: PASS (21 of 21 scenarios; not run, the header says why: uneven, uneven-divide, ragged-tokens)" "real DDP with fp16_compress_hook, 2 ranks, bitwise" -- --ranks 2 --wrap "$DDP" --comm-hook fp16
 front 0 "verdict: PASS" "... 3 ranks, the order bound" -- --ranks 3 --wrap "$DDP" --comm-hook fp16 --scenario classic
 front 0 "verdict: PASS" "real DDP with allreduce_hook, 2 ranks, bitwise" -- --ranks 2 --wrap "$DDP" --comm-hook allreduce --scenario bucket-view
 front 1 "first divergence: grab 2 (after fwd+bwd (3 acc)), rank 0, parameter 0.weight" "a DDP compressing in float16 unannounced fails" -- \
@@ -269,7 +269,7 @@ front 0 "verdict: PASS" "... and passes once --comm-hook fp16 says so" -- --rank
 if [ "$tv" -ge 200 ] && "$py" -c 'from ddpsim_torch import semantics; assert semantics.bf16_hook_runs()' 2>/dev/null; then
     # torch 2.x from PyPI is a CUDA build: its DDP takes bf16_compress_hook on gloo, with no GPU (_check_comm_hook
     # asks how torch was built), and ddpsim's bfloat16 reference is checked against it.
-    front 0 "verdict: PASS (21 of 21 scenarios; not run, the header says why: uneven, uneven-divide)" "real DDP with bf16_compress_hook, 2 ranks, bitwise" -- --ranks 2 --wrap "$DDP" --comm-hook bf16
+    front 0 "verdict: PASS (21 of 21 scenarios; not run, the header says why: uneven, uneven-divide, ragged-tokens)" "real DDP with bf16_compress_hook, 2 ranks, bitwise" -- --ranks 2 --wrap "$DDP" --comm-hook bf16
     front 0 "verdict: PASS" "... 3 ranks, the order bound" -- --ranks 3 --wrap "$DDP" --comm-hook bf16 --scenario classic
     front 1 "first divergence: grab 2 (after fwd+bwd (3 acc)), rank 0, parameter 0.weight" "a DDP compressing in bfloat16 unannounced fails" -- \
         --ranks 3 --wrap "$W:ddp_bf16_hook" --scenario classic

@@ -7,7 +7,8 @@
  *   sum (and in-place division with gradient_as_bucket_view); unused
  *   parameters with find_unused (across ranks and across the window, and
  *   untouched when unused everywhere); the error without find_unused; the
- *   bucket assignment; zero_grad and step.
+ *   bucket assignment; zero_grad and step; the token loss's windows and
+ *   factors on ragged data, and global-tokens' gradient (loss_norm.h).
  * Ranks write what they see into the shared area; the parent asserts.
  */
 #include <math.h>
@@ -16,6 +17,7 @@
 
 #include "coll.h"
 #include "ddp_ref.h"
+#include "loss_norm.h"
 #include "model.h"
 #include "rng.h"
 #include "scaler.h"
@@ -904,6 +906,195 @@ static void test_scaler_rules(void)
     CU_ASSERT_EQUAL(after, payload);
 }
 
+/* The token loss (loss_norm.h): windows of three micro-steps (two in no_sync) and of one. */
+#define NORM_SCHEDULE "nosync{fwd bwd fwd bwd} fwd bwd step zero fwd bwd step zero"
+#define NORM_MODEL "lm:32-8-16"
+
+/*
+ * The windows hold each rank's counts as model_row_tokens gives them, ragged as promised (rank 1 sparse, one of
+ * its micro-batches without a valid token); the intended factor holds computed with one rounding or two and not
+ * three ulps off, inf or NaN, except where there is no token to weigh; a rank-local factor matches its mistake.
+ */
+static void test_loss_windows(void)
+{
+    sched s;
+    model *m = NULL;
+    CU_ASSERT_FATAL(sched_parse(NORM_SCHEDULE, &s) == DDP_OK);
+    CU_ASSERT_FATAL(model_create_layout(NORM_MODEL, 4, &m) == DDP_OK);
+    loss_windows lw[4];
+    for (int r = 0; r < 4; r++)
+        CU_ASSERT_FATAL(loss_windows_build(&lw[r], &s, m, 1, 4, r) == DDP_OK);
+    CU_ASSERT_EQUAL(lw[0].nbwd, 4);
+    CU_ASSERT_EQUAL(lw[0].win_micro_steps[0], 3);
+    CU_ASSERT_EQUAL(lw[0].win_micro_steps[1], 1);
+    CU_ASSERT_EQUAL(lw[0].bwd_micro[2], 2);
+    CU_ASSERT_EQUAL(lw[0].bwd_window[3], 1);
+    uint64_t total = 0, own[4] = {0};
+    int rows[4], empty_batch = 0;
+    for (int r = 0; r < 4; r++)
+        for (uint64_t b = 0; b < 3; b++) {
+            model_row_tokens(m, 1, r, b, rows);
+            uint64_t t = 0;
+            for (int j = 0; j < 4; j++)
+                t += (uint64_t)rows[j];
+            CU_ASSERT_EQUAL(lw[r].bwd_tokens[b], t);
+            empty_batch |= t == 0;
+            total += t;
+            own[r] += t;
+        }
+    CU_ASSERT_EQUAL(lw[0].win_tokens[0], total);
+    CU_ASSERT_EQUAL(lw[2].win_tokens[0], total); /* every rank knows every rank's count */
+    CU_ASSERT(empty_batch);
+    CU_ASSERT(own[1] < own[0] && own[1] < own[2] && own[1] < own[3]);
+
+    float exact = (float)4 / (float)total, two = (1.0f / (float)total) * 4.0f, off = exact;
+    for (int i = 0; i < 3; i++)
+        off = nextafterf(off, 1.0f);
+    CU_ASSERT(loss_windows_holds(&lw[0], LOSS_NORM_GLOBAL_TOKENS, 0, exact));
+    CU_ASSERT(loss_windows_holds(&lw[0], LOSS_NORM_GLOBAL_TOKENS, 0, two));
+    CU_ASSERT(!loss_windows_holds(&lw[0], LOSS_NORM_GLOBAL_TOKENS, 0, off));
+    CU_ASSERT(!loss_windows_holds(&lw[0], LOSS_NORM_GLOBAL_TOKENS, 0, exact * 1.001f));
+    CU_ASSERT(!loss_windows_holds(&lw[0], LOSS_NORM_GLOBAL_TOKENS, 0, INFINITY));
+    CU_ASSERT(!loss_windows_holds(&lw[0], LOSS_NORM_GLOBAL_TOKENS, 0, NAN));
+    for (size_t b = 0; b < lw[1].nbwd; b++)
+        if (lw[1].bwd_tokens[b] == 0) /* nothing to weigh: even a mean over no tokens' inf leaves the zeros */
+            CU_ASSERT(loss_windows_holds(&lw[1], LOSS_NORM_MICRO_BATCH_MEAN, b, INFINITY));
+    float local = 1.0f / (float)own[0];
+    unsigned mk = loss_windows_matches(&lw[0], LOSS_NORM_GLOBAL_TOKENS, 0, local);
+    CU_ASSERT(mk & (1u << LOSS_CAND_RANK_WINDOW));
+    CU_ASSERT(!(mk & (1u << LOSS_CAND_GLOBAL_TOKENS)));
+    CU_ASSERT(!loss_windows_holds(&lw[0], LOSS_NORM_GLOBAL_TOKENS, 0, local));
+    for (int r = 0; r < 4; r++)
+        loss_windows_free(&lw[r]);
+    model_destroy(m);
+    sched_free(&s);
+}
+
+/*
+ * Global-tokens' meaning, from its definition: on 4 ranks, a window of three micro-steps whose valid tokens T make
+ * 4 / T a power of two (a seed is searched for), so that seeding each backward with the factor is exactly the
+ * per-token-sum gradient times it. The reference's synced gradient (the factor in each backward, .grad's
+ * accumulation, 1/4 before the ordered sum) must then be sum over ranks and micro-steps of the per-token-sum
+ * gradients, over T, computed exactly in double, within the recursive sums' proven bound: five float additions per
+ * element (two accumulations, three in the sum over ranks), gamma_5 times the sum of the terms' magnitudes, plus
+ * 2^-45 of it for the double sums. The same bound tells it apart from a rank-local normalization (each rank's sum
+ * over its own tokens), so the comparison can fail.
+ */
+static ddp_status token_semantics(world_rank *wr, results *res)
+{
+    const int N = 4, M = 3;
+    int rank = world_rank_id(wr);
+    sched s;
+    DDP_CHECK(sched_parse(NORM_SCHEDULE, &s));
+    model *m = NULL, *m1 = NULL;
+    ddp_ref *d = NULL;
+    model_batch b = {0};
+    loss_windows lw = {0};
+    double *acc = NULL;
+    ddp_config cfg = cfg_default();
+    ddp_status st = model_create(NORM_MODEL, 4, &m);
+    if (st == DDP_OK)
+        st = model_create(NORM_MODEL, 4, &m1);
+    uint64_t seed = 0, T = 0;
+    for (uint64_t cand = 1; st == DDP_OK && cand < 500 && !seed; cand++) {
+        st = loss_windows_build(&lw, &s, m, cand, N, rank);
+        T = st == DDP_OK ? lw.win_tokens[0] : 0;
+        if (T >= 4 && (T & (T - 1)) == 0)
+            seed = cand;
+        else
+            loss_windows_free(&lw);
+    }
+    size_t n = m ? model_size(m) : 0;
+    if (st == DDP_OK && !seed)
+        st = ddp_error(DDP_ERR_INVALID, "no seed below 500 gives a power-of-two token count");
+    if (st == DDP_OK && !(acc = calloc(4 * n, sizeof *acc))) /* exact sum, its magnitudes, the local sum, scratch */
+        st = ddp_error(DDP_ERR_NOMEM, "test");
+    if (st == DDP_OK) {
+        model_init(m, 3, rank);
+        st = ddp_ref_create(&cfg, m, wr, &d);
+    }
+    if (st == DDP_OK)
+        st = ddp_ref_broadcast_params(d);
+    if (st == DDP_OK)
+        st = model_batch_alloc(m, &b);
+    float f = (float)N / (float)T; /* a power of two: exact */
+    double *exact = acc, *mag = acc + n, *local = acc + 2 * n, *scratch = acc + 3 * n;
+    for (int k = 0; k < M && st == DDP_OK; k++) {
+        model_batch_fill(m, &b, seed, rank, (uint64_t)k);
+        /* the per-token-sum gradient of this micro-batch, on a replica with the same parameters */
+        memcpy(model_weights(m1), model_weights(m), n * sizeof(float));
+        model_zero_grad(m1);
+        model_set_token_factor(m1, 1.0f);
+        st = model_forward(m1, &b, NULL);
+        if (st != DDP_OK)
+            break;
+        model_backward(m1);
+        for (size_t i = 0; i < n; i++) {
+            float g = model_grads(m1)[i];
+            exact[i] += (double)(f * g);
+            mag[i] += fabs((double)(f * g));
+            local[i] += (double)g;
+        }
+        /* the reference: the factor in the backward, no_sync for the first two */
+        model_set_token_factor(m, f);
+        if (k < M - 1)
+            st = ddp_ref_no_sync_enter(d);
+        if (st == DDP_OK)
+            st = ddp_ref_forward(d, &b);
+        if (st == DDP_OK)
+            st = ddp_ref_backward(d);
+        if (st == DDP_OK && k < M - 1)
+            st = ddp_ref_no_sync_exit(d);
+    }
+    if (st == DDP_OK) {
+        uint64_t own = lw.win_rank_tokens[0];
+        for (size_t i = 0; i < n; i++) /* the rank-local normalization: this rank's sum over its own tokens */
+            scratch[i] = own ? local[i] / (double)own : 0;
+        st = coll_allreduce(wr, acc, 2 * n, COLL_DOUBLE, COLL_SUM, COLL_ORDERED);
+    }
+    if (st == DDP_OK)
+        st = coll_allreduce(wr, scratch, n, COLL_DOUBLE, COLL_SUM, COLL_ORDERED);
+    if (st == DDP_OK) {
+        const double u = 0x1p-24, gamma5 = 5 * u / (1 - 5 * u);
+        float outside = 0, informative = 0, tells_apart = 0;
+        for (size_t i = 0; i < n; i++) {
+            double want = exact[i] / N, bound = (gamma5 + 0x1p-45) * mag[i] / N, got = model_grads(m)[i];
+            outside += fabs(got - want) > bound;
+            informative += fabs(want) > bound;
+            tells_apart += fabs(got - scratch[i] / N) > bound;
+        }
+        res->v[0][rank][0] = outside;
+        res->v[0][rank][1] = informative;
+        res->v[0][rank][2] = tells_apart;
+        res->v[0][rank][3] = (float)n;
+        res->v[0][rank][4] = (float)ddp_ref_last_synced(d);
+    }
+    free(acc);
+    loss_windows_free(&lw);
+    model_batch_free(&b);
+    ddp_ref_destroy(d);
+    model_destroy(m1);
+    model_destroy(m);
+    sched_free(&s);
+    return st;
+}
+
+static void test_global_tokens_semantics(void)
+{
+    results *r = run_scenario(4, token_semantics);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    for (int rank = 0; rank < 4; rank++) {
+        if (r->status[rank] != DDP_OK)
+            fprintf(stderr, "  rank %d: %s\n", rank, r->error[rank]);
+        CU_ASSERT_EQUAL(r->status[rank], DDP_OK);
+        const float *v = r->v[0][rank];
+        CU_ASSERT_EQUAL(v[0], 0);              /* every element within the bound of the exact gradient */
+        CU_ASSERT(v[1] > v[3] / 2);            /* ... a bound smaller than most of the values themselves */
+        CU_ASSERT(v[2] > v[3] / 2);            /* ... which the rank-local normalization falls outside of */
+        CU_ASSERT_EQUAL(v[4], 1);              /* the window's last backward synced */
+    }
+}
+
 int main(void)
 {
     static const test_entry tests[] = {
@@ -928,6 +1119,11 @@ int main(void)
         {"GradScaler's spec: dynamic[:INIT,GROWTH,BACKOFF,INTERVAL] or a static scale, powers of two; bad ones say why",
          test_scaler_parse},
         {"GradScaler's update, unscale and found_inf (hand values)", test_scaler_rules},
+        {"the token loss's windows: ragged counts, the factors that hold and the mistakes they match",
+         test_loss_windows},
+        {"global-tokens: the synced gradient is every token's loss gradient over the window's tokens (proven bound), "
+         "and not a rank-local mean's",
+         test_global_tokens_semantics},
         TEST_END,
     };
     return test_run_suite("ddp reference", tests);

@@ -134,7 +134,36 @@
       "the step updates the loss scale before unscaling: on a step that grows the scale the gradients are divided " \
       "by the grown one (seen with --loss-scale dynamic)",                                                         \
       "deepspeedai/DeepSpeed #2686 (fixed by PR #2695; FP16_Optimizer's _update_scale before "                     \
-      "unscale_and_clip_grads, PR #8588)", 0)
+      "unscale_and_clip_grads, PR #8588)", 0)                                                                          \
+    X(NORM_MICRO_BATCH_MEAN, "norm-micro-batch-mean",                                                                \
+      "each micro-batch's token mean divided by the accumulation steps (a mean of micro-batch means) where every "   \
+      "token should weigh the same (seen on --model lm)",                                                           \
+      "pytorch/torchtitan PR #2206 (per-rank/per-microbatch normalization replaced by global valid tokens); "       \
+      "allenai/open-instruct PR #1137 (masked_mean / accumulation_steps)", 0)                                        \
+    X(NORM_RANK_LOCAL, "norm-rank-local",                                                                            \
+      "each rank divides by its own valid tokens of the window, then DDP averages: a token on a rank with few "     \
+      "weighs more (seen on --model lm)",                                                                           \
+      "PrimeIntellect-ai/prime-rl PR #1961 (a per-rank masked mean, then FSDP's average)", 0)                        \
+    X(NORM_DROPPED, "norm-dropped",                                                                                  \
+      "the token normalizer is dropped: the summed loss is backpropagated and DDP's average kept, gradients "       \
+      "global tokens / N times too large (seen on --model lm)",                                                     \
+      "radixark/miles PR #3231 (the FSDP backend discarded the normalizer: 9x in its test)", 0)                      \
+    X(NORM_AFTER_BACKWARD, "norm-after-backward",                                                                    \
+      "the division by the global valid tokens happens after backward (for the logged loss only) while the "        \
+      "average over ranks is undone: gradients global tokens times too large (seen on --model lm)",                 \
+      "pytorch/torchtitan #2972 (pipeline parallelism backwards the raw sum loss)", 0)                               \
+    X(NORM_EMPTY_COUNTED, "norm-empty-counted",                                                                      \
+      "the token count is clamped to at least 1 per sequence, so a fully padded sequence counts as a token "        \
+      "(seen on --model lm)",                                                                                       \
+      "radixark/miles PR #2796 (clamp_min(1) per sample: normalized by 5 instead of 4)", 0)                          \
+    X(NORM_RESCALE_EACH_MICRO_STEP, "norm-rescale-each-micro-step",                                                  \
+      "the accumulated gradient is divided by the micro-step count after every micro-step, an exponential moving "   \
+      "average instead of a sum (modelled as the loss factor it amounts to; seen on --model lm)",                   \
+      "pytorch/torchtitan #1733, fixed by PR #1732 (PipelineSchedule scale_grads=True with accumulation)", 0)        \
+    X(NORM_LOCAL_WHEN_ONE_STEP, "norm-local-when-one-step",                                                          \
+      "with one micro-step per window the global rescale is skipped, leaving each rank's local token mean: right "  \
+      "only when every rank has as many tokens (seen on --model lm)",                                               \
+      "meta-pytorch/torchtune PR #2980 (skip scale_grads when gradient_accumulation_steps == 1)", 0)
 
 #define AS_ENUM(id, name, mechanism, source, bitwise_only) BUG_##id,
 typedef enum bug { BUGS(AS_ENUM) BUG_COUNT } bug;
@@ -172,6 +201,9 @@ typedef struct bug_hooks {
     int update_before_unscale;                  /* the scale is updated before the unscale divides by it */
     int join_shadows_no_sync;                   /* a joined rank shadows the peers' no_sync forwards too */
     int final_sync_skips_buffers;               /* join's final sync leaves the buffers out */
+    /* the token loss (--model lm): every mutant multiplies the summed loss by its window's intended factor from the
+     * counts it gathers (m_loss_factor); its departure, a MISTAKE_ below: */
+    int norm_mistake;
 } bug_hooks;
 
 struct mutant {
@@ -198,6 +230,8 @@ struct mutant {
     unsigned since_sync;   /* tail-window-dropped: backwards since the last sync */
     unsigned window;       /* tail-window-dropped: the first window's length (0 until the first sync) */
     int rebind_pending;    /* rebuild-drops-accumulation: the next backward overwrites */
+    float window_tokens[2]; /* the token loss: the window's valid tokens and fully padded sequences on every rank
+                             * (gathered at its first micro-step) */
     int reduce_at_step;    /* boundary-false-in-backward: a window waits for the step to be reduced */
     float *momentum;       /* momentum-per-microstep: the buffer (zeros until the first backward) */
     impl_join join;        /* join (impl.h), as bucketed.c keeps it */
@@ -465,6 +499,57 @@ static int m_scaler_unscale(void *state, int *found_inf)
     if (m->h->found_inf_always)
         m->found_inf = 1;
     *found_inf = m->found_inf;
+    return 0;
+}
+
+/* The loss normalizations the mutants get wrong (norm_mistake), each as the factor it amounts to. */
+enum { MISTAKE_NONE, MISTAKE_MICRO_BATCH_MEAN, MISTAKE_RANK_LOCAL, MISTAKE_DROPPED, MISTAKE_AFTER_BACKWARD,
+       MISTAKE_EMPTY_COUNTED, MISTAKE_RESCALE_EACH_MICRO_STEP, MISTAKE_LOCAL_WHEN_ONE_STEP };
+
+/*
+ * The token loss's factor as a trainer computes it: at the window's first micro-step it counts its prefetched
+ * micro-batches and sums the counts over the ranks (one allreduce_sum, as torchtitan and open-instruct do), then
+ * divides in float; the mistake, if any, in place of the intended factor.
+ */
+static int m_loss_factor(void *state, const ddpsim_loss_window *w, float *factor)
+{
+    mutant *m = state;
+    const ddpsim_services *svc = m->svc;
+    float here = 0, own = 0, padded = 0; /* this micro-batch's tokens, this rank's in the window, padded sequences */
+    for (int k = 0; k < w->micro_steps; k++)
+        for (int r = 0; r < w->rows; r++) {
+            int t = w->tokens[k * w->rows + r];
+            own += (float)t;
+            padded += t == 0;
+            if (k == w->micro)
+                here += (float)t;
+        }
+    if (w->micro == 0) {
+        m->window_tokens[0] = own;
+        m->window_tokens[1] = padded;
+        if (svc->allreduce_sum(svc->env, m->window_tokens, 2))
+            return -1;
+    }
+    float n = (float)svc->world_size, total = m->window_tokens[0], steps = (float)w->micro_steps;
+    float intended = w->norm == DDPSIM_LOSS_NORM_GLOBAL_TOKENS       ? n / total
+                     : w->norm == DDPSIM_LOSS_NORM_MICRO_BATCH_MEAN ? 1.0f / (steps * here)
+                                                                     : n;
+    if (here == 0 && m->h->norm_mistake == MISTAKE_NONE)
+        intended = 0; /* nothing to normalize: a careful trainer divides by no zero */
+    switch (m->h->norm_mistake) {
+    case MISTAKE_MICRO_BATCH_MEAN: *factor = 1.0f / (steps * here); break;
+    case MISTAKE_RANK_LOCAL: *factor = 1.0f / own; break;
+    case MISTAKE_DROPPED: *factor = 1.0f; break;
+    case MISTAKE_AFTER_BACKWARD: *factor = n; break;
+    case MISTAKE_EMPTY_COUNTED: *factor = n / (total + m->window_tokens[1]); break;
+    case MISTAKE_RESCALE_EACH_MICRO_STEP: /* what is added at micro-step k is divided by M at k and every later one */
+        *factor = intended * steps;
+        for (int k = w->micro; k < w->micro_steps; k++)
+            *factor = *factor / steps;
+        break;
+    case MISTAKE_LOCAL_WHEN_ONE_STEP: *factor = w->micro_steps == 1 ? 1.0f / here : intended; break;
+    default: *factor = intended;
+    }
     return 0;
 }
 
@@ -923,6 +1008,15 @@ static const bug_hooks hooks_FOUND_INF_ALWAYS = {.found_inf_always = 1};
 /* unscale-after-update: GradScaler.update runs inside the unscale, before it divides (m_scaler_unscale) */
 static const bug_hooks hooks_UNSCALE_AFTER_UPDATE = {.update_before_unscale = 1};
 
+/* the token loss's mistakes (m_loss_factor) */
+static const bug_hooks hooks_NORM_MICRO_BATCH_MEAN = {.norm_mistake = MISTAKE_MICRO_BATCH_MEAN};
+static const bug_hooks hooks_NORM_RANK_LOCAL = {.norm_mistake = MISTAKE_RANK_LOCAL};
+static const bug_hooks hooks_NORM_DROPPED = {.norm_mistake = MISTAKE_DROPPED};
+static const bug_hooks hooks_NORM_AFTER_BACKWARD = {.norm_mistake = MISTAKE_AFTER_BACKWARD};
+static const bug_hooks hooks_NORM_EMPTY_COUNTED = {.norm_mistake = MISTAKE_EMPTY_COUNTED};
+static const bug_hooks hooks_NORM_RESCALE_EACH_MICRO_STEP = {.norm_mistake = MISTAKE_RESCALE_EACH_MICRO_STEP};
+static const bug_hooks hooks_NORM_LOCAL_WHEN_ONE_STEP = {.norm_mistake = MISTAKE_LOCAL_WHEN_ONE_STEP};
+
 /* ---- the tables the registry reads ---- */
 
 #define AS_CREATE(id, name, mechanism, source, bitwise_only)                                                         \
@@ -936,7 +1030,7 @@ BUGS(AS_CREATE)
         .no_sync_exit = m_exit, .grad_ready = m_ready, .backward_end = m_backward_end, .zero_grad = m_zero_grad,     \
         .step = m_step, .optimizer_step = m_optimizer_step, .join_enter = m_join_enter,                              \
         .join_shadow = m_join_shadow, .join_exit = m_join_exit, .scaler_scale = m_scaler_scale,                      \
-        .scaler_unscale = m_scaler_unscale,                                                                          \
+        .scaler_unscale = m_scaler_unscale, .loss_factor = m_loss_factor,                                            \
     },
 static const ddpsim_impl_ops mutant_ops[BUG_COUNT] = {BUGS(AS_OPS)};
 

@@ -8,7 +8,7 @@
  *
  *     const ddpsim_impl_ops *ddpsim_impl_get(void);
  *
- * whose table's api_version is DDPSIM_IMPL_API_VERSION (9), 8, 7, 6, 5, 4, 3, 2 or 1:
+ * whose table's api_version is DDPSIM_IMPL_API_VERSION (10), 9, 8, 7, 6, 5, 4, 3, 2 or 1:
  * ddpsim loads plugins built against any of them. A plugin sees the parts of
  * both structures of its version and nothing changes for it; what it cannot
  * see it is not given (a model with buffers needs version 3, which added
@@ -18,7 +18,8 @@
  * version 7, which says AdamW's hyperparameters; a sharded run that clips
  * version 8, whose clip_grads clips the shards; a sharded run with
  * --loss-scale version 9, whose scaler_scale and scaler_unscale scale the
- * loss and unscale the shards).
+ * loss and unscale the shards; version 10's loss_factor is the trainer's
+ * loss normalization on the token model, lm).
  *
  * On every rank ddpsim gives the implementation its own model replica (the
  * parameter and gradient views below) and drives it through the schedule:
@@ -75,7 +76,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DDPSIM_IMPL_API_VERSION 9
+#define DDPSIM_IMPL_API_VERSION 10
 /* The oldest version ddpsim still loads. */
 #define DDPSIM_IMPL_API_MIN_VERSION 1
 
@@ -315,6 +316,17 @@ typedef struct ddpsim_flat_unit {
     float *param_shard;
 } ddpsim_flat_unit;
 
+/* What a trainer normalizes by (ddpsim_impl_ops.loss_factor, version 10). */
+enum { DDPSIM_LOSS_NORM_GLOBAL_TOKENS = 1, DDPSIM_LOSS_NORM_MICRO_BATCH_MEAN = 2, DDPSIM_LOSS_NORM_SUM = 3 };
+typedef struct ddpsim_loss_window {
+    int norm;          /* DDPSIM_LOSS_NORM_*: what the trainer intends (--loss-norm) */
+    int micro_steps;   /* the backwards of this window (from one zero_grad to the next), this one included */
+    int micro;         /* this backward's place in the window, 0 .. micro_steps - 1 */
+    int rows;          /* sequences per micro-batch */
+    const int *tokens; /* [micro_steps * rows]: each sequence's valid tokens in each of the window's micro-batches
+                        * on this rank (a sequence may have none, a micro-batch too) */
+} ddpsim_loss_window;
+
 typedef struct ddpsim_impl_ops {
     uint32_t api_version; /* DDPSIM_IMPL_API_VERSION */
     const char *name;
@@ -431,6 +443,24 @@ typedef struct ddpsim_impl_ops {
      */
     int (*scaler_scale)(void *state, float *scale);
     int (*scaler_unscale)(void *state, int *found_inf);
+
+    /* ---- version 10 (ddpsim reads this only from a table whose api_version is 10 or more) ---- */
+    /*
+     * The trainer's loss normalization (the token model, lm: --loss-norm),
+     * before every backward: *factor is what this rank multiplies the
+     * micro-batch's SUMMED token loss by, from what a trainer can know (w:
+     * its window's micro-batches, prefetched, and what it gathers from the
+     * other ranks through the services, say an allreduce_sum of its count).
+     * ddpsim computes that backward's gradients with it, and checks it is
+     * the factor w->norm intends, up to the roundings of computing it
+     * (doc/SEMANTICS.md "Loss normalization"): with DDP averaging over N
+     * ranks, N / (the window's valid tokens on every rank) for
+     * DDPSIM_LOSS_NORM_GLOBAL_TOKENS, 1 / (micro_steps * this micro-batch's
+     * valid tokens) for _MICRO_BATCH_MEAN, N for _SUM; any factor for a
+     * micro-batch without a valid token. NULL: ddpsim's trainer
+     * multiplies by the intended factor.
+     */
+    int (*loss_factor)(void *state, const struct ddpsim_loss_window *w, float *factor);
 } ddpsim_impl_ops;
 
 /* What a plugin exports (declared here, so a plugin's definition is checked against it). */

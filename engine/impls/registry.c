@@ -73,10 +73,12 @@ static ddp_status open_plugin(const char *path, impl_handle *out)
     }
     /* A version-1 table ends where version 2 added optimizer_step, a version-2 or -3 one where version 4 added
      * join_enter, a version-4 one where version 5 added shard_layout, a version-5 to -7 one where version 8 added
-     * clip_grads, a version-8 one where version 9 added scaler_scale: read no further than it goes. */
+     * clip_grads, a version-8 one where version 9 added scaler_scale, a version-9 one where version 10 added loss_factor:
+     * read no further than it goes. */
     memset(&out->table, 0, sizeof out->table);
     memcpy(&out->table, ops,
-           ops->api_version >= 9   ? sizeof out->table
+           ops->api_version >= 10  ? sizeof out->table
+           : ops->api_version >= 9 ? offsetof(ddpsim_impl_ops, loss_factor)
            : ops->api_version >= 8 ? offsetof(ddpsim_impl_ops, scaler_scale)
            : ops->api_version >= 5 ? offsetof(ddpsim_impl_ops, clip_grads)
            : ops->api_version >= 4 ? offsetof(ddpsim_impl_ops, shard_layout)

@@ -102,6 +102,13 @@ static const scenario scenarios[] = {
      "rank's first micro-step of the second window survives the accumulation, reaches every rank through the sync "
      "and skips that step on all of them; the scale then grows back",
      NULL, LOSS_SCALE_SCHEDULE, 0, 0, 0, 0, 1, 0, 0, 0, 0, LOSS_SCALE_SPEC, LOSS_SCALE_INF_BWD, 0},
+    {"ragged-tokens",
+     "the trainer's loss normalization on ragged data (--model lm, --loss-norm, global-tokens unless given): "
+     "windows of three, one and two micro-steps whose ranks and micro-batches hold different numbers of valid "
+     "tokens, a sparse rank, fully padded sequences and a micro-batch without any; a factor of the local counts, "
+     "the micro-step or a constant is caught at its first backward",
+     "lm", "nosync{fwd bwd fwd bwd} grab fwd bwd grab step zero fwd bwd grab step zero nosync{fwd bwd} fwd bwd grab "
+     "step zero", 0, 0, 0, 0, 1, 0, 0, 0, 0, NULL, 0, 0},
 };
 #define NSCENARIOS ((int)(sizeof scenarios / sizeof scenarios[0]))
 
@@ -212,6 +219,7 @@ ddp_status battery_apply(const scenario *sc, const battery_given *given, verify_
     }
     if (sc->model)
         run->model_spec = sc->model;
+    run->loss_norm = verify_loss_norm(run); /* --loss-norm is the token model's: the other scenarios run without */
     run->schedule = s;
     run->schedule_text = sc->schedule;
     if (!given->find_unused)

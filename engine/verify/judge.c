@@ -14,7 +14,7 @@
 int judge_record_ok(const verify_record *r)
 {
     return r->done && r->ndiff == 0 && r->nonfinite == 0 && r->unsynced_reductions == 0 && !r->clip.failed &&
-           !r->scale.failed;
+           !r->scale.failed && !r->norm.failed;
 }
 
 
@@ -66,8 +66,9 @@ void judge_take_check(verify_tally *t, const sched_check *ck, const verify_recor
             failed = 1;
             /* At the first failing check a rank whose loss scale, skip or clip failed comes first: it made the
              * values every rank's check then saw (one rank's wrong scale changes every rank's sum). */
-            int cause = rec->scale.failed || rec->clip.failed;
-            if (!t->failed || (first_here && cause && !t->first.scale.failed && !t->first.clip.failed)) {
+            int cause = rec->scale.failed || rec->clip.failed || rec->norm.failed;
+            if (!t->failed ||
+                (first_here && cause && !t->first.scale.failed && !t->first.clip.failed && !t->first.norm.failed)) {
                 first_here = 1;
                 t->failed = 1;
                 t->first = *rec;
@@ -189,6 +190,10 @@ const char *judge_summary(const judgement *j, const model *layout, char *buf, si
         sched_check_name(j->first_where, where, sizeof where);
         if (!f->done)
             snprintf(buf, len, "%s, rank %d: never reached", where, j->first_rank);
+        else if (f->norm.failed)
+            snprintf(buf, len, "loss normalization at op %llu, rank %d: %.6g x the intended factor",
+                     (unsigned long long)f->norm.op, j->first_rank,
+                     f->norm.ref_factor ? (double)f->norm.factor / (double)f->norm.ref_factor : (double)f->norm.factor);
         else if (f->scale.failed == VERIFY_SCALE_APPLIED)
             snprintf(buf, len, "loss scale at op %llu, rank %d: %.6g x reference's", (unsigned long long)f->scale.op,
                      j->first_rank, (double)f->scale.scale / (double)f->scale.ref_scale);

@@ -36,6 +36,9 @@ ddp_status verify_ops_init(verify_ops *v, const verify_ops_config *cfg, world_ra
     v->nfaults = cfg->nfaults;
     v->plants_recorded = cfg->plants_recorded;
     v->shard_unscale = 1;
+    v->loss_norm = cfg->loss_norm;
+    v->seed = cfg->seed;
+    v->norm_window = -1;
     v->fault_op = -1;
     v->fault_rank = -1;
     if (faults_plant_any(cfg->faults, cfg->nfaults)) {
@@ -66,6 +69,8 @@ ddp_status verify_ops_attach(verify_ops *v, model *m, ddp_ref *ddp)
     DDP_CHECK(refcheck_init(&v->refcheck, n, v->comm_hook));
     DDP_CHECK(explain_init(&v->explain, m));
     DDP_CHECK(ddp_optim_init(&v->optim, v->lr, v->momentum, &v->adamw, n));
+    if (v->loss_norm)
+        DDP_CHECK(loss_windows_build(&v->lw, v->schedule, m, v->seed, v->n, v->rank));
     /* The parameters' bound after a step: the order tolerance's, and a replay's every step (PARAMS_REPLAY). */
     if (v->bounded || v->params_rule == PARAMS_REPLAY) {
         DDP_CHECK(budget_init(&v->budget, n, v->n, v->comm_hook));
@@ -103,6 +108,7 @@ void verify_ops_free(verify_ops *v)
     v->shard_abs = NULL;
     free(v->counts);
     free(v->active);
+    loss_windows_free(&v->lw);
     v->param_allow = NULL;
     v->counts = NULL;
     v->active = NULL;
@@ -127,6 +133,9 @@ static verify_record *next_record(verify_ops *v)
     v->clip_failure.failed = VERIFY_CLIP_OK;
     rec->scale = v->scale_failure;
     v->scale_failure.failed = VERIFY_SCALE_OK;
+    rec->norm = v->norm_failure;
+    v->norm_failure.failed = 0;
+    v->norm_window = -1;
     return rec;
 }
 
@@ -380,6 +389,64 @@ static ddp_status do_unscale(verify_ops *v, const verify_side *s, void *ctx)
 }
 
 /*
+ * The token loss before a backward (doc/SEMANTICS.md "Loss normalization"): the factor --loss-norm intends for it,
+ * the implementation's (its trainer's), checked. A factor that holds (the intended one within its roundings) is
+ * the reference's too, so what follows compares the same normalization bit for bit; one that does not is a
+ * failure of its own, matched against the mistakes trainers make for the window's later factors to narrow, while
+ * the reference keeps the intended one and the implementation's own backward takes its own.
+ */
+static ddp_status normalize_loss(verify_ops *v, const verify_side *s, void *ctx)
+{
+    if (!v->loss_norm)
+        return DDP_OK;
+    const loss_windows *lw = &v->lw;
+    size_t b = v->bwd_index++;
+    if (b >= lw->nbwd)
+        return ddp_error(DDP_ERR_INVALID, "op %zu: a backward the token windows did not count", v->op);
+    uint32_t w = lw->bwd_window[b], first = lw->win_first[w];
+    float ref = loss_ratio_float(loss_windows_intended(lw, v->loss_norm, b)), impl = ref;
+    if (lw->bwd_tokens[b] == 0)
+        ref = 0; /* a micro-batch without a valid token: nothing to weigh, whatever a trainer divides by */
+    if (s->loss_factor) {
+        ddpsim_loss_window view = {.norm = (int)v->loss_norm, .micro_steps = (int)lw->win_micro_steps[w],
+                                   .micro = (int)lw->bwd_micro[b], .rows = lw->rows,
+                                   .tokens = lw->bwd_rows + (size_t)first * (size_t)lw->rows};
+        DDP_CHECK(s->loss_factor(ctx, &view, ref, &impl));
+    }
+    int holds = loss_windows_holds(lw, v->loss_norm, b, impl);
+    model_set_token_factor(v->m, holds ? impl : ref);
+    if (v->fig) {
+        v->fig->norm_checks++;
+        v->fig->norms_failed += !holds;
+    }
+    verify_norm_check *k = &v->norm_failure;
+    if (!holds && !k->failed) {
+        *k = (verify_norm_check){.failed = 1, .norm = v->loss_norm, .op = v->op, .micro = (int)lw->bwd_micro[b],
+                                 .micro_steps = (int)lw->win_micro_steps[w], .factor = impl, .ref_factor = ref,
+                                 .tokens = lw->bwd_tokens[b], .window_tokens = lw->win_tokens[w],
+                                 .rank_window_tokens = lw->win_rank_tokens[w]};
+        v->norm_window = (long)w;
+    }
+    /* What the window's factors match, from its first failure on (a micro-batch without a valid token, whose
+     * factor can be anything, tells nothing). */
+    if (k->failed && v->norm_window == (long)w && lw->bwd_tokens[b]) {
+        unsigned m = loss_windows_matches(lw, v->loss_norm, b, impl);
+        loss_ratio q = loss_windows_intended(lw, v->loss_norm, b);
+        double ratio = (double)impl * q.den / q.num, slack = 4 * 0x1p-24; /* a few roundings of either factor */
+        if (!k->backwards) {
+            k->matches = m;
+            k->ratio = ratio;
+            k->constant = 1;
+        } else {
+            k->matches &= m;
+            k->constant &= fabs(ratio - k->ratio) <= slack * fabs(k->ratio);
+        }
+        k->backwards++;
+    }
+    return DDP_OK;
+}
+
+/*
  * A backward: the reference's local backward (the implementation's side
  * hears of each gradient as it completes), the implementation ends its
  * backward (draining its own reductions) before the reference syncs, so the
@@ -391,6 +458,7 @@ static ddp_status do_backward(verify_ops *v, const verify_side *s, void *ctx)
     uint64_t ref_reductions, ref_bytes;
     ddp_ref_comm_counts(v->ddp, &ref_reductions, &ref_bytes);
     DDP_CHECK(scale_and_plant(v, s, ctx));
+    DDP_CHECK(normalize_loss(v, s, ctx));
     v->shard_unscale = fmax(v->shard_unscale, 1); /* this backward's terms are at their scale */
     sabotage_before_backward(v);
     if (s->backward_begin)

@@ -82,6 +82,10 @@ typedef struct verify_side {
      * last step, its unscale_ and whether it found an inf or NaN (NULL: it is the reference's finding) */
     ddp_status (*loss_scale)(void *ctx, float ref_scale, float *scale);
     ddp_status (*unscale)(void *ctx, int *found_inf);
+    /* the token loss (--loss-norm): before a backward, the factor the implementation multiplies its summed loss by
+     * (ref: the intended one, which a driver without a trainer of its own gives back); the driver sets it on the
+     * implementation's replica, whose own backward takes it */
+    ddp_status (*loss_factor)(void *ctx, const ddpsim_loss_window *w, float ref, float *factor);
     ddp_status (*join_enter)(void *ctx, int divide_by_initial_world_size);
     ddp_status (*join_exit)(void *ctx, int last_joiner);
     ddp_status (*join_shadow)(void *ctx);      /* a forward of the peers, shadowed by this rank */
@@ -161,6 +165,12 @@ typedef struct verify_ops {
     int fault_rank;
     tolerance tol_planted;    /* the run's tolerance with match_planted, where tol points when a fault plants */
     verify_scale_check scale_failure; /* the first loss-scale check since the last check that failed */
+    loss_norm loss_norm;      /* the token loss's normalization (LOSS_NORM_NONE: no token loss) ... */
+    loss_windows lw;          /* ... this rank's windows and counts (loss_norm.h) */
+    uint64_t seed;            /* ... of the data they count */
+    size_t bwd_index;         /* ... the backward at hand, in op order */
+    verify_norm_check norm_failure; /* ... the first failing factor since the last check, */
+    long norm_window;         /* ... its window (-1: none open), whose later factors narrow its matches */
     uint64_t grab, step;      /* grabs and steps so far */
     int last_synced;          /* the last backward synced, and none since zero_grad ... */
     int bwd_since_zero;       /* ... a backward ran since the start or the last zero_grad */
@@ -201,6 +211,8 @@ typedef struct verify_ops_config {
     int nfaults;
     int plants_recorded;        /* the local gradients carry them already (a recording's "planted"): the window's
                                  * checks follow them, the reference's backward plants nothing */
+    loss_norm loss_norm;        /* verify_loss_norm's: the token loss's normalization, checked at every backward */
+    uint64_t seed;              /* the data's, whose token counts the windows hold */
 } verify_ops_config;
 
 /* The backward at hand plants an inf or NaN into this rank's gradient (*value): a driver computing the

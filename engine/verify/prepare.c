@@ -87,6 +87,10 @@ ddp_status verify_prepare_record(const verify_config *cfg)
 
 ddp_status verify_prepare_inputs(const verify_config *cfg, const char *dir)
 {
+    if (verify_loss_norm(cfg)) /* before anything is written */
+        return ddp_error(DDP_ERR_INVALID, "--model %s: the token model checks the trainer's own loss normalization, "
+                                          "and a front end's ranks run no training step of the user's yet",
+                         cfg->model_spec);
     DDP_CHECK(dump_prepare(dir, cfg->nranks, NULL, 0, cfg->dump_force)); /* the caller names --prepare */
     DDP_CHECK(write_dump_manifest(cfg, dir, NULL, 0));
     model *m = NULL;

@@ -277,7 +277,8 @@ static ddp_status live_forward_begin(void *ctx)
     DDP_CHECK(IMPL_CALL(c, im->ops->forward_begin(im->state, im->no_sync > 0), "forward_begin"));
     size_t nbuf = model_buffers_size(im->m);
     VERIFY_COSTED(&c->v, COST_SHARED_TEST,
-                  c->shared = memcmp(model_weights(c->v.m), model_weights(im->m), model_size(im->m) * sizeof(float)) ==
+                  c->shared = !c->v.loss_norm && /* the token loss: each side's backward takes its own factor */
+                              memcmp(model_weights(c->v.m), model_weights(im->m), model_size(im->m) * sizeof(float)) ==
                                   0 &&
                               (nbuf == 0 ||
                                memcmp(model_buffers(c->v.m), model_buffers(im->m), nbuf * sizeof(float)) == 0));
@@ -447,6 +448,20 @@ static ddp_status live_loss_scale(void *ctx, float ref_scale, float *scale)
     return st;
 }
 
+/* The token loss before a backward: the implementation's trainer's factor (version 10), or ddpsim's trainer's, the
+ * intended one; the implementation's own backward takes it (forward_begin never shares a token loss's). */
+static ddp_status live_loss_factor(void *ctx, const ddpsim_loss_window *w, float ref, float *factor)
+{
+    rank_ctx *c = ctx;
+    impl_side *im = &c->impl;
+    if (im->ops->api_version >= 10 && im->ops->loss_factor)
+        DDP_CHECK(IMPL_CALL(c, im->ops->loss_factor(im->state, w, factor), "loss_factor"));
+    else
+        *factor = ref;
+    model_set_token_factor(im->m, *factor);
+    return DDP_OK;
+}
+
 /* --loss-scale's unscale_: the implementation's, or ddpsim's over its .grad (right for DDP: .grad is synced). */
 static ddp_status live_unscale(void *ctx, int *found_inf)
 {
@@ -595,6 +610,7 @@ static const verify_side live_side = {
     .step = live_step,
     .clip = live_clip,
     .loss_scale = live_loss_scale,
+    .loss_factor = live_loss_factor,
     .unscale = live_unscale,
     .join_enter = live_join_enter,
     .join_exit = live_join_exit,
@@ -617,7 +633,8 @@ static ddp_status rank_setup(rank_ctx *c, verify_rank_area *area)
                             /* not beside NCCL: a collective of ddpsim's at every grab would move where a hang shows */
                             .explain_across_ranks = cfg->backend != VERIFY_BACKEND_NCCL,
                             .allow_unsynced_comm = cfg->allow_unsynced_comm, .set_to_none = cfg->ddp.set_to_none,
-                            .scaler = cfg->ddp.scaler, .faults = cfg->faults, .nfaults = cfg->nfaults};
+                            .scaler = cfg->ddp.scaler, .faults = cfg->faults, .nfaults = cfg->nfaults,
+                            .loss_norm = verify_loss_norm(cfg), .seed = cfg->seed};
     DDP_CHECK(verify_ops_init(&c->v, &oc, c->wr, world_rank_user_area(c->wr)));
     scaler_start(&cfg->ddp.scaler, &c->scaler);
     c->scale = c->share_factor = 1.0f;

@@ -373,6 +373,35 @@ static ddp_status check_shard(const verify_config *cfg)
     return DDP_OK;
 }
 
+loss_norm verify_loss_norm(const verify_config *cfg)
+{
+    model *layout = NULL;
+    if (model_create_layout(cfg->model_spec, cfg->batch, &layout) != DDP_OK)
+        return cfg->loss_norm;
+    int tokens = model_has_token_loss(layout);
+    model_destroy(layout);
+    return !tokens ? LOSS_NORM_NONE : cfg->loss_norm ? cfg->loss_norm : LOSS_NORM_GLOBAL_TOKENS;
+}
+
+/* --loss-norm: the token model, a schedule whose windows every rank runs alike, and nothing that replays or
+ * records batches (a recording's token counts are not written yet). */
+static ddp_status check_loss_norm(const verify_config *cfg, int tokens)
+{
+    if (cfg->loss_norm && !tokens)
+        return ddp_error(DDP_ERR_INVALID, "--loss-norm: %s has no token loss; the trainer's normalization is checked "
+                                          "on the token model: --model lm", cfg->model_spec);
+    if (!tokens)
+        return DDP_OK;
+    if (cfg->schedule->nuneven || cfg->schedule->njoins)
+        return ddp_error(DDP_ERR_INVALID, "--model lm: a schedule with uneven repetitions or join{...} is not "
+                                          "modelled with the token loss (each rank's windows would depend on what the "
+                                          "others ran)");
+    if (cfg->record_dir || cfg->inputs_dir)
+        return ddp_error(DDP_ERR_INVALID, "--model lm: %s does not carry the token counts yet", cfg->record_dir ?
+                         "--record" : "--inputs");
+    return DDP_OK;
+}
+
 ddp_status verify_check_config(const verify_config *cfg)
 {
     if (!cfg->impl_ops || !cfg->impl)
@@ -385,10 +414,11 @@ ddp_status verify_check_config(const verify_config *cfg)
     if (model_create_layout(cfg->model_spec, cfg->batch, &layout) != DDP_OK)
         return ddp_error_prefix(DDP_ERR_INVALID, "--model");
     int branchy = strcmp(model_family(layout), "branchy") == 0, nbuffers = model_nbuffers(layout);
-    int pieces = model_grads_in_pieces(layout);
+    int pieces = model_grads_in_pieces(layout), tokens = model_has_token_loss(layout);
     ddp_status ms = check_memory(cfg, layout);
     model_destroy(layout);
     DDP_CHECK(ms);
+    DDP_CHECK(check_loss_norm(cfg, tokens));
     if (pieces && !cfg->ddp.static_graph)
         return ddp_error(DDP_ERR_INVALID, "--model: %s's enc.weight gets its gradient in two pieces in one backward (a "
                                           "tied weight used on both sides of a reentrant checkpoint), and PyTorch's DDP "

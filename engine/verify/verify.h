@@ -21,6 +21,7 @@
 #include "ddp_ref.h"
 #include "ddpsim_impl.h"
 #include "faults.h"
+#include "loss_norm.h"
 #include "mesh.h"
 #include "nccl_comm.h"
 #include "schedule.h"
@@ -98,7 +99,13 @@ typedef struct verify_config {
     mesh mesh;              /* --mesh RxS (HSDP); {0, 0}: 1 x nranks */
     int rank_cpu;           /* count each rank's CPU time inside collectives too (verify_rank_cpu_outside_s): two
                              * system calls per collective, so only the benchmarks that report it ask */
+    loss_norm loss_norm;    /* --loss-norm on the token model (loss_norm.h); LOSS_NORM_NONE: lm's default,
+                             * global-tokens, or no token loss at all */
 } verify_config;
+
+/* The normalization a run of cfg checks: cfg->loss_norm, global-tokens on the token model when none was given,
+ * LOSS_NORM_NONE for a model without a token loss. */
+loss_norm verify_loss_norm(const verify_config *cfg);
 
 #define VERIFY_DEFAULT_RANKS 2
 #define VERIFY_DEFAULT_BATCH 4
@@ -192,6 +199,25 @@ typedef struct verify_scale_check {
     int fault_rank;
 } verify_scale_check;
 
+/*
+ * The trainer's loss normalization (the token model, lm; loss_norm.h): the factor the implementation multiplied a
+ * backward's summed token loss by must be the one its --loss-norm intends, within two roundings.
+ */
+typedef struct verify_norm_check {
+    int failed;            /* the first backward since the check before whose factor did not hold: */
+    loss_norm norm;        /* what the run intends */
+    uint64_t op;
+    int micro, micro_steps; /* its place in its window, and the window's backwards */
+    float factor, ref_factor; /* the implementation's, and the intended one rounded */
+    uint64_t tokens, window_tokens, rank_window_tokens; /* valid tokens: this micro-batch's on this rank, the
+                                                          * window's on every rank, and on this rank */
+    unsigned matches;      /* the mistakes (1u << LOSS_CAND_...) that give every factor of the window from the failing
+                            * one on, */
+    int backwards;         /* ... over how many backwards (those with valid tokens) */
+    double ratio;          /* ... the first one's factor over the intended one, */
+    int constant;          /* ... and every later one's the same (a constant factor) */
+} verify_norm_check;
+
 typedef struct verify_record {
     int done;
     int joined;             /* this rank had run out of an uneven repetition: it had nothing to check here */
@@ -225,6 +251,7 @@ typedef struct verify_record {
     uint64_t unsynced_bytes, unsynced_op; /* ... how much, and the first such backward's op */
     verify_clip_check clip; /* the first clip since the check before that failed its check (failed 0: none) */
     verify_scale_check scale; /* the first loss-scale check since the check before that failed (failed 0: none) */
+    verify_norm_check norm; /* the first loss-normalization check since the check before that failed (0: none) */
     uint64_t planted;       /* non-finite elements matched where the reference's are (a planted inf or NaN) */
     verify_pattern pattern; /* a failing record: what the first diverging tensor's values are (pattern.h) */
     int global_checked;     /* after a syncing backward: this rank's slice of the reference checked (checker.h) */
@@ -307,6 +334,7 @@ typedef struct verify_rank_figures {
     uint64_t scales_failed;        /* ... loss-scale checks that failed (verify_scale_check) */
     float scale_min, scale_max;    /* ... the reference's scales, smallest and largest */
     uint64_t planted;              /* ... non-finite elements matched where a planted inf or NaN made the reference's */
+    uint64_t norm_checks, norms_failed; /* --loss-norm: backwards whose factor was checked, and how many failed */
 } verify_rank_figures;
 
 /*

@@ -248,6 +248,7 @@ class Plan:
         os.makedirs(self.root, exist_ok=True)
         self.jobs, skipped = [], []
         names = ddpsim.scenarios(self.binary) if self.many else [a["scenario"] or "schedule"]
+        self.names = names
         self.rearming, self.impossible = [], []
         for name in names:
             try:
@@ -396,6 +397,8 @@ class Plan:
         else:
             header = self.header + "".join("# %s not run: %s\n" % u for u in unsupported)
             left_out = list(self.impossible) + [(n, _REARMING_WHY) for n in self.rearming] + unsupported
+            order = {n: i for i, n in enumerate(self.names)}  # the battery's order, whoever found the reason
+            left_out.sort(key=lambda u: order.get(u[0], len(order)))
             r = battery_result(results, header, [n for n, _ in left_out])
             r.left_out = left_out
             r.report += line

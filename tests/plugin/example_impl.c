@@ -17,14 +17,20 @@
  * allreduce instead of DDP's buckets changes no value with ddpsim's ordered
  * or exact reduction, so it matches the reference bit for bit. It does not
  * model find_unused_parameters or gradient_as_bucket_view, and says so.
- * Built with -DEXAMPLE_HALF_SCALER it has a scaler_scale without a
- * scaler_unscale, which ddpsim refuses when it loads it (ddpsim's own tests).
+ * On the token model (--model lm) it is also the trainer: its loss_factor
+ * gathers the window's valid tokens once per window and normalizes as
+ * --loss-norm intends. Built with -DEXAMPLE_HALF_SCALER it has a
+ * scaler_scale without a scaler_unscale, which ddpsim refuses when it loads
+ * it; with -DEXAMPLE_LOCAL_TOKENS its trainer divides by its own rank's
+ * tokens, not gathered, and with -DEXAMPLE_HALF_FACTOR by twice the window's
+ * (ddpsim's own tests).
  */
 #include <ddpsim_impl.h>
 #include <stdlib.h>
 
 typedef struct example {
     const ddpsim_services *svc;
+    float window_tokens; /* the token loss: the window's valid tokens (on every rank, gathered) */
     int sync_this_backward;
     int sync_buffers; /* the next forward broadcasts the buffers */
 } example;
@@ -105,6 +111,42 @@ static int ex_scale(void *state, float *scale)
 }
 #endif
 
+/*
+ * The trainer's loss normalization (interface version 10, the token model): the factor this rank multiplies a
+ * micro-batch's summed token loss by, with DDP's average over the ranks after it.
+ */
+static int ex_loss_factor(void *state, const ddpsim_loss_window *w, float *factor)
+{
+    example *ex = state;
+    const ddpsim_services *svc = ex->svc;
+    float here = 0;
+    for (int r = 0; r < w->rows; r++)
+        here += (float)w->tokens[w->micro * w->rows + r];
+    if (w->micro == 0) { /* once per window: its valid tokens, prefetched, summed over the ranks */
+        ex->window_tokens = 0;
+        for (int i = 0; i < w->micro_steps * w->rows; i++)
+            ex->window_tokens += (float)w->tokens[i];
+#ifndef EXAMPLE_LOCAL_TOKENS
+        if (svc->allreduce_sum(svc->env, &ex->window_tokens, 1))
+            return -1;
+#endif
+    }
+    float n = (float)svc->world_size;
+#ifdef EXAMPLE_LOCAL_TOKENS
+    n = 1.0f; /* the planted mistake: a rank-local mean, then DDP's average */
+#endif
+    if (w->norm == DDPSIM_LOSS_NORM_GLOBAL_TOKENS)
+        *factor = n / ex->window_tokens;
+    else if (w->norm == DDPSIM_LOSS_NORM_MICRO_BATCH_MEAN) /* a micro-batch without a token: nothing to weigh */
+        *factor = here > 0 ? 1.0f / ((float)w->micro_steps * here) : 0.0f;
+    else
+        *factor = (float)svc->world_size;
+#ifdef EXAMPLE_HALF_FACTOR
+    *factor = *factor * 0.5f; /* the planted mistake: a constant factor */
+#endif
+    return 0;
+}
+
 static const ddpsim_impl_ops example_ops = {
     .api_version = DDPSIM_IMPL_API_VERSION,
     .name = "example",
@@ -121,6 +163,7 @@ static const ddpsim_impl_ops example_ops = {
 #ifdef EXAMPLE_HALF_SCALER
     .scaler_scale = ex_scale,
 #endif
+    .loss_factor = ex_loss_factor,
 };
 
 const ddpsim_impl_ops *ddpsim_impl_get(void)
