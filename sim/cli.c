@@ -80,11 +80,25 @@ int cli_fault_exit(const world *w, ddp_status s)
     return DDPSIM_EXIT_FAULT;
 }
 
-FILE *cli_temp_file(char *msg, size_t len)
+/* Where temporary files and directories go. */
+static const char *temp_root(void)
 {
     const char *dir = getenv("TMPDIR");
-    if (!dir || !*dir)
-        dir = "/tmp";
+    return dir && *dir ? dir : "/tmp";
+}
+
+int cli_temp_dir(const char *what, char *dir, size_t len)
+{
+    if ((size_t)snprintf(dir, len, "%s/ddpsim-%s-XXXXXX", temp_root(), what) >= len) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+FILE *cli_temp_file(char *msg, size_t len)
+{
+    const char *dir = temp_root();
     char path[4096];
     snprintf(path, sizeof path, "%s/ddpsim-XXXXXX", dir);
     int fd = mkstemp(path);

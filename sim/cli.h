@@ -76,6 +76,11 @@ void cli_close_output(FILE *f);
  * error.
  */
 FILE *cli_temp_file(char *msg, size_t len);
+/*
+ * A private directory in $TMPDIR (or /tmp), DIR/ddpsim-WHAT-XXXXXX, into dir (len bytes); its owner removes it.
+ * -1 with errno when it cannot be made.
+ */
+int cli_temp_dir(const char *what, char *dir, size_t len);
 /* What a temporary file holds, from its start, onto out (tmp NULL: nothing); -1 on an error (errno). */
 int cli_copy_temp(FILE *tmp, FILE *out);
 

@@ -86,10 +86,8 @@ int race_restart(int argc, char **argv)
                  rt ? " at " : "", rt ? rt : "");
         return cli_usage_error(NULL, "--race", msg);
     }
-    const char *tmp = getenv("TMPDIR");
     char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s/ddpsim-race-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(dir)) {
+    if (cli_temp_dir("race", dir, sizeof dir) != 0) {
         fprintf(stderr, "ddpsim: --race: cannot create a directory for the reports: %s\n", strerror(errno));
         return DDPSIM_EXIT_FAULT;
     }

@@ -282,9 +282,7 @@ const char *report_page_trace_begin(const ddpsim_options *opt, report_page_trace
     pt->dir[0] = '\0';
     if (!opt->html_file || opt->run.trace_path || opt->world == CLI_WORLD_MPI)
         return NULL;
-    const char *tmp = getenv("TMPDIR");
-    snprintf(pt->dir, sizeof pt->dir, "%s/ddpsim-page-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(pt->dir)) {
+    if (cli_temp_dir("page", pt->dir, sizeof pt->dir) != 0) {
         fprintf(stderr, "ddpsim: --html: no timeline: cannot create a directory for the run's trace: %s\n",
                 strerror(errno));
         pt->dir[0] = '\0';
