@@ -329,10 +329,18 @@ for bug in "norm-micro-batch-mean:a mean of micro-batch means" "norm-rank-local:
     "norm-dropped:DDP's average kept" "norm-after-backward:DDP's average undone" \
     "norm-empty-counted:an empty sequence counted as one token" \
     "norm-rescale-each-micro-step:an exponential moving average instead of a sum" \
-    "norm-local-when-one-step:the rescale skipped when accumulation is 1"; do
+    "norm-local-when-one-step:the rescale skipped when accumulation is 1" \
+    "norm-tail-configured-steps:A the configured accumulation count"; do
     expect 1 "pattern: .*${bug#*:}" "loss norm: ${bug%%:*} caught, its mistake named" -- --ranks 4 \
         --scenario ragged-tokens --impl "${bug%%:*}"
 done
+# the configured accumulation count where a mean of means is intended: right in full windows, caught in the
+# shorter ones (the epoch's tail), and named
+expect 1 "first divergence: the loss normalization of the backward at op 13, .* micro-step 1 of its window's 1" \
+    "loss norm: a mean over the configured count is caught in the first shorter window" -- --ranks 3 \
+    --scenario ragged-tokens --impl norm-tail-configured-steps --loss-norm micro-batch-mean
+grep -q "pattern: the factor is 1 / (A x this micro-batch's tokens), A the configured accumulation count" "$out" &&
+    ok "... the mistake named alone" || bad "... the mistake: $(grep 'pattern' "$out")"
 # a micro-batch without a valid token takes any factor (its positions are never multiplied): a mean over no
 # tokens (inf) is no failure, and the mean of means is right where it is what the trainer intends
 expect 0 "loss normalization (micro-batch-mean): every rank's factor at 18 backwards was the intended one" \
@@ -402,7 +410,7 @@ rm -rf "$lprep"
 # DDPSIM_CLI_TESTS=processes (tests/load.sh, beside busy loops) leaves it out: it is semantics, which do not
 # depend on timing; it runs in make check and under the sanitizers.
 if [ "${DDPSIM_CLI_TESTS:-all}" != processes ]; then
-    expect 0 "mutation score: 65 of 65 caught" "--mutants catches every bug, DDP's and the sharded ones" -- --mutants
+    expect 0 "mutation score: 66 of 66 caught" "--mutants catches every bug, DDP's and the sharded ones" -- --mutants
     grep -q "^ momentum-per-microstep .*caught .* momentum " "$out" && ok "--mutants: the momentum scenario catches a buffer advanced per micro-step" ||
         bad "--mutants: the momentum scenario catches a buffer advanced per micro-step"
     expect 0 "1 bug only a bitwise comparison catches passes, as the catalogue says: post-divide" "--mutants under the order tolerance (the NCCL backend's default) says which bugs only bitwise catches" -- --mutants --tolerance order

@@ -60,6 +60,10 @@ static const char *const cand_texts[LOSS_CAND_COUNT] = {
         "1 / this micro-batch's own tokens in a window of one micro-step, the intended factor in longer ones: the "
         "rescale skipped when accumulation is 1, which cancels only when every rank has the same tokens "
         "(meta-pytorch/torchtune PR #2980)",
+    [LOSS_CAND_CONFIGURED_STEPS] =
+        "1 / (A x this micro-batch's tokens), A the configured accumulation count (the run's longest window), also "
+        "in a shorter window at an epoch's end: its gradient scaled by M / A (Lightning-AI/pytorch-lightning "
+        "#19987)",
 };
 
 const char *loss_cand_text(int cand)
@@ -149,6 +153,9 @@ ddp_status loss_windows_build(loss_windows *lw, const sched *s, const model *m, 
     free(rows);
     lw->nbwd = b;
     lw->nwin = w + 1;
+    for (size_t i = 0; i < lw->nwin; i++)
+        if (lw->win_micro_steps[i] > lw->accumulation)
+            lw->accumulation = lw->win_micro_steps[i];
     return DDP_OK;
 }
 
@@ -182,6 +189,7 @@ loss_ratio loss_windows_candidate(const loss_windows *lw, loss_norm n, size_t b,
     case LOSS_CAND_EMPTY_COUNTED: return ratio(lw->nranks, (double)(lw->win_tokens[w] + lw->win_empty[w]));
     case LOSS_CAND_GEOMETRIC: return ratio(want.num, want.den * pow(M, M - 1 - lw->bwd_micro[b]));
     case LOSS_CAND_LOCAL_IF_ONE: return M == 1 ? ratio(1, t) : want;
+    case LOSS_CAND_CONFIGURED_STEPS: return ratio(1, (double)lw->accumulation * t);
     default: return ratio(0, 0);
     }
 }

@@ -67,6 +67,7 @@ enum {
     LOSS_CAND_EMPTY_COUNTED,  /* N / (T + the sequences without a valid token) */
     LOSS_CAND_GEOMETRIC,      /* the intended times M^(k+1-M): the accumulated gradient rescaled every micro-step */
     LOSS_CAND_LOCAL_IF_ONE,   /* 1 / t in a window of one backward, the intended otherwise */
+    LOSS_CAND_CONFIGURED_STEPS, /* 1 / (A t), A the longest window: a mean of means over the configured count */
     LOSS_CAND_COUNT
 };
 /* The mistake in words, with its source. */
@@ -85,6 +86,7 @@ typedef struct loss_windows {
     uint64_t *win_tokens;    /* [nwin]: valid tokens on every rank */
     uint64_t *win_empty;     /* [nwin]: sequences without a valid token on every rank */
     uint64_t *win_rank_tokens; /* [nwin]: this rank's valid tokens */
+    uint32_t accumulation;   /* the longest window's backwards: a trainer's configured accumulation count */
 } loss_windows;
 
 /*

@@ -163,7 +163,12 @@
     X(NORM_LOCAL_WHEN_ONE_STEP, "norm-local-when-one-step",                                                          \
       "with one micro-step per window the global rescale is skipped, leaving each rank's local token mean: right "  \
       "only when every rank has as many tokens (seen on --model lm)",                                               \
-      "meta-pytorch/torchtune PR #2980 (skip scale_grads when gradient_accumulation_steps == 1)", 0)
+      "meta-pytorch/torchtune PR #2980 (skip scale_grads when gradient_accumulation_steps == 1)", 0)                  \
+    X(NORM_TAIL_CONFIGURED_STEPS, "norm-tail-configured-steps",                                                      \
+      "each micro-batch's mean divided by the configured accumulation count, also in a shorter window at an "       \
+      "epoch's end, whose gradient is then scaled by its length over the configured one (seen on --model lm)",      \
+      "Lightning-AI/pytorch-lightning #19987 (scaled by accumulate_grad_batches instead of the actual number of "   \
+      "accumulations)", 0)
 
 #define AS_ENUM(id, name, mechanism, source, bitwise_only) BUG_##id,
 typedef enum bug { BUGS(AS_ENUM) BUG_COUNT } bug;
@@ -504,7 +509,8 @@ static int m_scaler_unscale(void *state, int *found_inf)
 
 /* The loss normalizations the mutants get wrong (norm_mistake), each as the factor it amounts to. */
 enum { MISTAKE_NONE, MISTAKE_MICRO_BATCH_MEAN, MISTAKE_RANK_LOCAL, MISTAKE_DROPPED, MISTAKE_AFTER_BACKWARD,
-       MISTAKE_EMPTY_COUNTED, MISTAKE_RESCALE_EACH_MICRO_STEP, MISTAKE_LOCAL_WHEN_ONE_STEP };
+       MISTAKE_EMPTY_COUNTED, MISTAKE_RESCALE_EACH_MICRO_STEP, MISTAKE_LOCAL_WHEN_ONE_STEP,
+       MISTAKE_TAIL_CONFIGURED_STEPS };
 
 /*
  * The token loss's factor as a trainer computes it: at the window's first micro-step it counts its prefetched
@@ -548,6 +554,7 @@ static int m_loss_factor(void *state, const ddpsim_loss_window *w, float *factor
             *factor = *factor / steps;
         break;
     case MISTAKE_LOCAL_WHEN_ONE_STEP: *factor = w->micro_steps == 1 ? 1.0f / here : intended; break;
+    case MISTAKE_TAIL_CONFIGURED_STEPS: *factor = 1.0f / ((float)w->accumulation * here); break;
     default: *factor = intended;
     }
     return 0;
@@ -1016,6 +1023,7 @@ static const bug_hooks hooks_NORM_AFTER_BACKWARD = {.norm_mistake = MISTAKE_AFTE
 static const bug_hooks hooks_NORM_EMPTY_COUNTED = {.norm_mistake = MISTAKE_EMPTY_COUNTED};
 static const bug_hooks hooks_NORM_RESCALE_EACH_MICRO_STEP = {.norm_mistake = MISTAKE_RESCALE_EACH_MICRO_STEP};
 static const bug_hooks hooks_NORM_LOCAL_WHEN_ONE_STEP = {.norm_mistake = MISTAKE_LOCAL_WHEN_ONE_STEP};
+static const bug_hooks hooks_NORM_TAIL_CONFIGURED_STEPS = {.norm_mistake = MISTAKE_TAIL_CONFIGURED_STEPS};
 
 /* ---- the tables the registry reads ---- */
 

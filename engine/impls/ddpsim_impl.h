@@ -325,6 +325,8 @@ typedef struct ddpsim_loss_window {
     int rows;          /* sequences per micro-batch */
     const int *tokens; /* [micro_steps * rows]: each sequence's valid tokens in each of the window's micro-batches
                         * on this rank (a sequence may have none, a micro-batch too) */
+    int accumulation;  /* the run's longest window: what a trainer is configured with (gradient_accumulation_steps),
+                        * which a shorter window at an epoch's end does not reach */
 } ddpsim_loss_window;
 
 typedef struct ddpsim_impl_ops {

@@ -410,7 +410,8 @@ static ddp_status normalize_loss(verify_ops *v, const verify_side *s, void *ctx)
     if (s->loss_factor) {
         ddpsim_loss_window view = {.norm = (int)v->loss_norm, .micro_steps = (int)lw->win_micro_steps[w],
                                    .micro = (int)lw->bwd_micro[b], .rows = lw->rows,
-                                   .tokens = lw->bwd_rows + (size_t)first * (size_t)lw->rows};
+                                   .tokens = lw->bwd_rows + (size_t)first * (size_t)lw->rows,
+                                   .accumulation = (int)lw->accumulation};
         DDP_CHECK(s->loss_factor(ctx, &view, ref, &impl));
     }
     int holds = loss_windows_holds(lw, v->loss_norm, b, impl);
