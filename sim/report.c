@@ -278,22 +278,29 @@ static void json_scales(FILE *f, const ddpsim_options *opt, const verify_result 
     fprintf(f, "}");
 }
 
-/* --json's "loss_norm" (null without a token loss): the checks over all ranks, and the first failing one. */
-static void json_norms(FILE *f, const ddpsim_options *opt, const verify_result *res, const judgement *s)
+/* The token loss's normalization checks over all ranks: backwards checked, and how many failed. */
+static uint64_t norm_totals(const verify_result *res, uint64_t *failed)
 {
-    loss_norm norm = verify_loss_norm(&opt->run);
+    uint64_t checks = 0;
+    *failed = 0;
+    for (int r = 0; r < res->nranks && res->figures; r++) {
+        checks += res->figures[r].norm_checks;
+        *failed += res->figures[r].norms_failed;
+    }
+    return checks;
+}
+
+/* --json's "loss_norm" (null without a token loss): the checks over all ranks, and the first failing one. */
+static void json_norms(FILE *f, const verify_result *res, const judgement *s)
+{
     fprintf(f, ",\n \"loss_norm\": ");
-    if (!norm) {
+    if (!res->loss_norm) {
         fprintf(f, "null");
         return;
     }
-    uint64_t checks = 0, failed = 0;
-    for (int r = 0; r < res->nranks && res->figures; r++) {
-        checks += res->figures[r].norm_checks;
-        failed += res->figures[r].norms_failed;
-    }
+    uint64_t failed, checks = norm_totals(res, &failed);
     fprintf(f, "{\"norm\": \"%s\", \"backwards_checked\": %llu, \"failed\": %llu, \"first_failure\": ",
-            loss_norm_name(norm), (unsigned long long)checks, (unsigned long long)failed);
+            loss_norm_name(res->loss_norm), (unsigned long long)checks, (unsigned long long)failed);
     const verify_norm_check *k = s->first ? &s->first->norm : NULL;
     if (!k || !k->failed) {
         fprintf(f, "null}");
@@ -780,7 +787,7 @@ static int write_json(const ddpsim_options *opt, const verify_result *res, const
     }
     json_clips(f, res, s);
     json_scales(f, opt, res, s);
-    json_norms(f, opt, res, s);
+    json_norms(f, res, s);
     fprintf(f, ",\n \"sanity\": {\"synced_grabs\": %zu, \"synced_disagree\": %zu, \"local_grabs\": %zu, "
                "\"local_identical\": %zu, \"global_checked\": %zu, \"global_failed\": %zu, \"agreement_syncs\": %llu, \"global_worst\": ",
             s->synced_grabs, s->synced_disagree, s->local_grabs, s->local_identical, s->global_checked,
@@ -900,16 +907,12 @@ static void print_scales(FILE *out, const verify_result *res)
 }
 
 /* The token loss's normalization checks, every rank's together (verify_norm_check). */
-static void print_norms(FILE *out, const ddpsim_options *opt, const verify_result *res)
+static void print_norms(FILE *out, const verify_result *res)
 {
-    uint64_t checks = 0, failed = 0;
-    for (int r = 0; r < res->nranks && res->figures; r++) {
-        checks += res->figures[r].norm_checks;
-        failed += res->figures[r].norms_failed;
-    }
+    uint64_t failed, checks = norm_totals(res, &failed);
     if (!checks)
         return;
-    const char *norm = loss_norm_name(verify_loss_norm(&opt->run));
+    const char *norm = loss_norm_name(res->loss_norm);
     if (failed)
         fprintf(out, "# loss normalization (%s): FAIL at %llu of %llu backwards over all ranks (the first divergence "
                      "says which)\n",
@@ -990,7 +993,7 @@ static void print_sanity(const ddpsim_options *opt, const verify_result *res, co
     print_comm(out, res, opt->run.shard);
     print_clips(out, res);
     print_scales(out, res);
-    print_norms(out, opt, res);
+    print_norms(out, res);
 }
 
 /* The verdict's words (after "# verdict: "): the word, then what was checked or what failed. */

@@ -75,12 +75,6 @@ same "SGD with momentum: post-divide" -- --ranks 3 --scenario momentum --impl po
 # records NAME -- LIVE-ARGS
 records() { what=$1; shift 2; records_agree "$tmp" "$what" -- "$@"; }
 for sc in $("$DDPSIM" --scenarios | awk '/^[a-z]/ {print $1}'); do
-    if [ "$sc" = ragged-tokens ]; then
-        # The token model's counts are not in a recording yet: --record refuses it before any rank starts.
-        expect 2 "--model lm: --record does not carry the token counts yet" "--record refuses the token model" -- \
-            --ranks 3 --scenario "$sc" --record "$tmp/lm-recording"
-        continue
-    fi
     records "records of scenario $sc, bucketed, live and replayed" -- --ranks 3 --scenario "$sc" --impl bucketed
 done
 for impl in sync-on-exit last-microbatch-only sum-not-average overwrite-not-accumulate no-zero-after-step; do
@@ -207,8 +201,8 @@ fresh; manifest 's/"ranks": 3/"ranks": 4/'
 expect 2 "rank3" "more ranks than recorded" -- check "$tmp/b"
 fresh; manifest 's/"ddpsim-record"/"ddpsim-dump"/'
 expect 2 "expected \"ddpsim-record\"" "the wrong format" -- check "$tmp/b"
-fresh; manifest 's/"version": [0-9]*/"version": 10/'
-expect 2 "version 10" "a later version" -- check "$tmp/b"
+fresh; manifest 's/"version": [0-9]*/"version": 11/'
+expect 2 "version 11" "a later version" -- check "$tmp/b"
 fresh; manifest 's/"version": [0-9]*/"version": 1/; s/, "algo": "ordered"//'
 expect 0 "verdict: PASS" "a version-1 recording (no ddp.algo) is still read" -- check "$tmp/b"
 fresh; manifest 's/"version": [0-9]*/"version": 2/'; rm -f "$tmp"/b/bucketed/rank*/grab*/none.json
@@ -348,6 +342,60 @@ echo '{"reductions": 0}' >"$tmp/c/rank1/micro0/comm.json"
 expect 1 "first divergence: grab 0 (after no_sync fwd+bwd), rank 0" "... a recorder that counts no bytes is read" -- check "$tmp/c"
 echo '{"reductions": -1}' >"$tmp/c/rank1/micro0/comm.json"
 expect 2 "rank1/micro0/comm.json: reductions must be a whole number" "a bad comm.json is refused" -- check "$tmp/c"
+
+# The token loss's normalization (record.h "loss_norm": each micro-batch's tokens.json, each backward's
+# factor<m>.json): a correct trainer's recording replays record for record, under each normalization (the mean of
+# means' factor of a micro-batch without a token is inf: any factor is right there); a recorded mistake fails at
+# its first backward, named as live (after it, the reference's gradients are the recorded ones rescaled to the
+# intended factor, within a rounding of the live run's, so only the verdict and the first divergence are compared).
+plugins=${PLUGIN_DIR:-$(dirname "$0")/plugin}
+for n in global-tokens micro-batch-mean sum; do
+    records "records of the example plugin's trainer under --loss-norm $n, live and replayed" -- --ranks 4 \
+        --scenario ragged-tokens --impl "$plugins/libexample_impl.so" --loss-norm "$n"
+done
+records "records of the mean of means where it is intended, inf at the empty micro-batch" -- --ranks 3 \
+    --scenario ragged-tokens --impl norm-micro-batch-mean --loss-norm micro-batch-mean
+for impl in norm-micro-batch-mean norm-rank-local norm-dropped norm-after-backward norm-empty-counted \
+    norm-rescale-each-micro-step norm-local-when-one-step norm-tail-configured-steps; do
+    same "$impl, 3 ranks" -- --ranks 3 --scenario ragged-tokens --impl "$impl"
+done
+same "a plugin's own trainer normalizing by its rank's tokens, 4 ranks" -- --ranks 4 --scenario ragged-tokens \
+    --impl "$plugins/libexample_local_tokens.so"
+grep -q "^# pattern: the factor is 1 / this rank's own valid tokens of the window" "$out" &&
+    ok "... its mistake named from the recording" || bad "... its mistake not named from the recording"
+rm -rf "$tmp/t0" && "$DDPSIM" --ranks 3 --scenario ragged-tokens --record "$tmp/t0" -q >/dev/null 2>&1
+tfresh() { rm -rf "$tmp/t" && cp -r "$tmp/t0" "$tmp/t"; }
+tfresh
+expect 0 "loss normalization (global-tokens): every rank's factor at 18 backwards was the intended one" \
+    "a recording's factors checked against its counts" -- check "$tmp/t"
+# Each of the two is what the judgement rests on: a factor, or one sequence's count, changed fails.
+echo '{"factor": 0.01}' >"$tmp/t/reference/rank2/factor4.json"
+expect 1 "first divergence: the loss normalization of the backward at op 19, .*rank 2, micro-step 1 of its window's 2: the implementation multiplied the summed token loss by 0.00999999978" \
+    "a recorded factor that is not the intended one fails at its backward" -- check "$tmp/t" -q
+tfresh
+python_bump() { /usr/bin/env python3 -c "import json,sys; p=sys.argv[1]; t=json.load(open(p)); t[0]+=5; json.dump(t,open(p,'w'))" "$1"; }
+python_bump "$tmp/t/rank0/micro0/tokens.json"
+expect 1 "first divergence: the loss normalization of the backward at op 2, .* on every rank" \
+    "... and so does a count: the window's total moves every factor of it" -- check "$tmp/t" -q
+tfresh; rm "$tmp/t/reference/rank1/factor3.json"
+expect 2 "reference/rank1/factor3.json: missing: the factor the backward multiplied its summed token loss by" \
+    "a missing factor is refused" -- check "$tmp/t"
+tfresh; echo '{"factor": "lots"}' >"$tmp/t/reference/rank1/factor3.json"
+expect 2 "reference/rank1/factor3.json: \"factor\" must be a number" "a factor that is not a number" -- check "$tmp/t"
+tfresh; rm "$tmp/t/rank1/micro2/tokens.json"
+expect 2 "rank1/micro2/tokens.json: missing: the manifest's \"loss_norm\" needs every micro-batch's valid tokens" \
+    "missing counts are refused" -- check "$tmp/t"
+tfresh; echo '[1, 2]' >"$tmp/t/rank1/micro2/tokens.json"
+expect 2 "rank1/micro2/tokens.json: 2 sequences, where the recording's first micro-batch has 4" \
+    "a micro-batch of another size" -- check "$tmp/t"
+tfresh; echo '[1, -2, 0, 1]' >"$tmp/t/rank1/micro2/tokens.json"
+expect 2 "rank1/micro2/tokens.json: a sequence's valid tokens must be a whole number" "a negative count" -- check "$tmp/t"
+tfresh; sed 's/"loss_norm": "global-tokens"/"loss_norm": "tokens"/' "$tmp/t0/manifest.json" >"$tmp/t/manifest.json"
+expect 2 "\"loss_norm\" \"tokens\" is not global-tokens, micro-batch-mean or sum" "an unknown normalization" -- check "$tmp/t"
+tfresh; sed 's/"loss_norm": "global-tokens"/"loss_norm": "sum", "loss_scale": "1024"/' "$tmp/t0/manifest.json" >"$tmp/t/manifest.json"
+expect 2 "\"loss_norm\" with \"loss_scale\": not modelled" "... nor with a loss scale" -- check "$tmp/t"
+tfresh; sed 's/"loss_norm": "global-tokens"/"loss_norm": "sum"/' "$tmp/t0/manifest.json" >"$tmp/t/manifest.json"
+expect 1 "--loss-norm sum intends 3" "the manifest's normalization is the one judged" -- check "$tmp/t" -q
 
 # --record's own errors.
 expect 2 "belongs to a single run" "the battery with --record" -- --record "$tmp/x"

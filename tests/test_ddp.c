@@ -964,6 +964,36 @@ static void test_loss_windows(void)
     CU_ASSERT(mk & (1u << LOSS_CAND_RANK_WINDOW));
     CU_ASSERT(!(mk & (1u << LOSS_CAND_GLOBAL_TOKENS)));
     CU_ASSERT(!loss_windows_holds(&lw[0], LOSS_NORM_GLOBAL_TOKENS, 0, local));
+
+    /* A replay's windows come from the recorded counts (loss_tokens): the same counts give the same windows, and a
+     * count changed moves its window's totals (the counts are what the windows rest on, not the seed). */
+    int counts[4 * 4 * 4];
+    for (int r = 0; r < 4; r++)
+        for (size_t b = 0; b < lw[r].nbwd; b++)
+            memcpy(counts + ((size_t)r * 4 + b) * 4, lw[r].bwd_rows + b * 4, 4 * sizeof *counts);
+    loss_tokens t = {.rows = 4, .nbwd = 4, .counts = counts};
+    loss_windows c;
+    CU_ASSERT_FATAL(loss_windows_build_counted(&c, &s, &t, 4, 2) == DDP_OK);
+    CU_ASSERT_EQUAL(c.nbwd, lw[2].nbwd);
+    CU_ASSERT_EQUAL(c.nwin, lw[2].nwin);
+    CU_ASSERT_EQUAL(c.accumulation, lw[2].accumulation);
+    for (size_t w = 0; w < c.nwin; w++) {
+        CU_ASSERT_EQUAL(c.win_tokens[w], lw[2].win_tokens[w]);
+        CU_ASSERT_EQUAL(c.win_empty[w], lw[2].win_empty[w]);
+        CU_ASSERT_EQUAL(c.win_rank_tokens[w], lw[2].win_rank_tokens[w]);
+    }
+    CU_ASSERT(memcmp(c.bwd_rows, lw[2].bwd_rows, 4 * 4 * sizeof *c.bwd_rows) == 0);
+    loss_windows_free(&c);
+    counts[(0 * 4 + 1) * 4 + 2] += 7; /* rank 0's second micro-batch, third sequence */
+    CU_ASSERT_FATAL(loss_windows_build_counted(&c, &s, &t, 4, 2) == DDP_OK);
+    CU_ASSERT_EQUAL(c.win_tokens[0], lw[2].win_tokens[0] + 7);
+    CU_ASSERT_EQUAL(c.win_rank_tokens[0], lw[2].win_rank_tokens[0]); /* rank 2's own are unchanged */
+    CU_ASSERT(!loss_windows_holds(&c, LOSS_NORM_GLOBAL_TOKENS, 0, exact));
+    loss_windows_free(&c);
+    t.nbwd = 3; /* counts for another schedule */
+    CU_ASSERT(loss_windows_build_counted(&c, &s, &t, 4, 2) == DDP_ERR_INVALID);
+    loss_windows_free(&c);
+
     for (int r = 0; r < 4; r++)
         loss_windows_free(&lw[r]);
     model_destroy(m);

@@ -85,15 +85,15 @@ void loss_windows_free(loss_windows *lw)
     memset(lw, 0, sizeof *lw);
 }
 
-ddp_status loss_windows_build(loss_windows *lw, const sched *s, const model *m, uint64_t seed, int nranks, int rank)
+/* Where a builder takes the counts of rank r's backward b, whose batch is the latest forward's. */
+typedef void (*rows_fn)(const void *ctx, int r, size_t b, uint64_t batch, int *rows);
+
+static ddp_status build(loss_windows *lw, const sched *s, int B, int nranks, int rank, rows_fn rows_of,
+                        const void *ctx)
 {
-    memset(lw, 0, sizeof *lw);
-    if (!model_has_token_loss(m))
-        return ddp_error(DDP_ERR_INVALID, "--loss-norm needs the token model: --model lm");
     if (s->nuneven || s->njoins)
         return ddp_error(DDP_ERR_INVALID, "--loss-norm: a schedule with uneven repetitions or join{...} is not "
                                           "modelled (each rank's windows would depend on what the others ran)");
-    int B = model_batch_rows(m);
     lw->nranks = nranks;
     lw->rank = rank;
     lw->rows = B;
@@ -111,7 +111,7 @@ ddp_status loss_windows_build(loss_windows *lw, const sched *s, const model *m, 
     lw->win_tokens = calloc(nwin, sizeof *lw->win_tokens);
     lw->win_empty = calloc(nwin, sizeof *lw->win_empty);
     lw->win_rank_tokens = calloc(nwin, sizeof *lw->win_rank_tokens);
-    int *rows = malloc((size_t)B * sizeof *rows);
+    int *rows = malloc(((size_t)B + 1) * sizeof *rows);
     if (!lw->bwd_window || !lw->bwd_micro || !lw->bwd_rows || !lw->bwd_tokens || !lw->win_first ||
         !lw->win_micro_steps || !lw->win_tokens || !lw->win_empty || !lw->win_rank_tokens || !rows) {
         free(rows);
@@ -133,11 +133,10 @@ ddp_status loss_windows_build(loss_windows *lw, const sched *s, const model *m, 
             loss_windows_free(lw);
             return ddp_error(DDP_ERR_INVALID, "--loss-norm: op %zu is a backward before any forward", i);
         }
-        uint64_t batch = forwards - 1; /* the batch of the latest forward (rank.c live_batch numbers them) */
         lw->bwd_window[b] = (uint32_t)w;
         lw->bwd_micro[b] = lw->win_micro_steps[w]++;
         for (int r = 0; r < nranks; r++) {
-            model_row_tokens(m, seed, r, batch, rows);
+            rows_of(ctx, r, b, forwards - 1, rows); /* the batch of the latest forward (rank.c live_batch's) */
             for (int j = 0; j < B; j++) {
                 lw->win_tokens[w] += (uint64_t)rows[j];
                 lw->win_empty[w] += rows[j] == 0;
@@ -157,6 +156,46 @@ ddp_status loss_windows_build(loss_windows *lw, const sched *s, const model *m, 
         if (lw->win_micro_steps[i] > lw->accumulation)
             lw->accumulation = lw->win_micro_steps[i];
     return DDP_OK;
+}
+
+typedef struct generated {
+    const model *m;
+    uint64_t seed;
+} generated;
+
+static void generated_rows(const void *ctx, int r, size_t b, uint64_t batch, int *rows)
+{
+    const generated *g = ctx;
+    (void)b;
+    model_row_tokens(g->m, g->seed, r, batch, rows);
+}
+
+ddp_status loss_windows_build(loss_windows *lw, const sched *s, const model *m, uint64_t seed, int nranks, int rank)
+{
+    memset(lw, 0, sizeof *lw);
+    if (!model_has_token_loss(m))
+        return ddp_error(DDP_ERR_INVALID, "--loss-norm needs the token model: --model lm");
+    generated g = {m, seed};
+    return build(lw, s, model_batch_rows(m), nranks, rank, generated_rows, &g);
+}
+
+static void counted_rows(const void *ctx, int r, size_t b, uint64_t batch, int *rows)
+{
+    const loss_tokens *t = ctx;
+    (void)batch;
+    memcpy(rows, t->counts + ((size_t)r * t->nbwd + b) * (size_t)t->rows, (size_t)t->rows * sizeof *rows);
+}
+
+ddp_status loss_windows_build_counted(loss_windows *lw, const sched *s, const loss_tokens *t, int nranks, int rank)
+{
+    memset(lw, 0, sizeof *lw);
+    size_t nbwd = 0;
+    for (size_t i = 0; i < s->nops; i++)
+        nbwd += s->ops[i] == OP_BWD;
+    if (nbwd != t->nbwd || t->rows < 1)
+        return ddp_error(DDP_ERR_INVALID, "--loss-norm: counts of %zu backwards of %d sequences for a schedule of "
+                                          "%zu backwards", t->nbwd, t->rows, nbwd);
+    return build(lw, s, t->rows, nranks, rank, counted_rows, t);
 }
 
 static loss_ratio ratio(double num, double den)

@@ -24,7 +24,8 @@
  * relative, cannot move a factor from within 2u to outside 2.5u).
  *
  * The counts are a pure function of (seed, rank, batch) (model_row_tokens),
- * so every rank knows every rank's, and the windows are fixed by the
+ * so every rank knows every rank's; a replay reads them from the recording
+ * (loss_tokens, record.h tokens.json) instead. The windows are fixed by the
  * schedule: loss_windows holds, for one rank, what each of its backwards
  * is normalized by, and what the mistakes trainers make would give instead
  * (the candidates, named in a failure's pattern).
@@ -96,6 +97,18 @@ typedef struct loss_windows {
  */
 ddp_status loss_windows_build(loss_windows *lw, const sched *s, const model *m, uint64_t seed, int nranks, int rank);
 void loss_windows_free(loss_windows *lw);
+
+/* Counts that were given rather than generated (a recording's): every rank's backwards, each of `rows`
+ * sequences, at counts[(rank * nbwd + b) * rows + j] (>= 0). */
+typedef struct loss_tokens {
+    int rows;
+    size_t nbwd;
+    const int *counts;
+} loss_tokens;
+
+/* loss_windows_build's windows on counts t (every rank ran nbwd backwards, DDP_ERR_INVALID when s has another
+ * number, or uneven repetitions or join). */
+ddp_status loss_windows_build_counted(loss_windows *lw, const sched *s, const loss_tokens *t, int nranks, int rank);
 
 /* What backward b (in op order) should be multiplied by under n; what candidate c would have multiplied it by. */
 loss_ratio loss_windows_intended(const loss_windows *lw, loss_norm n, size_t b);

@@ -553,6 +553,93 @@ ddp_status record_unscale(const record_run *r, int rank, uint64_t k, int *found_
     return s;
 }
 
+ddp_status record_factor(const record_run *r, int rank, uint64_t micro, float *factor)
+{
+    return read_rank_float(r, rank, "factor", micro, "factor",
+                           "the factor the backward multiplied its summed token loss by", 0, factor);
+}
+
+ddp_status record_write_factor(const char *dir, const char *side, int rank, uint64_t micro, float factor)
+{
+    return write_rank_float(dir, side, rank, "factor", micro, "factor", factor);
+}
+
+ddp_status record_write_tokens(const char *dir, int rank, uint64_t micro, const int *rows, int n)
+{
+    char path[RECORD_PATH_LEN];
+    snprintf(path, sizeof path, "%s/rank%d/micro%llu/tokens.json", dir, rank, (unsigned long long)micro);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return ddp_error(DDP_ERR_SYSTEM, "cannot create %s", path);
+    fprintf(f, "[");
+    for (int j = 0; j < n; j++)
+        fprintf(f, "%s%d", j ? ", " : "", rows[j]);
+    fprintf(f, "]\n");
+    return file_close_written(f, path);
+}
+
+/* The most sequences a recorded micro-batch may have, and valid tokens one may have. */
+#define RECORD_MAX_ROWS 65536
+#define RECORD_MAX_SEQ_TOKENS 1e9
+
+/*
+ * Rank's micro-step m's tokens.json into r->token_counts (made at the first, which fixes the number of
+ * sequences every micro-batch of the recording has), and its factor<m>.json read once to be sure it is there.
+ */
+static ddp_status read_tokens(record_run *r, int rank, uint64_t micro)
+{
+    char path[RECORD_PATH_LEN];
+    snprintf(path, sizeof path, "%s/rank%d/micro%llu/tokens.json", r->dir, rank, (unsigned long long)micro);
+    if (access(path, F_OK) != 0)
+        return ddp_error(DDP_ERR_INVALID, "%s: missing: the manifest's \"loss_norm\" needs every micro-batch's valid "
+                                          "tokens per sequence", path);
+    json_value *v;
+    DDP_CHECK(read_json(path, RECORD_MAX_USED, &v));
+    ddp_status s = DDP_OK;
+    if (v->type != JSON_ARRAY || v->n < 1 || v->n > RECORD_MAX_ROWS)
+        s = ddp_error(DDP_ERR_INVALID, "%s: expected an array of 1 to %d counts, one per sequence", path,
+                      RECORD_MAX_ROWS);
+    else if (r->tokens.rows && v->n != (size_t)r->tokens.rows)
+        s = ddp_error(DDP_ERR_INVALID, "%s: %zu sequences, where the recording's first micro-batch has %d (every "
+                                       "micro-batch must have as many)", path, v->n, r->tokens.rows);
+    if (s == DDP_OK && !r->token_counts) {
+        r->tokens.rows = (int)v->n;
+        if (!(r->token_counts = calloc((size_t)r->nranks * (r->tokens.nbwd + 1) * v->n, sizeof *r->token_counts)))
+            s = ddp_error(DDP_ERR_NOMEM, "the token counts of %zu backwards", r->tokens.nbwd);
+        r->tokens.counts = r->token_counts;
+    }
+    for (size_t j = 0; s == DDP_OK && j < v->n; j++) {
+        double x;
+        s = whole(path, "a sequence's valid tokens", &v->items[j], 0, RECORD_MAX_SEQ_TOKENS, &x);
+        if (s == DDP_OK && micro < r->tokens.nbwd)
+            r->token_counts[((size_t)rank * r->tokens.nbwd + micro) * v->n + j] = (int)x;
+    }
+    json_free(v);
+    float f;
+    return s == DDP_OK ? record_factor(r, rank, micro, &f) : s;
+}
+
+/* "loss_norm" (version 10): a token loss and its intended normalization; what it is not modelled with, refused. */
+static ddp_status read_loss_norm(const char *path, const json_value *root, record_run *r)
+{
+    const json_value *v = json_get(root, "loss_norm");
+    if (!v)
+        return DDP_OK;
+    if (v->type != JSON_STRING)
+        return ddp_error(DDP_ERR_INVALID, "%s: \"loss_norm\" must be a string", path);
+    if (loss_norm_parse(v->string, &r->loss_norm) != DDP_OK)
+        return ddp_error(DDP_ERR_INVALID, "%s: \"loss_norm\" \"%s\" is not global-tokens, micro-batch-mean or sum",
+                         path, v->string);
+    const char *with = r->ddp.scaler.on ? "\"loss_scale\"" : r->shard != SHARD_NONE ? "\"shard\""
+                     : r->params_averaged ? "averaged parameters" : r->schedule.nuneven || r->schedule.njoins
+                     ? "uneven inputs or join" : NULL;
+    if (with)
+        return ddp_error(DDP_ERR_INVALID, "%s: \"loss_norm\" with %s: not modelled", path, with);
+    for (size_t i = 0; i < r->schedule.nops; i++)
+        r->tokens.nbwd += r->schedule.ops[i] == OP_BWD;
+    return DDP_OK;
+}
+
 ddp_status record_grad_none(const record_run *r, const char *what, unsigned char *none, int *known)
 {
     char path[RECORD_PATH_LEN];
@@ -636,6 +723,8 @@ static ddp_status check_rank_files(record_run *r, int rank, const uint32_t *coun
                                      "a syncing backward (op %zu), and the manifest's DDP has "
                                      "find_unused_parameters false: PyTorch DDP fails there",
                                      r->dir, rank, (unsigned long long)micro, r->names[p], i);
+            if (r->loss_norm)
+                DDP_CHECK(read_tokens(r, rank, micro));
             snprintf(what, wlen, "rank%d/micro%llu", rank, (unsigned long long)micro++);
             DDP_CHECK(check_files(r, what, used, 0, np));
             break;
@@ -999,6 +1088,8 @@ ddp_status record_open(const char *dir, record_run *out)
         s = read_averaging(path, root, out);
     if (s == DDP_OK)
         s = read_held(path, root, out);
+    if (s == DDP_OK)
+        s = read_loss_norm(path, root, out);
     ssize_t clash = s == DDP_OK ? sched_step_conflict(&out->schedule, out->ddp.set_to_none) : -1;
     if (clash >= 0)
         s = ddp_error(DDP_ERR_INVALID, "%s: op %zd (step) comes between a forward and its backward while gradients "
@@ -1016,8 +1107,11 @@ void record_close(record_run *r)
     sched_free(&r->schedule);
     free(r->held);
     free(r->held_at);
+    free(r->token_counts);
     r->held = NULL;
     r->held_at = NULL;
+    r->token_counts = NULL;
+    r->tokens.counts = NULL;
 }
 
 ddp_status record_write_manifest(const char *dir, const record_info *info)
@@ -1065,6 +1159,8 @@ ddp_status record_write_manifest(const char *dir, const record_info *info)
     if (info->shard != SHARD_NONE)
         fprintf(f, ",\n \"shard\": {\"mode\": \"%s\", \"mesh\": \"%dx%d\"}", shard_mode_name(info->shard),
                 info->mesh.replicas, info->mesh.shards);
+    if (info->loss_norm)
+        fprintf(f, ",\n \"loss_norm\": \"%s\"", loss_norm_name(info->loss_norm));
     fprintf(f, "}\n");
     return file_close_written(f, path);
 }

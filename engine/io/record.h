@@ -27,6 +27,10 @@
  *                                            backward multiplied its loss by (version 9)
  *   DIR/<impl>/rank<r>/unscale<k>.json       {"found_inf": bool}: what rank r's k-th unscale_
  *                                            found, every gradient's elements over every rank
+ *   DIR/rank<r>/micro<m>/tokens.json         with "loss_norm": [T0, T1, ...], the valid tokens
+ *                                            of each sequence of that micro-batch (version 10)
+ *   DIR/<impl>/rank<r>/factor<m>.json        {"factor": F}: with "loss_norm", what rank r's m-th
+ *                                            backward multiplied its summed token loss by
  *   DIR/init/<buffer>.npy                    with "buffers": the buffers every rank started from
  *   DIR/rank<r>/fwd<k>/seen/<buffer>.npy     the buffers rank r's module held when its k-th
  *                                            forward began (after any broadcast of DDP's)
@@ -46,7 +50,8 @@
  *    "loss_scale": "S" | "dynamic:INIT,GROWTH,BACKOFF,INTERVAL",
  *    "planted": [{"kind": "inf" | "nan", "rank": R, "op": K}, ...],
  *    "grad_shards": [{"<param>": [[START, COUNT], ...], ...}, ... one object per rank],
- *    "shard": {"mode": "zero1" | "zero2" | "fsdp" | "hsdp", "mesh": "RxS"}}
+ *    "shard": {"mode": "zero1" | "zero2" | "fsdp" | "hsdp", "mesh": "RxS"},
+ *    "loss_norm": "global-tokens" | "micro-batch-mean" | "sum"}
  *
  * "joins" and "uneven" (uneven inputs, schedule.h) may be left out. A rank
  * has files only for the ops it ran: none for the grabs and steps past its
@@ -106,6 +111,20 @@
  * replay plants nothing itself); the checks of that window follow it. It
  * needs "loss_scale". Neither goes with uneven inputs or join.
  *
+ * "loss_norm" (version 10; loss_norm.h, as --loss-norm spells it) says the
+ * run's loss is a token loss whose normalization the trainer chose, and
+ * which one it intended: each backward's loss is the sum of its
+ * micro-batch's valid tokens' losses times the factor of its factor<m>.json,
+ * and its local gradients in rank<r>/micro<m> are what that backward made
+ * (at that factor). The counts of every rank's micro-batches (tokens.json,
+ * the same number of sequences in each) give the windows (zero_grad to
+ * zero_grad) and the intended factor of every backward: a recorded factor
+ * is checked against it as a live run's (a failure names the mistakes that
+ * give it), and the reference takes a factor that holds as it is (the rest
+ * compares the same normalization bitwise) and rescales the gradients of
+ * one that does not to the intended factor. Not with "loss_scale",
+ * "shard", "optimizer": {"averages": ...}, uneven inputs or join.
+ *
  * "optimizer": {"averages": "parameters"} (version 5): the implementation
  * averages the parameters over the ranks after each rank's local SGD step
  * (model averaging, post-local SGD: torch.distributed.algorithms'
@@ -123,6 +142,7 @@
 #include <stdint.h>
 
 #include "ddp_ref.h"
+#include "loss_norm.h"
 #include "manifest.h"
 #include "model.h"
 #include "mesh.h"
@@ -131,13 +151,14 @@
 #include "status.h"
 
 #define RECORD_NAME_LEN 128
-/* 9: "loss_scale", "planted", and each rank's scale<m>.json and unscale<k>.json;
+/* 10: "loss_norm", each micro-step's tokens.json and each rank's factor<m>.json;
+ * 9: "loss_scale", "planted", and each rank's scale<m>.json and unscale<k>.json;
  * 8: "clips" (the clip ops' arguments) and each rank's clip<k>.json;
  * 7: "optimizer": {"type": "adamw", "betas": [B1, B2], "eps": E, "weight_decay": W};
  * 6: "optimizer": {"momentum": M};
  * 5: "optimizer": {"averages": "parameters"}; 4: "shard", comm.json's "scatters" and a parameter check's held.json; 3: "grad_shards" and a grab's none.json;
  * 2: "ddp" has every option (manifest.h), "algo" among them; versions 1 (without "algo") to 3 are read as well */
-#define RECORD_VERSION 9
+#define RECORD_VERSION 10
 
 /* A slice of a parameter's gradient that a rank holds (grad_shards): elements [start, start + count). */
 typedef struct record_held {
@@ -165,6 +186,9 @@ typedef struct record_run {
     int params_averaged;     /* "optimizer": {"averages": "parameters"}: parameters averaged, only they are checked */
     manifest_plant planted[MANIFEST_MAX_PLANTS]; /* "planted": the infs and NaNs put into backwards */
     int nplanted;
+    loss_norm loss_norm;     /* "loss_norm" (LOSS_NORM_NONE: not a token loss) ... */
+    loss_tokens tokens;      /* ... and every rank's tokens.json (tokens.counts is token_counts) */
+    int *token_counts;
 } record_run;
 
 /*
@@ -225,6 +249,9 @@ ddp_status record_clip(const record_run *r, int rank, uint64_t k, float *coef);
 ddp_status record_scale(const record_run *r, int rank, uint64_t micro, float *scale);
 /* DIR/<impl>/rank<r>/unscale<k>.json: what rank r's k-th unscale_ found (required with "loss_scale"). */
 ddp_status record_unscale(const record_run *r, int rank, uint64_t k, int *found_inf);
+/* DIR/<impl>/rank<r>/factor<m>.json: the factor of rank r's m-th backward's token loss (required with "loss_norm";
+ * any float: a micro-batch without a valid token may have inf or NaN). */
+ddp_status record_factor(const record_run *r, int rank, uint64_t micro, float *factor);
 
 /* ---- writing one (ddpsim --record DIR: a live run recorded as any framework would) ---- */
 
@@ -238,6 +265,7 @@ typedef struct record_info {
     mesh mesh;
     const manifest_plant *planted; /* "planted" (nplanted 0: none) */
     int nplanted;
+    loss_norm loss_norm;     /* LOSS_NORM_NONE: no "loss_norm" */
 } record_info;
 
 /* DIR/manifest.json (DIR prepared with dump_prepare). */
@@ -254,6 +282,10 @@ ddp_status record_write_clip(const char *dir, const char *side, int rank, uint64
 /* DIR/<side>/rank<r>/scale<m>.json and unscale<k>.json: a backward's loss scale, an unscale_'s finding. */
 ddp_status record_write_scale(const char *dir, const char *side, int rank, uint64_t micro, float scale);
 ddp_status record_write_unscale(const char *dir, const char *side, int rank, uint64_t k, int found_inf);
+/* With "loss_norm": DIR/<side>/rank<r>/factor<m>.json, a backward's factor; DIR/rank<r>/micro<m>/tokens.json (the
+ * directory exists), its micro-batch's valid tokens per sequence. */
+ddp_status record_write_factor(const char *dir, const char *side, int rank, uint64_t micro, float factor);
+ddp_status record_write_tokens(const char *dir, int rank, uint64_t micro, const int *rows, int n);
 /* DIR/<side>/rank<r>/<what>/held.json (the directory exists): the elements of m's layout whose held[] is not 0. */
 ddp_status record_write_held(const char *dir, const char *side, int rank, const char *what, const model *m,
                              const unsigned char *held);

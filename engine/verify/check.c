@@ -255,6 +255,23 @@ static ddp_status rec_loss_scale(void *ctx, float ref_scale, float *scale)
     return DDP_OK;
 }
 
+/*
+ * "loss_norm", before a backward: the factor the implementation's rank multiplied its summed token loss by, as
+ * recorded (ops.c checks it). Its local gradients are at that factor: the reference takes them as they are when it
+ * holds, and rescaled to the intended factor when it does not (ref / factor, where that is a finite number other
+ * than 0; the failure is reported at this backward whatever follows).
+ */
+static ddp_status rec_loss_factor(void *ctx, const ddpsim_loss_window *w, float ref, float *factor)
+{
+    check_rank *c = ctx;
+    DDP_CHECK(bad_record(c, record_factor(c->rec, c->rank, (uint64_t)(c->v.bwd_index - 1), factor)));
+    (void)w;
+    float rescale = ref / *factor;
+    int holds = loss_windows_holds(&c->v.lw, c->v.loss_norm, c->v.bwd_index - 1, *factor);
+    model_set_loss_scale(c->m, holds || !isfinite(rescale) || rescale == 0 ? 1.0f : rescale);
+    return DDP_OK;
+}
+
 /* ... at an unscale_: what the implementation's rank found, as recorded. */
 static ddp_status rec_unscale(void *ctx, int *found_inf)
 {
@@ -265,6 +282,7 @@ static ddp_status rec_unscale(void *ctx, int *found_inf)
 static const verify_side recorded_side = {
     .clip = rec_clip,
     .loss_scale = rec_loss_scale,
+    .loss_factor = rec_loss_factor,
     .unscale = rec_unscale,
     .forward_end = rec_forward_end,
     .backward_end = rec_backward_end,
@@ -299,7 +317,8 @@ static ddp_status setup(check_rank *c, void *user)
                             .allow_unsynced_comm = c->cfg->allow_unsynced_comm,
                             .set_to_none = rec->ddp.set_to_none, .params_averaged = rec->params_averaged,
                             .scaler = rec->ddp.scaler, .faults = c->planted, .nfaults = rec->nplanted,
-                            .plants_recorded = 1};
+                            .plants_recorded = 1, .loss_norm = rec->loss_norm,
+                            .tokens = rec->loss_norm ? &rec->tokens : NULL};
     faults_from_plants(rec->planted, rec->nplanted, c->planted);
     DDP_CHECK(verify_ops_init(&c->v, &oc, c->wr, user));
     c->src = (source_ctx){rec, c->rank, !rec->ddp.scaler.on};
@@ -376,6 +395,7 @@ ddp_status check_run(const check_config *cfg, verify_result *out)
     world_config wc = {.nranks = rec->nranks, .timeout_s = cfg->timeout_s};
     DDP_CHECK(verify_result_start(out, &wc, &rec->schedule, 0, &cfg->sink));
     out->params_only = rec->params_averaged;
+    out->loss_norm = rec->loss_norm;
     double t0 = clock_now_s();
     ddp_status s = world_run(out->w, check_rank_main, (void *)cfg);
     out->wall_s = clock_now_s() - t0;

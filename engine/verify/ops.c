@@ -38,6 +38,7 @@ ddp_status verify_ops_init(verify_ops *v, const verify_ops_config *cfg, world_ra
     v->shard_unscale = 1;
     v->loss_norm = cfg->loss_norm;
     v->seed = cfg->seed;
+    v->tokens = cfg->tokens;
     v->norm_window = -1;
     v->fault_op = -1;
     v->fault_rank = -1;
@@ -70,7 +71,8 @@ ddp_status verify_ops_attach(verify_ops *v, model *m, ddp_ref *ddp)
     DDP_CHECK(explain_init(&v->explain, m));
     DDP_CHECK(ddp_optim_init(&v->optim, v->lr, v->momentum, &v->adamw, n));
     if (v->loss_norm)
-        DDP_CHECK(loss_windows_build(&v->lw, v->schedule, m, v->seed, v->n, v->rank));
+        DDP_CHECK(v->tokens ? loss_windows_build_counted(&v->lw, v->schedule, v->tokens, v->n, v->rank)
+                            : loss_windows_build(&v->lw, v->schedule, m, v->seed, v->n, v->rank));
     /* The parameters' bound after a step: the order tolerance's, and a replay's every step (PARAMS_REPLAY). */
     if (v->bounded || v->params_rule == PARAMS_REPLAY) {
         DDP_CHECK(budget_init(&v->budget, n, v->n, v->comm_hook));

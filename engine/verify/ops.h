@@ -168,6 +168,7 @@ typedef struct verify_ops {
     loss_norm loss_norm;      /* the token loss's normalization (LOSS_NORM_NONE: no token loss) ... */
     loss_windows lw;          /* ... this rank's windows and counts (loss_norm.h) */
     uint64_t seed;            /* ... of the data they count */
+    const loss_tokens *tokens; /* ... or the counts as given (a recording's; NULL: generated from the seed) */
     size_t bwd_index;         /* ... the backward at hand, in op order */
     verify_norm_check norm_failure; /* ... the first failing factor since the last check, */
     long norm_window;         /* ... its window (-1: none open), whose later factors narrow its matches */
@@ -213,6 +214,7 @@ typedef struct verify_ops_config {
                                  * checks follow them, the reference's backward plants nothing */
     loss_norm loss_norm;        /* verify_loss_norm's: the token loss's normalization, checked at every backward */
     uint64_t seed;              /* the data's, whose token counts the windows hold */
+    const loss_tokens *tokens;  /* the counts as a recording gives them (NULL: generated from the seed) */
 } verify_ops_config;
 
 /* The backward at hand plants an inf or NaN into this rank's gradient (*value): a driver computing the

@@ -79,7 +79,8 @@ ddp_status verify_prepare_record(const verify_config *cfg)
     record_info info = {.nranks = cfg->nranks, .impl = impls[0], .recorded_by = by, .model = cfg->model_spec,
                         .layout = layout, .ddp = &cfg->ddp, .schedule = cfg->schedule, .shard = cfg->shard,
                         .mesh = mesh_or_flat(&cfg->mesh, cfg->nranks), .planted = planted,
-                        .nplanted = faults_plants(cfg->faults, cfg->nfaults, planted)};
+                        .nplanted = faults_plants(cfg->faults, cfg->nfaults, planted),
+                        .loss_norm = verify_loss_norm(cfg)};
     ddp_status s = record_write_manifest(cfg->record_dir, &info);
     model_destroy(layout);
     return s;

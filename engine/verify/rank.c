@@ -389,6 +389,10 @@ static ddp_status live_after_backward(void *ctx, int synced)
                                     c->shared ? c->share_factor : 1.0f);
             if (st == DDP_OK)
                 st = record_write_comm(c->cfg->record_dir, c->rank, c->nbwd - 1, &c->bwd_counts);
+            const loss_windows *lw = &c->v.lw;
+            if (st == DDP_OK && c->v.loss_norm) /* the counts the windows of a replay are made of */
+                st = record_write_tokens(c->cfg->record_dir, c->rank, c->nbwd - 1,
+                                         lw->bwd_rows + (c->nbwd - 1) * (size_t)lw->rows, lw->rows);
         });
         DDP_CHECK(st);
     }
@@ -459,7 +463,11 @@ static ddp_status live_loss_factor(void *ctx, const ddpsim_loss_window *w, float
     else
         *factor = ref;
     model_set_token_factor(im->m, *factor);
-    return DDP_OK;
+    ddp_status st = DDP_OK;
+    if (c->cfg->record_dir) /* the factor of the backward's local gradients, micro<nbwd> (record.h) */
+        VERIFY_COSTED(&c->v, COST_OUTPUT,
+                      st = record_write_factor(c->cfg->record_dir, c->name, c->rank, c->nbwd, *factor));
+    return st;
 }
 
 /* --loss-scale's unscale_: the implementation's, or ddpsim's over its .grad (right for DDP: .grad is synced). */

@@ -383,8 +383,8 @@ loss_norm verify_loss_norm(const verify_config *cfg)
     return !tokens ? LOSS_NORM_NONE : cfg->loss_norm ? cfg->loss_norm : LOSS_NORM_GLOBAL_TOKENS;
 }
 
-/* --loss-norm: the token model, a schedule whose windows every rank runs alike, and nothing that replays or
- * records batches (a recording's token counts are not written yet). */
+/* --loss-norm: the token model, a schedule whose windows every rank runs alike, and nothing that
+ * replays batches (--inputs does not carry the token counts). */
 static ddp_status check_loss_norm(const verify_config *cfg, int tokens)
 {
     if (cfg->loss_norm && !tokens)
@@ -396,9 +396,8 @@ static ddp_status check_loss_norm(const verify_config *cfg, int tokens)
         return ddp_error(DDP_ERR_INVALID, "--model lm: a schedule with uneven repetitions or join{...} is not "
                                           "modelled with the token loss (each rank's windows would depend on what the "
                                           "others ran)");
-    if (cfg->record_dir || cfg->inputs_dir)
-        return ddp_error(DDP_ERR_INVALID, "--model lm: %s does not carry the token counts yet", cfg->record_dir ?
-                         "--record" : "--inputs");
+    if (cfg->inputs_dir)
+        return ddp_error(DDP_ERR_INVALID, "--model lm: --inputs does not carry the token counts yet");
     return DDP_OK;
 }
 
@@ -639,6 +638,7 @@ ddp_status verify_run(const verify_config *cfg, verify_result *out)
         .coll_cpu = cfg->rank_cpu,
     };
     DDP_CHECK(verify_result_start(out, &wc, cfg->schedule, cfg->backend == VERIFY_BACKEND_NCCL, &cfg->sink));
+    out->loss_norm = verify_loss_norm(cfg);
     double t0 = clock_now_s();
     ddp_status s = world_run(out->w, verify_rank_main, (void *)cfg);
     out->wall_s = clock_now_s() - t0;

@@ -364,6 +364,7 @@ typedef struct verify_result {
     size_t nchecks;         /* grabs, steps and the end (sched_nchecks) */
     int params_only;        /* only parameters are compared (a recording's model averaging, record.h): the steps'
                              * checks are what verifies it */
+    loss_norm loss_norm;    /* the token loss's normalization the run checked (LOSS_NORM_NONE: no token loss) */
     verify_tally tally;     /* what the records said (judge.h) */
     sched_check *checks;    /* with keep_records: [nchecks], what each record is; else NULL */
     verify_record *records; /* with keep_records: [nchecks][nranks]; else NULL */
