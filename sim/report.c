@@ -311,6 +311,11 @@ static void json_norms(FILE *f, const verify_result *res, const judgement *s)
     jsonw_number(f, k->factor);
     fprintf(f, ", \"intended\": ");
     jsonw_number(f, k->ref_factor);
+    if (k->mixed_sequence >= 0) {
+        fprintf(f, ", \"mixed\": {\"sequence\": %d, \"factor\": ", k->mixed_sequence);
+        jsonw_number(f, k->mixed_factor);
+        fprintf(f, "}");
+    }
     fprintf(f, ", \"tokens\": %llu, \"rank_window_tokens\": %llu, \"window_tokens\": %llu, \"matches\": [",
             (unsigned long long)k->tokens, (unsigned long long)k->rank_window_tokens,
             (unsigned long long)k->window_tokens);
@@ -385,11 +390,14 @@ static void print_norm_failure(FILE *out, const char *where, const char *label, 
                                const verify_norm_check *k)
 {
     fprintf(out, "# first divergence: the loss normalization of the backward at op %llu, before %s (%s), rank %d, "
-                 "micro-step %d of its window's %d: the implementation multiplied the summed token loss by %.9g, "
-                 "--loss-norm %s intends %.9g",
-            (unsigned long long)k->op, where, label, rank, k->micro + 1, k->micro_steps, (double)k->factor,
-            loss_norm_name(k->norm), (double)k->ref_factor);
-    if (k->ref_factor != 0)
+                 "micro-step %d of its window's %d: the implementation multiplied the summed token loss by %.9g",
+            (unsigned long long)k->op, where, label, rank, k->micro + 1, k->micro_steps, (double)k->factor);
+    if (k->mixed_sequence >= 0)
+        fprintf(out, " for the first sequence with valid tokens and by %.9g for sequence %d's",
+                (double)k->mixed_factor, k->mixed_sequence);
+    fprintf(out, ", --loss-norm %s intends %.9g%s", loss_norm_name(k->norm), (double)k->ref_factor,
+            k->mixed_sequence >= 0 ? " for every one" : "");
+    if (k->ref_factor != 0 && k->mixed_sequence < 0)
         fprintf(out, " (%.6g x)", (double)k->factor / (double)k->ref_factor);
     fprintf(out, "; valid tokens: %llu in this micro-batch on this rank, %llu in the window on this rank, %llu on "
                  "every rank\n",
@@ -402,7 +410,10 @@ static void print_norm_failure(FILE *out, const char *where, const char *label, 
                     named++ ? "or " : "the factor is ", loss_cand_text(c), k->backwards, k->backwards > 1 ? "s" : "");
     if (named)
         return;
-    if (k->constant && isfinite(k->ratio))
+    if (k->mixed_sequence >= 0)
+        fprintf(out, "# pattern: no one factor for the micro-batch: its sequences' tokens weigh differently (each "
+                     "sequence's own mean first is not a token average)\n");
+    else if (k->constant && isfinite(k->ratio))
         fprintf(out, "# pattern: a constant factor, %.6g x the intended one at each of the %d backward%s of its window "
                      "checked from there (a normalizer of the wrong count, or a constant dropped or added)\n",
                 k->ratio, k->backwards, k->backwards > 1 ? "s" : "");

@@ -377,6 +377,15 @@ python_bump() { /usr/bin/env python3 -c "import json,sys; p=sys.argv[1]; t=json.
 python_bump "$tmp/t/rank0/micro0/tokens.json"
 expect 1 "first divergence: the loss normalization of the backward at op 2, .* on every rank" \
     "... and so does a count: the window's total moves every factor of it" -- check "$tmp/t" -q
+# A recorder that found no one factor for a micro-batch says so ("mixed": a per-sequence normalization): it fails.
+tfresh; echo '{"factor": 0.05000000074505806, "mixed": {"sequence": 1, "factor": 0.02}}' >"$tmp/t/reference/rank2/factor4.json"
+expect 1 "by 0.0500000007 for the first sequence with valid tokens and by 0.0199999996 for sequence 1's, --loss-norm global-tokens intends 0.0500000007 for every one" \
+    "a micro-batch without one factor fails, though its first factor is the intended one" -- check "$tmp/t" -q
+grep -q "pattern: no one factor for the micro-batch" "$out" && ok "... named" || bad "... not named"
+tfresh; echo '{"factor": 0.05, "mixed": {"sequence": 9, "factor": 0.02}}' >"$tmp/t/reference/rank2/factor4.json"
+expect 2 '"mixed".sequence must be a whole number in 0..3' "a mixed factor's sequence outside the micro-batch" -- check "$tmp/t"
+tfresh; echo '{"factor": 0.05, "mixed": 3}' >"$tmp/t/reference/rank2/factor4.json"
+expect 2 '"mixed" must be {"sequence": S, "factor": F}' "a mixed factor that is not an object" -- check "$tmp/t"
 tfresh; rm "$tmp/t/reference/rank1/factor3.json"
 expect 2 "reference/rank1/factor3.json: missing: the factor the backward multiplied its summed token loss by" \
     "a missing factor is refused" -- check "$tmp/t"

@@ -9,6 +9,7 @@
 #    beside it without ddpsim (tests/python/frameworks/compare_with_ddp.py), shows the same difference there;
 #  - Lightning Fabric 2.6.6, DeepSpeed 0.19.8 (ZeRO stage 0), fairscale 0.4.13 (ShardedDataParallel with OSS)
 #    and torch's own FSDP2 (fully_shard, and HSDP on a 2-D mesh), below.
+#  - a training step of the user's on the token model (--train-step), its count all-reduce not counted as DDP's.
 # The adapters of tests/python/frameworks/ only translate the interface. Skips (77) without the environments.
 DDPSIM=${DDPSIM:-./sim/ddpsim}
 . "$(dirname "$0")/testlib.sh"
@@ -218,4 +219,19 @@ under "$TORCH2_PYTHON" 2 "the wrapper replaced the module's 6 parameters by 1 fl
     "FSDP1's FlatParameter is refused with the reason" -- --ranks 2 --wrap "$H:flat" --scenario classic
 under "$TORCH2_PYTHON" 2 "where the model's is ([0-9, ]*): a flat shard of it, as FSDP1 with use_orig_params=True keeps it" \
     "... and with use_orig_params=True its flat shards" -- --ranks 2 --wrap "$H:orig_params" --scenario classic
+
+# A training step of the user's under torch 2.x (--train-step, tests/python/train_steps.py): the step's own
+# all_reduce of the window's token count, inside no_sync at the window's first micro-step, is not the wrapper's
+# communication (only reductions while autograd runs a backward are counted: counted, it would fail that window);
+# a rank-local mean fails at its first backward, named.
+T=$here/python/train_steps.py
+under "$TORCH2_PYTHON" 0 "all ranks: 9, 0 of them in backwards that do not sync" \
+    "--train-step on torch 2.x: global tokens pass, the step's count all-reduce not counted as DDP's" -- \
+    --ranks 3 --wrap torch.nn.parallel:DistributedDataParallel --train-step "$T:global_tokens" --scenario ragged-tokens
+under "$TORCH2_PYTHON" 1 "rank 0: 42 reductions in a backward that does not sync (op 2)" \
+    "... and a wrapper's own reductions in such a backward are still counted (the detector fires)" -- --ranks 3 \
+    --wrap "$here/python/wrappers.py:reduces_in_no_sync" --train-step "$T:global_tokens" --scenario ragged-tokens
+under "$TORCH2_PYTHON" 1 "pattern: the factor is 1 / this rank's own valid tokens of the window" \
+    "--train-step on torch 2.x: a rank-local mean caught, named" -- \
+    --ranks 3 --wrap torch.nn.parallel:DistributedDataParallel --train-step "$T:rank_local" --scenario ragged-tokens
 finish

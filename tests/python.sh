@@ -85,6 +85,9 @@ expect_cmd 0 "twin attn: names, shapes and gradients match" "the torch twins of 
 for n in 2 3 4; do
     front 0 "verdict: PASS (23 of 23 scenarios; not run, the header says why: ragged-tokens)" "torch's DDP passes the battery at $n ranks" -- --ranks "$n" --wrap "$DDP"
 done
+grep -q "ragged-tokens not run: it checks a training step's loss normalization on ragged tokens: give --train-step" \
+    "$out" && ok "... ragged-tokens left out without a training step, said why" ||
+    bad "... ragged-tokens left out without a training step, said why"
 grep -q "find_unused counts what the syncing backward used (PyTorch < 2.4)\|any micro-step of the window used (PyTorch >= 2.4" "$out" &&
     ok "the header says which torch's semantics" || bad "the header says which torch's semantics"
 front 0 "verdict: PASS" "2 ranks: bitwise" -- --ranks 2 --wrap "$DDP" --scenario classic
@@ -586,6 +589,60 @@ expect 2 'optimizer.averages "parameters" with a grab' "ddpsim check: a grab bes
 kill "$server" 2>/dev/null
 wait "$server" 2>/dev/null
 server=""
+# A training step of the user's (--train-step, tests/python/train_steps.py) on the token model's ragged batches:
+# the factor it applied is read from the gradient it sent into the output (bit for bit) and judged at every
+# backward. The right step for each normalization passes; each mistake of the catalogue fails at its first
+# backward with its name; a per-sequence mean (no one factor) is named as such; a loss that is not the token
+# cross-entropy, and a step of two forwards, are refused.
+T=$here/python/train_steps.py
+front 0 "verdict: PASS (1 of 1 scenarios; not run, the header says why: classic," \
+    "--train-step: the battery runs the token model's scenario, global tokens gathered by the step" -- --ranks 3 \
+    --wrap "$DDP" --train-step "$T:global_tokens"
+grep -q "classic not run: --train-step: scenario classic runs mlp:32-64-64-16, which has no token loss" "$out" &&
+    ok "... the others not run, said why" || bad "... the others not run, said why"
+for n in 2 4; do
+    front 0 "loss normalization (global-tokens): every rank's factor at $((n * 6)) backwards was the intended one" \
+        "--train-step: global tokens at $n ranks" -- --ranks "$n" --wrap "$DDP" --train-step "$T:global_tokens" \
+        --scenario ragged-tokens
+done
+front 0 "verdict: PASS" "--train-step: the mean of micro-batch means where it is intended" -- --ranks 3 --wrap "$DDP" \
+    --train-step "$T:micro_batch_mean" --scenario ragged-tokens --loss-norm micro-batch-mean
+front 0 "verdict: PASS" "--train-step: the sum where it is intended (a step without a window argument)" -- --ranks 3 \
+    --wrap "$DDP" --train-step "$T:token_sum" --scenario ragged-tokens --loss-norm sum
+for bug in "micro_batch_mean:each micro-batch's own token mean over the window's micro-steps" \
+    "rank_local:1 / this rank's own valid tokens of the window" \
+    "dropped:1: the summed loss without its token normalizer" \
+    "empty_counted:an empty sequence counted as one token" \
+    "configured_steps:1 / (A x this micro-batch's tokens), A the configured accumulation count"; do
+    front 1 "pattern: .*${bug#*:}" "--train-step: ${bug%%:*} caught, its mistake named" -- --ranks 3 --wrap "$DDP" \
+        --train-step "$T:${bug%%:*}" --scenario ragged-tokens
+    grep -q "first divergence: the loss normalization of the backward at op 2, .*rank 0, micro-step 1 of its window's 3" "$out" &&
+        ok "... at its first backward" || bad "... not at its first backward"
+done
+front 1 "first divergence: the loss normalization of the backward at op 13, .* micro-step 1 of its window's 1" \
+    "--train-step: the configured count is caught in the shorter window, where it is wrong under micro-batch-mean" -- \
+    --ranks 3 --wrap "$DDP" --train-step "$T:configured_steps" --scenario ragged-tokens --loss-norm micro-batch-mean
+front 1 "for the first sequence with valid tokens and by .* for sequence 2's, --loss-norm global-tokens intends" \
+    "--train-step: a per-sequence mean has no one factor, named" -- --ranks 3 --wrap "$DDP" \
+    --train-step "$T:per_sequence_mean" --scenario ragged-tokens
+grep -q "pattern: no one factor for the micro-batch" "$out" && ok "... its pattern" || bad "... its pattern"
+front 2 "its gradient is not the token cross-entropy's times a number" "--train-step: another loss is refused, not judged" \
+    -- --ranks 2 --wrap "$DDP" --train-step "$T:not_a_token_loss" --scenario ragged-tokens
+front 2 "ran 2 forwards of the model and 1 backward through its output" "--train-step: a step of two forwards" -- \
+    --ranks 2 --wrap "$DDP" --train-step "$T:two_forwards" --scenario ragged-tokens
+front 2 "--train-step: scenario classic runs mlp:32-64-64-16, which has no token loss" \
+    "--train-step on a scenario without a token loss" -- --ranks 2 --wrap "$DDP" --train-step "$T:global_tokens" \
+    --scenario classic
+front 2 "--train-step with --shard" "--train-step with --shard" -- --ranks 2 --wrap "$DDP" \
+    --train-step "$T:global_tokens" --shard zero1
+front 2 "train_steps.py has no attribute nothing_here" "--train-step naming nothing" -- --ranks 2 --wrap "$DDP" --train-step "$T:nothing_here"
+front 2 "scenario classic runs mlp:32-64-64-16, which has no token loss" "--loss-norm on a scenario without a token loss" \
+    -- --ranks 2 --wrap "$DDP" --scenario classic --loss-norm sum
+# Without a step of the user's, the battery leaves ragged-tokens out (said why above); asked for, it runs with the
+# front end's own step (the intended factor).
+front 0 "loss normalization (global-tokens): every rank's factor at 18 backwards was the intended one" \
+    "--scenario ragged-tokens with the front end's own step" -- --ranks 3 --wrap "$DDP" --scenario ragged-tokens
+
 fi # the semantics
 # A deadlock and a hang: exit 3, the rank named, no process left. No wall-clock limit here (a loaded machine
 # starts four Pythons slowly): the message says which rule fired, and the watchdog is far away.

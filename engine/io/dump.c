@@ -360,6 +360,8 @@ ddp_status dump_write_manifest(const char *dir, const dump_manifest_info *info)
     fprintf(f, "\n ]");
     manifest_write_uneven(f, info->schedule, info->nranks);
     manifest_write_plants(f, info->planted, info->nplanted);
+    if (info->loss_norm)
+        fprintf(f, ",\n \"loss_norm\": \"%s\"", info->loss_norm);
     fprintf(f, ",\n \"impls\": [");
     for (int i = 0; i < info->nimpls; i++) {
         fprintf(f, "%s", i ? ", " : "");

@@ -89,6 +89,7 @@ typedef struct dump_manifest_info {
     int nimpls;
     const manifest_plant *planted; /* --fault inf|nan (nplanted 0: none) */
     int nplanted;
+    const char *loss_norm;    /* the token model's --loss-norm, as it spells it (NULL: no token loss) */
 } dump_manifest_info;
 
 /*
@@ -97,7 +98,8 @@ typedef struct dump_manifest_info {
  * schedule and its ops (each backward with whether it syncs and, when it
  * does, "armed_by": the forward that armed the reducer), and what changes
  * bits: every option of the ddp config, "zero_grad", "optimizer",
- * "loss_scale" and "planted" (manifest.h's codec).
+ * "loss_scale" and "planted" (manifest.h's codec); "loss_norm" for the
+ * token model.
  */
 ddp_status dump_write_manifest(const char *dir, const dump_manifest_info *info);
 

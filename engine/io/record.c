@@ -553,10 +553,30 @@ ddp_status record_unscale(const record_run *r, int rank, uint64_t k, int *found_
     return s;
 }
 
-ddp_status record_factor(const record_run *r, int rank, uint64_t micro, float *factor)
+/* The most sequences a recorded micro-batch may have, and valid tokens one may have. */
+#define RECORD_MAX_ROWS 65536
+#define RECORD_MAX_SEQ_TOKENS 1e9
+
+ddp_status record_factor(const record_run *r, int rank, uint64_t micro, float *factor, int *mixed_sequence,
+                         float *mixed_factor)
 {
-    return read_rank_float(r, rank, "factor", micro, "factor",
-                           "the factor the backward multiplied its summed token loss by", 0, factor);
+    DDP_CHECK(read_rank_float(r, rank, "factor", micro, "factor",
+                              "the factor the backward multiplied its summed token loss by", 0, factor));
+    *mixed_sequence = -1;
+    char path[RECORD_PATH_LEN];
+    json_value *v;
+    const json_value *mixed;
+    DDP_CHECK(read_rank_json(r, rank, "factor", micro, "mixed", "", path, sizeof path, &v, &mixed));
+    ddp_status s = DDP_OK;
+    double seq = 0;
+    if (mixed && (mixed->type != JSON_OBJECT || !json_get(mixed, "sequence") ||
+                  read_coef(json_get(mixed, "factor"), mixed_factor) != 0))
+        s = ddp_error(DDP_ERR_INVALID, "%s: \"mixed\" must be {\"sequence\": S, \"factor\": F}", path);
+    else if (mixed && (s = whole(path, "\"mixed\".sequence", json_get(mixed, "sequence"), 0,
+                                 r->tokens.rows ? r->tokens.rows - 1 : RECORD_MAX_ROWS, &seq)) == DDP_OK)
+        *mixed_sequence = (int)seq;
+    json_free(v);
+    return s;
 }
 
 ddp_status record_write_factor(const char *dir, const char *side, int rank, uint64_t micro, float factor)
@@ -577,10 +597,6 @@ ddp_status record_write_tokens(const char *dir, int rank, uint64_t micro, const 
     fprintf(f, "]\n");
     return file_close_written(f, path);
 }
-
-/* The most sequences a recorded micro-batch may have, and valid tokens one may have. */
-#define RECORD_MAX_ROWS 65536
-#define RECORD_MAX_SEQ_TOKENS 1e9
 
 /*
  * Rank's micro-step m's tokens.json into r->token_counts (made at the first, which fixes the number of
@@ -615,8 +631,9 @@ static ddp_status read_tokens(record_run *r, int rank, uint64_t micro)
             r->token_counts[((size_t)rank * r->tokens.nbwd + micro) * v->n + j] = (int)x;
     }
     json_free(v);
-    float f;
-    return s == DDP_OK ? record_factor(r, rank, micro, &f) : s;
+    float f, g;
+    int seq;
+    return s == DDP_OK ? record_factor(r, rank, micro, &f, &seq, &g) : s;
 }
 
 /* "loss_norm" (version 10): a token loss and its intended normalization; what it is not modelled with, refused. */

@@ -30,7 +30,10 @@
  *   DIR/rank<r>/micro<m>/tokens.json         with "loss_norm": [T0, T1, ...], the valid tokens
  *                                            of each sequence of that micro-batch (version 10)
  *   DIR/<impl>/rank<r>/factor<m>.json        {"factor": F}: with "loss_norm", what rank r's m-th
- *                                            backward multiplied its summed token loss by
+ *                                            backward multiplied its summed token loss by; and
+ *                                            "mixed": {"sequence": S, "factor": G} when not every
+ *                                            valid token got F (sequence S's got G: a per-sequence
+ *                                            normalization, which fails)
  *   DIR/init/<buffer>.npy                    with "buffers": the buffers every rank started from
  *   DIR/rank<r>/fwd<k>/seen/<buffer>.npy     the buffers rank r's module held when its k-th
  *                                            forward began (after any broadcast of DDP's)
@@ -250,8 +253,11 @@ ddp_status record_scale(const record_run *r, int rank, uint64_t micro, float *sc
 /* DIR/<impl>/rank<r>/unscale<k>.json: what rank r's k-th unscale_ found (required with "loss_scale"). */
 ddp_status record_unscale(const record_run *r, int rank, uint64_t k, int *found_inf);
 /* DIR/<impl>/rank<r>/factor<m>.json: the factor of rank r's m-th backward's token loss (required with "loss_norm";
- * any float: a micro-batch without a valid token may have inf or NaN). */
-ddp_status record_factor(const record_run *r, int rank, uint64_t micro, float *factor);
+ * any float: a micro-batch without a valid token may have inf or NaN); its "mixed" {"sequence": S, "factor": G},
+ * when the recorder found no one factor for the micro-batch (sequence S's tokens got G), into *mixed_sequence
+ * and *mixed_factor (-1: none). */
+ddp_status record_factor(const record_run *r, int rank, uint64_t micro, float *factor, int *mixed_sequence,
+                         float *mixed_factor);
 
 /* ---- writing one (ddpsim --record DIR: a live run recorded as any framework would) ---- */
 

@@ -264,10 +264,11 @@ static ddp_status rec_loss_scale(void *ctx, float ref_scale, float *scale)
 static ddp_status rec_loss_factor(void *ctx, const ddpsim_loss_window *w, float ref, float *factor)
 {
     check_rank *c = ctx;
-    DDP_CHECK(bad_record(c, record_factor(c->rec, c->rank, (uint64_t)(c->v.bwd_index - 1), factor)));
+    DDP_CHECK(bad_record(c, record_factor(c->rec, c->rank, (uint64_t)(c->v.bwd_index - 1), factor,
+                                          &c->v.mixed_sequence, &c->v.mixed_factor)));
     (void)w;
     float rescale = ref / *factor;
-    int holds = loss_windows_holds(&c->v.lw, c->v.loss_norm, c->v.bwd_index - 1, *factor);
+    int holds = c->v.mixed_sequence < 0 && loss_windows_holds(&c->v.lw, c->v.loss_norm, c->v.bwd_index - 1, *factor);
     model_set_loss_scale(c->m, holds || !isfinite(rescale) || rescale == 0 ? 1.0f : rescale);
     return DDP_OK;
 }

@@ -409,6 +409,7 @@ static ddp_status normalize_loss(verify_ops *v, const verify_side *s, void *ctx)
     float ref = loss_ratio_float(loss_windows_intended(lw, v->loss_norm, b)), impl = ref;
     if (lw->bwd_tokens[b] == 0)
         ref = 0; /* a micro-batch without a valid token: nothing to weigh, whatever a trainer divides by */
+    v->mixed_sequence = -1;
     if (s->loss_factor) {
         ddpsim_loss_window view = {.norm = (int)v->loss_norm, .micro_steps = (int)lw->win_micro_steps[w],
                                    .micro = (int)lw->bwd_micro[b], .rows = lw->rows,
@@ -416,7 +417,8 @@ static ddp_status normalize_loss(verify_ops *v, const verify_side *s, void *ctx)
                                    .accumulation = (int)lw->accumulation};
         DDP_CHECK(s->loss_factor(ctx, &view, ref, &impl));
     }
-    int holds = loss_windows_holds(lw, v->loss_norm, b, impl);
+    int mixed = v->mixed_sequence >= 0 && lw->bwd_tokens[b]; /* no one factor: not a scaled token sum */
+    int holds = !mixed && loss_windows_holds(lw, v->loss_norm, b, impl);
     model_set_token_factor(v->m, holds ? impl : ref);
     if (v->fig) {
         v->fig->norm_checks++;
@@ -427,13 +429,14 @@ static ddp_status normalize_loss(verify_ops *v, const verify_side *s, void *ctx)
         *k = (verify_norm_check){.failed = 1, .norm = v->loss_norm, .op = v->op, .micro = (int)lw->bwd_micro[b],
                                  .micro_steps = (int)lw->win_micro_steps[w], .factor = impl, .ref_factor = ref,
                                  .tokens = lw->bwd_tokens[b], .window_tokens = lw->win_tokens[w],
-                                 .rank_window_tokens = lw->win_rank_tokens[w]};
+                                 .rank_window_tokens = lw->win_rank_tokens[w],
+                                 .mixed_sequence = mixed ? v->mixed_sequence : -1, .mixed_factor = v->mixed_factor};
         v->norm_window = (long)w;
     }
     /* What the window's factors match, from its first failure on (a micro-batch without a valid token, whose
      * factor can be anything, tells nothing). */
     if (k->failed && v->norm_window == (long)w && lw->bwd_tokens[b]) {
-        unsigned m = loss_windows_matches(lw, v->loss_norm, b, impl);
+        unsigned m = mixed ? 0 : loss_windows_matches(lw, v->loss_norm, b, impl);
         loss_ratio q = loss_windows_intended(lw, v->loss_norm, b);
         double ratio = (double)impl * q.den / q.num, slack = 4 * 0x1p-24; /* a few roundings of either factor */
         if (!k->backwards) {
@@ -443,6 +446,7 @@ static ddp_status normalize_loss(verify_ops *v, const verify_side *s, void *ctx)
         } else {
             k->matches &= m;
             k->constant &= fabs(ratio - k->ratio) <= slack * fabs(k->ratio);
+        k->constant &= !mixed;
         }
         k->backwards++;
     }

@@ -169,7 +169,10 @@ typedef struct verify_ops {
     loss_windows lw;          /* ... this rank's windows and counts (loss_norm.h) */
     uint64_t seed;            /* ... of the data they count */
     const loss_tokens *tokens; /* ... or the counts as given (a recording's; NULL: generated from the seed) */
-    size_t bwd_index;         /* ... the backward at hand, in op order */
+    size_t bwd_index;
+    int mixed_sequence;       /* ... set by a side's loss_factor when its micro-batch had no one factor: this
+                               * sequence's tokens got mixed_factor, the first's the factor returned (-1: one) */
+    float mixed_factor;         /* ... the backward at hand, in op order */
     verify_norm_check norm_failure; /* ... the first failing factor since the last check, */
     long norm_window;         /* ... its window (-1: none open), whose later factors narrow its matches */
     uint64_t grab, step;      /* grabs and steps so far */

@@ -48,6 +48,8 @@ static ddp_status write_dump_manifest(const verify_config *cfg, const char *dir,
     manifest_plant planted[VERIFY_MAX_FAULTS];
     info.planted = planted;
     info.nplanted = faults_plants(cfg->faults, cfg->nfaults, planted);
+    loss_norm norm = verify_loss_norm(cfg);
+    info.loss_norm = norm ? loss_norm_name(norm) : NULL;
     return dump_write_manifest(dir, &info);
 }
 
@@ -88,9 +90,8 @@ ddp_status verify_prepare_record(const verify_config *cfg)
 
 ddp_status verify_prepare_inputs(const verify_config *cfg, const char *dir)
 {
-    if (verify_loss_norm(cfg)) /* before anything is written */
-        return ddp_error(DDP_ERR_INVALID, "--model %s: the token model checks the trainer's own loss normalization, "
-                                          "and a front end's ranks run no training step of the user's yet",
+    if (verify_loss_norm(cfg) && cfg->inputs_dir) /* before anything is written */
+        return ddp_error(DDP_ERR_INVALID, "--model %s: --inputs does not carry the token counts yet",
                          cfg->model_spec);
     DDP_CHECK(dump_prepare(dir, cfg->nranks, NULL, 0, cfg->dump_force)); /* the caller names --prepare */
     DDP_CHECK(write_dump_manifest(cfg, dir, NULL, 0));

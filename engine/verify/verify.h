@@ -216,6 +216,8 @@ typedef struct verify_norm_check {
     int backwards;         /* ... over how many backwards (those with valid tokens) */
     double ratio;          /* ... the first one's factor over the intended one, */
     int constant;          /* ... and every later one's the same (a constant factor) */
+    int mixed_sequence;    /* >= 0: not one factor for the micro-batch: this sequence's valid tokens got */
+    float mixed_factor;    /* ... this one, the first sequence's `factor` (a recording's, record.h) */
 } verify_norm_check;
 
 typedef struct verify_record {

@@ -69,6 +69,13 @@ def parser():
     p.add_argument("--fault", action="append", metavar="inf|nan:rank=R,op=K",
                    help="an inf or NaN in element 0 of the first gradient rank R's backward at op K completes, "
                         "which the scaler must find on every rank (needs --loss-scale; may be repeated)")
+    p.add_argument("--train-step", metavar="MODULE:FUNC",
+                   help="your training step, FUNC(model, batch[, window]): the micro-batch's loss from the wrapped "
+                        "model's output, normalized as your trainer does, then backward; run on ddpsim's token "
+                        "model (ragged sequences), its factor judged at every backward against --loss-norm's")
+    p.add_argument("--loss-norm", choices=("global-tokens", "micro-batch-mean", "sum"),
+                   help="what the training step intends: every token of the window over their count on every rank "
+                        "(global-tokens, the default), the mean of micro-batch means, or the sum")
     p.add_argument("--find-unused", action="store_true", help="find_unused_parameters=True")
     p.add_argument("--allow-unsynced-comm", action="store_true",
                    help="reductions in a backward that does not sync are allowed (torch 2.x counts them; PyTorch's "
@@ -156,7 +163,7 @@ def _main(argv):
               comm_hook=args.comm_hook, static_graph=args.static_graph, find_unused_rule=args.find_unused_rule,
               allow_unsynced_comm=args.allow_unsynced_comm, shard=args.shard, params_only=args.params_only,
               optimizer=args.optimizer, clip=args.clip, loss_scale=args.loss_scale, fault=args.fault or (),
-              ddpsim_path=args.ddpsim, html=args.html)
+              ddpsim_path=args.ddpsim, html=args.html, train_step=args.train_step, loss_norm=args.loss_norm)
     if torchrun.launched_by_torchrun():
         if args.junit or args.html:
             sys.stderr.write("ddpsim_torch: --junit and --html: not under torchrun (each rank would write them); run "

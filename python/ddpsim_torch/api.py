@@ -19,7 +19,7 @@ SCRATCH_MIN_FREE = 4 << 30  # bytes free in /dev/shm before a recording goes the
 
 
 def _run_args(ranks, seed, batch, lr, model, schedule, scenario, find_unused, bucket_view, bucket_cap, zero,
-              comm_hook, static_graph, optimizer=None, clip=None, loss_scale=None, faults=()):
+              comm_hook, static_graph, optimizer=None, clip=None, loss_scale=None, faults=(), loss_norm=None):
     """ddpsim's options for --prepare: the schedule, scenario and DDP options it checks and expands (zero_grad
     too: whether a step may come between a forward and its backward depends on it)."""
     args = ["--ranks", str(ranks), "--seed", str(seed), "--lr", repr(float(lr)),
@@ -51,6 +51,8 @@ def _run_args(ranks, seed, batch, lr, model, schedule, scenario, find_unused, bu
         args += ["--loss-scale", str(loss_scale)]
     for f in faults:
         args += ["--fault", f]
+    if loss_norm is not None:
+        args += ["--loss-norm", loss_norm]
     # This torch's rule, for a scenario that brings static_graph itself (tied) too.
     return args + ["--static-graph-rule", semantics.static_graph_rule()]
 
@@ -59,7 +61,7 @@ def check(wrap, ranks=2, model=None, data=None, loss=None, schedule=None, scenar
           tolerance=None, timeout=60.0, find_unused=False, bucket_view=False, bucket_cap=None, zero_grad=None,
           threads=1, keep=None, ddpsim_path=None, comm_hook="none", static_graph=False, find_unused_rule=None,
           allow_unsynced_comm=False, shard=None, params_only=None, optimizer=None, clip=None, loss_scale=None,
-          fault=(), html=None):
+          fault=(), html=None, train_step=None, loss_norm=None):
     """Check the DDP wrapper `wrap` against ddpsim's reference DDP; returns a Result (never raises for the
     verdict: bad input is Result.exit_code 2, a fault 3).
 
@@ -112,6 +114,12 @@ def check(wrap, ranks=2, model=None, data=None, loss=None, schedule=None, scenar
       are checked (README "Loss scaling and inf/NaN"). The battery's loss-scale scenario brings its own.
     fault: 'inf:rank=R,op=K' or 'nan:rank=R,op=K' (one, or a list): an inf or NaN put into element 0 of the first
       gradient rank R's backward at op K completes, which the scaler must find on every rank (needs loss_scale).
+    train_step: a function (or 'MODULE:FUNC') step(model, batch[, window]) that computes a micro-batch's loss
+      from the wrapped model's output with the trainer's own normalization and calls backward, on ddpsim's
+      token model (ragged sequences: batch is a tokens.TokenBatch, window a tokens.Window); the factor it
+      applied is read from the gradient it sent into the output and judged against loss_norm's at every
+      backward (README "Check your training step"). The battery then runs the token model's scenarios.
+    loss_norm: what the training step intends: 'global-tokens' (default), 'micro-batch-mean' or 'sum'.
     keep: a directory to keep the recordings in (default: a temporary one, removed).
     html: a path: the report as one self-contained HTML page there (ddpsim check's heatmaps of every scenario,
       under a table of them; README "A page to look at")."""
@@ -121,7 +129,8 @@ def check(wrap, ranks=2, model=None, data=None, loss=None, schedule=None, scenar
                 comm_hook=comm_hook, static_graph=static_graph, find_unused_rule=find_unused_rule,
                 allow_unsynced_comm=allow_unsynced_comm, ddpsim_path=ddpsim_path, shard=shard,
                 params_only=params_only, optimizer=optimizer, clip=clip, loss_scale=loss_scale,
-                fault=[fault] if isinstance(fault, str) else list(fault or ()), html=html)
+                fault=[fault] if isinstance(fault, str) else list(fault or ()), html=html, train_step=train_step,
+                loss_norm=loss_norm)
     plan = None
     try:
         plan = Plan(args)
@@ -195,6 +204,10 @@ class Plan:
         self.loop = bool(getattr(fn, "ddpsim_loop", False))  # a training loop of its own: loop.py
         self.params_only = bool(a.get("params_only") if a.get("params_only") is not None else
                                 getattr(fn, "ddpsim_params_only", False))  # model averaging
+        self.train_step = loading.as_spec(a.get("train_step"), "--train-step")
+        if self.train_step:
+            loading.load(self.train_step, "--train-step")  # importable and callable, before any rank starts
+        self._check_train_step(a)
         if self.params_only and self.shard:
             raise BadInput("--params-only with --shard %s: model averaging keeps whole parameters on every rank, "
                            "which the sharded modes do not" % self.shard["mode"])
@@ -295,9 +308,26 @@ class Plan:
                            "not report its clipping to the front end (run the clip with a wrapper)" % self.wrap)
         self.many = self.many or len(self.jobs) > 1
         self.cfg = {"wrap": self.wrap, "impl": self.wrap.rpartition(":")[2], "threads": a["threads"],
-                    "jobs": self.jobs, "first_job": 0, "loop": self.loop,
+                    "jobs": self.jobs, "first_job": 0, "loop": self.loop, "train_step": self.train_step,
                     "recorded_by": "ddpsim_torch %s, torch %s (gloo)" % (_version(), torch.__version__)}
         self.header = self._header(skipped)
+
+    def _check_train_step(self, a):
+        """--train-step and --loss-norm: the token model, with what the token loss's recordings model."""
+        if a.get("loss_norm") not in (None, "global-tokens", "micro-batch-mean", "sum"):
+            raise BadInput("--loss-norm %s: global-tokens, micro-batch-mean or sum" % a["loss_norm"])
+        if not self.train_step:
+            return
+        for on, what in ((self.loop, "--wrap %s is a training loop (ddpsim_loop), which runs its own steps" %
+                          self.wrap),
+                         (self.shard, "--shard: a sharded run's token loss is not modelled"),
+                         (self.params_only, "--params-only: model averaging has no .grad to judge"),
+                         (a.get("loss_scale"), "--loss-scale: a scaled token loss is not modelled"),
+                         (a["model"] is not None and not twins.is_ddpsim_spec(str(a["model"])) or a["data"] or
+                          a["loss"], "--model, --data and --loss of your own: the step runs on ddpsim's token model "
+                                     "(its ragged batches and their counts)")):
+            if on:
+                raise BadInput("--train-step with %s" % what)
 
     def _check_options(self):
         """The options alone, on a schedule no option refuses (as ddpsim's main.c check_run): BadInput when they
@@ -330,11 +360,27 @@ class Plan:
         a = self.a
         d = os.path.join(self.root, name)
         os.mkdir(d)  # ddpsim creates only the last component of an output path (inputs)
+        model = self.model
+        if self.train_step and model is None and name == "schedule":
+            model = "lm"  # a schedule of the user's, for a training step: on the token model
         prep = ddpsim.prepare(self.binary, os.path.join(d, "inputs"), _run_args(
-            a["ranks"], a["seed"], a["batch"], a["lr"], self.model, a["schedule"],
+            a["ranks"], a["seed"], a["batch"], a["lr"], model, a["schedule"],
             name if name != "schedule" else None, a["find_unused"], a["bucket_view"], a["bucket_cap"], self.zero,
             a["comm_hook"], a["static_graph"], a["optimizer"], a.get("clip"), a.get("loss_scale"),
-            a.get("fault", ())))
+            a.get("fault", ()), a.get("loss_norm") if not self.many or name == "ragged-tokens" or
+            self.train_step else None))
+        if self.train_step and not prep["loss_norm"]:
+            raise BadInput("--train-step: %s runs %s, which has no token loss; a training step is checked on "
+                           "ddpsim's token model (--scenario ragged-tokens, or --model lm)" % (
+                               "scenario " + name if name != "schedule" else "the schedule", prep["model"]))
+        if prep["loss_norm"] and self.many and not self.train_step:
+            raise BadInput("it checks a training step's loss normalization on ragged tokens: give --train-step "
+                           "MODULE:FUNC (--scenario ragged-tokens runs it with the front end's own step)")
+        if prep["loss_norm"] and (self.loop or self.shard or self.params_only or self.user_model):
+            raise BadInput("the token model (ragged sequences, a normalized token loss) %s" % (
+                "is not driven through a training loop of its own (ddpsim_loop)" if self.loop else
+                "is not modelled with --shard" if self.shard else
+                "is not modelled with --params-only" if self.params_only else "is ddpsim's, not your model's"))
         ddp = {k: prep["ddp"][k] for k in ("bucket_cap", "first_bucket_cap", "find_unused_parameters",
                                            "gradient_as_bucket_view")}
         ddp["comm_hook"] = prep["ddp"].get("comm_hook", "none")
@@ -347,7 +393,7 @@ class Plan:
                 "clips": prep["clips"], "ddp": ddp, "loss_scale": prep["loss_scale"], "planted": prep["planted"],
                 "joins": prep["joins"], "uneven": prep["uneven"], "rearms": prep["rearms"],
                 "lr": prep["lr"], "momentum": prep["momentum"], "adamw": prep["adamw"], "zero_grad": self.zero,
-                "seed": a["seed"],
+                "seed": a["seed"], "loss_norm": prep["loss_norm"],
                 "data": self.data, "loss": self.loss}
 
     def finish(self, outcomes, timing=None):
@@ -428,6 +474,11 @@ class Plan:
             lines.append("# parameters only (model averaging): each rank steps with its own gradients and the ranks "
                          "average the parameters; no .grad is compared, every step's parameters are (the grabs are "
                          "left out)")
+        if self.train_step:
+            norms = sorted({j["loss_norm"] for j in self.jobs if j.get("loss_norm")})
+            lines.append("# training step %s on the token model's ragged batches: its loss normalization (%s) "
+                         "read from the gradient it sends into the output and judged at every backward" % (
+                             self.train_step, ", ".join(norms) or "-"))
         if self.shard:
             lines.append("# sharded: %s%s, judged by its rule (ddpsim check applies the recording's \"shard\")" % (
                 self.shard["mode"], " on a %s mesh" % self.shard["mesh"] if "mesh" in self.shard else ""))
@@ -589,9 +640,10 @@ def _command(wrap, a):
                                ("--zero-grad", "zero_grad", None), ("--comm-hook", "comm_hook", "none"),
                                ("--find-unused-rule", "find_unused_rule", None), ("--shard", "shard", None),
                                ("--optimizer", "optimizer", None), ("--clip", "clip", None),
-                               ("--loss-scale", "loss_scale", None)):
+                               ("--loss-scale", "loss_scale", None), ("--train-step", "train_step", None),
+                               ("--loss-norm", "loss_norm", None)):
         value = a.get(key, default)
-        if key in ("model", "data", "loss"):
+        if key in ("model", "data", "loss", "train_step"):
             value = loading.as_spec(value, "--" + key)
         if value is not None and value != default:
             args += [flag, str(value)]

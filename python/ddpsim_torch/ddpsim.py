@@ -57,7 +57,7 @@ def prepare(binary, directory, run_args):
     """ddpsim --prepare DIR with the run's options: ddpsim checks them (exit 2 with its message) and writes the
     manifest, init and batches. Returns the manifest's ops (schedule names) and clips ([op, max_norm,
     norm_type] each), ddp options, lr and model, the loss scaler's spec (None: none) and the planted infs and
-    NaNs ({"kind", "rank", "op"}), the
+    NaNs ({"kind", "rank", "op"}), the token model's loss normalization (None: no token loss), the
     schedule's join blocks and uneven repetitions (their counts resolved for the run's ranks), and "rearms":
     whether a syncing backward runs through a later forward than the one that armed it (ddpsim's arming)."""
     p = run(binary, list(run_args) + ["--prepare", directory, "--quiet"])
@@ -83,7 +83,7 @@ def prepare(binary, directory, run_args):
     return {"ops": ops, "clips": clips, "ddp": m["ddp"], "lr": opt["lr"], "momentum": opt.get("momentum", 0.0), "adamw": adamw,
             "model": m["model"]["name"],
             "joins": m.get("joins", []), "uneven": m.get("uneven", []), "rearms": rearms,
-            "loss_scale": m.get("loss_scale"), "planted": m.get("planted", [])}
+            "loss_scale": m.get("loss_scale"), "planted": m.get("planted", []), "loss_norm": m.get("loss_norm")}
 
 
 def skipped_ops(uneven, rank):

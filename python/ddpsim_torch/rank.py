@@ -16,7 +16,7 @@ import traceback
 import torch
 import torch.distributed as dist
 
-from . import _rank_process, clipping, ddpsim, loading, loop, record, scaling, twins
+from . import _rank_process, clipping, ddpsim, loading, loop, record, scaling, tokens, twins
 from .loading import BadInput, Unsupported
 from .optimizer import check_optimizer, step_optimizer
 
@@ -158,17 +158,20 @@ class _ReductionCounter:
 
         class Mode(TorchDispatchMode):
             n = scatters = 0
+            in_backward_only = False
 
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 name = str(getattr(func, "overloadpacket", func))
-                if name.startswith("c10d.") and any(k in name for k in ("allreduce", "reduce_scatter", "reduce_")):
+                if name.startswith("c10d.") and any(k in name for k in ("allreduce", "reduce_scatter", "reduce_")) \
+                        and not (self.in_backward_only and torch._C._current_graph_task_id() == -1):
                     self.n += 1
                     self.scatters += "allreduce" not in name  # a reduce-scatter or a reduce to one rank
                 return func(*args, **(kwargs or {}))
         self.mode = Mode
 
-    def __call__(self, backward, loss):
+    def __call__(self, backward, loss, in_backward_only=False):
         with self.mode() as m:
+            m.in_backward_only = in_backward_only
             backward(loss)
         return m.n, m.scatters
 
@@ -187,14 +190,18 @@ def _counter():
 _COUNTER = _counter()
 
 
-def counted_backward(backward, loss):
+def counted_backward(backward, loss, in_backward_only=False):
     """The wrapper's backward, and how many reductions it issued, and how many of them were reduce-scatters: what
     ddpsim check holds against DDP's none in a backward that does not sync (a mode's own rule for sharded
-    recordings); None where torch cannot count."""
+    recordings); None where torch cannot count. in_backward_only: only those made while autograd runs a
+    backward (a training step's own all-reduce of its token count, before its backward, is not DDP's)."""
     if _COUNTER is None:
         backward(loss)
         return None
-    return _COUNTER(backward, loss)
+    if in_backward_only and not hasattr(torch._C, "_current_graph_task_id"):
+        backward(loss)
+        return None
+    return _COUNTER(backward, loss, in_backward_only)
 
 
 def _is_dtensor(t):
@@ -333,6 +340,20 @@ class Shadow:
                 planter.remove()
         return [p.grad for p in self.params]
 
+    def local_at(self, inputs, targets, grad_out):
+        """The local gradients of a backward that sent grad_out into the module's output (a training step's own
+        loss, whatever it was: the same backward below the output, so the same bits), and the gradient the
+        plain token sum sends there (tokens.factor_of reads the step's factor from the two)."""
+        for k, p in enumerate(self.params):
+            p.grad = None
+            self.pieces[k].clear()
+            self.calls[k] = 0
+        out = self.module(*inputs)
+        o = out.detach().requires_grad_(True)
+        plain, = torch.autograd.grad(tokens.token_sum(o, targets), o)
+        out.backward(grad_out)
+        return [p.grad for p in self.params], plain
+
     def load(self, params, named_buffers=()):
         """The implementation's parameters (and buffers) after a step or a join: the next forwards' too."""
         with torch.no_grad():
@@ -340,6 +361,43 @@ class Shadow:
                 s.copy_(p)
             for (_, s), (_, b) in zip(self.module.named_buffers(), named_buffers):
                 s.copy_(b)
+
+
+class OutputGrad:
+    """The gradient a training step's backward sends into the module's output (its loss's, whatever the step
+    computed), caught by a hook on the output of each forward while armed."""
+
+    def __init__(self, module):
+        self.grads, self.forwards = [], 0
+        module.register_forward_hook(self._forward)
+
+    def _forward(self, module, inputs, out):
+        if torch.is_tensor(out) and out.requires_grad:
+            self.forwards += 1
+            out.register_hook(lambda g: self.grads.append(g.detach().clone()))
+
+    def take(self):
+        """(forwards, the gradients caught) since the last take."""
+        got = (self.forwards, self.grads)
+        self.grads, self.forwards = [], 0
+        return got
+
+
+class TrainStep:
+    """--train-step MODULE:FUNC: FUNC(model, batch[, window]) computes the micro-batch's loss from the wrapped
+    model's output with the trainer's normalization and calls backward (tokens.TokenBatch, tokens.Window)."""
+
+    def __init__(self, spec):
+        self.spec, self.fn = spec, loading.load(spec, "--train-step")
+        try:
+            positional = [p for p in inspect.signature(self.fn).parameters.values()
+                          if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+        except (TypeError, ValueError):
+            positional = []
+        self.with_window = len(positional) >= 3 or any(p.kind == p.VAR_POSITIONAL for p in positional)
+
+    def __call__(self, model, batch, window):
+        return self.fn(model, batch, window) if self.with_window else self.fn(model, batch)
 
 
 class Rank:
@@ -363,7 +421,7 @@ class Rank:
         if twins.is_ddpsim_spec(model):
             module = twins.build(model)
             twins.load_init(module, os.path.join(job["inputs"], "init"))
-            return (module, lambda i: twins.batch(model, job["inputs"], self.rank, i), twins.default_loss)
+            return (module, lambda i: twins.batch(model, job["inputs"], self.rank, i), twins.loss_of(model))
         torch.manual_seed(job["seed"])
         module = loading.load(model, "--model")()
         if not isinstance(module, torch.nn.Module):
@@ -428,6 +486,45 @@ class Rank:
                               ("nan" if plant != plant else "inf"))
         return reductions
 
+    def _token_backward(self, run, step_fn, caught, wrapped, backward, params, shadow, rec, names, pending, loss_fn,
+                        op):
+        """A backward of the token model: the user's training step (--train-step: its own forward, loss,
+        normalization and backward; its factor read from the gradient it sent into the output), or the front
+        end's own step with the intended factor. Recorded: the micro-batch's counts, the factor, the local
+        gradients the backward made at it."""
+        inputs, targets, loss = pending
+        w, micro, fwd, intended, rows = run.next_backward()
+        rec.tokens(rows)
+        if step_fn is None:
+            f = torch.full((), intended, dtype=torch.float32)
+            rec.factor(intended)
+            reductions = self._backward(backward, loss * f, params, None)
+            self.record_local(shadow, rec, names, inputs, targets, loss_fn, reductions, scale=intended)
+            return
+        window = run.window(w, micro)
+        caught.take()
+        reductions = counted_backward(lambda _: step_fn(wrapped, window.batches[micro], window), None, True)
+        forwards, grads = caught.take()
+        if forwards != 1 or len(grads) != 1:
+            raise BadInput("--train-step %s at op %d ran %d forward%s of the model and %d backward%s through its "
+                           "output: a step runs one of each, for its micro-batch (call backward on every "
+                           "micro-batch's loss, an empty one's too)" % (step_fn.spec, op, forwards,
+                                                                       "" if forwards == 1 else "s", len(grads),
+                                                                       "" if len(grads) == 1 else "s"))
+        t1 = time.monotonic()
+        local, plain = shadow.local_at(inputs, targets, grads[0])
+        try:
+            factor, mixed = tokens.factor_of(grads[0], plain, targets)
+        except tokens.NotATokenLoss as e:
+            raise Unsupported("--train-step %s at op %d: %s. ddpsim reads the factor of a token cross-entropy "
+                              "(F.cross_entropy, or log_softmax with nll_loss, with ignore_index -100, any "
+                              "reduction, times numbers); another loss is not checked" % (step_fn.spec, op, e))
+        t2 = time.monotonic()
+        rec.factor(factor, mixed)
+        rec.local(names, local, shadow.pieces, reductions)
+        self.progress[self.row + SHADOW_S] += t2 - t1
+        self.progress[self.row + RECORD_S] += time.monotonic() - t2
+
     @staticmethod
     def _unscale(scaler, optimizer, rec):
         """GradScaler.unscale_ at the first clip or step since the last step, and what it found, recorded."""
@@ -460,7 +557,15 @@ class Rank:
                                   job["ddp"], job["zero_grad"], job["lr"], job["ops"], buffers,
                                   job.get("joins", ()), job.get("uneven", ()), job.get("shard"),
                                   job.get("params_only", False), job.get("momentum", 0.0), job.get("adamw"),
-                                  job.get("clips", ()), job.get("loss_scale"), job.get("planted", ()))
+                                  job.get("clips", ()), job.get("loss_scale"), job.get("planted", ()),
+                                  job.get("loss_norm"))
+        token_run = step_fn = caught = None
+        if job.get("loss_norm"):  # the token model: each backward's loss normalized (tokens.py)
+            token_run = tokens.Run(job["loss_norm"], job["ops"], self.rank, self.nranks,
+                                   lambda r, f: twins.row_tokens(job["inputs"], r, f), batch)
+            if self.cfg.get("train_step"):
+                step_fn = TrainStep(self.cfg["train_step"])
+                caught = OutputGrad(module)  # after the shadow's copy: only this module's forwards
         if self.cfg.get("loop"):  # a training loop of its own (a framework's Trainer) runs the ops: loop.py
             loop.run(self, j, job, module, batch, loss_fn, names, shadow, rec)
             return
@@ -521,7 +626,11 @@ class Rank:
             elif op == "fwd":
                 inputs, targets = batch(nfwd)
                 nfwd += 1
-                pending = (inputs, targets, loss_fn(wrapped(*inputs), targets))
+                # a training step of the user's runs its forward with its backward (at the bwd op that follows)
+                pending = (inputs, targets, None if step_fn else loss_fn(wrapped(*inputs), targets))
+            elif op == "bwd" and token_run:
+                self._token_backward(token_run, step_fn, caught, wrapped, backward, params, shadow, rec, names,
+                                     pending, loss_fn, i)
             elif op == "bwd":
                 inputs, targets, loss = pending
                 scale = scaler.get_scale() if scaler else None

@@ -15,6 +15,10 @@
   DIR/<impl>/rank<r>/clip<k>.json         {"coef": C}: the coefficient its k-th clip applied
   DIR/<impl>/rank<r>/scale<m>.json        {"scale": S}: what its m-th backward multiplied the loss by
   DIR/<impl>/rank<r>/unscale<k>.json      {"found_inf": bool}: what its k-th unscale_ found
+  DIR/rank<r>/micro<m>/tokens.json        the token model: each sequence's valid tokens in micro-batch m
+  DIR/<impl>/rank<r>/factor<m>.json       {"factor": F}: what its m-th backward multiplied the summed token
+                                          loss by (and "mixed": {"sequence": S, "factor": G} when sequence S's
+                                          tokens got another)
   DIR/init/<buffer>.npy                   a module with buffers: those every rank started from
   DIR/rank<r>/fwd<k>/seen/<buffer>.npy    the buffers the module held as forward k began (after DDP's
                                           broadcast, if any), and .../after/ as it ended
@@ -117,13 +121,27 @@ class Recorder:
 
     def clip(self, coef):
         """The coefficient this rank's next clip applied (a float; NaN and infinities as strings: JSON has none)."""
-        value = coef if math.isfinite(coef) else "nan" if math.isnan(coef) else "inf" if coef > 0 else "-inf"
-        self._rank_json("clip%d.json" % self.nclip, {"coef": value})
+        self._rank_json("clip%d.json" % self.nclip, {"coef": _json_float(coef)})
         self.nclip += 1
 
     def scale(self, value):
         """The loss scale of this rank's next backward (the local gradients recorded for it are at that scale)."""
         self._rank_json("scale%d.json" % self.micro, {"scale": value})
+
+    def tokens(self, rows):
+        """Each sequence's valid tokens in this rank's next backward's micro-batch."""
+        d = os.path.join(self.root, "rank%d" % self.rank, "micro%d" % self.micro)
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "tokens.json"), "w") as f:
+            json.dump([int(n) for n in rows], f)
+
+    def factor(self, value, mixed=None):
+        """The factor of this rank's next backward's summed token loss (None: not known, a micro-batch without a
+        valid token); mixed: (sequence, factor) of a sequence whose tokens got another one."""
+        out = {"factor": _json_float(value)}
+        if mixed is not None:
+            out["mixed"] = {"sequence": int(mixed[0]), "factor": _json_float(mixed[1])}
+        self._rank_json("factor%d.json" % self.micro, out)
 
     def unscale(self, found_inf):
         """What this rank's next unscale_ found: True for an inf or NaN among its gradients."""
@@ -142,9 +160,17 @@ class Recorder:
             self.step += 1
 
 
+def _json_float(v):
+    """A float as record.h reads one: a number, or "nan", "inf", "-inf" (JSON has none); None as "nan"."""
+    if v is None:
+        return "nan"
+    v = float(v)
+    return v if math.isfinite(v) else "nan" if math.isnan(v) else "inf" if v > 0 else "-inf"
+
+
 def write_manifest(root, ranks, impl, recorded_by, model, named_params, ddp, zero_grad, lr, ops,
                    named_buffers=(), joins=(), uneven=(), shard=None, params_only=False, momentum=0.0, adamw=None,
-                   clips=(), loss_scale=None, planted=()):
+                   clips=(), loss_scale=None, planted=(), loss_norm=None):
     """root/manifest.json; ddp: bucket_cap, first_bucket_cap, find_unused_parameters,
     gradient_as_bucket_view, find_unused_rule, broadcast_buffers; joins and uneven as ddpsim --prepare
     wrote them (the join blocks, and each uneven repetition with every rank's count); shard: the sharded data
@@ -152,8 +178,9 @@ def write_manifest(root, ranks, impl, recorded_by, model, named_params, ddp, zer
     optimizer averages the parameters (model averaging, version 5); momentum: the step's SGD momentum (version
     6 when not 0); adamw: the step is torch.optim.AdamW's, {"betas", "eps", "weight_decay"} (version 7); clips:
     the clip ops' [op, max_norm, norm_type] (version 8); loss_scale: the --loss-scale spec of the GradScaler
-    around the step, and planted: the infs and NaNs put into backwards ({"kind", "rank", "op"}) (version 9)."""
-    version = (9 if loss_scale or planted else 8 if clips else 7 if adamw else 6 if momentum else
+    around the step, and planted: the infs and NaNs put into backwards ({"kind", "rank", "op"}) (version 9);
+    loss_norm: the token model's intended normalization (version 10)."""
+    version = (10 if loss_norm else 9 if loss_scale or planted else 8 if clips else 7 if adamw else 6 if momentum else
                5 if params_only else 4 if shard else 3)
     manifest = {
         "format": "ddpsim-record", "version": version,
@@ -175,6 +202,8 @@ def write_manifest(root, ranks, impl, recorded_by, model, named_params, ddp, zer
         manifest["loss_scale"] = loss_scale
     if planted:
         manifest["planted"] = list(planted)
+    if loss_norm:
+        manifest["loss_norm"] = loss_norm
     if shard:
         manifest["shard"] = dict(shard)
     if params_only:
