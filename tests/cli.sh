@@ -356,6 +356,16 @@ expect 2 "'tokens': expected global-tokens, micro-batch-mean or sum" "loss norm:
     --loss-norm tokens
 expect 2 "a schedule with uneven repetitions or join{...} is not modelled with the token loss" \
     "loss norm: refused with uneven inputs" -- --model lm --schedule "[2, -1:1]*( fwd bwd grab step zero )"
+# --prepare of the token model for a front end: its manifest names the normalization, its targets mark padding
+# -100 (python/ddpsim_torch/tokens.py counts them); --inputs does not carry the counts, refused.
+nprep=$(mktemp -d)
+expect 0 "" "loss norm: --prepare of the token model" -- --ranks 3 --scenario ragged-tokens --prepare "$nprep/in" \
+    --loss-norm sum
+grep -q '"loss_norm": "sum"' "$nprep/in/manifest.json" && ok "... its manifest names the normalization" ||
+    bad "... its manifest names the normalization"
+expect 2 "--model lm: --inputs does not carry the token counts yet" "loss norm: --inputs refused with the token model" -- \
+    --ranks 3 --scenario ragged-tokens --inputs "$nprep/in"
+rm -rf "$nprep"
 # A loss-scaled run recorded (record version 9: "loss_scale", "planted", each backward's scale, each unscale's
 # finding) replays the same records; the replay's checks fire on a recording whose scale or finding is wrong.
 lscratch=$(mktemp -d)
