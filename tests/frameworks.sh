@@ -234,4 +234,39 @@ under "$TORCH2_PYTHON" 1 "rank 0: 42 reductions in a backward that does not sync
 under "$TORCH2_PYTHON" 1 "pattern: the factor is 1 / this rank's own valid tokens of the window" \
     "--train-step on torch 2.x: a rank-local mean caught, named" -- \
     --ranks 3 --wrap torch.nn.parallel:DistributedDataParallel --train-step "$T:rank_local" --scenario ragged-tokens
+
+# Whole loops (--train-loop): Accelerate's accumulate() recipe over a dataloader it prepared passes (its tail window
+# synced and stepped; accelerator.backward's division by the accumulation count multiplied back); the recipe with
+# each micro-batch's mean is a mean of means, and under micro-batch-mean right in full windows and caught in the tail
+# (the 2024 gradient-accumulation bug); over the plain list Accelerate cannot see the last batch: the tail is never
+# stepped. A loop without no_sync syncs every micro-step, counted (torch 2.x).
+A=$F/accelerate_ddp.py
+L=$here/python/train_loops.py
+under "$TORCH2_PYTHON" 0 "verdict: PASS (3 grabs and 4 parameter checks x 3 ranks match" \
+    "--train-loop: Accelerate's accumulate() over a prepared dataloader, global tokens" -- --ranks 3 \
+    --train-loop "$A:accumulate_loop"
+under "$TORCH2_PYTHON" 1 "pattern: the factor is each micro-batch's own token mean over the window's micro-steps" \
+    "--train-loop: Accelerate's recipe with mean losses: a mean of means" -- --ranks 3 --train-loop "$A:accumulate_loop_mean"
+under "$TORCH2_PYTHON" 1 "first divergence: the loss normalization of the backward at op 24, before grab 2 (after fwd+bwd (2 acc)), rank 0, micro-step 1 of its window's 2" \
+    "--train-loop: ... right in full windows under micro-batch-mean, caught in the tail" -- --ranks 3 \
+    --train-loop "$A:accumulate_loop_mean" --loss-norm micro-batch-mean
+grep -q "pattern: the factor is 1 / (A x this micro-batch's tokens), A the configured accumulation count" "$out" &&
+    ok "... named" || bad "... named"
+under "$TORCH2_PYTHON" 1 "first divergence: grab 2 (after fwd+bwd (2 acc)), rank 0, parameter wte.weight" \
+    "--train-loop: Accelerate over a plain list never steps the tail" -- --ranks 3 --train-loop "$A:accumulate_loop_unprepared"
+# Lightning's Trainer.fit with accumulate_grad_batches=3 (it zeroes between a window's first forward and its
+# backward, and runs the window's last micro-batch inside optimizer.step's closure): the compensated global-token
+# loss passes; each micro-batch's mean is divided by accumulate_grad_batches in the tail too (#19987), caught there.
+LT=$F/lightning_trainer.py
+under "$TORCH2_PYTHON" 0 "verdict: PASS (3 grabs and 4 parameter checks x 3 ranks match" \
+    "--train-loop: Lightning's Trainer, global tokens" -- --ranks 3 --train-loop "$LT:accumulate_loop"
+under "$TORCH2_PYTHON" 1 "first divergence: the loss normalization of the backward at op 24, before grab 2 (after fwd+bwd (2 acc)), rank 0, micro-step 1 of its window's 2" \
+    "--train-loop: Lightning's Trainer with mean losses, under micro-batch-mean: caught in the tail (#19987)" -- \
+    --ranks 3 --train-loop "$LT:accumulate_loop_mean" --loss-norm micro-batch-mean
+grep -q "pattern: the factor is 1 / (A x this micro-batch's tokens), A the configured accumulation count" "$out" &&
+    ok "... named" || bad "... named"
+under "$TORCH2_PYTHON" 0 "all ranks: 9, 0 of them in backwards that do not sync" \
+    "--train-loop: nanoGPT's loop, its reductions counted" -- --ranks 3 --train-loop "$L:nanogpt"
+under "$TORCH2_PYTHON" 1 "rank 0: 2 reductions in a backward that does not sync (op 2)" \
+    "--train-loop: a loop without no_sync syncs every micro-step, counted" -- --ranks 3 --train-loop "$L:syncs_every_micro_step"
 finish

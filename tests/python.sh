@@ -643,6 +643,43 @@ front 2 "scenario classic runs mlp:32-64-64-16, which has no token loss" "--loss
 front 0 "loss normalization (global-tokens): every rank's factor at 18 backwards was the intended one" \
     "--scenario ragged-tokens with the front end's own step" -- --ranks 3 --wrap "$DDP" --scenario ragged-tokens
 
+# A whole training loop of the user's (--train-loop, tests/python/train_loops.py): it wraps the model, syncs,
+# normalizes, steps and zeroes itself over 8 ragged micro-batches configured to accumulate 3; judged against
+# windows of 3, 3 and a tail of 2, each synced and stepped. nanoGPT's require_backward_grad_sync loop and a no_sync
+# loop pass; a mean of micro-batch means fails at its first backward; over the configured count it is right in
+# full windows under micro-batch-mean and caught in the tail (9 micro-batches of 4: a tail of 1); a loop that never
+# steps its tail, or steps every micro-batch, fails at the grab where it shows; running fewer batches than given is
+# bad input.
+L=$here/python/train_loops.py
+for n in 2 3; do
+    front 0 "verdict: PASS (3 grabs and 4 parameter checks x $n ranks match" "--train-loop: nanoGPT's loop, $n ranks" -- \
+        --ranks "$n" --train-loop "$L:nanogpt"
+done
+grep -q "judged against windows of 3 (and a tail of 2), each synced and stepped" "$out" && ok "... the header says so" ||
+    bad "... the header says so"
+front 0 "verdict: PASS" "--train-loop: a no_sync loop zeroing at each window's start" -- --ranks 3 --train-loop "$L:with_no_sync"
+front 1 "pattern: the factor is each micro-batch's own token mean over the window's micro-steps" \
+    "--train-loop: a mean of micro-batch means" -- --ranks 3 --train-loop "$L:mean_of_means"
+front 1 "first divergence: the loss normalization of the backward at op 27, before grab 2 (after fwd+bwd), rank 0, micro-step 1 of its window's 1" \
+    "--train-loop: ... under micro-batch-mean right in full windows, caught in the tail" -- --ranks 3 \
+    --train-loop "$L:mean_of_means" --loss-norm micro-batch-mean --accumulation 4 --micro-batches 9
+grep -q "pattern: the factor is 1 / (A x this micro-batch's tokens), A the configured accumulation count" "$out" &&
+    ok "... named" || bad "... named"
+front 1 "first divergence: grab 2 (after fwd+bwd (2 acc)), rank 0, parameter wte.weight, element 0: expected .*, actual 0," \
+    "--train-loop: a tail window never synced nor stepped" -- --ranks 3 --train-loop "$L:tail_dropped"
+grep -q "pattern: its gradient is this rank's own local sum since zero_grad: never reduced" "$out" && ok "... named" ||
+    bad "... named"
+front 1 "pattern: its gradient is the average over ranks of the last micro-step alone: the window's earlier micro-steps dropped" \
+    "--train-loop: a step after every micro-batch" -- --ranks 3 --train-loop "$L:step_every_micro_batch"
+front 2 "returned after 7 forwards of the model; it was given 8 micro-batches" "--train-loop: a batch left out" -- \
+    --ranks 2 --train-loop "$L:skips_a_batch"
+front 2 "--schedule, --scenario and --model are not for a loop" "--train-loop with --schedule" -- --ranks 2 \
+    --train-loop "$L:nanogpt" --schedule "fwd bwd grab"
+front 2 "--accumulation 0: 1 to 64" "--train-loop: --accumulation 0" -- --ranks 2 --train-loop "$L:nanogpt" --accumulation 0
+front 2 "--train-step with --train-loop: the loop runs its own steps" "--train-loop with --train-step" -- --ranks 2 \
+    --train-loop "$L:nanogpt" --train-step "$T:global_tokens"
+front 2 "--wrap MODULE:FUNC (or --train-loop MODULE:FUNC): nothing to check" "neither --wrap nor --train-loop" -- --ranks 2
+
 fi # the semantics
 # A deadlock and a hang: exit 3, the rank named, no process left. No wall-clock limit here (a loaded machine
 # starts four Pythons slowly): the message says which rule fired, and the watchdog is far away.

@@ -37,8 +37,8 @@ def parser():
                "(torch.nn.parallel:DistributedDataParallel needs no adapter). Without --schedule, --scenario or "
                "--model the whole scenario battery runs. Exit status: 0 pass, 1 divergence, 2 bad input, "
                "3 fault (a rank failed, a deadlock, the watchdog), 4 nothing verified, 130/143 interrupted.")
-    p.add_argument("--wrap", required=True, metavar="MODULE:FUNC",
-                   help="the DDP wrapper: MODULE:FUNC or path/to/file.py:FUNC")
+    p.add_argument("--wrap", metavar="MODULE:FUNC",
+                   help="the DDP wrapper: MODULE:FUNC or path/to/file.py:FUNC (required unless --train-loop)")
     p.add_argument("--ranks", "-n", type=int,
                    help="rank processes (default 2; under torchrun the ranks it started)")
     p.add_argument("--model", "-m", metavar="SPEC",
@@ -73,6 +73,15 @@ def parser():
                    help="your training step, FUNC(model, batch[, window]): the micro-batch's loss from the wrapped "
                         "model's output, normalized as your trainer does, then backward; run on ddpsim's token "
                         "model (ragged sequences), its factor judged at every backward against --loss-norm's")
+    p.add_argument("--train-loop", metavar="MODULE:FUNC",
+                   help="your whole training loop, FUNC(model, optimizer, batches, accumulation): it wraps the model "
+                        "itself and trains on ddpsim's ragged batches as your trainer does; judged against windows of "
+                        "--accumulation micro-batches and a shorter tail, each synced and stepped")
+    p.add_argument("--accumulation", type=int, default=3,
+                   help="with --train-loop: the accumulation count the loop is configured with (default 3)")
+    p.add_argument("--micro-batches", type=int, default=8,
+                   help="with --train-loop: the micro-batches it runs, a tail window when not a multiple of "
+                        "--accumulation (default 8)")
     p.add_argument("--loss-norm", choices=("global-tokens", "micro-batch-mean", "sum"),
                    help="what the training step intends: every token of the window over their count on every rank "
                         "(global-tokens, the default), the mean of micro-batch means, or the sum")
@@ -163,7 +172,8 @@ def _main(argv):
               comm_hook=args.comm_hook, static_graph=args.static_graph, find_unused_rule=args.find_unused_rule,
               allow_unsynced_comm=args.allow_unsynced_comm, shard=args.shard, params_only=args.params_only,
               optimizer=args.optimizer, clip=args.clip, loss_scale=args.loss_scale, fault=args.fault or (),
-              ddpsim_path=args.ddpsim, html=args.html, train_step=args.train_step, loss_norm=args.loss_norm)
+              ddpsim_path=args.ddpsim, html=args.html, train_step=args.train_step, loss_norm=args.loss_norm,
+              train_loop=args.train_loop, accumulation=args.accumulation, micro_batches=args.micro_batches)
     if torchrun.launched_by_torchrun():
         if args.junit or args.html:
             sys.stderr.write("ddpsim_torch: --junit and --html: not under torchrun (each rank would write them); run "
@@ -180,7 +190,7 @@ def _main(argv):
     out.write(text)
     command = r.command or "python3 -m ddpsim_torch " + shlex.join(sys.argv[1:] if argv is None else argv)
     if ci.annotations_on(args.annotations):
-        out.write(ci.annotations(r, command, ci.wrapper_location(args.wrap)))
+        out.write(ci.annotations(r, command, ci.wrapper_location(args.wrap or args.train_loop)))
     out.flush()
     if args.junit:
         try:

@@ -61,7 +61,7 @@ def check(wrap, ranks=2, model=None, data=None, loss=None, schedule=None, scenar
           tolerance=None, timeout=60.0, find_unused=False, bucket_view=False, bucket_cap=None, zero_grad=None,
           threads=1, keep=None, ddpsim_path=None, comm_hook="none", static_graph=False, find_unused_rule=None,
           allow_unsynced_comm=False, shard=None, params_only=None, optimizer=None, clip=None, loss_scale=None,
-          fault=(), html=None, train_step=None, loss_norm=None):
+          fault=(), html=None, train_step=None, loss_norm=None, train_loop=None, accumulation=3, micro_batches=8):
     """Check the DDP wrapper `wrap` against ddpsim's reference DDP; returns a Result (never raises for the
     verdict: bad input is Result.exit_code 2, a fault 3).
 
@@ -119,7 +119,12 @@ def check(wrap, ranks=2, model=None, data=None, loss=None, schedule=None, scenar
       token model (ragged sequences: batch is a tokens.TokenBatch, window a tokens.Window); the factor it
       applied is read from the gradient it sent into the output and judged against loss_norm's at every
       backward (README "Check your training step"). The battery then runs the token model's scenarios.
-    loss_norm: what the training step intends: 'global-tokens' (default), 'micro-batch-mean' or 'sum'.
+    loss_norm: what the training step or loop intends: 'global-tokens' (default), 'micro-batch-mean' or 'sum'.
+    train_loop: a function (or 'MODULE:FUNC') loop(model, optimizer, batches, accumulation), your whole training
+      loop (wrap may be None): it wraps the model itself and runs micro_batches ragged batches of the token
+      model with its accumulation count, syncing, normalizing, stepping and zeroing as your trainer does; it is
+      judged against windows of `accumulation` micro-batches and a shorter tail, each synced and stepped
+      (README "Check your training loop").
     keep: a directory to keep the recordings in (default: a temporary one, removed).
     html: a path: the report as one self-contained HTML page there (ddpsim check's heatmaps of every scenario,
       under a table of them; README "A page to look at")."""
@@ -130,7 +135,7 @@ def check(wrap, ranks=2, model=None, data=None, loss=None, schedule=None, scenar
                 allow_unsynced_comm=allow_unsynced_comm, ddpsim_path=ddpsim_path, shard=shard,
                 params_only=params_only, optimizer=optimizer, clip=clip, loss_scale=loss_scale,
                 fault=[fault] if isinstance(fault, str) else list(fault or ()), html=html, train_step=train_step,
-                loss_norm=loss_norm)
+                loss_norm=loss_norm, train_loop=train_loop, accumulation=accumulation, micro_batches=micro_batches)
     plan = None
     try:
         plan = Plan(args)
@@ -198,8 +203,13 @@ class Plan:
             raise BadInput("--ranks %r: at least 1" % (a["ranks"],))
         if not isinstance(a["threads"], int) or a["threads"] < 1:
             raise BadInput("--threads %r: at least 1" % (a["threads"],))
-        self.wrap = loading.as_spec(a["wrap"], "--wrap")
-        fn = loading.load(self.wrap, "--wrap")  # importable and callable, before any rank starts
+        self.train_loop = loading.as_spec(a.get("train_loop"), "--train-loop")
+        if self.train_loop:
+            a = self.a = dict(a, schedule=_loop_schedule(self.train_loop, a), model="lm")
+        elif a["wrap"] is None:
+            raise BadInput("--wrap MODULE:FUNC (or --train-loop MODULE:FUNC): nothing to check")
+        self.wrap = loading.as_spec(a["wrap"], "--wrap") if a["wrap"] is not None else self.train_loop
+        fn = loading.load(self.wrap, "--train-loop" if self.wrap == self.train_loop else "--wrap")  # before any rank
         self.shard = _shard_spec(a.get("shard") or getattr(fn, "ddpsim_shard", None), a["ranks"])
         self.loop = bool(getattr(fn, "ddpsim_loop", False))  # a training loop of its own: loop.py
         self.params_only = bool(a.get("params_only") if a.get("params_only") is not None else
@@ -309,16 +319,26 @@ class Plan:
         self.many = self.many or len(self.jobs) > 1
         self.cfg = {"wrap": self.wrap, "impl": self.wrap.rpartition(":")[2], "threads": a["threads"],
                     "jobs": self.jobs, "first_job": 0, "loop": self.loop, "train_step": self.train_step,
+                    "train_loop": self.train_loop, "accumulation": a.get("accumulation", 3),
                     "recorded_by": "ddpsim_torch %s, torch %s (gloo)" % (_version(), torch.__version__)}
         self.header = self._header(skipped)
 
     def _check_train_step(self, a):
-        """--train-step and --loss-norm: the token model, with what the token loss's recordings model."""
+        """--train-step, --train-loop and --loss-norm: the token model, with what the token loss's recordings
+        model."""
         if a.get("loss_norm") not in (None, "global-tokens", "micro-batch-mean", "sum"):
             raise BadInput("--loss-norm %s: global-tokens, micro-batch-mean or sum" % a["loss_norm"])
+        if self.train_loop:
+            for on, what in ((self.shard, "--shard"), (self.params_only, "--params-only"),
+                             (a.get("loss_scale"), "--loss-scale"), (a.get("clip"), "--clip"),
+                             (a.get("fault"), "--fault"), (a["data"] or a["loss"], "--data or --loss")):
+                if on:
+                    raise BadInput("--train-loop with %s: not modelled (the loop runs ddpsim's token model, its "
+                                   "own steps observed)" % what)
         if not self.train_step:
             return
-        for on, what in ((self.loop, "--wrap %s is a training loop (ddpsim_loop), which runs its own steps" %
+        for on, what in ((self.train_loop, "--train-loop: the loop runs its own steps"),
+                         (self.loop, "--wrap %s is a training loop (ddpsim_loop), which runs its own steps" %
                           self.wrap),
                          (self.shard, "--shard: a sharded run's token loss is not modelled"),
                          (self.params_only, "--params-only: model averaging has no .grad to judge"),
@@ -458,8 +478,9 @@ class Plan:
 
     def _header(self, skipped):
         a = self.a
-        lines = ["# ddpsim_torch %s (%s): torch %s, %d ranks on gloo, wrap %s" % (
-            _version(), ddpsim.version(self.binary), torch.__version__, a["ranks"], self.wrap)]
+        lines = ["# ddpsim_torch %s (%s): torch %s, %d ranks on gloo, %s %s" % (
+            _version(), ddpsim.version(self.binary), torch.__version__, a["ranks"],
+            "training loop" if self.wrap == self.train_loop else "wrap", self.wrap)]
         lines.append("# semantics of torch %d.%d: %s" % (
             semantics.torch_version() + (semantics.describe(
                 self.rule, self.zero, semantics.static_graph_rule() if a["static_graph"] else None),)))
@@ -474,6 +495,14 @@ class Plan:
             lines.append("# parameters only (model averaging): each rank steps with its own gradients and the ranks "
                          "average the parameters; no .grad is compared, every step's parameters are (the grabs are "
                          "left out)")
+        if self.train_loop:
+            lines.append("# your loop's own syncs, normalization, steps and zero_grads observed over %d ragged "
+                         "micro-batches of the token model, judged against windows of %d (%s), each synced and "
+                         "stepped; its loss normalization (%s) judged at every backward" % (
+                             a["micro_batches"], a["accumulation"],
+                             "and a tail of %d" % (a["micro_batches"] % a["accumulation"])
+                             if a["micro_batches"] % a["accumulation"] else "no tail",
+                             self.jobs[0]["loss_norm"] if self.jobs else "-"))
         if self.train_step:
             norms = sorted({j["loss_norm"] for j in self.jobs if j.get("loss_norm")})
             lines.append("# training step %s on the token model's ragged batches: its loss normalization (%s) "
@@ -629,9 +658,35 @@ def _not_averaged(job):
     return None
 
 
+def _loop_schedule(spec, a):
+    """--train-loop's intended ops: windows of `accumulation` micro-batches over `micro_batches`, the last one
+    shorter when they do not divide, each a sync at its last micro-step, then grab, step and zero_grad."""
+    k, n = a.get("accumulation", 3), a.get("micro_batches", 8)
+    for name, v, top in (("--accumulation", k, 64), ("--micro-batches", n, 256)):
+        if not isinstance(v, int) or not 1 <= v <= top:
+            raise BadInput("%s %r: 1 to %d" % (name, v, top))
+    if a.get("schedule") is not None or a.get("scenario") is not None or a.get("model") is not None:
+        raise BadInput("--train-loop %s: its windows come from --accumulation and --micro-batches, on ddpsim's "
+                       "token model; --schedule, --scenario and --model are not for a loop" % spec)
+    windows, left = [], n
+    while left:
+        m = min(k, left)
+        windows.append(("nosync{%s} " % " ".join(["fwd bwd"] * (m - 1)) if m > 1 else "") + "fwd bwd grab step zero")
+        left -= m
+    return " ".join(windows)
+
+
 def _command(wrap, a):
     """The command line that runs this check again."""
-    args = ["python3", "-m", "ddpsim_torch", "--ranks", str(a["ranks"]), "--wrap", wrap]
+    args = ["python3", "-m", "ddpsim_torch", "--ranks", str(a["ranks"])]
+    if a.get("train_loop"):
+        a = dict(a, schedule=None, model=None)  # the loop's windows are its options'
+        args += ["--train-loop", loading.as_spec(a["train_loop"], "--train-loop")]
+        args += [x for flag, key in (("--accumulation", "accumulation"), ("--micro-batches", "micro_batches"))
+                 if a.get(key) not in (None, {"accumulation": 3, "micro_batches": 8}[key])
+                 for x in (flag, str(a[key]))]
+    else:
+        args += ["--wrap", wrap]
     for flag, key, default in (("--model", "model", None), ("--data", "data", None), ("--loss", "loss", None),
                                ("--schedule", "schedule", None), ("--scenario", "scenario", None),
                                ("--seed", "seed", 1), ("--batch", "batch", 4), ("--lr", "lr", 0.1),

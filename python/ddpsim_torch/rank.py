@@ -16,7 +16,7 @@ import traceback
 import torch
 import torch.distributed as dist
 
-from . import _rank_process, clipping, ddpsim, loading, loop, record, scaling, tokens, twins
+from . import _rank_process, clipping, ddpsim, loading, loop, record, scaling, tokens, train_loop, twins
 from .loading import BadInput, Unsupported
 from .optimizer import check_optimizer, step_optimizer
 
@@ -563,9 +563,15 @@ class Rank:
         if job.get("loss_norm"):  # the token model: each backward's loss normalized (tokens.py)
             token_run = tokens.Run(job["loss_norm"], job["ops"], self.rank, self.nranks,
                                    lambda r, f: twins.row_tokens(job["inputs"], r, f), batch)
-            if self.cfg.get("train_step"):
-                step_fn = TrainStep(self.cfg["train_step"])
+            if self.cfg.get("train_step") or self.cfg.get("train_loop"):
+                step_fn = TrainStep(self.cfg["train_step"]) if self.cfg.get("train_step") else None
                 caught = OutputGrad(module)  # after the shadow's copy: only this module's forwards
+        if self.cfg.get("train_loop"):  # the user's whole loop: observed against the intended ops (train_loop.py)
+            cls, kwargs = step_optimizer(job)
+            counting = _COUNTER.mode if _COUNTER is not None and hasattr(torch._C, "_current_graph_task_id") else None
+            train_loop.run(self, j, job, module, names, shadow, rec, token_run, cls(module.parameters(), **kwargs),
+                           caught, counting)
+            return
         if self.cfg.get("loop"):  # a training loop of its own (a framework's Trainer) runs the ops: loop.py
             loop.run(self, j, job, module, batch, loss_fn, names, shadow, rec)
             return

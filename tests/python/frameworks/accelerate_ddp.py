@@ -77,3 +77,51 @@ def accumulate_3(module, **ddp_options):
     """A planted bug through the public API: the trainer accumulates 4 micro-batches and tells Accelerate 3
     (allenai/open-instruct PR #1498's kind: the framework's count and the trainer's differ)."""
     return Accumulating(_accelerator(3, **ddp_options), module)
+
+
+# Whole training loops (--train-loop, python/ddpsim_torch/train_loop.py): Accelerate's own recipe for gradient
+# accumulation, accelerator.accumulate(model) with accelerator.backward, on the token model's ragged batches
+# (token_losses.py). accelerator.backward divides the loss by gradient_accumulation_steps, and accumulate() knows
+# a window ends at every accumulation-th batch or at the end of a dataloader it prepared
+# (GradientState.end_of_dataloader).
+def _loader(batches, prepared):
+    """The batches as a DataLoader Accelerate prepared without sharding them (they are this rank's already), or the
+    plain list."""
+    if not prepared:
+        return batches
+    from accelerate.data_loader import prepare_data_loader
+    from torch.utils.data import DataLoader
+    return prepare_data_loader(DataLoader(batches, batch_size=None, collate_fn=lambda b: b), num_processes=1,
+                               process_index=0, put_on_device=False)
+
+
+def _accumulate_loop(model, optimizer, batches, accumulation, loss_of, prepared=True):
+    accelerator = _accelerator(accumulation)
+    model, optimizer = accelerator.prepare(model, optimizer)
+    for i, batch in enumerate(_loader(batches, prepared)):
+        with accelerator.accumulate(model):
+            accelerator.backward(loss_of(model, batch, i))
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def accumulate_loop(model, optimizer, batches, accumulation):
+    """Right: global tokens, the accumulation count multiplied back."""
+    import token_losses
+    _accumulate_loop(model, optimizer, batches, accumulation, token_losses.global_tokens(batches, accumulation))
+
+
+def accumulate_loop_mean(model, optimizer, batches, accumulation):
+    """The recipe as Accelerate's documentation writes it: each micro-batch's mean loss, accelerator.backward
+    dividing by gradient_accumulation_steps: a mean of micro-batch means, and over the configured count in the
+    shorter tail (the 2024 gradient-accumulation bug: transformers PR #34191, Lightning #19987)."""
+    import token_losses
+    _accumulate_loop(model, optimizer, batches, accumulation, lambda m, b, i: token_losses.token_mean(m, b))
+
+
+def accumulate_loop_unprepared(model, optimizer, batches, accumulation):
+    """accumulate_loop over the plain list: Accelerate cannot tell its last batch, so the tail window never syncs
+    nor steps."""
+    import token_losses
+    _accumulate_loop(model, optimizer, batches, accumulation, token_losses.global_tokens(batches, accumulation),
+                     prepared=False)

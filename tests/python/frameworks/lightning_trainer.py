@@ -104,3 +104,37 @@ def sync_every_microstep(loop):
 
 
 sync_every_microstep.ddpsim_loop = True
+
+
+# Whole loops (--train-loop, python/ddpsim_torch/train_loop.py): Trainer.fit itself, with accumulate_grad_batches,
+# over the token model's ragged batches. Nothing reports to ddpsim: the front end observes the forwards, the
+# backwards and the optimizer it gave. Lightning divides every micro-batch's loss by accumulate_grad_batches,
+# in the shorter last window of an epoch too, and steps that window at the epoch's end.
+def _fit_loop(model, optimizer, batches, accumulation, loss_of):
+    import lightning.pytorch as pl
+
+    class Module(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = model
+
+        def training_step(self, batch, batch_idx):
+            return loss_of(self.net, batch, batch_idx)
+
+        def configure_optimizers(self):
+            return optimizer
+    data = torch.utils.data.DataLoader(_Batches(batches), batch_size=None, shuffle=False, collate_fn=lambda b: b)
+    _trainer(accumulation).fit(Module(), train_dataloaders=data)
+
+
+def accumulate_loop(model, optimizer, batches, accumulation):
+    """Right: global tokens (token_losses.py), accumulate_grad_batches multiplied back."""
+    import token_losses
+    _fit_loop(model, optimizer, batches, accumulation, token_losses.global_tokens(batches, accumulation))
+
+
+def accumulate_loop_mean(model, optimizer, batches, accumulation):
+    """Each micro-batch's mean loss, Lightning dividing it by accumulate_grad_batches, in the tail too
+    (Lightning-AI/pytorch-lightning #19987)."""
+    import token_losses
+    _fit_loop(model, optimizer, batches, accumulation, lambda net, b, i: token_losses.token_mean(net, b))
