@@ -286,4 +286,5 @@ static void attn_describe(const model *m, char *buf, size_t len)
     }
 
 const model_family_ops model_attn_ops = ATTN_FAMILY("attn", "cross_entropy", 0);
-const model_family_ops model_lm_ops = ATTN_FAMILY("lm", "cross_entropy_sum", 1);
+const model_family_ops model_lm_ops = ATTN_FAMILY("lm", "cross_entropy_sum", MODEL_TOKENS_RAGGED);
+const model_family_ops model_lm_equal_ops = ATTN_FAMILY("lm-equal", "cross_entropy_sum", MODEL_TOKENS_EQUAL);

@@ -19,7 +19,8 @@
 enum { STREAM_INIT = 0x696e6974, STREAM_DATA = 0x64617461, STREAM_TOKENS = 0x746f6b6e };
 
 static const model_family_ops *const families[] = {&model_mlp_ops, &model_branchy_ops, &model_attn_ops,
-                                                       &model_lm_ops, &model_bn_ops, &model_tied_ops};
+                                                       &model_lm_ops, &model_lm_equal_ops, &model_bn_ops,
+                                                       &model_tied_ops};
 
 static ddp_status parse_dims(model *m, const char *text, const char *spec)
 {
@@ -311,7 +312,7 @@ static uint64_t tokens_key(uint64_t seed, int rank, uint64_t micro)
 static int row_count(const model *m, uint64_t key, int rank, uint64_t micro, int r)
 {
     int T = m->seq_len;
-    if (!m->ops->token_loss)
+    if (m->ops->token_loss != MODEL_TOKENS_RAGGED)
         return T;
     if (rank == 1)
         return micro % 3 == 1 ? 0 : (int)rng_below(key, (uint64_t)r, 2);

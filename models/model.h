@@ -16,6 +16,9 @@
  *                      may have none, and the loss is the SUM of the valid
  *                      tokens' cross-entropies times a factor the trainer
  *                      chooses (its loss normalization, --loss-norm)
+ *   lm-equal[:V-T-C]   lm with every position valid: the same count in every
+ *                      sequence, micro-batch and rank (what hides the
+ *                      normalization mistakes lm's ragged counts show)
  *   tied[:IN-H]        an autoencoder whose decoder is its encoder's weight
  *                      transposed, the encoder under reentrant activation
  *                      checkpointing: enc.weight's gradient arrives in two
@@ -201,7 +204,7 @@ float model_loss_scale(const model *m);
  * function (every rank can count every rank's batches, as a trainer that
  * prefetches its window and all-reduces the counts can); and the factor
  * the next backward multiplies the summed loss by (1 until set; no effect
- * on other families). Ragged by construction: rank 1 has at most one valid
+ * on other families). lm-equal: T in every sequence. lm: ragged by construction: rank 1 has at most one valid
  * token per sequence and none at all in every third micro-batch, every other
  * rank one sequence without any valid token in each micro-batch and 1 to T
  * in the others.

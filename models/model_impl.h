@@ -36,11 +36,14 @@ typedef struct model_family_ops {
     /* Some parameter's gradient arrives in pieces within one backward (reentrant checkpointing: tied); its
      * alloc sizes parts[] for them, and PyTorch's DDP needs static_graph=True for it. */
     int grads_in_pieces;
-    /* A token loss (lm): the batch's targets carry LAYERS_IGNORE_TARGET past each row's valid tokens
+    /* A token loss (lm, lm-equal): the batch's targets carry LAYERS_IGNORE_TARGET past each row's valid tokens
      * (model_row_tokens), the forward sums the kept tokens' losses and the backward seeds them with
-     * token_factor (model_set_token_factor). */
+     * token_factor (model_set_token_factor). MODEL_TOKENS_RAGGED: the counts differ by rank, micro-batch and
+     * sequence; MODEL_TOKENS_EQUAL: every position is valid, every count the same. */
     int token_loss;
 } model_family_ops;
+
+enum { MODEL_TOKENS_NONE = 0, MODEL_TOKENS_RAGGED, MODEL_TOKENS_EQUAL };
 
 struct model {
     const model_family_ops *ops;
@@ -119,7 +122,7 @@ int model_linear_gemms(model_gemm *out, int n, int max, int rows, int in, int ou
 /* FLOPs of a linear forward + backward. */
 double model_linear_flops(int rows, int in, int outf, int with_dinp);
 
-extern const model_family_ops model_mlp_ops, model_branchy_ops, model_attn_ops, model_lm_ops, model_bn_ops,
+extern const model_family_ops model_mlp_ops, model_branchy_ops, model_attn_ops, model_lm_ops, model_lm_equal_ops, model_bn_ops,
     model_tied_ops;
 
 #endif

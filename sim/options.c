@@ -476,7 +476,7 @@ static const opt_spec specs[] = {
      0, NULL, NULL},
     {"scenarios", 0, NULL, "list the scenarios of the battery and what each exposes", OPT_FLAG, F(list_scenarios), 0,
      0, NULL, NULL},
-    {"model", 'm', "SPEC", "mlp:IN-H-...-OUT | branchy[:IN-H-OUT] | attn[:V-T-C] |\nbn[:IN-H-OUT] | tied[:IN-H]", OPT_STRING, F(run.model_spec), 0, 0,
+    {"model", 'm', "SPEC", "mlp:IN-H-...-OUT | branchy[:IN-H-OUT] | attn[:V-T-C] |\nlm[:V-T-C] | lm-equal[:V-T-C] | bn[:IN-H-OUT] | tied[:IN-H]", OPT_STRING, F(run.model_spec), 0, 0,
      NULL, NULL},
     {"schedule", 's', "SPEC", "ops: fwd bwd grab zero step enter exit, nosync{...},\nN*(...), [N, RANK:N ...]*(...), join{...}; or @FILE to\nread it from a file",
      OPT_STRING, F(schedule_arg), 0, 0, NULL, NULL},

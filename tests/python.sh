@@ -626,6 +626,13 @@ front 1 "for the first sequence with valid tokens and by .* for sequence 2's, --
     "--train-step: a per-sequence mean has no one factor, named" -- --ranks 3 --wrap "$DDP" \
     --train-step "$T:per_sequence_mean" --scenario ragged-tokens
 grep -q "pattern: no one factor for the micro-batch" "$out" && ok "... its pattern" || bad "... its pattern"
+# On equal counts (lm-equal) the right step passes, and a rank-local mean is the intended factor: it passes too.
+RT="nosync{fwd bwd fwd bwd} grab fwd bwd grab step zero fwd bwd grab step zero nosync{fwd bwd} fwd bwd grab step zero"
+for st in global_tokens rank_local; do
+    front 0 "loss normalization (global-tokens): every rank's factor at 18 backwards was the intended one" \
+        "--train-step on equal counts: $st passes" -- --ranks 3 --wrap "$DDP" --train-step "$T:$st" --model lm-equal \
+        --schedule "$RT"
+done
 front 2 "its gradient is not the token cross-entropy's times a number" "--train-step: another loss is refused, not judged" \
     -- --ranks 2 --wrap "$DDP" --train-step "$T:not_a_token_loss" --scenario ragged-tokens
 front 2 "ran 2 forwards of the model and 1 backward through its output" "--train-step: a step of two forwards" -- \
@@ -657,6 +664,8 @@ for n in 2 3; do
 done
 grep -q "judged against windows of 3 (and a tail of 2), each synced and stepped" "$out" && ok "... the header says so" ||
     bad "... the header says so"
+front 0 "verdict: PASS" "--train-loop: nanoGPT's loop on equal counts" -- --ranks 3 --train-loop "$L:nanogpt" \
+    --model lm-equal
 front 0 "verdict: PASS" "--train-loop: a no_sync loop zeroing at each window's start" -- --ranks 3 --train-loop "$L:with_no_sync"
 front 1 "pattern: the factor is each micro-batch's own token mean over the window's micro-steps" \
     "--train-loop: a mean of micro-batch means" -- --ranks 3 --train-loop "$L:mean_of_means"
@@ -673,7 +682,7 @@ front 1 "pattern: its gradient is the average over ranks of the last micro-step 
     "--train-loop: a step after every micro-batch" -- --ranks 3 --train-loop "$L:step_every_micro_batch"
 front 2 "returned after 7 forwards of the model; it was given 8 micro-batches" "--train-loop: a batch left out" -- \
     --ranks 2 --train-loop "$L:skips_a_batch"
-front 2 "--schedule, --scenario and --model are not for a loop" "--train-loop with --schedule" -- --ranks 2 \
+front 2 "--schedule, --scenario and another --model are not for a loop" "--train-loop with --schedule" -- --ranks 2 \
     --train-loop "$L:nanogpt" --schedule "fwd bwd grab"
 front 2 "--accumulation 0: 1 to 64" "--train-loop: --accumulation 0" -- --ranks 2 --train-loop "$L:nanogpt" --accumulation 0
 front 2 "--train-step with --train-loop: the loop runs its own steps" "--train-loop with --train-step" -- --ranks 2 \

@@ -205,7 +205,7 @@ class Plan:
             raise BadInput("--threads %r: at least 1" % (a["threads"],))
         self.train_loop = loading.as_spec(a.get("train_loop"), "--train-loop")
         if self.train_loop:
-            a = self.a = dict(a, schedule=_loop_schedule(self.train_loop, a), model="lm")
+            a = self.a = dict(a, schedule=_loop_schedule(self.train_loop, a), model=a.get("model") or "lm")
         elif a["wrap"] is None:
             raise BadInput("--wrap MODULE:FUNC (or --train-loop MODULE:FUNC): nothing to check")
         self.wrap = loading.as_spec(a["wrap"], "--wrap") if a["wrap"] is not None else self.train_loop
@@ -665,9 +665,11 @@ def _loop_schedule(spec, a):
     for name, v, top in (("--accumulation", k, 64), ("--micro-batches", n, 256)):
         if not isinstance(v, int) or not 1 <= v <= top:
             raise BadInput("%s %r: 1 to %d" % (name, v, top))
-    if a.get("schedule") is not None or a.get("scenario") is not None or a.get("model") is not None:
+    if a.get("schedule") is not None or a.get("scenario") is not None or a.get("model") not in (None, "lm",
+                                                                                                   "lm-equal"):
         raise BadInput("--train-loop %s: its windows come from --accumulation and --micro-batches, on ddpsim's "
-                       "token model; --schedule, --scenario and --model are not for a loop" % spec)
+                       "token model (--model lm, the default, or lm-equal); --schedule, --scenario and another "
+                       "--model are not for a loop" % spec)
     windows, left = [], n
     while left:
         m = min(k, left)
@@ -680,7 +682,7 @@ def _command(wrap, a):
     """The command line that runs this check again."""
     args = ["python3", "-m", "ddpsim_torch", "--ranks", str(a["ranks"])]
     if a.get("train_loop"):
-        a = dict(a, schedule=None, model=None)  # the loop's windows are its options'
+        a = dict(a, schedule=None, model=None if a.get("model") == "lm" else a.get("model"))  # the loop's options
         args += ["--train-loop", loading.as_spec(a["train_loop"], "--train-loop")]
         args += [x for flag, key in (("--accumulation", "accumulation"), ("--micro-batches", "micro_batches"))
                  if a.get(key) not in (None, {"accumulation": 3, "micro_batches": 8}[key])

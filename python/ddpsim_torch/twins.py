@@ -18,13 +18,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-FAMILIES = {"mlp": "32-64-64-16", "branchy": "8-16-4", "attn": "32-8-16", "lm": "32-8-16", "bn": "16-32-8",
-            "tied": "16-32"}
-_SPEC = re.compile(r"^(mlp|branchy|attn|lm|bn|tied)(?::([0-9]+(?:-[0-9]+)*))?$")
+FAMILIES = {"mlp": "32-64-64-16", "branchy": "8-16-4", "attn": "32-8-16", "lm": "32-8-16", "lm-equal": "32-8-16",
+            "bn": "16-32-8", "tied": "16-32"}
+_SPEC = re.compile(r"^(mlp|branchy|attn|lm-equal|lm|bn|tied)(?::([0-9]+(?:-[0-9]+)*))?$")
+TOKEN_FAMILIES = ("lm", "lm-equal")  # a token loss: lm's ragged counts, lm-equal's all the same
 
 
 def is_ddpsim_spec(spec):
-    """Whether spec names one of ddpsim's own models (mlp:..., branchy, attn, lm, bn, tied), not MODULE:FUNC."""
+    """Whether spec names one of ddpsim's own models (mlp:..., branchy, attn, lm, lm-equal, bn, tied), not
+    MODULE:FUNC."""
     return bool(_SPEC.match(spec))
 
 
@@ -155,7 +157,8 @@ class Tied(nn.Module):
 def build(spec):
     """The twin of a ddpsim model spec."""
     family, dims = _dims(spec)
-    return {"mlp": MLP, "branchy": Branchy, "attn": Attn, "lm": Attn, "bn": BN, "tied": Tied}[family](dims)
+    return {"mlp": MLP, "branchy": Branchy, "attn": Attn, "lm": Attn, "lm-equal": Attn, "bn": BN,
+            "tied": Tied}[family](dims)
 
 
 def load_init(module, init_dir):
@@ -174,7 +177,7 @@ def batch(spec, inputs_dir, rank, index):
     family, _ = _dims(spec)
     stem = "%s/rank%d/batch%d" % (inputs_dir, rank, index)
     x, y = np.load(stem + ".x.npy"), np.load(stem + ".y.npy")
-    if family in ("attn", "lm"):  # lm: attn's network on ragged sequences, padding's targets -100 (tokens.py)
+    if family in ("attn",) + TOKEN_FAMILIES:  # lm: attn's network on ragged sequences, padding's targets -100
         return (torch.from_numpy(x.astype(np.int64)),), torch.from_numpy(y.astype(np.int64))
     if family == "branchy":
         branch = int(np.load(stem + ".branch.npy")[0])
@@ -192,7 +195,7 @@ def row_tokens(inputs_dir, rank, index):
 def loss_of(spec):
     """The loss of ddpsim's model spec: lm's plain token sum (the trainer's factor comes on top, tokens.py), else
     default_loss."""
-    if _dims(spec)[0] == "lm":
+    if _dims(spec)[0] in TOKEN_FAMILIES:
         from .tokens import token_sum
         return token_sum
     return default_loss
