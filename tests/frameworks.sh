@@ -9,7 +9,9 @@
 #    beside it without ddpsim (tests/python/frameworks/compare_with_ddp.py), shows the same difference there;
 #  - Lightning Fabric 2.6.6, DeepSpeed 0.19.8 (ZeRO stage 0), fairscale 0.4.13 (ShardedDataParallel with OSS)
 #    and torch's own FSDP2 (fully_shard, and HSDP on a 2-D mesh), below.
-#  - a training step of the user's on the token model (--train-step), its count all-reduce not counted as DDP's.
+#  - a training step of the user's on the token model (--train-step), its count all-reduce not counted as DDP's;
+#  - whole training loops (--train-loop): Accelerate's accumulate(), Lightning's Trainer with
+#    accumulate_grad_batches, transformers 5.25.0's Trainer with gradient_accumulation_steps, nanoGPT's loop.
 # The adapters of tests/python/frameworks/ only translate the interface. Skips (77) without the environments.
 DDPSIM=${DDPSIM:-./sim/ddpsim}
 . "$(dirname "$0")/testlib.sh"
@@ -265,6 +267,21 @@ under "$TORCH2_PYTHON" 1 "first divergence: the loss normalization of the backwa
     --ranks 3 --train-loop "$LT:accumulate_loop_mean" --loss-norm micro-batch-mean
 grep -q "pattern: the factor is 1 / (A x this micro-batch's tokens), A the configured accumulation count" "$out" &&
     ok "... named" || bad "... named"
+# transformers' Trainer (5.25.0) with gradient_accumulation_steps=3: a model whose forward takes the loss kwargs
+# sums over num_items_in_batch, which the Trainer counts over each update's micro-batches (the tail's own) and
+# gathers over the ranks: global tokens, passes (transformers PR #34191's fix). A model returning its mean is
+# divided by the update's accumulation steps: a mean of means, caught; under micro-batch-mean it passes, the tail
+# divided by its own count (unlike Lightning's, above).
+TT=$F/transformers_trainer.py
+"$TORCH2_PYTHON" -c 'import transformers; print("transformers", transformers.__version__)'
+under "$TORCH2_PYTHON" 0 "verdict: PASS (3 grabs and 4 parameter checks x 3 ranks match" \
+    "--train-loop: transformers' Trainer, num_items_in_batch gathered: global tokens" -- --ranks 3 \
+    --train-loop "$TT:sum_over_items"
+under "$TORCH2_PYTHON" 1 "pattern: the factor is each micro-batch's own token mean over the window's micro-steps" \
+    "--train-loop: transformers' Trainer with a mean loss: a mean of means" -- --ranks 3 --train-loop "$TT:mean_loss"
+under "$TORCH2_PYTHON" 0 "loss normalization (micro-batch-mean): every rank's factor at 24 backwards was the intended one" \
+    "--train-loop: ... which is micro-batch-mean's, the tail divided by its own count" -- --ranks 3 \
+    --train-loop "$TT:mean_loss" --loss-norm micro-batch-mean
 under "$TORCH2_PYTHON" 0 "all ranks: 9, 0 of them in backwards that do not sync" \
     "--train-loop: nanoGPT's loop, its reductions counted" -- --ranks 3 --train-loop "$L:nanogpt"
 under "$TORCH2_PYTHON" 1 "rank 0: 2 reductions in a backward that does not sync (op 2)" \
