@@ -511,14 +511,21 @@ class Rank:
                            "micro-batch's loss, an empty one's too)" % (step_fn.spec, op, forwards,
                                                                        "" if forwards == 1 else "s", len(grads),
                                                                        "" if len(grads) == 1 else "s"))
+        self.record_output_grad(shadow, rec, names, inputs, targets, grads[0], reductions,
+                                "--train-step %s at op %d" % (step_fn.spec, op))
+
+    def record_output_grad(self, shadow, rec, names, inputs, targets, grad, reductions, where):
+        """A user's backward of the token loss that sent grad into the model's output (--train-step's, or a
+        --train-loop's): its factor read and its local gradients made by the shadow from grad, both recorded.
+        A gradient that is no token cross-entropy's is refused, said with where."""
         t1 = time.monotonic()
-        local, plain = shadow.local_at(inputs, targets, grads[0])
+        local, plain = shadow.local_at(inputs, targets, grad)
         try:
-            factor, mixed = tokens.factor_of(grads[0], plain, targets)
+            factor, mixed = tokens.factor_of(grad, plain, targets)
         except tokens.NotATokenLoss as e:
-            raise Unsupported("--train-step %s at op %d: %s. ddpsim reads the factor of a token cross-entropy "
-                              "(F.cross_entropy, or log_softmax with nll_loss, with ignore_index -100, any "
-                              "reduction, times numbers); another loss is not checked" % (step_fn.spec, op, e))
+            raise Unsupported("%s: %s. ddpsim reads the factor of a token cross-entropy (F.cross_entropy, or "
+                              "log_softmax with nll_loss, with ignore_index -100, any reduction, times numbers); "
+                              "another loss is not checked" % (where, e))
         t2 = time.monotonic()
         rec.factor(factor, mixed)
         rec.local(names, local, shadow.pieces, reductions)

@@ -31,12 +31,11 @@ So a loop that never steps its tail, steps too often, does not sync where
 a window ends or normalizes by the wrong count fails in `ddpsim check`
 like any implementation, at the check where it shows.
 """
-import time
 
 import torch
 
 from . import tokens
-from .loading import BadInput, Unsupported
+from .loading import BadInput
 
 
 class _Observer:
@@ -51,7 +50,6 @@ class _Observer:
         self.window = 0         # the window the loop is in (by its forwards)
         self.grabbed = False    # the window's .grad has been read
         self.done_windows = 0   # windows closed (grab and step recorded)
-        self.inputs = {}
         self.batches = rank_batches(run)
 
     # ---- the loop's events ----
@@ -111,22 +109,12 @@ class _Observer:
             raise BadInput("--train-loop %s: micro-batch %d's forward had %d backward%s through the model's output "
                            "before the loop went on: each micro-batch gets one backward" % (
                                self.spec, fwd, len(grads), "" if len(grads) == 1 else "s"))
-        w, micro, _, _, rows = self.run.next_backward()
+        rows = self.run.next_backward()[4]
         batch = self.batches[fwd]
-        t1 = time.monotonic()
-        local, plain = self.shadow.local_at((batch.inputs,), batch.targets, grads[0])
-        try:
-            factor, mixed = tokens.factor_of(grads[0], plain, batch.targets)
-        except tokens.NotATokenLoss as e:
-            raise Unsupported("--train-loop %s, micro-batch %d: %s. ddpsim reads the factor of a token "
-                              "cross-entropy (F.cross_entropy, or log_softmax with nll_loss, with ignore_index "
-                              "-100, any reduction, times numbers); another loss is not checked" % (self.spec, fwd, e))
         self.rec.tokens(rows)
-        self.rec.factor(factor, mixed)
-        reductions = self.counter.take() if self.counter else None
-        self.rec.local(self.names, local, self.shadow.pieces, reductions)
-        from .rank import SHADOW_S
-        self.rank.progress[self.rank.row + SHADOW_S] += time.monotonic() - t1
+        self.rank.record_output_grad(self.shadow, self.rec, self.names, (batch.inputs,), batch.targets, grads[0],
+                                     self.counter.take() if self.counter else None,
+                                     "--train-loop %s, micro-batch %d" % (self.spec, fwd))
 
     def _grab(self):
         self.rec.grads(self.names, [p.grad for p in self.params])
