@@ -446,8 +446,8 @@ static ddp_status normalize_loss(verify_ops *v, const verify_side *s, void *ctx)
         } else {
             k->matches &= m;
             k->constant &= fabs(ratio - k->ratio) <= slack * fabs(k->ratio);
-        k->constant &= !mixed;
         }
+        k->constant &= !mixed; /* a micro-batch without one factor has no ratio to keep constant */
         k->backwards++;
     }
     return DDP_OK;
