@@ -983,8 +983,11 @@ static void print_sanity(const ddpsim_options *opt, const verify_result *res, co
         fprintf(out, "# sanity: reference equals the exact average of every rank's local gradients: DDP's check, not "
                      "run beside the sharded reference\n");
     else if (s->global_checked == 0)
-        fprintf(out, "# sanity: reference equals the exact average of every rank's local gradients: not checked (no "
-                     "grab after a syncing backward)\n");
+        fprintf(out, "# sanity: reference equals the exact average of every rank's local gradients: not checked (%s)\n",
+                s->synced_grabs == 0 ? "no grab after a syncing backward"
+                                     : "no grab after a syncing backward whose gradients are the sums it checks: "
+                                       "clipped, unscaled, uneven, or taken from the implementation after a failed "
+                                       "check");
     else
         fprintf(out, "# sanity: reference equals the exact average of every rank's local gradients: %s (%zu grabs, "
                      "worst %.2g of the proven rounding bound)\n",

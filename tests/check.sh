@@ -71,7 +71,8 @@ same "SGD with momentum: post-divide" -- --ranks 3 --scenario momentum --impl po
 
 # The two drivers of the ops (ops.h) cannot drift: every scenario of the battery, live and replayed, gives the
 # same records check by check and rank by rank (tests/same_records.py), for a correct implementation and for a
-# bug of each kind (to its first failing check).
+# bug of each kind (to the end: after a failure both go on from the implementation's values; a sharded run's to its
+# first failing check).
 # records NAME -- LIVE-ARGS
 records() { what=$1; shift 2; records_agree "$tmp" "$what" -- "$@"; }
 for sc in $("$DDPSIM" --scenarios | awk '/^[a-z]/ {print $1}'); do
@@ -80,6 +81,8 @@ done
 for impl in sync-on-exit last-microbatch-only sum-not-average overwrite-not-accumulate no-zero-after-step; do
     records "records of $impl, live and replayed" -- --ranks 3 --scenario classic --impl "$impl"
 done
+records "records of momentum-per-microstep (wrong steps), live and replayed" -- --ranks 3 --scenario momentum \
+    --impl momentum-per-microstep
 # Loss scaling (record.h "loss_scale": each backward's scale, each unscale's finding, the planted inf): the
 # catalogued scaler bugs, and the sharded modes' own scalers with their bugs.
 for impl in found-inf-always unscale-after-update unscale-never-scaled; do

@@ -125,7 +125,7 @@ static void test_step_is_checked(void)
     run(BREAK_STEP_WRITES_PARAM, "fwd bwd grab step", "bitwise", 3, &j, &res);
     CU_ASSERT_EQUAL(j.verdict, JUDGE_DIVERGES);
     CU_ASSERT_EQUAL(j.grabs_failed, 0);
-    CU_ASSERT_EQUAL(j.params_failed, 2); /* after the step, and at the end */
+    CU_ASSERT_EQUAL(j.params_failed, 1); /* after the step; the end is judged from the parameters it wrote */
     CU_ASSERT_PTR_NOT_NULL_FATAL(j.first);
     CU_ASSERT_EQUAL(res.checks[j.first_check].kind, CHECK_PARAMS);
     CU_ASSERT_EQUAL(res.checks[j.first_check].index, 0);
@@ -166,11 +166,14 @@ static void test_ranks_must_agree(void)
 }
 
 /*
- * A step one ulp off on every parameter: bitwise that fails at the first
- * step. Within ulp:1 each step passes, and because a passing check hands
- * the reference's parameters to the implementation, the drift never adds
- * up and the next gradients are computed from the same parameters: every
- * grab matches. Without that, 8 steps would put the parameters 8 ulps off.
+ * A step one ulp off on every parameter: bitwise that fails at every step,
+ * and only there: after a failed check the reference takes the
+ * implementation's parameters (doc/SEMANTICS.md "After a divergence"), so
+ * each step is judged on its own and the gradients from them match. Within
+ * ulp:1 each step passes, and because a passing check hands the
+ * reference's parameters to the implementation, the drift never adds up
+ * either. Without that, 8 steps would put the parameters 8 ulps off and
+ * every later gradient would differ.
  */
 static void test_params_rebased(void)
 {
@@ -179,7 +182,8 @@ static void test_params_rebased(void)
     run(BREAK_STEP_ONE_ULP, "8*(fwd bwd grab step)", "bitwise", 2, &j, &res);
     CU_ASSERT_EQUAL(j.verdict, JUDGE_DIVERGES);
     CU_ASSERT_EQUAL(res.checks[j.first_check].kind, CHECK_PARAMS);
-    CU_ASSERT_EQUAL(j.grabs_failed, 7); /* not rebased: every later gradient comes from the drifted parameters */
+    CU_ASSERT_EQUAL(j.params_failed, 8); /* every step; not the end */
+    CU_ASSERT_EQUAL(j.grabs_failed, 0);  /* each from the parameters the implementation stepped to */
     verify_result_free(&res);
     run(BREAK_STEP_ONE_ULP, "8*(fwd bwd grab step)", "ulp:1", 2, &j, &res);
     CU_ASSERT_EQUAL(j.verdict, JUDGE_PASS);

@@ -55,9 +55,12 @@ void judge_take_check(verify_tally *t, const sched_check *ck, const verify_recor
         uneven |= recs[r].joined || recs[r].uneven;
     while (base < nranks - 1 && recs[base].joined)
         base++;
+    int ref_own = !t->failed; /* the reference's values are its own up to the first failing check */
+    t->ref_checks += (size_t)ref_own;
     for (int r = 0; r < nranks; r++) {
         const verify_record *rec = &recs[r];
-        t->ref_fingerprint = hash_word(t->ref_fingerprint, rec->ref_hash);
+        if (ref_own)
+            t->ref_fingerprint = hash_word(t->ref_fingerprint, rec->ref_hash);
         t->impl_fingerprint = hash_word(t->impl_fingerprint, rec->impl_hash);
         t->joined_records += (size_t)rec->joined;
         if (rec->bound_ratio > t->bound_worst)

@@ -141,9 +141,19 @@ static verify_record *next_record(verify_ops *v)
     return rec;
 }
 
+/* The implementation's buffers against the reference's; where they differ the reference takes them, as it takes
+ * a failed check's gradients and parameters (anchor_grads). */
+static void compare_buffers(verify_ops *v, const float *actual, verify_record *rec)
+{
+    uint64_t bad = rec->ndiff + rec->nonfinite;
+    checker_compare_buffers(v->m, model_buffers(v->m), actual, rec);
+    if (!v->shard && rec->ndiff + rec->nonfinite != bad)
+        memcpy(model_buffers(v->m), actual, model_buffers_size(v->m) * sizeof *actual);
+}
+
 void verify_ops_forward_buffers(verify_ops *v, const float *seen)
 {
-    checker_compare_buffers(v->m, model_buffers(v->m), seen, &v->buffers);
+    compare_buffers(v, seen, &v->buffers);
 }
 
 /* The buffer divergences of the forwards since the last check into this check's record (after its own). */
@@ -168,7 +178,7 @@ static void merge_buffers(verify_ops *v, verify_record *rec)
 static void check_buffers(verify_ops *v, const float *actual, verify_record *rec)
 {
     if (actual)
-        checker_compare_buffers(v->m, model_buffers(v->m), actual, rec);
+        compare_buffers(v, actual, rec);
     merge_buffers(v, rec);
 }
 
@@ -569,6 +579,32 @@ int verify_ops_grab_synced(const verify_ops *v)
     return v->bwd_since_zero ? v->last_synced : -1;
 }
 
+/*
+ * After a divergence the reference goes on from the implementation's values (doc/SEMANTICS.md "After a
+ * divergence"): each later check then says whether something went wrong there, not whether an earlier error is
+ * still carried (a wrong step would otherwise turn every later check red). The first divergence, and so the
+ * verdict, is found before any of this. The gradients are taken where every rank knows that some rank's failed
+ * (explain_grab's collective): the reference's own check, a collective, is then off on every rank until zero_grad.
+ * Not in a sharded run (its reference holds shards of its own), under the order tolerance (the bound would not
+ * cover values it did not sum) nor where no rank learns of the others' failures (uneven inputs, NCCL).
+ */
+static int anchors_grads(const verify_ops *v)
+{
+    return !v->shard && !v->bounded;
+}
+
+static void anchor_grads(verify_ops *v, const float *actual, const held_mask *held, const verify_record *rec)
+{
+    v->anchored_window = 1;
+    if (!rec->ndiff && !rec->nonfinite)
+        return; /* this rank's were right: its peers' wrong ones reach it at their next sync */
+    float *g = model_grads(v->m);
+    size_t n = model_size(v->m);
+    for (size_t i = 0; i < n; i++)
+        if (!held || held->elem[i])
+            g[i] = actual[i];
+}
+
 static ddp_status do_grab(verify_ops *v, const verify_side *s, void *ctx)
 {
     const float *actual, *buffers;
@@ -597,20 +633,23 @@ static ddp_status do_grab(verify_ops *v, const verify_side *s, void *ctx)
         s->padding(ctx, RECORD_GRAB, rec);
     pattern_constants k = pattern_constants_of(v);
     ddp_status ex;
+    int any_failed;
     VERIFY_COSTED(v, COST_COMPARE, ex = AS_CHECKS(explain_grab(&v->explain, v->wr,
                                                                v->explain_across_ranks && v->nactive == v->n, v->m,
-                                                               expected, actual, held, &k, rec)));
+                                                               expected, actual, held, &k, rec, &any_failed)));
     DDP_CHECK(ex);
     explain_remember_grab(&v->explain, v->m, v->grab - 1, expected, actual, held);
     /* The reference's own check sums every rank's local gradients since the last zero_grad: not while a rank that
      * ran out of inputs holds gradients its peers' syncs did not take (uneven_window), every rank or none. */
     ddp_status st = DDP_OK;
     /* it checks the sums: not clipped or unscaled ones, nor an inf's */
-    int sums = !v->clipped && !v->unscaled_since_zero && !v->fault_window;
+    int sums = !v->clipped && !v->unscaled_since_zero && !v->fault_window && !v->anchored_window;
     if (rec->synced == 1 && !v->uneven_window && !v->shard && sums)
         VERIFY_COSTED(v, COST_REF_CHECK,
                       st = AS_CHECKS(refcheck_run(&v->refcheck, v->wr, v->m, ddp_ref_reduced_params(v->ddp), rec)));
     DDP_CHECK(st);
+    if (any_failed == 1 && anchors_grads(v))
+        anchor_grads(v, actual, held, rec);
     if (s->grabbed)
         DDP_CHECK(s->grabbed(ctx, rec, actual, held));
     if (v->fig)
@@ -784,7 +823,8 @@ static ddp_status do_params(verify_ops *v, const verify_side *s, void *ctx, int 
     if (v->fig)
         v->fig->planted += rec->planted;
     rec->done = 1;
-    if (replay || checker_rebases(&tol, rec))
+    /* A failed check's parameters too: the reference goes on from the implementation's (anchor_grads). */
+    if (replay || checker_rebases(&tol, rec) || (!v->shard && (rec->ndiff || rec->nonfinite)))
         rebase(v, w, actual);
     return DDP_OK;
 }
@@ -858,7 +898,7 @@ static ddp_status run_op(verify_ops *v, const verify_side *s, void *ctx, sched_o
         refcheck_zero(&v->refcheck);
         budget_zero(&v->budget);
         v->clipped = 0;
-        v->unscaled_since_zero = v->fault_window = 0;
+        v->unscaled_since_zero = v->fault_window = v->anchored_window = 0;
         v->shard_unscale = 1;
         v->fault_op = -1;
         v->fault_rank = -1;

@@ -357,7 +357,9 @@ typedef struct verify_tally {
     size_t steps_checked;           /* parameter checks after a step (not the end's) */
     uint64_t ulp_hist[TOL_ULP_BINS]; /* over every gradient record */
     uint32_t max_ulp;
-    uint64_t ref_fingerprint, impl_fingerprint; /* every record's ref_hash (impl_hash), in check then rank order */
+    uint64_t ref_fingerprint, impl_fingerprint; /* every record's ref_hash (impl_hash), in check then rank order; */
+    size_t ref_checks;          /* ... ref_hash of the checks up to the first failing one: after it the reference
+                                 * goes on from the implementation's values (ops.c anchor_grads) */
 } verify_tally;
 
 typedef struct verify_result {
