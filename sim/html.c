@@ -31,6 +31,7 @@ struct html_page {
     /* the run under way */
     char name[64];
     char trace[PATH_MAX]; /* its trace, for the timeline ("": none) */
+    char replay[2048];    /* the command that reruns it ("": not said) */
     size_t trace_share;   /* the timeline's bytes at most */
     const model *layout;
     const sched *s;
@@ -101,6 +102,12 @@ void html_run_begin_ranks(html_page *h, const char *name, const model *layout, c
         h->nparams = MODEL_MAX_PARAMS;
     h->ncols = 0;
     h->cap = 0; /* the arrays' sizes depend on the parameters: made again for this run's */
+    h->replay[0] = '\0';
+}
+
+void html_run_replay(html_page *h, const char *command)
+{
+    snprintf(h->replay, sizeof h->replay, "%s", command ? command : "");
 }
 
 static size_t cell_at(const html_page *h, size_t col, int rank, int p)
@@ -293,6 +300,11 @@ void html_run_end(html_page *h, const char *verdict, const char *summary, const 
         fputs("<p class=\"summary\">", f);
         html_escape(f, summary);
         fputs("</p>\n", f);
+    }
+    if (h->replay[0] && strcmp(word, "PASS") != 0) {
+        fputs("<p class=\"replay\">replay: <code>", f);
+        html_escape(f, h->replay);
+        fputs("</code></p>\n", f);
     }
     op_strip(f, h->s);
     if (h->trace[0]) {

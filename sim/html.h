@@ -13,7 +13,8 @@
  *   - the schedule as a strip of ops, the backwards that sync marked;
  *   - for a traced run, its timeline (timeline.h): per rank the ops as they
  *     ran, the ready events, the implementation's collectives and buckets;
- *   - its verdict and first divergence, in the report's words.
+ *   - its verdict and first divergence, in the report's words, and unless it
+ *     passed the command that reruns it alone (its replay line).
  * The battery adds a table of the scenarios linking to their sections; the
  * header gives the command, the replay line, the versions, the BLAS kernel
  * and the tolerance. The figures are per tensor, never per element: a page
@@ -48,6 +49,8 @@ void html_run_begin_ranks(html_page *h, const char *name, const model *layout, c
  * (timeline.h) in at most share bytes (else a note says why not); NULL: none.
  */
 void html_run_trace(html_page *h, const char *trace_path, size_t share);
+/* The command that reruns the run under way alone, shown under its verdict unless it passed. */
+void html_run_replay(html_page *h, const char *command);
 /* One check's records (verify_sink.on_check, beside the table). */
 void html_run_check(html_page *h, const sched_check *ck, const verify_record *recs, int nranks);
 /* A sink that gives every check to h (a run whose records only the page takes: a scenario of the battery). */

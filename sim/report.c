@@ -701,6 +701,7 @@ int report_stream_open(const ddpsim_options *opt, report_stream *rs, verify_sink
         rs->layout = layout_get(opt);
     if (rs->html) {
         html_run_begin(rs->html, NULL, rs->layout, opt->run.schedule);
+        html_run_replay(rs->html, opt->command);
         html_run_trace(rs->html, opt->run.trace_path, TIMELINE_PAGE_BYTES); /* merged by the time the run's section is drawn */
     }
     *sink = (verify_sink){.on_check = take_check, .arg = rs};

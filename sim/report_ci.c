@@ -143,6 +143,7 @@ void report_ci_no_verdict(const ddpsim_options *opt, const world *w, int code, c
         char *words = NULL;
         if (h && w && opt->run.trace_path) { /* the ranks ran: where each was when it stopped */
             html_run_begin(h, NULL, NULL, opt->run.schedule);
+            html_run_replay(h, opt->command);
             html_run_trace(h, opt->run.trace_path, TIMELINE_PAGE_BYTES);
             html_run_end(h, result, error, NULL);
         }

@@ -309,6 +309,12 @@ int battery_main(const ddpsim_options *opt)
             progress_clear(&pg); /* the row takes its place */
         }
         if (page) {
+            if (battery_failed(&out[i])) { /* the report's replay line of the row */
+                char again[64], line[2048];
+                battery_row_replay(opt, &rows[i], again, sizeof again);
+                snprintf(line, sizeof line, "%s%s", opt->command, again);
+                html_run_replay(page, line);
+            }
             html_run_trace(page, scenario_trace(&row, &rows[i], &out[i]), TIMELINE_PAGE_BYTES / (size_t)n);
             html_run_end(page, row_word(&out[i]), out[i].first, &out[i].facts);
         }

@@ -65,6 +65,14 @@ nscen=$(($("$DDPSIM" --scenarios | grep -c '^[a-z]') + 1)) # the battery's rows:
 dom "the battery's page: a section per scenario" "$tmp/battery.html" 6 3 fail "$nscen"
 rows=$(grep -c '^<tr><td><a href="#run-[0-9]*">' "$tmp/battery.html")
 [ "$rows" = "$nscen" ] && ok "the battery's table: a row per scenario" || bad "the battery's table: $rows rows"
+# each failing scenario's section says the command that reruns it alone: the report's replay lines, in its order
+sed -n '/^# verdict: /,$ s/^# replay: //p' "$out" >"$tmp/replays.txt"
+sed -n 's|^<p class="replay">replay: <code>\(.*\)</code></p>$|\1|p' "$tmp/battery.html" | sed 's/&amp;/\&/g; s/&lt;/</g; s/&gt;/>/g; s/&quot;/"/g; s/&#39;/'"'"'/g' >"$tmp/page-replays.txt"
+if [ -s "$tmp/replays.txt" ] && cmp -s "$tmp/replays.txt" "$tmp/page-replays.txt"; then
+    ok "the battery's page: each failing scenario's replay line, as the report's ($(wc -l <"$tmp/replays.txt") of them)"
+else
+    bad "the battery's page: replay lines differ from the report's: $(diff "$tmp/replays.txt" "$tmp/page-replays.txt" | head -3)"
+fi
 "$DDPSIM" --ranks 2 --scenario classic --impl sync-on-exit --record "$tmp/rec" -q >/dev/null 2>&1
 "$DDPSIM" check "$tmp/rec" --html "$tmp/check.html" -q >"$out" 2>"$err"
 [ $? -eq 1 ] && ok "ddpsim check with --html: exit 1" || bad "ddpsim check with --html"
@@ -165,12 +173,12 @@ if [ -z "$browser" ]; then
     finish
     exit $?
 fi
-# load FILE NAME: the DOM after the page's script ran into $tmp/NAME.dom, the console into $tmp/NAME.log, a
-# screenshot into $shots/NAME.png
+# load FILE NAME [HEIGHT]: the DOM after the page's script ran into $tmp/NAME.dom, the console into $tmp/NAME.log,
+# a screenshot (1100 pixels wide, 760 high unless told) into $shots/NAME.png
 load() {
     timeout 120 "$browser" --headless --no-sandbox --disable-gpu --enable-logging=stderr --v=0 \
         --dump-dom "file://$1" >"$tmp/$2.dom" 2>"$tmp/$2.log"
-    timeout 120 "$browser" --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1100,760 \
+    timeout 120 "$browser" --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1100,"${3:-760}" \
         --screenshot="$shots/$2.png" "file://$1" >/dev/null 2>&1
 }
 # quiet_console WHAT NAME: no script error in the console
@@ -182,7 +190,7 @@ quiet_console() {
     fi
 }
 load "$tmp/pass.html" pass
-load "$tmp/fail.html" fail
+load "$tmp/fail.html" fail 1000 # tall enough for the heatmap below the timeline (doc/html-report.png)
 load "$tmp/battery.html" battery
 load "$tmp/traced.html" traced
 load "$tmp/fault-t.html" fault-timeline
