@@ -438,9 +438,9 @@ int html_write(html_page *h, FILE *out, const char *title, const char *verdict, 
           "scale; under the order tolerance, the share of the proven bound)</span><span style=\"background:#d32f2f;"
           "color:#fff\">outside the tolerance</span><span style=\"background:#9e9e9e\">not reached</span><span "
           "style=\"background:#eee\">not compared</span>; outlined: the first divergence; bold columns: after a "
-          "backward that synced. After a failed check the reference goes on from the implementation's values, so a "
-          "red cell went wrong there (sharded runs and the order tolerance carry a wrong gradient on to "
-          "zero_grad)</p>\n",
+          "backward that synced. After a failed step the reference goes on from the implementation's parameters, so "
+          "each window (zero_grad to step) is judged from where it starts (a sharded run carries a wrong step "
+          "on)</p>\n",
               out);
     if (h->nruns > 1) {
         fputs("<table class=\"scenarios\"><thead><tr><th>scenario</th><th>verdict</th><th>first divergence</th></tr>"

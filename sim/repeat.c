@@ -28,8 +28,8 @@ typedef struct seed_result {
 
 /*
  * The reference's fingerprints of the runs so far, one per length: a fingerprint covers the checks up to a run's
- * first failing one (verify_tally.ref_checks), after which the reference goes on from the implementation's values,
- * so only runs that reached the same check have the same reference to compare.
+ * first failing one (verify_tally.ref_checks), after which the reference goes on from the implementation's
+ * parameters, so only runs that failed first at the same check (or passed) have the same reference to compare.
  */
 #define REF_LENGTHS 16
 typedef struct ref_prints {

@@ -987,8 +987,7 @@ static void print_sanity(const ddpsim_options *opt, const verify_result *res, co
         fprintf(out, "# sanity: reference equals the exact average of every rank's local gradients: not checked (%s)\n",
                 s->synced_grabs == 0 ? "no grab after a syncing backward"
                                      : "no grab after a syncing backward whose gradients are the sums it checks: "
-                                       "clipped, unscaled, uneven, or taken from the implementation after a failed "
-                                       "check");
+                                       "they were clipped, unscaled, or uneven");
     else
         fprintf(out, "# sanity: reference equals the exact average of every rank's local gradients: %s (%zu grabs, "
                      "worst %.2g of the proven rounding bound)\n",

@@ -71,8 +71,8 @@ same "SGD with momentum: post-divide" -- --ranks 3 --scenario momentum --impl po
 
 # The two drivers of the ops (ops.h) cannot drift: every scenario of the battery, live and replayed, gives the
 # same records check by check and rank by rank (tests/same_records.py), for a correct implementation and for a
-# bug of each kind (to the end: after a failure both go on from the implementation's values; a sharded run's to its
-# first failing check).
+# bug of each kind (to the end: after a failed step both go on from the implementation's parameters; a sharded run's
+# to its first failing check).
 # records NAME -- LIVE-ARGS
 records() { what=$1; shift 2; records_agree "$tmp" "$what" -- "$@"; }
 for sc in $("$DDPSIM" --scenarios | awk '/^[a-z]/ {print $1}'); do

@@ -2,12 +2,13 @@
 """same_records.py LIVE.json CHECK.json - the records of a live run and of its
 recording replayed by `ddpsim check` are the same, check by check and rank by
 rank (every field of --json's "checks": synced, the differences, the ulps,
-the digests of both sides). After a failing check both references go on
-from the implementation's values (doc/SEMANTICS.md "After a divergence"), so
-the records agree to the end; except in a sharded run ("shard" in the live
-run's JSON), whose live reference keeps its own values while the replay
-takes the recorded parameters at every step (ops.h verify_params_rule):
-there they are compared up to and including the first check that fails.
+the digests of both sides). After a failing step both references go on
+from the implementation's parameters (doc/SEMANTICS.md "After a
+divergence"), so the records agree to the end; except in a sharded run
+("shard" in the live run's JSON), whose live reference keeps its own
+parameters while the replay takes the recorded ones at every step (ops.h
+verify_params_rule): there they are compared up to and including the first
+check that fails.
 Prints the first difference and exits 1; exits 0 and prints how many
 records agreed otherwise."""
 import json

@@ -121,21 +121,17 @@ static int stale(const explain_state *e, const model_param *par, int p, const fl
 }
 
 ddp_status explain_grab(explain_state *e, world_rank *wr, int all_running, const model *m, const float *expected,
-                        const float *actual, const held_mask *held, const pattern_constants *k, verify_record *rec,
-                        int *any_failed)
+                        const float *actual, const held_mask *held, const pattern_constants *k, verify_record *rec)
 {
     const model_param *par = rec->ndiff ? diverged(e, m, rec) : NULL;
     int p = par ? rec->first_param : -1;
     int nranks = world_size(wr);
-    int failed = rec->ndiff || rec->nonfinite;
-    *any_failed = nranks == 1 ? failed : -1;
     /* The sums over ranks, where every rank can take part and some rank's record needs them. */
     int reduce = 0;
     if (all_running && nranks > 1) {
-        float any[2] = {par != NULL, failed};
-        DDP_CHECK(coll_allreduce(wr, any, 2, COLL_FLOAT, COLL_SUM, COLL_ORDERED));
-        reduce = any[0] > 0;
-        *any_failed = any[1] > 0;
+        float any = par != NULL;
+        DDP_CHECK(coll_allreduce(wr, &any, 1, COLL_FLOAT, COLL_SUM, COLL_ORDERED));
+        reduce = any > 0;
     }
     const float *acc = rec->synced == 1 ? (e->have_pre_sync ? e->pre_sync : NULL) : NULL; /* packed */
     float *avg = NULL; /* [0, kept): the window's local sums averaged; [kept, 2 kept): the last micro-steps' */

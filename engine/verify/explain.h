@@ -57,13 +57,10 @@ void explain_before_step(explain_state *e, const model *m);
  * record failed on some rank, the pattern of its first diverging tensor into rec->pattern (held: what the
  * rank held, NULL: everything). m is the reference's replica (its last local gradient, model_local_grads).
  * Besides this rank's own sums, the candidates include sums over the ranks of the local gradients (the
- * window's, or its last micro-step's), reduced only when some rank's record failed. *any_failed: 1 when some
- * rank's values failed at this grab (a NaN or an infinity included), 0 when none did, -1 when that is not known
- * (not all_running: the flag travels with the pattern's collective).
+ * window's, or its last micro-step's), reduced only when some rank's record failed.
  */
 ddp_status explain_grab(explain_state *e, world_rank *wr, int all_running, const model *m, const float *expected,
-                        const float *actual, const held_mask *held, const pattern_constants *k, verify_record *rec,
-                        int *any_failed);
+                        const float *actual, const held_mask *held, const pattern_constants *k, verify_record *rec);
 /* After a step's check: the gradient it took (grads), for the next window's grabs. */
 void explain_after_step(explain_state *e, const model *m, const float *grads);
 /* After a grab's checks: its digests, for the next grabs' stale test. */

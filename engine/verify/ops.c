@@ -142,7 +142,7 @@ static verify_record *next_record(verify_ops *v)
 }
 
 /* The implementation's buffers against the reference's; where they differ the reference takes them, as it takes
- * a failed check's gradients and parameters (anchor_grads). */
+ * a failed check's parameters (do_params). */
 static void compare_buffers(verify_ops *v, const float *actual, verify_record *rec)
 {
     uint64_t bad = rec->ndiff + rec->nonfinite;
@@ -579,32 +579,6 @@ int verify_ops_grab_synced(const verify_ops *v)
     return v->bwd_since_zero ? v->last_synced : -1;
 }
 
-/*
- * After a divergence the reference goes on from the implementation's values (doc/SEMANTICS.md "After a
- * divergence"): each later check then says whether something went wrong there, not whether an earlier error is
- * still carried (a wrong step would otherwise turn every later check red). The first divergence, and so the
- * verdict, is found before any of this. The gradients are taken where every rank knows that some rank's failed
- * (explain_grab's collective): the reference's own check, a collective, is then off on every rank until zero_grad.
- * Not in a sharded run (its reference holds shards of its own), under the order tolerance (the bound would not
- * cover values it did not sum) nor where no rank learns of the others' failures (uneven inputs, NCCL).
- */
-static int anchors_grads(const verify_ops *v)
-{
-    return !v->shard && !v->bounded;
-}
-
-static void anchor_grads(verify_ops *v, const float *actual, const held_mask *held, const verify_record *rec)
-{
-    v->anchored_window = 1;
-    if (!rec->ndiff && !rec->nonfinite)
-        return; /* this rank's were right: its peers' wrong ones reach it at their next sync */
-    float *g = model_grads(v->m);
-    size_t n = model_size(v->m);
-    for (size_t i = 0; i < n; i++)
-        if (!held || held->elem[i])
-            g[i] = actual[i];
-}
-
 static ddp_status do_grab(verify_ops *v, const verify_side *s, void *ctx)
 {
     const float *actual, *buffers;
@@ -633,23 +607,20 @@ static ddp_status do_grab(verify_ops *v, const verify_side *s, void *ctx)
         s->padding(ctx, RECORD_GRAB, rec);
     pattern_constants k = pattern_constants_of(v);
     ddp_status ex;
-    int any_failed;
     VERIFY_COSTED(v, COST_COMPARE, ex = AS_CHECKS(explain_grab(&v->explain, v->wr,
                                                                v->explain_across_ranks && v->nactive == v->n, v->m,
-                                                               expected, actual, held, &k, rec, &any_failed)));
+                                                               expected, actual, held, &k, rec)));
     DDP_CHECK(ex);
     explain_remember_grab(&v->explain, v->m, v->grab - 1, expected, actual, held);
     /* The reference's own check sums every rank's local gradients since the last zero_grad: not while a rank that
      * ran out of inputs holds gradients its peers' syncs did not take (uneven_window), every rank or none. */
     ddp_status st = DDP_OK;
     /* it checks the sums: not clipped or unscaled ones, nor an inf's */
-    int sums = !v->clipped && !v->unscaled_since_zero && !v->fault_window && !v->anchored_window;
+    int sums = !v->clipped && !v->unscaled_since_zero && !v->fault_window;
     if (rec->synced == 1 && !v->uneven_window && !v->shard && sums)
         VERIFY_COSTED(v, COST_REF_CHECK,
                       st = AS_CHECKS(refcheck_run(&v->refcheck, v->wr, v->m, ddp_ref_reduced_params(v->ddp), rec)));
     DDP_CHECK(st);
-    if (any_failed == 1 && anchors_grads(v))
-        anchor_grads(v, actual, held, rec);
     if (s->grabbed)
         DDP_CHECK(s->grabbed(ctx, rec, actual, held));
     if (v->fig)
@@ -823,7 +794,14 @@ static ddp_status do_params(verify_ops *v, const verify_side *s, void *ctx, int 
     if (v->fig)
         v->fig->planted += rec->planted;
     rec->done = 1;
-    /* A failed check's parameters too: the reference goes on from the implementation's (anchor_grads). */
+    /*
+     * After a failed check too the reference goes on from the implementation's parameters (doc/SEMANTICS.md "After
+     * a divergence"): the next window is then judged from where it starts, and a wrong step does not make every
+     * later gradient differ. The first divergence, and so the verdict, is found before. Not the gradients: a
+     * window's error stays in it until zero_grad, and an implementation may rightly change .grad between a grab and
+     * its step (a reduction deferred to the step), which taking them would judge as a wrong step. Not in a sharded
+     * run, whose reference keeps shards of its own.
+     */
     if (replay || checker_rebases(&tol, rec) || (!v->shard && (rec->ndiff || rec->nonfinite)))
         rebase(v, w, actual);
     return DDP_OK;
@@ -898,7 +876,7 @@ static ddp_status run_op(verify_ops *v, const verify_side *s, void *ctx, sched_o
         refcheck_zero(&v->refcheck);
         budget_zero(&v->budget);
         v->clipped = 0;
-        v->unscaled_since_zero = v->fault_window = v->anchored_window = 0;
+        v->unscaled_since_zero = v->fault_window = 0;
         v->shard_unscale = 1;
         v->fault_op = -1;
         v->fault_rank = -1;

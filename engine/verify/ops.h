@@ -161,8 +161,6 @@ typedef struct verify_ops {
     int planted;              /* the backward at hand plants plant_value into this rank's gradient */
     float plant_value;
     int fault_window;         /* some rank's planted inf or NaN since zero_grad (every rank knows: a sync spreads it) */
-    int anchored_window;      /* some rank's reference took its implementation's gradients since zero_grad (every
-                               * rank knows: ops.c anchor_grads) */
     long fault_op;            /* ... the first such backward, and its rank */
     int fault_rank;
     tolerance tol_planted;    /* the run's tolerance with match_planted, where tol points when a fault plants */

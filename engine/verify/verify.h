@@ -359,7 +359,7 @@ typedef struct verify_tally {
     uint32_t max_ulp;
     uint64_t ref_fingerprint, impl_fingerprint; /* every record's ref_hash (impl_hash), in check then rank order; */
     size_t ref_checks;          /* ... ref_hash of the checks up to the first failing one: after it the reference
-                                 * goes on from the implementation's values (ops.c anchor_grads) */
+                                 * goes on from the implementation's parameters (ops.c do_params) */
 } verify_tally;
 
 typedef struct verify_result {
