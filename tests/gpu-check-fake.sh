@@ -13,7 +13,12 @@ DDPSIM=$(cd "$(dirname "$DDPSIM")" && pwd)/$(basename "$DDPSIM")
 ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0
 export ASAN_OPTIONS
 dir=$(mktemp -d) || exit 99
-trap 'rm -rf "$dir"' EXIT
+# The double's bootstrap segments carry this script's mark. Rank 0 unlinks one once every rank has met, so a rank
+# the hang check kills before that leaves it behind (the double's, not ddpsim's: tests/nccl-fake.sh holds ddpsim's
+# own to none): removed on the way out.
+FAKEGPU_SHM_TAG=g$$
+export FAKEGPU_SHM_TAG
+trap 'rm -rf "$dir"; rm -f /dev/shm/fakegpu"$FAKEGPU_SHM_TAG"-*' EXIT
 pass=0
 fail=0
 ok() { pass=$((pass + 1)); echo "PASS: $1"; }
