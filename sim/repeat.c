@@ -3,11 +3,12 @@
  *
  * Every seed is a complete run with the same data and a different timing.
  * Two fingerprints per run (a hash over every check's and rank's gradient
- * and parameter bits) say what changed with the seed: the reference's, up to a run's first
- * failing check, must never change (a ddpsim bug otherwise); an implementation's that changes is reported as
+ * and parameter bits) say what changed with the seed: the reference's, up
+ * to a run's first failing check, must never change (a ddpsim bug
+ * otherwise); an implementation's that changes is reported as
  * order-dependent. Progress goes to stderr: a bar on a terminal (none with
- * --quiet), a line per seed otherwise. The summary lists each failing seed with the command that
- * replays it.
+ * --quiet), a line per seed otherwise. The summary lists each failing seed
+ * with the command that replays it.
  */
 #include "repeat.h"
 
