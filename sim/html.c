@@ -18,6 +18,15 @@ typedef struct html_col {
     int synced;
 } html_col;
 
+/* What a failing record says of its own first divergence (judge_facts_of's), for that cell's title. */
+typedef struct html_spot {
+    int param;       /* its tensor, -1: none (the record held, or a buffer diverged first) */
+    uint64_t element;
+    float expected, actual;
+    uint32_t ulps;
+    char *pattern;   /* its pattern's words (malloc'ed), NULL: none found */
+} html_spot;
+
 /* A rank's state at a check. */
 enum { RANK_COMPARED, RANK_NEVER_REACHED, RANK_RAN_OUT };
 
@@ -40,6 +49,7 @@ struct html_page {
     html_col *cols;
     uint8_t *cells;      /* [col][rank][param][3]: param_ulp, param_bound, param_bad */
     uint8_t *rank_state; /* [col][rank] */
+    html_spot *spots;    /* [col][rank] */
 };
 
 void html_escape(FILE *f, const char *s)
@@ -72,6 +82,15 @@ html_page *html_open(const tolerance *tol, int nranks, char *msg, size_t len)
     return h;
 }
 
+/* The run under way's spots' patterns (its columns x its ranks). */
+static void free_spots(html_page *h)
+{
+    for (size_t i = 0; h->spots && i < h->ncols * (size_t)h->nranks; i++) {
+        free(h->spots[i].pattern);
+        h->spots[i].pattern = NULL;
+    }
+}
+
 void html_close(html_page *h)
 {
     if (!h)
@@ -80,9 +99,11 @@ void html_close(html_page *h)
         fclose(h->sections);
     if (h->rows)
         fclose(h->rows);
+    free_spots(h);
     free(h->cols);
     free(h->cells);
     free(h->rank_state);
+    free(h->spots);
     free(h);
 }
 
@@ -93,6 +114,7 @@ void html_run_begin(html_page *h, const char *name, const model *layout, const s
 
 void html_run_begin_ranks(html_page *h, const char *name, const model *layout, const sched *s, int nranks)
 {
+    free_spots(h); /* the run before's */
     h->nranks = nranks;
     snprintf(h->name, sizeof h->name, "%s", name ? name : "");
     h->layout = layout;
@@ -115,6 +137,21 @@ static size_t cell_at(const html_page *h, size_t col, int rank, int p)
     return ((col * (size_t)h->nranks + (size_t)rank) * (size_t)h->nparams + (size_t)p) * 3;
 }
 
+/* A record's own first divergence, as a report would say it were it the run's (a passing record: none). */
+static void take_spot(const html_page *h, html_spot *sp, const sched_check *ck, const verify_record *rec, int r)
+{
+    *sp = (html_spot){.param = -1};
+    if (judge_record_ok(rec) || !rec->has_first || rec->first_buffer || rec->first_param >= h->nparams)
+        return;
+    judgement one = {.verdict = JUDGE_DIVERGES, .first = rec, .first_where = ck, .first_rank = r};
+    judge_facts k;
+    judge_facts_of(&one, h->layout, &k);
+    if (!k.known || !k.has_element)
+        return;
+    *sp = (html_spot){.param = rec->first_param, .element = k.element, .expected = k.expected, .actual = k.actual,
+                      .ulps = k.ulps, .pattern = k.pattern[0] ? strdup(k.pattern) : NULL};
+}
+
 void html_run_check(html_page *h, const sched_check *ck, const verify_record *recs, int nranks)
 {
     if (nranks != h->nranks)
@@ -124,13 +161,16 @@ void html_run_check(html_page *h, const sched_check *ck, const verify_record *re
         html_col *cols = realloc(h->cols, cap * sizeof *cols);
         uint8_t *cells = cols ? realloc(h->cells, cap * (size_t)h->nranks * ((size_t)h->nparams + 1) * 3) : NULL;
         uint8_t *state = cells ? realloc(h->rank_state, cap * (size_t)h->nranks) : NULL;
+        html_spot *spots = state ? realloc(h->spots, cap * (size_t)h->nranks * sizeof *spots) : NULL;
         if (cols)
             h->cols = cols;
         if (cells)
             h->cells = cells;
         if (state)
             h->rank_state = state;
-        if (!cols || !cells || !state)
+        if (spots)
+            h->spots = spots;
+        if (!cols || !cells || !state || !spots)
             return; /* the column is left out; html_run_end says so */
         h->cap = cap;
     }
@@ -148,6 +188,7 @@ void html_run_check(html_page *h, const sched_check *ck, const verify_record *re
             cell[1] = rec->param_bound[p];
             cell[2] = rec->param_bad[p];
         }
+        take_spot(h, &h->spots[h->ncols * (size_t)nranks + (size_t)r], ck, rec, r);
     }
     h->ncols++;
 }
@@ -206,12 +247,20 @@ static void cell_title(FILE *f, const html_page *h, size_t col, int r, int p, co
     fprintf(f, "), rank %d, ", r);
     html_escape(f, model_param_at(h->layout, p)->name);
     fprintf(f, ": %s", what);
+    const html_spot *sp = &h->spots[col * (size_t)h->nranks + (size_t)r];
     if (is_first && first->has_element) {
         fprintf(f, "; first divergence: element %llu, expected %.9g, actual %.9g, %u ulp",
                 (unsigned long long)first->element, (double)first->expected, (double)first->actual, first->ulps);
         if (first->pattern[0]) {
             fputs("; pattern: ", f);
             html_escape(f, first->pattern);
+        }
+    } else if (sp->param == p) { /* this check's own first divergence on this rank */
+        fprintf(f, "; this check's first divergence on this rank: element %llu, expected %.9g, actual %.9g, %u ulp",
+                (unsigned long long)sp->element, (double)sp->expected, (double)sp->actual, sp->ulps);
+        if (sp->pattern) {
+            fputs("; pattern: ", f);
+            html_escape(f, sp->pattern);
         }
     }
 }

@@ -62,6 +62,26 @@ EOF
 else
     bad "sync-on-exit's page: $msg"
 fi
+# every failing check of every rank names its own first divergence (element, values, pattern) in one cell's title
+if msg=$("$py" - "$tmp/fail.html" <<'EOF'
+import re
+import sys
+cells = re.findall(r'<td class="c ([^"]*)"[^>]*? title="([^"]*)"', open(sys.argv[1]).read())
+failing, named = set(), {}
+for c, t in cells:
+    where = t.split(", ")[0].split(" (")[0] + " rank " + t.split("), rank ")[1].split(",")[0]
+    if "bad" in c.split():
+        failing.add(where)
+    if "first divergence" in t and "element " in t and "expected " in t and "pattern: " in t:
+        named[where] = named.get(where, 0) + 1
+print(f"{len(failing)} failing checks x ranks, {len(named)} named")
+sys.exit(0 if failing and set(named) == failing and set(named.values()) == {1} else 1)
+EOF
+); then
+    ok "sync-on-exit's page: each failing check of each rank names its first divergence once ($msg)"
+else
+    bad "sync-on-exit's page: $msg"
+fi
 first=$(sed -n 's/^# first divergence: \(grab [0-9]*\) .*rank \([0-9]*\), parameter \([^,]*\),.*/\1 (.*), rank \2, \3:/p' "$out")
 if grep -q "id=\"first-1\" title=\"$first" "$tmp/fail.html"; then
     ok "the outlined cell is the report's first divergence ($first)"
