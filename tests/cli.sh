@@ -229,6 +229,16 @@ expect 1 "verdict: FAIL (0 of 8 grabs and 4 of 5 parameter checks diverge, bitwi
 rows=$(diff_rows)
 [ "$rows" = "step 0,step 1,step 2,step 3," ] && ok "... the four steps fail (the windows of one too: the buffer's error is carried, the reference keeps its own)" ||
     bad "... fails at '$rows'"
+# Parameters that are not finite are not taken: a NaN synced and stepped into the implementation's parameters
+# fails where it appears, and the reference, which keeps its own, passes its sanity checks (taking them, its
+# forward's loss was NaN and the rank failed); the implementation's NaN loss after it is not a failed rank either.
+expect 1 "first divergence: grab 2 (after fwd+bwd (3 acc)), rank 0, parameter 0.weight, element 0: expected [0-9.e-]*, actual nan" \
+    "a NaN stepped into the implementation's parameters: a FAIL where it appears" -- \
+    --impl "$plugins/libexample_nan_grad.so" --ranks 3 --scenario classic
+grep -q "^# sanity: reference equals the exact average of every rank's local gradients: ok" "$out" &&
+    grep -q "^# verdict: FAIL (6 of 8 grabs and 5 of 5 parameter checks diverge, bitwise)" "$out" &&
+    ok "... the reference's sanity holds, and every later check fails against its own parameters" ||
+    bad "... the reference took the NaN or the counts moved"
 # The chaos pass: a bucketed DDP that launches each bucket as it fills (the race PyTorch's in-order launch avoids)
 # is right wherever every rank's gradients become ready in the same order, so every plain row passes; the row of
 # the buckets scenario under chaos seeds catches it, and names the seed to replay.

@@ -290,9 +290,13 @@ static ddp_status live_forward_end(void *ctx)
     rank_ctx *c = ctx;
     impl_side *im = &c->impl;
     size_t nbuf = model_buffers_size(im->m);
-    if (!c->shared)
-        DDP_CHECK(model_forward(im->m, &c->v.batch, NULL));
-    else if (nbuf)
+    double loss = 0;
+    ddp_status s = c->shared ? DDP_OK : model_forward(im->m, &c->v.batch, &loss);
+    if (s != DDP_OK && isfinite(loss))
+        return s;
+    /* a loss that is not finite is the implementation's parameters' (a NaN it stepped into them): its gradients
+     * say so at the next check, not a failed rank */
+    if (c->shared && nbuf)
         memcpy(model_buffers(im->m), model_buffers(c->v.m), nbuf * sizeof(float));
     c->fig->compute_ns += clock_now_ns() - c->fwd_t0;
     return record_buffers(c, "after", 1);

@@ -22,10 +22,12 @@
  * --loss-norm intends. Built with -DEXAMPLE_HALF_SCALER it has a
  * scaler_scale without a scaler_unscale, which ddpsim refuses when it loads
  * it; with -DEXAMPLE_LOCAL_TOKENS its trainer divides by its own rank's
- * tokens, not gathered, and with -DEXAMPLE_HALF_FACTOR by twice the window's
- * (ddpsim's own tests).
+ * tokens, not gathered, and with -DEXAMPLE_HALF_FACTOR by twice the window's;
+ * with -DEXAMPLE_NAN_GRAD every sync leaves a NaN in the first gradient
+ * element, which the step carries into the parameters (ddpsim's own tests).
  */
 #include <ddpsim_impl.h>
+#include <math.h>
 #include <stdlib.h>
 
 typedef struct example {
@@ -99,6 +101,9 @@ static int ex_backward_end(void *state)
     float inv = (float)(1.0 / svc->world_size);
     for (size_t i = 0; i < svc->total_count; i++)
         svc->all_grads[i] *= inv;
+#ifdef EXAMPLE_NAN_GRAD
+    svc->all_grads[0] = NAN; /* the planted fault: a NaN in the first element, synced and then stepped */
+#endif
     return svc->allreduce_sum(svc->env, svc->all_grads, svc->total_count);
 }
 
