@@ -225,6 +225,11 @@ static int parse_chaos(void *o, const char *text, char *msg, size_t len)
     return 0;
 }
 
+static int parse_sched(void *o, const char *text, char *msg, size_t len)
+{
+    return interleave_parse(text, &((ddpsim_options *)o)->run.interleave, msg, len);
+}
+
 static int parse_fault(void *o, const char *arg, char *msg, size_t len)
 {
     verify_config *run = &((ddpsim_options *)o)->run;
@@ -359,6 +364,33 @@ static int choose_run(ddpsim_options *opt, const char **which, char *msg, size_t
     return 0;
 }
 
+/* --sched: what it can schedule, and what it cannot run beside. */
+static int check_sched(const ddpsim_options *opt, char *msg, size_t len)
+{
+    const verify_config *run = &opt->run;
+    const char *clash = opt->race ? "--race (ThreadSanitizer's runtime catches the same calls)"
+                        : opt->world == CLI_WORLD_MPI ? "--world mpi (its ranks wait in MPI, not on the futexes --sched "
+                                                        "watches)"
+                        : run->backend == VERIFY_BACKEND_NCCL ? "--backend nccl (a GPU's streams are not scheduled)"
+                        : opt->replay_path ? "--replay (the seed is the replay: run the same command with --chaos S)"
+                        : opt->mutants ? "--mutants (the catalogue's bugs are built-ins)"
+                                       : NULL;
+    if (clash) {
+        snprintf(msg, len, "cannot run beside %s", clash);
+        return -1;
+    }
+    if (!strchr(run->impl, '/')) {
+        snprintf(msg, len, "schedules the threads of a plugin's own code: give --impl ./libmine.so (the built-in "
+                           "'%s' runs ddpsim's own threads)", run->impl);
+        return -1;
+    }
+    if (opt->battery) {
+        snprintf(msg, len, "schedules a single run: add --scenario NAME (ddpsim --scenarios lists them)");
+        return -1;
+    }
+    return 0;
+}
+
 /*
  * What only the command line knows. Everything about the run itself (the
  * model, the faults against the schedule, the backend's combinations) is
@@ -420,7 +452,11 @@ static int validate(void *o, const char **which, char *msg, size_t len)
     }
     opt->repeat_mode = opt->chaos_given && opt->chaos_last != opt->chaos_first;
     run->chaos = opt->chaos_given;
-    run->chaos_seed = opt->chaos_first;
+    run->chaos_seed = opt->chaos_given ? opt->chaos_first : run->interleave.mode != INTERLEAVE_OFF;
+    if (run->interleave.mode != INTERLEAVE_OFF && check_sched(opt, msg, len)) {
+        *which = "sched";
+        return -1;
+    }
     if (opt->fail_fast && !opt->repeat_mode)
         FAIL("fail-fast", "goes with --repeat K or --chaos A..B");
     if (opt->repeat_mode && (run->trace_path || opt->replay_path || run->dump_dir || run->record_dir || opt->json_path ||
@@ -573,6 +609,10 @@ static const opt_spec specs[] = {
     {"repeat", 0, "K", "K runs with consecutive chaos seeds (from --chaos or 1)", OPT_INT, F(repeat), 1, MAX_SEEDS,
      NULL, ""},
     {"fail-fast", 0, NULL, "stop repeating at the first failing seed", OPT_FLAG, F(fail_fast), 0, 0, NULL, NULL},
+    {"sched", 0, "off|random|pct:D[:K]",
+     "run a plugin's threads one at a time, in the interleaving of the chaos\nseed (--chaos; 1 without it): random "
+     "choices, or PCT of depth D\nover K points (default: 4 per callback); their clocks are virtual",
+     OPT_CUSTOM, 0, 0, 0, parse_sched, "off"},
     {"race", 0, NULL, "run a plugin built with -fsanitize=thread under ThreadSanitizer: its data races fail the run",
      OPT_FLAG, F(race), 0, 0, NULL, NULL},
     {"trace", 0, "FILE", "write a JSON-lines event log (ops, ready events, arrivals, collectives, with times)", OPT_STRING, F(run.trace_path), 0, 0,

@@ -115,6 +115,12 @@ int report_header(const ddpsim_options *opt)
         fprintf(opt->out, "# chaos seed %llu: seeded delays before collectives, a straggler, shuffled ready events and bucket "
                "launches (timing only)\n",
                (unsigned long long)run->chaos_seed);
+    if (run->interleave.mode != INTERLEAVE_OFF) {
+        char name[48];
+        interleave_name(&run->interleave, name, sizeof name);
+        fprintf(opt->out, "# sched %s, seed %llu: the plugin's threads run one at a time, in the seed's interleaving, "
+                          "on virtual clocks\n", name, (unsigned long long)run->chaos_seed);
+    }
     if (opt->replay_path)
         fprintf(opt->out, "# replaying the ready-event and arrival order of %s\n", opt->replay_path);
     if (opt->replay_path && opt->replay.stopped) { /* how its run ended, rank by rank, runs of the same word joined */
@@ -510,6 +516,37 @@ static void print_ulp_histogram(const ddpsim_options *opt, const verify_result *
         fprintf(opt->out, " %s: %llu%s", tol_ulp_bin_label(b), (unsigned long long)hist[b], b + 1 < TOL_ULP_BINS ? "," : "\n");
 }
 
+/* --sched: what the busiest rank's scheduler did, and what PCT promises for it. */
+static void print_sched(const ddpsim_options *opt, const verify_result *res)
+{
+    const interleave_config *cfg = &opt->run.interleave;
+    const interleave_figures *most = NULL;
+    int at = 0;
+    for (int r = 0; r < res->nranks; r++)
+        if (!most || res->figures[r].sched.points > most->points)
+            most = &res->figures[at = r].sched;
+    if (cfg->mode == INTERLEAVE_OFF || !most)
+        return;
+    fprintf(opt->out, "# sched: rank %d ran %u thread%s through %llu scheduling points (%llu switches, %.3f ms of "
+                      "virtual time), the most of any rank\n",
+            at, most->threads, most->threads == 1 ? "" : "s", (unsigned long long)most->points,
+            (unsigned long long)most->switches, most->virtual_ns / 1e6);
+    if (cfg->mode != INTERLEAVE_PCT)
+        return;
+    fprintf(opt->out, "#   PCT finds a bug of depth d <= %d in a rank like it with probability >= 1/(n K^(d-1)) per seed "
+                      "(n = %u threads, K = %llu points%s):", cfg->depth, most->threads,
+            (unsigned long long)most->horizon, cfg->horizon ? "" : ", 4 per callback after create");
+    for (int d = 1; d <= cfg->depth; d++)
+        fprintf(opt->out, "%s d=%d %.3g", d > 1 ? "," : "", d,
+                interleave_pct_bound(cfg, d, most->threads, most->horizon));
+    fputc('\n', opt->out);
+    if (most->points > most->horizon)
+        fprintf(opt->out, "#   its change points fell in the first %llu of its %llu points: for the bound over all of "
+                          "them give --sched pct:%d:%llu\n",
+                (unsigned long long)most->horizon, (unsigned long long)most->points, cfg->depth,
+                (unsigned long long)most->points);
+}
+
 static void print_nccl(const ddpsim_options *opt, const verify_result *res)
 {
     judge_nccl_total t = judge_nccl_sum(res);
@@ -825,6 +862,20 @@ static int write_json(const ddpsim_options *opt, const verify_result *res, const
                 opt->run.nccl_ring_check ? "true" : "false", (unsigned long long)t.ring_same,
                 (unsigned long long)t.elements, res->nccl[0].separate_hosts ? "true" : "false");
     }
+    if (opt->run.interleave.mode != INTERLEAVE_OFF) { /* --sched: each rank's scheduler */
+        char name[48];
+        interleave_name(&opt->run.interleave, name, sizeof name);
+        fprintf(f, ",\n \"sched\": {\"strategy\": \"%s\", \"seed\": %llu, \"ranks\": [", name,
+                (unsigned long long)opt->run.chaos_seed);
+        for (int r = 0; r < res->nranks; r++) {
+            const interleave_figures *g = &res->figures[r].sched;
+            fprintf(f, "%s{\"threads\": %u, \"points\": %llu, \"switches\": %llu, \"virtual_ns\": %llu, "
+                       "\"horizon\": %llu}", r ? ", " : "", g->threads, (unsigned long long)g->points,
+                    (unsigned long long)g->switches, (unsigned long long)g->virtual_ns,
+                    (unsigned long long)g->horizon);
+        }
+        fprintf(f, "]}");
+    }
     fprintf(f, ",\n \"wall_s\": ");
     jsonw_number(f, res->wall_s);
     fprintf(f, ", \"rank_peak_kib\": %ld, \"ranks_total_kib\": %ld, \"ranks_pss_kib\": %ld, \"ranks_private_kib\": %ld, "
@@ -1070,6 +1121,7 @@ int report_verification(const ddpsim_options *opt, const verify_result *res, rep
         print_ulp_histogram(opt, res, &s);
         if (res->nccl)
             print_nccl(opt, res);
+        print_sched(opt, res);
         if (res->ranks_pss_kib >= 0)
             fprintf(opt->out, "# time %.3f s; memory: %.1f MiB peak in the largest rank; at their end the %d ranks held "
                               "%.1f MiB together, every shared page counted once (PSS; %.1f MiB of it private); %.1f "

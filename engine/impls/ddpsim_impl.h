@@ -140,7 +140,9 @@ typedef struct ddpsim_services {
      * the implementation's own threads: call it where a different timing
      * could matter (site: any number naming the place; the pauses at one
      * site follow the seed). ddpsim pauses in every collective of these
-     * services the same way.
+     * services the same way. Under --sched it is a scheduling point instead:
+     * another of the implementation's threads may run there (mark a window
+     * between two plain memory accesses, which the scheduler cannot see).
      */
     void (*chaos_point)(void *env, uint32_t site);
     /* Why this rank's last failed collective failed, in ddpsim's words ("" when none has failed). */

@@ -11,6 +11,7 @@
 
 #include "clock.h"
 #include "coll.h"
+#include "interleave.h"
 #include "rng.h"
 
 /* A pending --fault flip on this rank's contribution: element 0, the top mantissa bit (it moves by up to half). */
@@ -70,6 +71,10 @@ ddp_status impl_reduce(void *env, float *buf, size_t count, int avg)
 static void svc_chaos_point(void *env, uint32_t site)
 {
     impl_env *e = env;
+    if (interleave_active()) { /* --sched: a point of the scheduler instead of a pause */
+        interleave_point();
+        return;
+    }
     if (!e->chaos)
         return;
     size_t slot = site % (sizeof e->chaos_count / sizeof e->chaos_count[0]);
@@ -77,12 +82,21 @@ static void svc_chaos_point(void *env, uint32_t site)
     clock_sleep_us(rng_below(rng_key(e->chaos_key, site), n, 201));
 }
 
+/* A collective's entry: a point (chaos, or the scheduler's), then ddpsim's own code until svc_result. */
+static void svc_begin(void *env, uint32_t site)
+{
+    svc_chaos_point(env, site);
+    interleave_ddpsim(1);
+}
+
 enum { SITE_ALLREDUCE = 0x636f6c31, SITE_BROADCAST, SITE_ALLGATHER, SITE_REDUCE_SCATTER, SITE_GROUP_ALLREDUCE,
        SITE_GROUP_ALLGATHER }; /* the services' own chaos sites */
 
-/* A collective the implementation called: 0, or -1 with ddpsim's reason kept for the report. */
+/* A collective the implementation called: 0, or -1 with ddpsim's reason kept for the report. The collective's own
+ * code ran as ddpsim's (svc_begin), not as the plugin's: --sched leaves it alone. */
 static int svc_result(impl_env *e, ddp_status s)
 {
+    interleave_ddpsim(0);
     if (s == DDP_OK)
         return 0;
     snprintf(e->coll_error, sizeof e->coll_error, "%s", ddp_error_text());
@@ -91,14 +105,14 @@ static int svc_result(impl_env *e, ddp_status s)
 
 static int svc_allreduce(void *env, float *buf, size_t count)
 {
-    svc_chaos_point(env, SITE_ALLREDUCE);
+    svc_begin(env, SITE_ALLREDUCE);
     return svc_result(env, impl_reduce(env, buf, count, 0));
 }
 
 static int svc_broadcast(void *env, void *buf, size_t bytes, int root)
 {
     impl_env *e = env;
-    svc_chaos_point(env, SITE_BROADCAST);
+    svc_begin(env, SITE_BROADCAST);
     uint64_t t0 = coll_start(e);
     return svc_result(e, coll_traced(e, "broadcast", DDPSIM_GROUP_WORLD, bytes, t0,
                                      coll_broadcast(e->wr, buf, bytes, root)));
@@ -107,7 +121,7 @@ static int svc_broadcast(void *env, void *buf, size_t bytes, int root)
 static int svc_allgather(void *env, const void *send, void *recv, size_t bytes)
 {
     impl_env *e = env;
-    svc_chaos_point(env, SITE_ALLGATHER);
+    svc_begin(env, SITE_ALLGATHER);
     uint64_t t0 = coll_start(e);
     return svc_result(e, coll_traced(e, "allgather", DDPSIM_GROUP_WORLD, bytes * (size_t)world_size(e->wr), t0,
                                      coll_allgather(e->wr, send, recv, bytes)));
@@ -129,6 +143,7 @@ static int svc_reduce_scatter(void *env, int group, const float *send, float *re
     svc_chaos_point(env, SITE_REDUCE_SCATTER);
     if (svc_group(e, group) < 0)
         return -1;
+    interleave_ddpsim(1);
     size_t count = count_per_rank * (size_t)mesh_group_size(&e->mesh, (mesh_group)group);
     atomic_fetch_add_explicit(&e->scatters, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&e->scattered_bytes, count * sizeof *send, memory_order_relaxed);
@@ -152,6 +167,7 @@ static int svc_allreduce_group(void *env, int group, float *buf, size_t count)
     svc_chaos_point(env, SITE_GROUP_ALLREDUCE);
     if (svc_group(e, group) < 0)
         return -1;
+    interleave_ddpsim(1);
     if (group == DDPSIM_GROUP_WORLD)
         return svc_result(e, impl_reduce(env, buf, count, 0));
     atomic_fetch_add_explicit(&e->reductions, 1, memory_order_relaxed);
@@ -168,6 +184,7 @@ static int svc_allgather_group(void *env, int group, const void *send, void *rec
     svc_chaos_point(env, SITE_GROUP_ALLGATHER);
     if (svc_group(e, group) < 0)
         return -1;
+    interleave_ddpsim(1);
     uint64_t t0 = coll_start(e);
     size_t whole = bytes * (size_t)mesh_group_size(&e->mesh, (mesh_group)group);
     return svc_result(e, coll_traced(e, "allgather", group, whole, t0,

@@ -74,12 +74,15 @@ static ddp_status impl_failed(rank_ctx *c, const char *callback)
  */
 static void impl_calling(rank_ctx *c)
 {
+    interleave_point(); /* --sched: each callback is a point where the plugin's other threads may go first */
+    interleave_callback(1);
     coll_set_caller(COLL_CALLER_IMPL);
     c->impl_t0 = clock_now_ns();
 }
 
 static ddp_status impl_returned(rank_ctx *c, int rc, const char *callback)
 {
+    interleave_callback(0);
     c->fig->cost_ns[COST_IMPL] += clock_now_ns() - c->impl_t0; /* the implementation's own work */
     coll_set_caller(COLL_CALLER_REFERENCE);
     return rc == 0 ? DDP_OK : impl_failed(c, callback);
@@ -147,8 +150,11 @@ static ddp_status impl_create(rank_ctx *c)
 static void impl_destroy(rank_ctx *c, int failed)
 {
     impl_side *s = &c->impl;
-    if (s->ops && s->state)
+    if (s->ops && s->state) {
+        interleave_callback(1);
         s->ops->destroy(s->state); /* first: an implementation's own threads may still reduce */
+        interleave_callback(0);
+    }
     shard_view_free(&c->view);
     nccl_comm_destroy(s->env.nccl, failed);
     ddp_optim_free(&s->optim);
@@ -665,6 +671,12 @@ static ddp_status rank_setup(rank_ctx *c, verify_rank_area *area)
     return trace_arrivals(&c->trace, 0, c->wr); /* the constructors' broadcasts */
 }
 
+/* --sched found every thread of the plugin blocked: the rank ends failed, naming each thread's call. */
+static _Noreturn void sched_deadlock(void *wr, const char *why)
+{
+    world_rank_fail_now(wr, why);
+}
+
 ddp_status verify_rank_main(world_rank *wr, void *arg)
 {
     const verify_config *cfg = arg;
@@ -684,7 +696,13 @@ ddp_status verify_rank_main(world_rank *wr, void *arg)
     coll_set_caller(COLL_CALLER_REFERENCE);
     world_set_op(wr, -1, "setup");
     chaos_rank_init(&c.chaos, cfg->chaos, cfg->chaos_seed, c.rank, c.n);
+    if (cfg->interleave.mode != INTERLEAVE_OFF) {
+        world_set_meet_hook(interleave_before_wait);
+        interleave_start(&cfg->interleave, cfg->chaos_seed, c.rank, sched_deadlock, wr);
+    }
     ddp_status s = rank_setup(&c, area);
+    if (s == DDP_OK) /* --sched pct: about a callback per op, and one per parameter in each backward */
+        interleave_horizon(cfg->schedule->nops + cfg->schedule->nfwd * (size_t)model_nparams(c.impl.m));
     c.fig->setup_cpu_ns = clock_cpu_ns();
     c.fig->setup_coll_cpu_ns = world_coll_cpu_ns(wr);
     int ran_out = 0;
@@ -702,6 +720,7 @@ ddp_status verify_rank_main(world_rank *wr, void *arg)
         s = ts;
     verify_ops_free(&c.v);
     impl_destroy(&c, s != DDP_OK);
+    interleave_stop(&c.fig->sched);
     trace_release(&c.trace); /* after the implementation's threads, which may still have written */
     ref_destroy(&c.ref);
     world_publish(wr, area, sizeof *area); /* its figures, agreement and NCCL figures, for the parent's side */

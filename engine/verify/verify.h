@@ -21,6 +21,7 @@
 #include "ddp_ref.h"
 #include "ddpsim_impl.h"
 #include "faults.h"
+#include "interleave.h"
 #include "loss_norm.h"
 #include "mesh.h"
 #include "nccl_comm.h"
@@ -84,6 +85,7 @@ typedef struct verify_config {
     int nfaults;
     int chaos;              /* shake timing with chaos_seed (never semantics) */
     uint64_t chaos_seed;
+    interleave_config interleave; /* --sched: a plugin's threads one at a time, in chaos_seed's interleaving */
     const char *trace_path; /* write the JSON-lines event log here */
     const verify_replay *replay;
     verify_backend backend;
@@ -337,6 +339,7 @@ typedef struct verify_rank_figures {
     float scale_min, scale_max;    /* ... the reference's scales, smallest and largest */
     uint64_t planted;              /* ... non-finite elements matched where a planted inf or NaN made the reference's */
     uint64_t norm_checks, norms_failed; /* --loss-norm: backwards whose factor was checked, and how many failed */
+    interleave_figures sched;      /* --sched: what the rank's scheduler did */
 } verify_rank_figures;
 
 /*

@@ -271,6 +271,14 @@ _Noreturn static void rank_process(world *w, int r, world_rank_main rank_main, v
     _exit(0);
 }
 
+_Noreturn void world_rank_fail_now(world_rank *wr, const char *why)
+{
+    flush_coverage();
+    snprintf(wr->st->error, sizeof wr->st->error, "%s", why);
+    atomic_store_explicit(&wr->st->exiting, 1, memory_order_release);
+    _exit(RANK_EXIT_FAILED);
+}
+
 int world_rank_id(const world_rank *wr) { return wr->rank; }
 int world_size(const world_rank *wr) { return wr->w->cfg.nranks; }
 void *world_rank_user_area(world_rank *wr) { return wr->w->user; }
@@ -341,8 +349,22 @@ uint64_t world_coll_ns(world_rank *wr)
     return done;
 }
 
+static void (*meet_hook)(void);
+
+void world_set_meet_hook(void (*hook)(void))
+{
+    meet_hook = hook;
+}
+
+static void meeting(void)
+{
+    if (meet_hook)
+        meet_hook();
+}
+
 ddp_status world_enter_coll(world_rank *wr, const char *name)
 {
+    meeting();
     uint32_t was = 0;
     if (!atomic_compare_exchange_strong_explicit(&wr->st->in_coll, &was, IN_COLL_ENTERING, memory_order_acq_rel,
                                                  memory_order_acquire)) {
@@ -386,6 +408,7 @@ static void jitter(world_rank *wr)
 
 ddp_status world_barrier(world_rank *wr)
 {
+    meeting();
     world *w = wr->w;
     if (w->remote) {
         uint64_t desc[WORLD_DESC_WORDS] = {WORLD_REMOTE_BARRIER, 0, 0, 0, 0};
@@ -454,6 +477,7 @@ ddp_status world_flag_wait(world_rank *wr, int r, uint32_t value)
         return ddp_error(DDP_ERR_INVALID, "rank %d waits on rank %d's flag, which is in another MPI process: an MPI "
                                           "world hands off through its collectives only", wr->rank, r);
     _Atomic uint32_t *f = &wr->w->ranks[r].flag;
+    meeting();
     atomic_fetch_add_explicit(&wr->st->progress, 1, memory_order_relaxed);
     atomic_store_explicit(&wr->st->wait_rank, r, memory_order_relaxed);
     atomic_store_explicit(&wr->st->wait_value, value, memory_order_relaxed);

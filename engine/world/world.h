@@ -204,6 +204,19 @@ uint64_t world_coll_cpu_ns(world_rank *wr);
 ddp_status world_enter_coll(world_rank *wr, const char *name);
 void world_leave_coll(world_rank *wr);
 
+/*
+ * A function this process calls as each of its threads begins anything with
+ * other ranks (a collective, each barrier and flag wait inside one), whether
+ * it will have to wait or not (NULL: none); not world_wait_change, which
+ * waits for the parent a varying number of times. --sched lets the rank's other
+ * threads go first (interleave.h): at the start, not where a wait turns out
+ * to be needed, which depends on who arrives last.
+ */
+void world_set_meet_hook(void (*hook)(void));
+
+/* End this rank now as failed, for why (the caller cannot unwind: a deadlock of the implementation's threads). */
+_Noreturn void world_rank_fail_now(world_rank *wr, const char *why);
+
 /* 1 once the world is being aborted (a peer failed, a timeout, an interrupt): a
  * rank waiting on something outside the world (a GPU) polls this to give up. */
 int world_aborted(world_rank *wr);

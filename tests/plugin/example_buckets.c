@@ -27,6 +27,32 @@
  * that finish late, chaos's held-back events) two ranks reduce different
  * buckets in the same collective.
  *
+ * Three more are races of the kind --sched finds (tests/sched.sh), each
+ * right whenever its window does not open, which in plain runs is nearly
+ * always:
+ *  - -DBUCKETS_LAUNCH_BEFORE_COPY: grad_ready hands a bucket its last
+ *    gradient fills to the communication thread before copying that
+ *    gradient in, so a thread that runs at once reduces the bucket without
+ *    it (the reduction waits for the wrong event: DeepSpeed #8061, where
+ *    average_tensor() waits only on the current stream's copies);
+ *  - -DBUCKETS_DONE_BEFORE_UNPACK: the communication thread reduces a
+ *    staging copy, counts the bucket done and only then copies the result
+ *    back, so a backward_end that runs at once reads the bucket unreduced
+ *    (a slot released before its result is unpacked);
+ *  - -DBUCKETS_CLOCK_TICK: forward_begin reduces a statistic whenever 5 ms
+ *    have passed on the rank's own clock since the last time, so the ranks
+ *    call different collectives whenever their clocks cross the tick at
+ *    different forwards (a decision by one rank's wall time: under --sched
+ *    the clock is virtual, and a seed that fails fails again);
+ *  - -DBUCKETS_ASYNC_RESET: forward_begin asks the communication thread
+ *    to start its count of launches over and does not wait for it, so a
+ *    thread that gets to it after backward's first launches loses them and
+ *    backward_end waits for ever (a background reset never waited for);
+ *  - -DBUCKETS_LOST_WAKEUP: the communication thread looks for work
+ *    before taking the lock and waits after it, so a launch in between
+ *    wakes nobody and both threads wait for ever (a deadlock, which --sched
+ *    names instead of hanging).
+ *
  * Built with -DBUCKETS_UNLOCKED_PENDING (libbuckets_unlocked_pending.so,
  * with -fsanitize=thread for the --race test) it also counts the buckets in
  * flight in a plain int that the main thread increments and the
@@ -40,6 +66,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct bucket {
     int first, n;   /* members[first .. first + n) */
@@ -63,6 +90,15 @@ typedef struct xb {
     pthread_cond_t cv;
     int launched, done, stop, failed;
     int *queue;    /* the buckets in the order they were launched: queue[done] is the next to reduce */
+#ifdef BUCKETS_CLOCK_TICK
+    long long last_tick_ns; /* when this rank last reduced its statistics */
+#endif
+#ifdef BUCKETS_ASYNC_RESET
+    int reset; /* forward_begin asked the communication thread to start the count of launches over */
+#endif
+#ifdef BUCKETS_DONE_BEFORE_UNPACK
+    float *staging; /* the reduction's copy of a bucket (as large as the largest) */
+#endif
 #ifdef BUCKETS_UNLOCKED_PENDING
     volatile int pending; /* the race: buckets in flight, updated by both threads without the lock */
 #endif
@@ -95,9 +131,14 @@ static int lay_out(xb *x, const int *order, int n)
             x->slot_of[x->members[j]] = b->count;
             b->count += svc->params[x->members[j]].count;
         }
-        b->buf = malloc(b->count * sizeof(float));
+        b->buf = calloc(b->count, sizeof(float)); /* zeros: what a race reduces before a copy is defined */
         if (!b->buf)
             return xb_fail(x, "out of memory");
+#ifdef BUCKETS_DONE_BEFORE_UNPACK
+        free(x->staging);
+        if (!(x->staging = malloc(svc->total_count * sizeof(float))))
+            return xb_fail(x, "out of memory");
+#endif
     }
     return 0;
 }
@@ -109,15 +150,49 @@ static void *comm_main(void *arg)
     const ddpsim_services *svc = x->svc;
     pthread_mutex_lock(&x->mu);
     for (;;) {
-        while (!x->stop && x->done == x->launched)
+#ifdef BUCKETS_LOST_WAKEUP
+        int idle = !x->stop && x->done == x->launched; /* the race: looked at without the lock held throughout */
+        pthread_mutex_unlock(&x->mu);
+        pthread_mutex_lock(&x->mu);
+        if (idle)
             pthread_cond_wait(&x->cv, &x->mu);
+        if (!x->stop && x->done == x->launched)
+            continue;
+#else
+        while (!x->stop && x->done == x->launched) {
+            pthread_cond_wait(&x->cv, &x->mu);
+#ifdef BUCKETS_ASYNC_RESET
+            if (x->reset) { /* whenever this thread gets to it: launches made since are lost */
+                x->launched = x->done = 0;
+                x->reset = 0;
+            }
+#endif
+        }
+#endif
         if (x->stop)
             break;
         int k = x->queue[x->done];
         bucket *b = &x->b[k];
         pthread_mutex_unlock(&x->mu);
         svc->chaos_point(svc->env, (uint32_t)x->done);
+#ifdef BUCKETS_DONE_BEFORE_UNPACK
+        memcpy(x->staging, b->buf, b->count * sizeof(float));
+        int rc = svc->allreduce_sum(svc->env, x->staging, b->count);
+        pthread_mutex_lock(&x->mu);
+        x->done++; /* the race: done before the result is back in the bucket */
+        pthread_cond_broadcast(&x->cv);
+        pthread_mutex_unlock(&x->mu);
+        memcpy(b->buf, x->staging, b->count * sizeof(float));
+        pthread_mutex_lock(&x->mu);
+        if (rc && !x->failed) {
+            x->failed = 1;
+            snprintf(x->why, sizeof x->why, "example_buckets: the allreduce of bucket %d failed: %s", k,
+                     svc->last_error(svc->env));
+        }
+        continue;
+#else
         int rc = svc->allreduce_sum(svc->env, b->buf, b->count);
+#endif
 #ifdef BUCKETS_UNLOCKED_PENDING
         x->pending--;
 #endif
@@ -194,18 +269,39 @@ static void xb_destroy(void *state)
         free(x->b[k].buf);
     free(x->members), free(x->bucket_of), free(x->slot_of), free(x->b), free(x->alias), free(x->order);
     free(x->queue);
+#ifdef BUCKETS_DONE_BEFORE_UNPACK
+    free(x->staging);
+#endif
     free(x);
 }
 
 static int xb_forward_begin(void *state, int no_sync_active)
 {
     xb *x = state;
+#ifdef BUCKETS_CLOCK_TICK
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long long ns = now.tv_sec * 1000000000ll + now.tv_nsec;
+    if (!x->last_tick_ns) {
+        x->last_tick_ns = ns;
+    } else if (ns - x->last_tick_ns >= 5000000) { /* the race: a tick of this rank's clock, not the ranks' */
+        float stat = 1;
+        x->last_tick_ns = ns;
+        if (x->svc->allreduce_sum(x->svc->env, &stat, 1))
+            return xb_fail(x, x->svc->last_error(x->svc->env));
+    }
+#endif
     if (x->sync_buffers && x->svc->broadcast_buffers && xb_broadcast_buffers(x->svc))
         return -1;
     x->sync_buffers = !no_sync_active;
     x->fwd_sync |= !no_sync_active; /* armed by a forward outside no_sync, until a backward syncs */
     pthread_mutex_lock(&x->mu);
+#ifdef BUCKETS_ASYNC_RESET
+    x->reset = 1; /* the race: asked of the communication thread, never waited for */
+    pthread_cond_broadcast(&x->cv);
+#else
     x->launched = x->done = 0;
+#endif
     pthread_mutex_unlock(&x->mu);
     for (int k = 0; k < x->nb; k++)
         x->b[k].missing = x->b[k].n;
@@ -230,8 +326,10 @@ static int xb_grad_ready(void *state, int p)
     bucket *b = &x->b[x->bucket_of[p]];
     const ddpsim_param_view *v = &svc->params[p];
     float *dst = b->buf + x->slot_of[p], inv = (float)(1.0 / svc->world_size);
+#ifndef BUCKETS_LAUNCH_BEFORE_COPY
     for (size_t i = 0; i < v->count; i++)
         dst[i] = svc->bucket_view && x->alias[p] ? v->grad[i] / (float)svc->world_size : v->grad[i] * inv;
+#endif
     b->missing--;
 #ifdef BUCKETS_UNLOCKED_PENDING
     x->pending += b->missing == 0; /* counted as full, before its launch below */
@@ -248,6 +346,10 @@ static int xb_grad_ready(void *state, int p)
 #endif
     pthread_cond_broadcast(&x->cv);
     pthread_mutex_unlock(&x->mu);
+#ifdef BUCKETS_LAUNCH_BEFORE_COPY
+    for (size_t i = 0; i < v->count; i++) /* the race: after the bucket went to the communication thread */
+        dst[i] = svc->bucket_view && x->alias[p] ? v->grad[i] / (float)svc->world_size : v->grad[i] * inv;
+#endif
     return 0;
 }
 
