@@ -5,8 +5,12 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
+
+#define STRINGIFY_(x) #x
+#define STRINGIFY(x) STRINGIFY_(x)
 
 int battery_rows_extra_ranks(const ddpsim_options *opt)
 {
@@ -14,6 +18,12 @@ int battery_rows_extra_ranks(const ddpsim_options *opt)
     if (n < 2 || (n & (n - 1)) || opt->mesh_text || opt->world == CLI_WORLD_MPI) /* MPI: the job's size is fixed */
         return 0;
     return n == 2 ? 3 : n - 1;
+}
+
+int battery_rows_sched(const ddpsim_options *opt)
+{
+    return strchr(opt->run.impl, '/') && !opt->race && opt->world != CLI_WORLD_MPI &&
+           opt->run.backend == VERIFY_BACKEND_CPU;
 }
 
 int battery_rows(const ddpsim_options *opt, battery_row **rows)
@@ -69,6 +79,8 @@ void battery_rows_chaos_pass(const battery_row *rows, int n, int *nrows, int *nr
 verify_config battery_row_config(const ddpsim_options *opt, const battery_row *row)
 {
     verify_config c = opt->run;
+    if (row->chaos_seeds && battery_rows_sched(opt))
+        c.interleave = (interleave_config){.mode = INTERLEAVE_PCT, .depth = BATTERY_SCHED_DEPTH};
     if (row->nranks != c.nranks) {
         c.nranks = row->nranks;
         if (c.shard != SHARD_NONE) /* no --mesh here (battery_rows_extra_ranks): the mode's own for M ranks */
@@ -80,7 +92,9 @@ verify_config battery_row_config(const ddpsim_options *opt, const battery_row *r
 void battery_row_replay(const ddpsim_options *opt, const battery_row *row, char *out, size_t len)
 {
     if (row->chaos_seeds)
-        snprintf(out, len, " --scenario %s --chaos %d", row->sc->name, row->failed_seed ? row->failed_seed : 1);
+        snprintf(out, len, " --scenario %s%s --chaos %d", row->sc->name,
+                 battery_rows_sched(opt) ? " --sched pct:" STRINGIFY(BATTERY_SCHED_DEPTH) : "",
+                 row->failed_seed ? row->failed_seed : 1);
     else if (row->nranks == opt->run.nranks)
         snprintf(out, len, " --scenario %s", row->sc->name);
     else

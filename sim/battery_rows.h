@@ -12,7 +12,11 @@
  * become ready and buckets launch matters there) once more at N ranks under
  * chaos seeds 1..chaos_seeds, one run per seed, stopping at the first that
  * fails, as a row "NAME, chaos 1-8"; its replay line names the failing
- * seed. Not when the whole battery runs under --chaos SEED already.
+ * seed. Not when the whole battery runs under --chaos SEED already. For a
+ * plugin the pass also runs its threads under --sched pct:2 (interleave.h),
+ * each seed one interleaving, so a race between them that a seed makes fire
+ * fails the row, and its replay line fires it again (not beside --race,
+ * under --world mpi or with --backend nccl, which --sched refuses).
  */
 #ifndef DDPSIM_BATTERY_ROWS_H
 #define DDPSIM_BATTERY_ROWS_H
@@ -29,6 +33,10 @@ typedef struct battery_row {
     char label[48];  /* the scenario's name, "NAME at M" or "NAME, chaos 1-K" */
 } battery_row;
 
+/* Whether the chaos pass schedules the implementation's threads (a plugin, --sched allowed): pct:2. */
+int battery_rows_sched(const ddpsim_options *opt);
+#define BATTERY_SCHED_DEPTH 2
+
 /* The extra rows' rank count M for opt, or 0 when there are none (N not a power of two, N < 2, --mesh, MPI). */
 int battery_rows_extra_ranks(const ddpsim_options *opt);
 
@@ -42,7 +50,7 @@ verify_config battery_row_config(const ddpsim_options *opt, const battery_row *r
 void battery_rows_chaos_pass(const battery_row *rows, int n, int *nrows, int *nruns);
 
 /* What a row's replay line adds to the command: " --scenario NAME", " --ranks M" for a row at M, " --chaos S"
- * for a chaos row's failing seed. */
+ * for a chaos row's failing seed (after " --sched pct:2" when the pass schedules). */
 void battery_row_replay(const ddpsim_options *opt, const battery_row *row, char *out, size_t len);
 
 #endif

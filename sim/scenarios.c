@@ -164,8 +164,10 @@ static void header(const ddpsim_options *opt, int width)
         const scenario *sc = battery_at_for(run->shard, i);
         if (sc->chaos_seeds > 0)
             fprintf(opt->out, "#   the chaos pass: %s once more under chaos seeds 1-%d (ready events held back and "
-                              "shuffled, buckets launched late, ranks delayed), until one fails\n",
-                    sc->name, sc->chaos_seeds);
+                              "shuffled, buckets launched late, ranks delayed%s), until one fails\n",
+                    sc->name, sc->chaos_seeds,
+                    battery_rows_sched(opt) ? "; the plugin's threads one at a time, each seed an interleaving of "
+                                              "--sched pct:2" : "");
     }
     fprintf(opt->out, "#   ddpsim --scenarios says what each exposes; --scenario NAME runs one with its full report\n");
     if (run->clip_max > 0)

@@ -16,7 +16,9 @@
 #     seed gives the same mismatch every time;
 #   - a reset handed to the communication thread and never waited for,
 #     which loses the launches made before it runs: a deadlock under pct:2;
-#   - the correct example passes 30 seeds of each strategy.
+#   - the correct example passes 30 seeds of each strategy;
+#   - the default battery's chaos pass runs a plugin's threads under
+#     pct:2: the lost wakeup fails its row, whose replay line fails again.
 # Refused before any rank starts (exit 2): a scheduler that is not one, a
 # built-in, the battery, --race, --replay. --json carries each rank's figures.
 DDPSIM=${DDPSIM:-./sim/ddpsim}
@@ -116,6 +118,21 @@ assert s["strategy"] == "pct:2" and s["seed"] == 5 and len(s["ranks"]) == 3, s
 assert all(r["threads"] == 2 and r["points"] > 0 and 0 < r["horizon"] and r["virtual_ns"] > 0 for r in s["ranks"]), s
 EOF
 then ok "--json has each rank's scheduler figures"; else bad "--json's sched"; fi
+
+# The default battery's chaos pass schedules a plugin's threads (pct:2, one interleaving per seed): the lost
+# wakeup fails its row, whose replay line fires it again; the correct example passes the pass.
+expect 3 "^ buckets, chaos 1-3 .*FAULT .*deadlock under --sched" "the battery's chaos pass finds the lost wakeup" -- \
+    --ranks 3 --impl "$plugins/libbuckets_lost_wakeup.so"
+replay=$(sed -n 's/^# replay: ddpsim \(.* --scenario buckets --sched pct:2 --chaos [0-9]*\)$/\1/p' "$out")
+if [ -n "$replay" ] && grep -q "^#   the chaos pass: buckets .*each seed an interleaving of --sched pct:2" "$out"; then
+    ok "... the header says so, and the row's replay line names the strategy and the seed"
+else
+    bad "... no replay line with --sched pct:2 --chaos"
+fi
+# shellcheck disable=SC2086
+expect 3 "deadlock under --sched" "... which fires it again" -- $replay
+expect 0 "^ buckets, chaos 1-3 .*PASS" "the correct example passes the scheduled chaos pass" -- \
+    --ranks 3 --impl "$plugins/libexample_buckets.so"
 
 # Refused before any rank starts
 expect 2 "'pct:0' is not a scheduler" "a depth of 0" -- $run --impl "$plugins/libexample_buckets.so" --sched pct:0
