@@ -245,8 +245,8 @@ grep -q "^# sanity: reference equals the exact average of every rank's local gra
 racy=$plugins/libbuckets_launch_as_filled.so
 expect 0 "verdict: PASS" "a bucket launched as it fills passes the buckets scenario without chaos" -- --ranks 3 \
     --scenario buckets --impl "$racy"
-expect 3 "# replay: ddpsim --ranks 3 --impl $racy --scenario buckets --chaos 1" \
-    "... the battery's chaos pass catches it (ranks disagree on a collective) and names the seed" -- --ranks 3 --impl "$racy"
+expect 3 "# replay: ddpsim --ranks 3 --impl $racy --scenario buckets --sched pct:2 --chaos 1" \
+    "... the battery's chaos pass catches it (ranks disagree on a collective) and names the seed (a plugin's pass is scheduled)" -- --ranks 3 --impl "$racy"
 if grep -q '^ buckets, chaos 1-3 .* FAULT     chaos seed 1: fault: .*ranks disagree on a collective' "$out" &&
     [ "$(grep -cE '^ .*[0-9]  (FAIL|FAULT) ' "$out")" = 1 ] && [ "$(grep -c '^ .*[0-9]  PASS  ' "$out")" = 21 ]; then
     ok "... in the row 'buckets, chaos 1-3' alone; the plain rows pass (21; 3 it refuses, as the example)"
