@@ -16,7 +16,8 @@
 #     seed gives the same mismatch every time;
 #   - a reset handed to the communication thread and never waited for,
 #     which loses the launches made before it runs: a deadlock under pct:2;
-#   - the correct example passes 30 seeds of each strategy;
+#   - the correct example passes 30 seeds of each strategy, and so does one
+#     that polls a semaphore with a timeout and sleeps (the virtual clock);
 #   - the default battery's chaos pass runs a plugin's threads under
 #     pct:2: the lost wakeup fails its row, whose replay line fails again.
 # Refused before any rank starts (exit 2): a scheduler that is not one, a
@@ -105,6 +106,17 @@ for strategy in pct:2 random; do
     expect 0 "^# 30 runs, 0 failing" "the correct buckets example passes 30 seeds of --sched $strategy" -- \
         $run --impl "$plugins/libexample_buckets.so" --sched "$strategy" --chaos 1..30
 done
+# Semaphores, timed waits and sleeps: the example polling a semaphore with a 2 ms timeout on the wall clock and
+# sleeping before each reduction (-DBUCKETS_POLL) is right, so it passes; a sleep the scheduler could not end
+# (the virtual clock's jump when only sleepers are left) would be a deadlock. The same seed, the same figures.
+for strategy in pct:2 random; do
+    expect 0 "^# 20 runs, 0 failing" "a correct example that polls a semaphore and sleeps passes 20 seeds of --sched $strategy" -- \
+        $run --impl "$plugins/libbuckets_poll.so" --sched "$strategy" --chaos 1..20
+done
+"$DDPSIM" $run --impl "$plugins/libbuckets_poll.so" --sched random --chaos 3 2>&1 | grep '^# sched:' >"$tmp/f1"
+"$DDPSIM" $run --impl "$plugins/libbuckets_poll.so" --sched random --chaos 3 2>&1 | grep '^# sched:' >"$tmp/f2"
+[ -s "$tmp/f1" ] && cmp -s "$tmp/f1" "$tmp/f2" && ok "... a seed twice: the same points, switches and virtual time ($(cut -c9-90 "$tmp/f1"))" ||
+    bad "... a seed twice: '$(cat "$tmp/f1")' then '$(cat "$tmp/f2")'"
 expect 0 "^#   PCT finds a bug of depth d <= 3 .* d=1 0.5, d=2 " "a single run prints the scheduler's figures and PCT's bound" -- \
     $run --impl "$plugins/libexample_buckets.so" --sched pct:3
 grep -q "^# sched: rank [0-9] ran 2 threads through [0-9]* scheduling points" "$out" &&

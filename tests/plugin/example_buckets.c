@@ -53,6 +53,11 @@
  *    wakes nobody and both threads wait for ever (a deadlock, which --sched
  *    names instead of hanging).
  *
+ * Built with -DBUCKETS_POLL it is right in another way, for --sched's
+ * tests of semaphores, timed waits and sleeps: its communication thread
+ * polls a semaphore the launches post, with a 2 ms timeout on the
+ * wall clock, and sleeps 50 us before each reduction.
+ *
  * Built with -DBUCKETS_UNLOCKED_PENDING (libbuckets_unlocked_pending.so,
  * with -fsanitize=thread for the --race test) it also counts the buckets in
  * flight in a plain int that the main thread increments and the
@@ -63,10 +68,12 @@
 #include <ddpsim_impl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef struct bucket {
     int first, n;   /* members[first .. first + n) */
@@ -95,6 +102,9 @@ typedef struct xb {
 #endif
 #ifdef BUCKETS_ASYNC_RESET
     int reset; /* forward_begin asked the communication thread to start the count of launches over */
+#endif
+#ifdef BUCKETS_POLL
+    sem_t work; /* posted at each launch and at the stop; the communication thread polls it */
 #endif
 #ifdef BUCKETS_DONE_BEFORE_UNPACK
     float *staging; /* the reduction's copy of a bucket (as large as the largest) */
@@ -160,7 +170,20 @@ static void *comm_main(void *arg)
             continue;
 #else
         while (!x->stop && x->done == x->launched) {
+#ifdef BUCKETS_POLL
+            pthread_mutex_unlock(&x->mu);
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_nsec += 2000000;
+            if (until.tv_nsec >= 1000000000) {
+                until.tv_sec++;
+                until.tv_nsec -= 1000000000;
+            }
+            sem_timedwait(&x->work, &until); /* a post or 2 ms: either way, look again */
+            pthread_mutex_lock(&x->mu);
+#else
             pthread_cond_wait(&x->cv, &x->mu);
+#endif
 #ifdef BUCKETS_ASYNC_RESET
             if (x->reset) { /* whenever this thread gets to it: launches made since are lost */
                 x->launched = x->done = 0;
@@ -174,6 +197,9 @@ static void *comm_main(void *arg)
         int k = x->queue[x->done];
         bucket *b = &x->b[k];
         pthread_mutex_unlock(&x->mu);
+#ifdef BUCKETS_POLL
+        usleep(50);
+#endif
         svc->chaos_point(svc->env, (uint32_t)x->done);
 #ifdef BUCKETS_DONE_BEFORE_UNPACK
         memcpy(x->staging, b->buf, b->count * sizeof(float));
@@ -248,6 +274,9 @@ static int xb_create(const ddpsim_services *svc, void **state)
         return -1;
     pthread_mutex_init(&x->mu, NULL);
     pthread_cond_init(&x->cv, NULL);
+#ifdef BUCKETS_POLL
+    sem_init(&x->work, 0, 0);
+#endif
     if (pthread_create(&x->thread, NULL, comm_main, x) != 0)
         return xb_fail(x, "cannot start the communication thread");
     return 0;
@@ -263,6 +292,9 @@ static void xb_destroy(void *state)
         x->stop = 1;
         pthread_cond_broadcast(&x->cv);
         pthread_mutex_unlock(&x->mu);
+#ifdef BUCKETS_POLL
+        sem_post(&x->work);
+#endif
         pthread_join(x->thread, NULL);
     }
     for (int k = 0; k < x->nb; k++)
@@ -346,6 +378,9 @@ static int xb_grad_ready(void *state, int p)
 #endif
     pthread_cond_broadcast(&x->cv);
     pthread_mutex_unlock(&x->mu);
+#ifdef BUCKETS_POLL
+    sem_post(&x->work);
+#endif
 #ifdef BUCKETS_LAUNCH_BEFORE_COPY
     for (size_t i = 0; i < v->count; i++) /* the race: after the bucket went to the communication thread */
         dst[i] = svc->bucket_view && x->alias[p] ? v->grad[i] / (float)svc->world_size : v->grad[i] * inv;
