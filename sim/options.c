@@ -372,7 +372,6 @@ static int check_sched(const ddpsim_options *opt, char *msg, size_t len)
                         : opt->world == CLI_WORLD_MPI ? "--world mpi (its ranks wait in MPI, not on the futexes --sched "
                                                         "watches)"
                         : run->backend == VERIFY_BACKEND_NCCL ? "--backend nccl (a GPU's streams are not scheduled)"
-                        : opt->replay_path ? "--replay (the seed is the replay: run the same command with --chaos S)"
                         : opt->mutants ? "--mutants (the catalogue's bugs are built-ins)"
                                        : NULL;
     if (clash) {
@@ -487,6 +486,11 @@ static int validate(void *o, const char **which, char *msg, size_t len)
     fprintf(k, "ranks=%d seed=%llu model=%s batch=%d impl=%s ops=%zu hash=%016llx", run->nranks,
             (unsigned long long)run->seed, run->model_spec, run->batch, run->impl, run->schedule->nops,
             (unsigned long long)schedule_hash(run->schedule));
+    if (run->interleave.mode != INTERLEAVE_OFF) { /* a scheduled run's trace replays under the same interleaving */
+        char name[48];
+        interleave_name(&run->interleave, name, sizeof name);
+        fprintf(k, " sched=%s sched_seed=%llu", name, (unsigned long long)run->chaos_seed);
+    }
     fclose(k);
     opt->run_key = key;
     if (!opt->run_key)

@@ -15,6 +15,7 @@
 #include "annotate.h"
 #include "checker.h"
 #include "cli.h"
+#include "hash.h"
 #include "config.h"
 #include "jsonw.h"
 #include "judge.h"
@@ -522,11 +523,16 @@ static void print_sched(const ddpsim_options *opt, const verify_result *res)
     const interleave_config *cfg = &opt->run.interleave;
     const interleave_figures *most = NULL;
     int at = 0;
-    for (int r = 0; r < res->nranks; r++)
+    uint64_t digest = HASH_INIT;
+    for (int r = 0; r < res->nranks; r++) {
+        digest = hash_word(digest, res->figures[r].sched.digest);
         if (!most || res->figures[r].sched.points > most->points)
             most = &res->figures[at = r].sched;
+    }
     if (cfg->mode == INTERLEAVE_OFF || !most)
         return;
+    fprintf(opt->out, "# sched: the interleaving's digest %016llx (every rank's every decision: the same digest, the "
+                      "same interleaving)\n", (unsigned long long)digest);
     fprintf(opt->out, "# sched: rank %d ran %u thread%s through %llu scheduling points (%llu switches, %.3f ms of "
                       "virtual time), the most of any rank\n",
             at, most->threads, most->threads == 1 ? "" : "s", (unsigned long long)most->points,
@@ -870,9 +876,9 @@ static int write_json(const ddpsim_options *opt, const verify_result *res, const
         for (int r = 0; r < res->nranks; r++) {
             const interleave_figures *g = &res->figures[r].sched;
             fprintf(f, "%s{\"threads\": %u, \"points\": %llu, \"switches\": %llu, \"virtual_ns\": %llu, "
-                       "\"horizon\": %llu}", r ? ", " : "", g->threads, (unsigned long long)g->points,
-                    (unsigned long long)g->switches, (unsigned long long)g->virtual_ns,
-                    (unsigned long long)g->horizon);
+                       "\"horizon\": %llu, \"digest\": \"%016llx\"}", r ? ", " : "", g->threads,
+                    (unsigned long long)g->points, (unsigned long long)g->switches, (unsigned long long)g->virtual_ns,
+                    (unsigned long long)g->horizon, (unsigned long long)g->digest);
         }
         fprintf(f, "]}");
     }

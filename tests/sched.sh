@@ -20,8 +20,10 @@
 #     that polls a semaphore with a timeout and sleeps (the virtual clock);
 #   - the default battery's chaos pass runs a plugin's threads under
 #     pct:2: the lost wakeup fails its row, whose replay line fails again.
+#   - --trace of a scheduled run replays (--replay) to the same failure and
+#     the same interleaving's digest, a deadlock to the same deadlock.
 # Refused before any rank starts (exit 2): a scheduler that is not one, a
-# built-in, the battery, --race, --replay. --json carries each rank's figures.
+# built-in, the battery, --race. --json carries each rank's figures.
 DDPSIM=${DDPSIM:-./sim/ddpsim}
 . "$(dirname "$0")/testlib.sh"
 here=$(cd "$(dirname "$0")" && pwd)
@@ -127,9 +129,26 @@ if /usr/bin/env python3 - "$tmp/s.json" <<'EOF'
 import json, sys
 s = json.load(open(sys.argv[1]))["sched"]
 assert s["strategy"] == "pct:2" and s["seed"] == 5 and len(s["ranks"]) == 3, s
-assert all(r["threads"] == 2 and r["points"] > 0 and 0 < r["horizon"] and r["virtual_ns"] > 0 for r in s["ranks"]), s
+assert all(r["threads"] == 2 and r["points"] > 0 and 0 < r["horizon"] and r["virtual_ns"] > 0 and len(r["digest"]) == 16 for r in s["ranks"]), s
 EOF
 then ok "--json has each rank's scheduler figures"; else bad "--json's sched"; fi
+
+# --trace and --replay: a scheduled run's trace carries its strategy and seed (the run's key), and replays with them
+# to the same failure and the same interleaving (its digest); one cut short by a deadlock deadlocks again; without
+# --sched it is another run's trace.
+lib=$plugins/libbuckets_launch_before_copy.so
+"$DDPSIM" $run --impl "$lib" --sched pct:2 --chaos 1 --trace "$tmp/t.jsonl" >"$tmp/a" 2>&1
+expect 1 "^# verdict: FAIL" "a scheduled run's trace replays" -- $run --impl "$lib" --sched pct:2 --chaos 1 --replay "$tmp/t.jsonl"
+outcome "$tmp/a" >"$tmp/first"
+outcome "$out" >"$tmp/again"
+grep -q "^# sched: the interleaving's digest" "$tmp/first" && cmp -s "$tmp/first" "$tmp/again" &&
+    ok "... to the same first divergence and the same interleaving's digest" || bad "... not the same: $(diff "$tmp/first" "$tmp/again")"
+expect 2 "was recorded for another run.*sched=pct:2 sched_seed=1" "... and without --sched it is another run's" -- \
+    $run --impl "$lib" --chaos 1 --replay "$tmp/t.jsonl"
+lib=$plugins/libbuckets_lost_wakeup.so
+"$DDPSIM" $run --impl "$lib" --sched random --chaos 1 --trace "$tmp/t2.jsonl" >/dev/null 2>&1
+expect 3 "the recorded run ended: deadlock under --sched" "a deadlocked scheduled run's trace replays to the same deadlock" -- \
+    $run --impl "$lib" --sched random --chaos 1 --replay "$tmp/t2.jsonl"
 
 # The default battery's chaos pass schedules a plugin's threads (pct:2, one interleaving per seed): the lost
 # wakeup fails its row, whose replay line fires it again; the correct example passes the pass.
@@ -155,8 +174,5 @@ expect 2 "schedules a single run: add --scenario" "the battery" -- --ranks 3 --i
     --sched random
 # (a ddpsim built with a sanitizer, or one without ThreadSanitizer's runtime, refuses --race itself first)
 expect 2 "cannot run beside --race\|--race: " "--race" -- $run --impl "$plugins/libexample_buckets.so" --sched random --race
-echo '{}' >"$tmp/trace"
-expect 2 "cannot run beside --replay" "--replay" -- $run --impl "$plugins/libexample_buckets.so" --sched random \
-    --replay "$tmp/trace"
 expect 0 "^# verdict: PASS" "--sched off is a plain run" -- $run --impl "$plugins/libexample_buckets.so" --sched off
 finish

@@ -18,6 +18,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "hash.h"
 #include "rng.h"
 
 #define REALTIME_BASE_S 1800000000ll /* the virtual wall clock starts at 2027-01-15 */
@@ -51,6 +52,7 @@ static struct {
     int n;
     il_thread *cur;
     uint64_t points, switches, seq, decisions;
+    uint64_t digest; /* of every decision: the point and the thread it gave the baton to */
     uint64_t change[INTERLEAVE_MAX_DEPTH]; /* pct: the points where the running thread's priority drops */
     uint64_t horizon;                      /* ... drawn from (after create) the next this many */
     uint64_t vnow;                         /* virtual ns since the start */
@@ -216,6 +218,7 @@ static il_thread *pick(void)
 static void reschedule(void)
 {
     il_thread *self = me, *next = pick();
+    il.digest = hash_word(hash_word(il.digest, il.points), (uint64_t)next->id);
     if (next != self) {
         il.switches++;
         baton_give(next);
@@ -291,6 +294,7 @@ void interleave_start(const interleave_config *cfg, uint64_t seed, int rank, voi
     il.fail_arg = arg;
     me = add_thread();
     il.cur = me;
+    il.digest = HASH_INIT;
     atomic_store(&il_on, me != NULL);
 }
 
@@ -314,6 +318,7 @@ void interleave_stop(interleave_figures *out)
     out->switches = il.switches;
     out->virtual_ns = il.vnow;
     out->horizon = il.horizon;
+    out->digest = il.digest;
     /* Threads the plugin never joined stay parked on their go words; the rank exits under them. */
 }
 

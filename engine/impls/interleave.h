@@ -93,6 +93,7 @@ typedef struct interleave_figures {
     uint64_t switches;
     uint64_t virtual_ns; /* the virtual clock at the end */
     uint64_t horizon;    /* pct: the K its change points were drawn from */
+    uint64_t digest;     /* of every decision (the point, the thread given the baton): the interleaving's fingerprint */
 } interleave_figures;
 
 /*

@@ -400,10 +400,12 @@ ddp_status trace_load(const char *path, const char *run_key, int nranks, verify_
             else if (version < TRACE_OLDEST_REPLAYED || version > TRACE_VERSION)
                 s = BAD("%s is trace version %d; this ddpsim reads versions %d to %d: record it again", path,
                         version, TRACE_OLDEST_REPLAYED, TRACE_VERSION);
-            else if (strncmp(k + 8, run_key, klen) != 0 || k[8 + klen] != '"')
+            else if (strncmp(k + 8, run_key, klen) != 0 || k[8 + klen] != '"') {
+                const char *end = strchr(k + 8, '"'); /* the recorded run's key ends at its quote */
                 s = BAD("%s was recorded for another run; replay it with the same ranks, seed, model, batch, "
-                        "schedule and --impl (this run: %s)",
-                        path, run_key);
+                        "schedule and --impl, and a scheduled run's --sched and --chaos (recorded: %.*s; this run: %s)",
+                        path, end ? (int)(end - (k + 8)) : 0, k + 8, run_key);
+            }
             json_member_string(line, "failure", out->failure, sizeof out->failure);
             continue;
         }
