@@ -47,7 +47,8 @@ same_of_10() {
 
 printf '# the first failing seed of 1..%d, --scenario buckets; same: of 10 reruns of the pct:2 seed, how many end the same way\n' "$max"
 printf '#%-22s %5s %6s %6s %6s\n' race ranks pct:2 random same
-for race in launch_before_copy done_before_unpack lost_wakeup clock_tick async_reset launch_as_filled unlocked_pending; do
+for race in launch_before_copy done_before_unpack lost_wakeup clock_tick async_reset fuse_ready launch_as_filled \
+    unlocked_pending; do
     lib=$plugins/libbuckets_$race.so
     [ -f "$lib" ] || lib=$work/libbuckets_$race.so
     for n in 2 3 4; do

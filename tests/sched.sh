@@ -14,6 +14,9 @@
 #     thread's call instead of hanging; again for the same seed;
 #   - a collective decided by a rank's own 5 ms tick: on virtual clocks a
 #     seed gives the same mismatch every time;
+#   - buckets fused by whatever is ready when the communication thread
+#     wakes (Horovod's fusion without its coordinator): ranks call
+#     allreduces of different sizes;
 #   - a reset handed to the communication thread and never waited for,
 #     which loses the launches made before it runs: a deadlock under pct:2;
 #   - the correct example passes 30 seeds of each strategy, and so does one
@@ -92,6 +95,8 @@ same_every_time "a bucket counted done before its result is unpacked" buckets_do
 same_every_time "a lost wakeup" buckets_lost_wakeup random \
     "deadlock under --sched, every thread of the plugin blocked: thread 0 (the rank's own) in pthread_cond_wait; thread 1 in pthread_cond_wait"
 same_every_time "a collective decided by a rank's own clock" buckets_clock_tick pct:2 "ranks disagree on a collective"
+same_every_time "buckets fused as they happen to be ready, with no coordinator" buckets_fuse_ready random \
+    "ranks disagree on a collective"
 same_every_time "a reset asked of the communication thread and never waited for" buckets_async_reset pct:2 \
     "deadlock under --sched, every thread of the plugin blocked: thread 0 (the rank's own) in pthread_cond_wait"
 

@@ -48,6 +48,11 @@
  *    to start its count of launches over and does not wait for it, so a
  *    thread that gets to it after backward's first launches loses them and
  *    backward_end waits for ever (a background reset never waited for);
+ *  - -DBUCKETS_FUSE_READY: the communication thread reduces every bucket
+ *    launched by the time it wakes in one fused allreduce, as Horovod's
+ *    tensor fusion, but with no coordinator agreeing on the fusion, so
+ *    ranks whose threads woke at different moments call allreduces of
+ *    different sizes;
  *  - -DBUCKETS_LOST_WAKEUP: the communication thread looks for work
  *    before taking the lock and waits after it, so a launch in between
  *    wakes nobody and both threads wait for ever (a deadlock, which --sched
@@ -106,7 +111,7 @@ typedef struct xb {
 #ifdef BUCKETS_POLL
     sem_t work; /* posted at each launch and at the stop; the communication thread polls it */
 #endif
-#ifdef BUCKETS_DONE_BEFORE_UNPACK
+#if defined(BUCKETS_DONE_BEFORE_UNPACK) || defined(BUCKETS_FUSE_READY)
     float *staging; /* the reduction's copy of a bucket (as large as the largest) */
 #endif
 #ifdef BUCKETS_UNLOCKED_PENDING
@@ -144,7 +149,7 @@ static int lay_out(xb *x, const int *order, int n)
         b->buf = calloc(b->count, sizeof(float)); /* zeros: what a race reduces before a copy is defined */
         if (!b->buf)
             return xb_fail(x, "out of memory");
-#ifdef BUCKETS_DONE_BEFORE_UNPACK
+#if defined(BUCKETS_DONE_BEFORE_UNPACK) || defined(BUCKETS_FUSE_READY)
         free(x->staging);
         if (!(x->staging = malloc(svc->total_count * sizeof(float))))
             return xb_fail(x, "out of memory");
@@ -194,6 +199,29 @@ static void *comm_main(void *arg)
 #endif
         if (x->stop)
             break;
+#ifdef BUCKETS_FUSE_READY
+        /* the race: every bucket launched by now in one allreduce, Horovod's fusion without its coordinator: how
+         * many that is depends on when this thread woke, which differs between ranks */
+        int first = x->done, last = x->launched;
+        pthread_mutex_unlock(&x->mu);
+        size_t fused = 0;
+        for (int q = first; q < last; q++) {
+            memcpy(x->staging + fused, x->b[x->queue[q]].buf, x->b[x->queue[q]].count * sizeof(float));
+            fused += x->b[x->queue[q]].count;
+        }
+        int frc = svc->allreduce_sum(svc->env, x->staging, fused);
+        for (int q = first, at = 0; q < last; at += (int)x->b[x->queue[q]].count, q++)
+            memcpy(x->b[x->queue[q]].buf, x->staging + at, x->b[x->queue[q]].count * sizeof(float));
+        pthread_mutex_lock(&x->mu);
+        if (frc && !x->failed) {
+            x->failed = 1;
+            snprintf(x->why, sizeof x->why, "example_buckets: the fused allreduce of buckets %d-%d failed: %s",
+                     first, last - 1, svc->last_error(svc->env));
+        }
+        x->done = last;
+        pthread_cond_broadcast(&x->cv);
+        continue;
+#endif
         int k = x->queue[x->done];
         bucket *b = &x->b[k];
         pthread_mutex_unlock(&x->mu);
@@ -301,7 +329,7 @@ static void xb_destroy(void *state)
         free(x->b[k].buf);
     free(x->members), free(x->bucket_of), free(x->slot_of), free(x->b), free(x->alias), free(x->order);
     free(x->queue);
-#ifdef BUCKETS_DONE_BEFORE_UNPACK
+#if defined(BUCKETS_DONE_BEFORE_UNPACK) || defined(BUCKETS_FUSE_READY)
     free(x->staging);
 #endif
     free(x);
