@@ -158,6 +158,9 @@ static _Noreturn void deadlock(void)
                                t->id == 0 ? " (the rank's own)" : "", t->call ? t->call : "?");
         first = 0;
     }
+    /* From here every call goes to libc: the way out (coverage counters written, the rank's error) may lock */
+    atomic_store(&il_on, 0);
+    inside++;
     il.fail(il.fail_arg, why);
     abort(); /* fail must not return */
 }
