@@ -2,10 +2,10 @@
  * interleave.c - --sched: a rank's plugin threads one at a time (interleave.h).
  *
  * Every piece of state here is touched only by the thread holding the baton
- * (il.cur), so none of it needs a lock: a thread hands the baton over by
- * storing 1 in the next thread's go word (release) and waits on its own
- * (acquire), with private futexes, never with the pthread calls the plugin's
- * threads are being scheduled through.
+ * (the one whose go word was set last), so none of it needs a lock: a
+ * thread hands the baton over by storing 1 in the next thread's go word
+ * (release) and waits on its own (acquire), with private futexes, never
+ * with the pthread calls the plugin's threads are being scheduled through.
  */
 #include "interleave.h"
 
@@ -47,10 +47,8 @@ typedef struct il_thread {
 static struct {
     interleave_config cfg;
     uint64_t key;
-    int rank;
     il_thread *t[INTERLEAVE_MAX_THREADS];
     int n;
-    il_thread *cur;
     uint64_t points, switches, seq, decisions;
     uint64_t digest; /* of every decision: the point and the thread it gave the baton to */
     uint64_t change[INTERLEAVE_MAX_DEPTH]; /* pct: the points where the running thread's priority drops */
@@ -139,7 +137,6 @@ static void baton_wait(il_thread *t)
 
 static void baton_give(il_thread *to)
 {
-    il.cur = to;
     atomic_store_explicit(&to->go, 1, memory_order_release);
     futex(&to->go, FUTEX_WAKE_PRIVATE, 1);
 }
@@ -232,7 +229,7 @@ static void reschedule(void)
     self->call = NULL;
 }
 
-/* A point: time moves, pct's change points fire. */
+/* Time moves, pct's change points fire. */
 static void tick(void)
 {
     il.points++;
@@ -241,6 +238,13 @@ static void tick(void)
         for (int i = 0; i < il.cfg.depth - 1; i++)
             if (il.change[i] == il.points)
                 me->prio = il.cfg.depth - 1 - i; /* the (i+1)-th change point: D - (i+1) */
+}
+
+/* A point: time moves, and the scheduler may give the baton to another thread. */
+static void step(void)
+{
+    tick();
+    reschedule();
 }
 
 static void block(const void *obj, const char *call, uint64_t deadline)
@@ -291,12 +295,10 @@ void interleave_start(const interleave_config *cfg, uint64_t seed, int rank, voi
     if (cfg->mode == INTERLEAVE_OFF)
         return;
     il.cfg = *cfg;
-    il.rank = rank;
     il.key = rng_key(rng_key(rng_key(seed, 0x73636864 /* "schd" */), (uint64_t)rank), (uint64_t)cfg->mode);
     il.fail = fail;
     il.fail_arg = arg;
     me = add_thread();
-    il.cur = me;
     il.digest = HASH_INIT;
     atomic_store(&il_on, me != NULL);
 }
@@ -351,8 +353,7 @@ void interleave_point(void)
 {
     if (!interleave_active())
         return;
-    tick();
-    reschedule();
+    step();
 }
 
 void interleave_before_wait(void)
@@ -421,8 +422,7 @@ static il_thread *thread_of(pthread_t pt)
 
 int interleave_thread_join(pthread_t pt, void **result)
 {
-    tick();
-    reschedule();
+    step();
     il_thread *t = thread_of(pt);
     while (t && t->state != T_DONE)
         block(t, "pthread_join", 0);
@@ -453,15 +453,13 @@ static int lock_loop(pthread_mutex_t *m)
 
 int interleave_mutex_lock(pthread_mutex_t *m)
 {
-    tick();
-    reschedule();
+    step();
     return lock_loop(m);
 }
 
 int interleave_mutex_trylock(pthread_mutex_t *m)
 {
-    tick();
-    reschedule();
+    step();
     return LIBC(pthread_mutex_trylock(m));
 }
 
@@ -470,8 +468,7 @@ static int released(const void *obj, int rc)
 {
     if (rc == 0)
         wake_all(obj);
-    tick();
-    reschedule();
+    step();
     return rc;
 }
 
@@ -524,8 +521,7 @@ int interleave_cond_wake(pthread_cond_t *c, int all)
 
 int interleave_sem_wait(sem_t *s, int try, const struct timespec *abstime)
 {
-    tick();
-    reschedule();
+    step();
     uint64_t deadline = abstime ? deadline_of(abstime) : 0;
     for (;;) {
         if (LIBC(sem_trywait(s)) == 0)
@@ -580,8 +576,7 @@ int interleave_clock(clockid_t id, struct timespec *ts)
         base = MONOTONIC_BASE_S;
     else
         return -1; /* CPU-time clocks stay real */
-    tick();
-    reschedule();
+    step();
     ts->tv_sec = (time_t)(base + (long long)(il.vnow / 1000000000u));
     ts->tv_nsec = (long)(il.vnow % 1000000000u);
     return 0;
